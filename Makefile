@@ -1,0 +1,61 @@
+# crashlab — the two commands are `make sweep` and `make test`; both set up
+# and build first.  Each C component adds its own rules in <folder>/build.mk:
+# it appends its outputs to BUILD and its C test runs to CTEST.
+
+SHELL    := /bin/bash
+VENV     := .venv
+PY       := $(VENV)/bin/python
+CRASHLAB := $(VENV)/bin/crashlab
+CC       ?= cc
+CFLAGS_COMMON := -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -O2 -g
+ASAN_FLAGS    := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all
+
+BUILD :=
+CTEST :=
+include $(sort $(wildcard */build.mk))
+
+.PHONY: help setup build test ctest pytest lint sweep bench images repro report clean
+
+help:
+	@echo "make sweep   set up, build, run the default crash sweep, print where the report is"
+	@echo "make test    set up, build, run the whole test suite"
+	@echo "make bench   print the benchmark figures"
+	@echo "make images  build the base file-system images"
+	@echo "make repro RUN=... STATE=...   materialise and explain one crash state"
+
+setup:
+	@harness/setup/setup.sh
+
+build: setup $(BUILD)
+
+images: setup
+	@for fs in ext4 xfs btrfs; do \
+	  [ -f images/$$fs.img ] || { echo "images: building $$fs"; images/build-image.sh $$fs images/$$fs.img; }; \
+	  echo "images/$$fs.img sha256 $$(cat images/$$fs.img.sha256)"; done
+
+lint: setup
+	$(VENV)/bin/ruff check harness workloads checkers dhl tests
+
+ctest: build $(CTEST)
+
+pytest: build
+	$(PY) -m pytest -q -ra $(PYTEST_ARGS)
+
+test: setup build lint ctest pytest
+
+sweep: build images
+	$(CRASHLAB) sweep --matrix default
+
+bench: build images
+	$(CRASHLAB) bench
+
+repro: build
+	@[ -n "$(RUN)" ] && [ -n "$(STATE)" ] || { echo "usage: make repro RUN=results/... STATE=e3.k0-2" >&2; exit 2; }
+	$(CRASHLAB) repro "$(RUN)" "$(STATE)" --out "$(or $(OUT),repro-out)"
+
+report: build
+	@[ -n "$(SWEEP)" ] || { echo "usage: make report SWEEP=results/<sweep>" >&2; exit 2; }
+	$(CRASHLAB) report "$(SWEEP)"
+
+clean:
+	rm -rf build */build .pytest_cache .ruff_cache

@@ -1,0 +1,59 @@
+"""Base images: where they are, building them on demand, verifying digests."""
+
+from __future__ import annotations
+
+import hashlib
+import subprocess
+from pathlib import Path
+
+from harness.errors import CrashlabError
+from harness.rundir import RunDir
+
+IMAGES_DIR = Path(__file__).resolve().parent.parent / "images"
+FILESYSTEMS = ("ext4", "xfs", "btrfs")
+
+
+def image_path(fs: str) -> Path:
+    if fs not in FILESYSTEMS:
+        raise CrashlabError(f"unknown file system {fs!r} (choose from {', '.join(FILESYSTEMS)})")
+    return IMAGES_DIR / f"{fs}.img"
+
+
+def file_sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        while chunk := f.read(1 << 20):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def ensure_image(fs: str) -> tuple[Path, str]:
+    """The base image for ``fs`` and its recorded digest, built if missing."""
+    img = image_path(fs)
+    digest_file = img.with_name(img.name + ".sha256")
+    if not img.exists() or not digest_file.exists():
+        proc = subprocess.run(
+            [str(IMAGES_DIR / "build-image.sh"), fs, str(img)], capture_output=True, text=True
+        )
+        if proc.returncode != 0:
+            raise CrashlabError(f"building the {fs} image failed: {proc.stderr.strip()}")
+    return img, digest_file.read_text().strip()
+
+
+def verified_base_for_run(run: RunDir) -> Path:
+    """The base image a run was recorded on, checked against its digest."""
+    image = run.meta().get("image")
+    if not image:
+        raise CrashlabError(f"{run.path}: meta.json names no base image: pass --base")
+    path = Path(image["path"])
+    if not path.exists() and image.get("fs") in FILESYSTEMS:
+        path, _ = ensure_image(image["fs"])
+    if not path.exists():
+        raise CrashlabError(f"{path}: the run's base image is missing: pass --base")
+    actual = file_sha256(path)
+    if actual != image["sha256"]:
+        raise CrashlabError(
+            f"{path}: digest {actual[:12]} differs from the run's {image['sha256'][:12]} "
+            "(rebuilt image?): pass --base with the original"
+        )
+    return path

@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Idempotent set-up: installs the missing Debian packages, creates .venv/ and
+# installs crashlab (editable) with its pinned Python dependencies.
+# Re-running it on a set-up machine does nothing but check.
+set -euo pipefail
+root=$(cd "$(dirname "$0")/../.." && pwd)
+cd "$root"
+
+pkgs=$(sed -e 's/#.*//' harness/setup/apt-packages.txt | xargs)
+missing=()
+for p in $pkgs; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+    if [ "$(id -u)" -ne 0 ]; then
+        echo "setup: missing Debian packages (${missing[*]}) and not root: install them and re-run" >&2
+        exit 1
+    fi
+    echo "setup: installing Debian packages: ${missing[*]}"
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq
+    apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+stamp=.venv/.crashlab-setup
+want=$(sha256sum pyproject.toml | cut -d' ' -f1)
+if [ ! -x .venv/bin/python ] || [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
+    echo "setup: creating .venv and installing Python packages"
+    [ -x .venv/bin/python ] || python3 -m venv .venv
+    .venv/bin/python -m pip install -q -e '.[dev]'
+    echo "$want" > "$stamp"
+fi

@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# Build one base image deterministically: build-image.sh FS OUT
+#   FS = ext4 | xfs | btrfs.  OUT gets the image; OUT.sha256 its digest.
+# Fixed UUID, hash seed and clock; no lazy initialisation and no discard,
+# so nothing but the workload's own writes reaches a recorded log later.
+# ext4 and xfs come out byte-identical on every build; btrfs-progs 6.2 draws
+# random device and chunk-tree UUIDs, so a btrfs image is identified by the
+# digest recorded when it was built (runs name that digest).
+set -euo pipefail
+fs=${1:?usage: build-image.sh ext4|xfs|btrfs OUT}
+out=${2:?usage: build-image.sh ext4|xfs|btrfs OUT}
+uuid=5eed0000-c0de-4a11-8c4a-000000000001
+clock='2023-11-14 22:13:20'
+tmp="$out.partial"
+rm -f "$tmp"
+case "$fs" in
+ext4)
+    truncate -s 64M "$tmp"
+    E2FSPROGS_FAKE_TIME=1700000000 mkfs.ext4 -q -F -b 4096 -U "$uuid" -L crashlab \
+        -E lazy_itable_init=0,lazy_journal_init=0,nodiscard,hash_seed="$uuid" "$tmp"
+    ;;
+xfs)
+    # mkfs.xfs refuses < 300 MB unless it believes it runs under fstests.
+    truncate -s 64M "$tmp"
+    faketime -f "$clock" env QA_CHECK_FS=1 TEST_DIR=/nonexistent TEST_DEV=/nonexistent \
+        mkfs.xfs -q -f -K -m uuid="$uuid" -L crashlab "$tmp"
+    ;;
+btrfs)
+    # btrfs' minimum device size is ~109 MiB.
+    truncate -s 128M "$tmp"
+    faketime -f "$clock" mkfs.btrfs -q -f -K -U "$uuid" -L crashlab "$tmp" >/dev/null
+    ;;
+*)
+    echo "build-image.sh: unknown file system '$fs' (ext4, xfs, btrfs)" >&2
+    exit 2
+    ;;
+esac
+sha256sum "$tmp" | cut -d' ' -f1 > "$out.sha256.partial"
+mv "$tmp" "$out"
+mv "$out.sha256.partial" "$out.sha256"
