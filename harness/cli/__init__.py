@@ -20,10 +20,11 @@ def cli() -> None:
 def _register() -> None:
     # Imported here so that `crashlab --help` stays cheap and so that each
     # stage's module owns its own options.
-    from harness.cli import logcmd
+    from harness.cli import benchcmd, logcmd
 
-    for command in logcmd.COMMANDS:
-        cli.add_command(command)
+    for module in (logcmd, benchcmd):
+        for command in module.COMMANDS:
+            cli.add_command(command)
 
 
 def main() -> None:
