@@ -330,7 +330,7 @@ class LogWriter:
 
     def _check_data(self, data: bytes) -> int:
         if not data or len(data) % self.sectorsize:
-            raise ValueError(f"write of {len(data)} bytes is not whole {self.sectorsize}-byte sectors")
+            raise ValueError(f"write of {len(data)} bytes is not whole {self.sectorsize}-B sectors")
         return len(data) // self.sectorsize
 
     def write(self, sector: int, data: bytes, flags: int = 0) -> None:
