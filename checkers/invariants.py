@@ -1,0 +1,61 @@
+"""The invariant IDs: the one definition (mirrors ../shared/design/INVARIANTS.md).
+
+Every verdict names one of these.  ``CATEGORY`` is how reports classify a
+violation: corruption, atomicity, durability, DHL-theorem, counting-commit,
+FS, recovery.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Invariant:
+    id: str
+    category: str
+    holds_when: str
+
+
+INVARIANTS: dict[str, Invariant] = {
+    inv.id: inv
+    for inv in (
+        Invariant("DB-OPEN", "corruption",
+                  "the recovered database opens and answers a full scan without error"),
+        Invariant("DB-INTEGRITY", "corruption",
+                  "SQLite integrity_check is ok / the DHL structure check passes"),
+        Invariant("DB-ATOMIC", "atomicity",
+                  "the recovered content equals the oracle state after some transaction j"),
+        Invariant("DB-DURABLE", "durability",
+                  "that j is at least the last acknowledged transaction"),
+        Invariant("DB-PREFIX", "atomicity",
+                  "j is at most the in-flight transaction (nothing never issued appears)"),
+        Invariant("FS-RECOVER", "FS",
+                  "file-system recovery succeeds with journal replay alone"),
+        Invariant("DHL-T1", "DHL-theorem",
+                  "every page reachable in the committed state has a committed slot header"),
+        Invariant("DHL-T2", "DHL-theorem",
+                  "a page write overwrites only a committed slot header older than the valid one"),
+        Invariant("DHL-READ", "DHL-theorem",
+                  "reading through greatest-TID<=FCC yields the committed oracle content"),
+        Invariant("DHL-INV", "DHL-theorem", "after recovery no slot header has TID > FCC"),
+        Invariant("CC-COUNT", "counting-commit",
+                  "after recovery the count of TID == FCC equals the transaction size"),
+        Invariant("CC-ROLLBACK", "counting-commit",
+                  "a short count makes recovery roll back to FCC-1 and invalidate FCC's headers"),
+        Invariant("CC-NEXT", "counting-commit",
+                  "a slot header of TID T is never overwritten by transaction T+1"),
+        Invariant("CC-MONO", "counting-commit",
+                  "committed FCC never decreases across acknowledged transactions"),
+        Invariant("REC-IDEMPOTENT", "recovery", "recovering a recovered image changes nothing"),
+        Invariant("REC-CRASHSAFE", "recovery",
+                  "every crash state of recovery's own writes recovers to the same state"),
+    )
+}
+
+DB_LEVEL = ("DB-OPEN", "DB-INTEGRITY", "DB-ATOMIC", "DB-DURABLE", "DB-PREFIX", "FS-RECOVER")
+
+
+def invariant(inv_id: str) -> Invariant:
+    """The invariant with this ID; a KeyError names the unknown ID."""
+    return INVARIANTS[inv_id]

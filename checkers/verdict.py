@@ -1,0 +1,47 @@
+"""A verdict: one checker's judgement of one invariant on one crash state."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any, Literal
+
+from checkers.invariants import INVARIANTS
+
+Status = Literal["pass", "fail", "skip"]
+
+
+@dataclass
+class Verdict:
+    """``skip`` means the invariant could not be judged on this state (e.g.
+    DB-DURABLE when the content matches no oracle state at all: DB-ATOMIC
+    already failed) and says why in ``explanation``."""
+
+    invariant: str
+    status: Status
+    explanation: str = ""
+    expected: Any = None  # e.g. oracle transaction index range
+    actual: Any = None  # e.g. recovered transaction index
+    implicated: list[str] = field(default_factory=list)  # writes, pages, files
+
+    def __post_init__(self) -> None:
+        if self.invariant not in INVARIANTS:
+            raise ValueError(f"unknown invariant ID {self.invariant!r}")
+
+    @property
+    def failed(self) -> bool:
+        return self.status == "fail"
+
+    def to_json(self) -> dict[str, Any]:
+        return {k: v for k, v in asdict(self).items() if v not in (None, [], "")}
+
+
+def passed(inv: str, explanation: str = "", **kw: Any) -> Verdict:  # noqa: ANN401
+    return Verdict(inv, "pass", explanation, **kw)
+
+
+def failed(inv: str, explanation: str, **kw: Any) -> Verdict:  # noqa: ANN401
+    return Verdict(inv, "fail", explanation, **kw)
+
+
+def skipped(inv: str, explanation: str) -> Verdict:
+    return Verdict(inv, "skip", explanation)
