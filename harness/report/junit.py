@@ -1,0 +1,34 @@
+"""junit.xml: one test case per SUT × workload × strategy (× fs) cell; a
+cell fails when its expectation breaks."""
+
+from __future__ import annotations
+
+import xml.etree.ElementTree as ET
+from pathlib import Path
+from typing import Any
+
+from harness.atomic import write_bytes_atomic
+
+
+def write_junit(path: Path, sweep: str, cells: list[dict[str, Any]]) -> None:
+    """``cells`` are summary.json cell records (see harness.sweep)."""
+    failures = sum(1 for c in cells if not c["expectation"]["ok"])
+    suite = ET.Element(
+        "testsuite", name=f"crashlab.{sweep}", tests=str(len(cells)), failures=str(failures),
+        errors="0", skipped="0",
+    )
+    for c in cells:
+        case = ET.SubElement(
+            suite, "testcase", classname=f"crashlab.{c['sut']}",
+            name=f"{c['workload']} [{c['fs']}, {c['strategy']}]",
+        )
+        if not c["expectation"]["ok"]:
+            msg = "; ".join(c["expectation"]["broken"])
+            fail = ET.SubElement(case, "failure", message=msg, type="ExpectationBroken")
+            fail.text = msg
+        counts = ", ".join(f"{k}: {v.get('fail', 0)} failed" for k, v in c["verdicts"].items())
+        ET.SubElement(case, "system-out").text = (
+            f"{c['states']['checked']} states checked ({c['states']['folded']} folded). {counts}"
+        )
+    ET.indent(suite)
+    write_bytes_atomic(path, ET.tostring(suite, encoding="utf-8", xml_declaration=True) + b"\n")
