@@ -1,0 +1,102 @@
+"""The recording backend interface.  Every backend writes the same
+dm-log-writes log; callers (the recorder) only use :meth:`Backend.run`, so a
+backend that cannot hand the host a block device (a future ``qemu`` backend
+runs the command inside a guest) overrides ``run`` and nothing else changes.
+
+A backend that works on a host block device implements :meth:`attach`: it
+attaches a working image and a log and yields a :class:`Device` (the block
+device to put the file system on, a ``mark`` callable, and the environment
+that tells a workload how to write marks itself).  The base class stacks the
+file system mount and the command on top of it."""
+
+from __future__ import annotations
+
+import contextlib
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import ClassVar
+
+from harness.errors import CrashlabError
+from harness.record.proc import run_command
+from harness.record.sysops import is_mounted, mount, signals_deferred, umount
+
+# A mark label: what fits in one 512-byte log header, no whitespace (the dm
+# backend passes it as one `dmsetup message` word), no NUL.
+MARK_MAX = 480
+
+
+def check_label(label: str) -> bytes:
+    raw = label.encode("utf-8")
+    if not raw or len(raw) > MARK_MAX or any(c.isspace() for c in label) or "\0" in label:
+        raise CrashlabError(f"bad mark label {label!r}: 1..{MARK_MAX} bytes, no whitespace")
+    return raw
+
+
+@dataclass(frozen=True)
+class Device:
+    """A recorded block device, live while :meth:`Backend.attach` is."""
+
+    path: str  # the block device, e.g. /dev/loop3 or /dev/mapper/crashlab-...
+    mark: Callable[[str], None]  # log a mark now, in line with the writes
+    mark_env: dict[str, str]  # tells a workload how to write marks itself
+
+
+@dataclass(frozen=True)
+class Mounted:
+    """The recorded file system, mounted; live while :meth:`Backend.mounted` is."""
+
+    mountpoint: Path
+    device: Device
+    env: dict[str, str] = field(default_factory=dict)  # CRASHLAB_MNT + the mark channel
+
+
+class Backend(ABC):
+    name: ClassVar[str]
+
+    @classmethod
+    @abstractmethod
+    def available(cls) -> tuple[bool, str]:
+        """Whether this backend can record on this host, and why (not)."""
+
+    @abstractmethod
+    def attach(self, image: Path, log: Path, workdir: Path) -> contextlib.AbstractContextManager[
+        Device
+    ]:
+        """Attach the working ``image`` (modified in place) with its writes
+        logged to ``log``; ``workdir`` is a private scratch directory.  On exit
+        (success, error or interrupt) everything created is torn down, by the
+        exact names created, and the log is complete."""
+
+    @contextlib.contextmanager
+    def mounted(self, image: Path, log: Path, workdir: Path, fs: str) -> Iterator[Mounted]:
+        """Attach, then mount ``fs`` from the device on ``workdir/mnt``; the
+        unmount on exit comes before the detach, so the log ends with the
+        unmount's writes."""
+        with self.attach(image, log, workdir) as dev:
+            mnt = workdir / "mnt"
+            mnt.mkdir()
+            mount(dev.path, mnt, fs)
+            try:
+                env = {"CRASHLAB_MNT": str(mnt), **dev.mark_env}
+                yield Mounted(mnt, dev, env)
+            finally:
+                with signals_deferred():
+                    if is_mounted(mnt):
+                        umount(mnt)
+
+    def run(
+        self,
+        command: Sequence[str],
+        *,
+        image: Path,
+        log: Path,
+        workdir: Path,
+        fs: str,
+        env: Mapping[str, str],
+    ) -> int:
+        """Run ``command`` with cwd = the mounted file system and ``env`` plus
+        CRASHLAB_MNT and the mark channel; return its exit status."""
+        with self.mounted(image, log, workdir, fs) as m:
+            return run_command(command, cwd=m.mountpoint, env={**env, **m.env})

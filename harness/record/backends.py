@@ -1,0 +1,37 @@
+"""Choosing a recording backend.  ``auto`` takes the first available in
+ORDER and says which and why; a new backend is one class added here."""
+
+from __future__ import annotations
+
+from harness.errors import CrashlabError
+from harness.record.backend import Backend
+from harness.record.dm import DmBackend
+from harness.record.fuse import FuseBackend
+
+ORDER: tuple[type[Backend], ...] = (DmBackend, FuseBackend)
+BACKENDS: dict[str, type[Backend]] = {cls.name: cls for cls in ORDER}
+CHOICES = ("auto", *BACKENDS)
+
+
+def select_backend(name: str = "auto") -> tuple[Backend, str]:
+    """An instance of the backend ``name`` (or the first available one for
+    ``auto``) and a sentence saying which was picked and why; CrashlabError
+    when it (or every one) is unavailable, with the reasons."""
+    if name == "auto":
+        skipped = []
+        for cls in ORDER:
+            ok, why = cls.available()
+            if ok:
+                note = f"backend {cls.name} ({why})"
+                if skipped:
+                    note += "; skipped " + "; ".join(skipped)
+                return cls(), note
+            skipped.append(f"{cls.name}: {why}")
+        raise CrashlabError("no recording backend is available: " + "; ".join(skipped))
+    cls = BACKENDS.get(name)
+    if cls is None:
+        raise CrashlabError(f"unknown backend {name!r} (choose from {', '.join(CHOICES)})")
+    ok, why = cls.available()
+    if not ok:
+        raise CrashlabError(f"the {name} backend is unavailable: {why}")
+    return cls(), f"backend {name} ({why})"

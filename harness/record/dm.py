@@ -1,0 +1,138 @@
+"""The ``dm`` backend: the kernel's own dm-log-writes target, through
+dmsetup.  The working image and the log file each go on a loop device; a
+``log-writes`` device stacks on them; marks are ``dmsetup message NAME 0
+mark LABEL``.  Teardown, by the exact names created: ``dmsetup remove NAME``
+(the kernel then appends its ``dm-log-writes-end`` mark), ``losetup -d`` of
+both loop devices, and the log file is cut to the end of its last entry
+(the log device is a sparse file of CRASHLAB_DM_LOG_SIZE bytes, 4 GiB by
+default, because a log device cannot grow).
+
+Needs a kernel with CONFIG_DM_LOG_WRITES; where it is missing (this
+development machine) :meth:`DmBackend.available` says why, and ``auto``
+falls through to the next backend."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import secrets
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+from harness.errors import CrashlabError
+from harness.logformat import LogReader
+from harness.record.backend import Backend, Device, check_label
+from harness.record.sysops import loop_attach, loop_detach, run, signals_deferred
+
+DEFAULT_LOG_SIZE = 4 << 30
+# Without udev (containers, minimal VMs) dmsetup would wait for a udev
+# cookie forever; this makes libdevmapper create the /dev/mapper node itself.
+DM_ENV = {"DM_DISABLE_UDEV": "1"}
+
+
+def dmsetup(args: list[str], what: str) -> str:
+    env = {**os.environ, **DM_ENV}
+    try:
+        proc = subprocess.run(["dmsetup", *args], capture_output=True, text=True, env=env,
+                              timeout=60)
+    except FileNotFoundError:
+        raise CrashlabError(f"{what}: dmsetup is not installed") from None
+    if proc.returncode != 0:
+        msg = proc.stderr.strip().splitlines()
+        raise CrashlabError(f"{what}: {msg[0] if msg else f'exit status {proc.returncode}'}")
+    return proc.stdout
+
+
+def dm_mark(name: str, label: str) -> None:
+    """Log a mark on the log-writes device ``name`` (what a C workload does
+    with ``CRASHLAB_MARK_DM=name``: ``dmsetup message NAME 0 mark LABEL``)."""
+    check_label(label)
+    dmsetup(["message", name, "0", "mark", label], f"mark {label!r} on {name}")
+
+
+def log_end(log: Path) -> int:
+    """The byte offset just past the last entry of ``log``."""
+    with LogReader(log) as reader:
+        end = reader.sectorsize
+        for entry in reader.entries():
+            end = entry.end_offset(reader.sectorsize)
+    return end
+
+
+class DmBackend(Backend):
+    name = "dm"
+
+    @classmethod
+    def available(cls) -> tuple[bool, str]:
+        if os.geteuid() != 0:
+            return False, "needs root (device-mapper and loop devices)"
+        if shutil.which("dmsetup") is None:
+            return False, "dmsetup is not installed"
+        try:
+            targets = dmsetup(["targets"], "dmsetup targets")
+        except CrashlabError as e:
+            return False, f"no device-mapper in this kernel ({e})"
+        names = {line.split()[0] for line in targets.splitlines() if line.strip()}
+        if "log-writes" not in names:
+            return False, "the kernel's device-mapper has no log-writes target " \
+                "(CONFIG_DM_LOG_WRITES)"
+        return True, "dmsetup targets lists log-writes"
+
+    @contextlib.contextmanager
+    def attach(self, image: Path, log: Path, workdir: Path) -> Iterator[Device]:
+        size = int(os.environ.get("CRASHLAB_DM_LOG_SIZE", DEFAULT_LOG_SIZE))
+        # The log device must read as zeros beyond what the kernel writes.
+        with open(log, "wb") as f:
+            f.truncate(size)
+        name = f"crashlab-{os.getpid()}-{secrets.token_hex(4)}"
+        errors: list[str] = []
+        data_dev = loop_attach(image, direct_io=False)
+        try:
+            log_dev = loop_attach(log, direct_io=False)
+            try:
+                sectors = run(["blockdev", "--getsz", data_dev], "blockdev").strip()
+                table = f"0 {sectors} log-writes {data_dev} {log_dev}"
+                dmsetup(["create", name, "--table", table], f"dmsetup create {name}")
+                try:
+                    yield Device(
+                        f"/dev/mapper/{name}",
+                        lambda label: dm_mark(name, label),
+                        {"CRASHLAB_MARK_DM": name},
+                    )
+                finally:
+                    with signals_deferred():
+                        _remove(name)
+            finally:
+                with signals_deferred():
+                    loop_detach(log_dev)
+        finally:
+            with signals_deferred():
+                try:
+                    loop_detach(data_dev)
+                except CrashlabError as e:
+                    errors.append(str(e))
+                try:
+                    os.truncate(log, log_end(log))
+                except CrashlabError as e:
+                    errors.append(f"the dm log does not read back: {e}")
+            if errors:
+                in_flight = sys.exc_info()[1]
+                if in_flight is None:
+                    raise CrashlabError("; ".join(errors))
+                in_flight.add_note("dm teardown: " + "; ".join(errors))
+
+
+def _remove(name: str, tries: int = 20) -> None:
+    """``dmsetup remove NAME``, retrying while the device is still busy."""
+    for attempt in range(tries):
+        try:
+            dmsetup(["remove", name], f"dmsetup remove {name}")
+            return
+        except CrashlabError:
+            if attempt + 1 == tries:
+                raise
+            time.sleep(0.1 * (attempt + 1))

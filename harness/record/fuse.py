@@ -1,0 +1,134 @@
+"""The ``fuse`` backend: the logfuse daemon (harness/fuse/logfuse.c) exposes
+the working image as a file, a loop device with direct I/O turns it into a
+block device, and the daemon logs every write, flush, discard and mark
+before it replies.  Stacking: daemon -> ``losetup --direct-io=on`` -> loop
+queue settings (one log entry per bio).  Teardown, in reverse and by the
+exact names created: queue settings restored, ``losetup -d DEV``,
+``fusermount3 -u MOUNTPOINT``, then the daemon is waited for by its PID."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+from harness.errors import CrashlabError
+from harness.record.backend import Backend, Device, check_label
+from harness.record.sysops import (
+    is_mounted,
+    loop_attach,
+    loop_detach,
+    run,
+    set_queue,
+    signals_deferred,
+    wait_pid,
+)
+
+ROOT = Path(__file__).resolve().parents[2]
+# nomerges=2: the loop queue merges no bios, so each bio is one FUSE write
+# and one log entry; max_sectors_kb=1024: no request exceeds FUSE's 1 MiB
+# max_write (which would split it into two writes).
+QUEUE_SETTINGS = {"nomerges": "2", "max_sectors_kb": "1024"}
+DAEMON_EXIT_S = 30.0
+
+
+def logfuse_path() -> Path:
+    """The daemon binary (``make build``); CRASHLAB_LOGFUSE overrides."""
+    return Path(os.environ.get("CRASHLAB_LOGFUSE", ROOT / "harness" / "build" / "logfuse"))
+
+
+def write_mark(mark_file: Path, label: str) -> None:
+    """Log a mark through the daemon's control file: one line, one write();
+    the daemon logs it before the write returns."""
+    raw = check_label(label) + b"\n"
+    fd = os.open(mark_file, os.O_WRONLY)
+    try:
+        if os.write(fd, raw) != len(raw):
+            raise CrashlabError(f"{mark_file}: short write of mark {label!r}")
+    finally:
+        os.close(fd)
+
+
+class FuseBackend(Backend):
+    name = "fuse"
+
+    @classmethod
+    def available(cls) -> tuple[bool, str]:
+        if os.geteuid() != 0:
+            return False, "needs root (loop devices and mounts)"
+        if not Path("/dev/fuse").exists():
+            return False, "no /dev/fuse"
+        if not Path("/dev/loop-control").exists():
+            return False, "no loop devices (/dev/loop-control)"
+        for tool in ("fusermount3", "losetup", "mount", "umount"):
+            if shutil.which(tool) is None:
+                return False, f"{tool} is not installed (run `make setup`)"
+        if not os.access(logfuse_path(), os.X_OK):
+            return False, f"{logfuse_path()} is not built (run `make build`)"
+        return True, "/dev/fuse, loop devices and logfuse are present"
+
+    @contextlib.contextmanager
+    def attach(self, image: Path, log: Path, workdir: Path) -> Iterator[Device]:
+        fdir = workdir / "fuse"
+        fdir.mkdir()
+        err_path = workdir / "logfuse.err"
+        with open(err_path, "wb") as err:
+            daemon = subprocess.Popen(
+                [str(logfuse_path()), "--image", str(image), "--log", str(log), str(fdir)],
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=err,
+                start_new_session=True,  # a terminal's Ctrl-C must not reach it
+            )
+        errors: list[str] = []
+        try:
+            assert daemon.stdout is not None
+            ready = daemon.stdout.readline()
+            daemon.stdout.close()
+            if ready != b"ready\n":
+                daemon.wait()
+                raise CrashlabError(f"logfuse did not start: {_tail(err_path)}")
+            dev = loop_attach(fdir / "disk")
+            try:
+                previous = set_queue(dev, QUEUE_SETTINGS)
+                try:
+                    mark_file = fdir / "mark"
+                    yield Device(
+                        dev,
+                        lambda label: write_mark(mark_file, label),
+                        {"CRASHLAB_MARK": str(mark_file)},
+                    )
+                finally:
+                    with signals_deferred():
+                        set_queue(dev, previous)
+            finally:
+                with signals_deferred():
+                    loop_detach(dev)
+        finally:
+            with signals_deferred():
+                if is_mounted(fdir):
+                    try:
+                        run(["fusermount3", "-u", str(fdir)], f"fusermount3 -u {fdir}")
+                    except CrashlabError as e:
+                        errors.append(str(e))
+                rc = wait_pid(daemon, DAEMON_EXIT_S, "logfuse")
+            if rc != 0 and not errors:
+                errors.append(f"logfuse exited with status {rc}: {_tail(err_path)}")
+            if errors:
+                in_flight = sys.exc_info()[1]
+                if in_flight is None:
+                    raise CrashlabError("; ".join(errors))
+                in_flight.add_note("fuse teardown: " + "; ".join(errors))
+
+
+def _tail(path: Path) -> str:
+    """The daemon's last stderr lines, for an error message."""
+    try:
+        lines = path.read_text(errors="replace").strip().splitlines()
+    except OSError:
+        return "(no output)"
+    return " / ".join(lines[-3:]) or "(no output)"

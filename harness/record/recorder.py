@@ -1,0 +1,191 @@
+"""``crashlab record``: run a command on a recorded file system and leave a
+run directory (``writes.log`` + ``meta.json``, see harness/rundir.py).
+
+The working image is a copy of the base image in a private temporary
+directory under CRASHLAB_TMPDIR (default /dev/shm), removed afterwards
+unless something could not be torn down (it is then named in the error)."""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import importlib.metadata
+import os
+import platform
+import shutil
+import signal
+import subprocess
+import tempfile
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from harness.errors import CrashlabError
+from harness.images import ensure_image
+from harness.logformat import LogReader
+from harness.record.backends import select_backend
+from harness.record.sysops import Interrupted, signals_raise
+from harness.rundir import RunDir
+
+# meta.json keys the recorder owns; extra_meta may not override them.
+META_KEYS = frozenset(
+    {"backend", "backend_choice", "fs", "kernel", "image", "command", "exit_status", "signal",
+     "interrupted", "versions", "marks", "log", "wall_time_s", "started"}
+)
+
+
+def tmp_parent() -> Path:
+    """Where working directories go: CRASHLAB_TMPDIR, else /dev/shm (tmpfs,
+    so the working image costs no disk I/O), else the system temp dir."""
+    env = os.environ.get("CRASHLAB_TMPDIR")
+    if env:
+        return Path(env)
+    shm = Path("/dev/shm")
+    return shm if shm.is_dir() else Path(tempfile.gettempdir())
+
+
+def _first_line(cmd: list[str]) -> str | None:
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    out = (proc.stdout or proc.stderr).strip().splitlines()
+    return out[0] if out else None
+
+
+def tool_versions() -> dict[str, str | None]:
+    """Versions of what shapes a recording: SQLite, e2fsprogs, the other
+    mkfs tools, crashlab itself."""
+    sqlite = _first_line(["sqlite3", "--version"])
+    mke2fs = _first_line(["mke2fs", "-V"])
+    return {
+        "crashlab": importlib.metadata.version("crashlab"),
+        "sqlite3": sqlite.split()[0] if sqlite else None,
+        "e2fsprogs": mke2fs.split()[1] if mke2fs and len(mke2fs.split()) > 1 else None,
+        "xfsprogs": _first_line(["mkfs.xfs", "-V"]),
+        "btrfs-progs": _first_line(["btrfs", "--version"]),
+    }
+
+
+def _mounts_under(path: Path) -> list[str]:
+    prefix = os.path.realpath(path) + "/"
+    with open("/proc/self/mounts") as f:
+        return [ln.split()[1] for ln in f if ln.split()[1].startswith(prefix)]
+
+
+def record(
+    command: Sequence[str],
+    out: Path,
+    *,
+    fs: str = "ext4",
+    backend: str = "auto",
+    extra_meta: Mapping[str, Any] | None = None,
+    env: Mapping[str, str] | None = None,
+    final_image: Path | None = None,
+) -> RunDir:
+    """Record ``command`` run on a fresh copy of the ``fs`` base image and
+    return the run directory ``out`` (created; it must not hold a run yet).
+
+    The command runs with cwd = the mounted file system and environment
+    ``env`` (default: this process's) plus CRASHLAB_MNT (the mount point) and
+    the mark channel (CRASHLAB_MARK = the mark control file for ``fuse``,
+    CRASHLAB_MARK_DM = the log-writes device name for ``dm``).  The file
+    system is unmounted before the log is closed, so the log ends with the
+    unmount's writes.  ``extra_meta`` is merged into meta.json (its keys may
+    not clash with the recorder's).  ``final_image``, when given, receives a
+    copy of the working image after teardown (tests compare it with a replay).
+
+    A failing command still leaves the log and meta.json (``exit_status``);
+    an interrupt (SIGINT/SIGTERM) tears everything down, writes meta.json
+    with ``interrupted`` and re-raises."""
+    if not command:
+        raise CrashlabError("no command to record (give it after --)")
+    clash = sorted(META_KEYS & set(extra_meta or {}))
+    if clash:
+        raise CrashlabError(f"extra_meta may not set {', '.join(clash)}")
+    be, choice = select_backend(backend)
+    base, digest = ensure_image(fs)
+    out.mkdir(parents=True, exist_ok=True)
+    run = RunDir(out)
+    if run.log.exists() or run.meta_path.exists():
+        raise CrashlabError(f"{out}: already holds a recorded run")
+    versions = tool_versions()
+    parent = tmp_parent()
+    parent.mkdir(parents=True, exist_ok=True)
+    workdir = Path(tempfile.mkdtemp(prefix="crashlab-rec-", dir=parent))
+    started = datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
+    t0 = time.monotonic()
+    status: int | None = None
+    interrupted: str | None = None
+    try:
+        with signals_raise():
+            image = workdir / "disk.img"
+            shutil.copyfile(base, image)
+            try:
+                status = be.run(
+                    command,
+                    image=image,
+                    log=run.log,
+                    workdir=workdir,
+                    fs=fs,
+                    env=dict(os.environ if env is None else env),
+                )
+            except Interrupted as e:
+                interrupted = str(e)
+                raise
+            if final_image is not None:
+                shutil.copyfile(image, final_image)
+    finally:
+        wall = time.monotonic() - t0
+        left = _mounts_under(workdir)
+        if not left:  # never rmtree into a live mount: it would delete inside it
+            shutil.rmtree(workdir, ignore_errors=True)
+        if run.log.exists():
+            _write_meta(run, be.name, choice, fs, base, digest, command, status, interrupted,
+                        versions, extra_meta, started, wall)
+        if left:
+            raise CrashlabError(f"still mounted after teardown: {', '.join(left)} "
+                                f"(working directory {workdir} kept)")
+    return run
+
+
+def _write_meta(
+    run: RunDir,
+    backend: str,
+    choice: str,
+    fs: str,
+    base: Path,
+    digest: str,
+    command: Sequence[str],
+    status: int | None,
+    interrupted: str | None,
+    versions: dict[str, str | None],
+    extra_meta: Mapping[str, Any] | None,
+    started: str,
+    wall: float,
+) -> None:
+    try:
+        with LogReader(run.log, salvage=True) as reader:
+            summary: dict[str, Any] | None = dataclasses.asdict(reader.summary())
+    except CrashlabError as e:
+        summary = {"error": str(e)}
+    meta: dict[str, Any] = {
+        "backend": backend,
+        "backend_choice": choice,
+        "fs": fs,
+        "kernel": platform.release(),
+        "image": {"fs": fs, "path": str(base), "sha256": digest},
+        "command": list(command),
+        # Shell convention: 128 + N when the command was killed by signal N.
+        "exit_status": None if status is None else (status if status >= 0 else 128 - status),
+        "signal": signal.Signals(-status).name if status is not None and status < 0 else None,
+        "interrupted": interrupted,
+        "versions": versions,
+        "marks": summary.get("marks", []) if summary else [],
+        "log": summary,
+        "wall_time_s": round(wall, 3),
+        "started": started,
+    }
+    meta.update(extra_meta or {})
+    run.write_meta(meta)

@@ -1,0 +1,149 @@
+"""The root operations a recording stacks up and tears down: loop devices,
+their queue settings, mounts, and waiting for a process.  Each teardown
+names exactly what its setup created, never a pattern."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from types import FrameType
+
+from harness.errors import CrashlabError
+
+
+def run(cmd: list[str], what: str, *, timeout: float = 60) -> str:
+    """Run ``cmd``; return its stdout, or raise CrashlabError naming ``what``
+    with the command's stderr."""
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+    except FileNotFoundError:
+        raise CrashlabError(f"{what}: {cmd[0]} not found (run `make setup`)") from None
+    except subprocess.TimeoutExpired:
+        raise CrashlabError(f"{what}: `{' '.join(cmd)}` timed out after {timeout:.0f} s") from None
+    if proc.returncode != 0:
+        msg = proc.stderr.strip().replace("\n", "; ") or f"exit status {proc.returncode}"
+        raise CrashlabError(f"{what}: {msg}")
+    return proc.stdout
+
+
+def loop_attach(path: Path, *, direct_io: bool = True) -> str:
+    """Attach ``path`` to a free loop device and return its name
+    (``/dev/loopN``)."""
+    cmd = ["losetup", "--find", "--show"]
+    if direct_io:
+        cmd.append("--direct-io=on")
+    return run([*cmd, str(path)], f"losetup {path}").strip()
+
+
+def loop_detach(dev: str) -> None:
+    """Detach the loop device ``dev`` (one we attached)."""
+    run(["losetup", "-d", dev], f"losetup -d {dev}")
+
+
+def _queue_file(dev: str, name: str) -> Path:
+    return Path("/sys/block") / Path(dev).name / "queue" / name
+
+
+def set_queue(dev: str, settings: dict[str, str]) -> dict[str, str]:
+    """Write queue settings of block device ``dev``; return the previous
+    values (to give back to :func:`set_queue` on teardown).  On failure the
+    ones already changed are restored before raising."""
+    previous: dict[str, str] = {}
+    try:
+        for name, value in settings.items():
+            f = _queue_file(dev, name)
+            previous[name] = f.read_text().strip()
+            f.write_text(value)
+    except OSError as e:
+        set_queue(dev, previous)
+        raise CrashlabError(f"{dev}: cannot set queue settings {settings}: {e}") from None
+    return previous
+
+
+def mount(dev: str, mountpoint: Path, fs: str) -> None:
+    run(["mount", "-t", fs, dev, str(mountpoint)], f"mount {dev} on {mountpoint}")
+
+
+def umount(mountpoint: Path, *, tries: int = 20) -> None:
+    """Unmount ``mountpoint``, retrying while it is busy (a workload process
+    that has just been killed may still hold it for a moment)."""
+    for attempt in range(tries):
+        proc = subprocess.run(["umount", str(mountpoint)], capture_output=True, text=True)
+        if proc.returncode == 0:
+            return
+        if attempt + 1 < tries:
+            time.sleep(0.1 * (attempt + 1))
+    raise CrashlabError(f"umount {mountpoint}: {proc.stderr.strip()}")
+
+
+def is_mounted(mountpoint: Path) -> bool:
+    target = os.path.realpath(mountpoint)
+    with open("/proc/self/mounts") as f:
+        for line in f:
+            fields = line.split()
+            if len(fields) > 1 and fields[1].replace("\\040", " ") == target:
+                return True
+    return False
+
+
+def wait_pid(proc: subprocess.Popen[bytes], timeout: float, what: str) -> int:
+    """Wait for ``proc`` (by its PID); SIGKILL it if it outlives ``timeout``."""
+    try:
+        return proc.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+        raise CrashlabError(f"{what} (pid {proc.pid}) did not exit in {timeout:.0f} s: killed") \
+            from None
+
+
+class Interrupted(KeyboardInterrupt):
+    """SIGINT or SIGTERM arrived while recording."""
+
+
+@contextlib.contextmanager
+def signals_raise() -> Iterator[None]:
+    """While active, SIGINT and SIGTERM raise :class:`Interrupted` in the main
+    thread (so that ``finally`` blocks tear everything down)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def handler(signum: int, frame: FrameType | None) -> None:
+        raise Interrupted(signal.Signals(signum).name)
+
+    old = {s: signal.signal(s, handler) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for s, h in old.items():
+            signal.signal(s, h)
+
+
+@contextlib.contextmanager
+def signals_deferred() -> Iterator[None]:
+    """While active (a teardown), SIGINT and SIGTERM are noted, not raised;
+    one that arrived is raised as :class:`Interrupted` afterwards, unless an
+    exception is already on its way out."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    pending: list[int] = []
+
+    def handler(signum: int, frame: FrameType | None) -> None:
+        pending.append(signum)
+
+    old = {s: signal.signal(s, handler) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for s, h in old.items():
+            signal.signal(s, h)
+    if pending:
+        raise Interrupted(signal.Signals(pending[0]).name)
