@@ -1,0 +1,59 @@
+/*
+** The engine interface: one vtable per storage engine the runner can drive.
+** engine_sqlite.c is the SQLite engine; a DHL engine (engine_dhl.c, linking
+** libdhl) plugs in as one more engine_vtab listed in ENGINES (main.c).
+**
+** Contract for every engine: rows live in tables 0..ntables-1 keyed by a
+** signed 64-bit key with an opaque byte-string value.  Each call returns 0
+** on success or -1 with a one-line message available from errmsg() until the
+** next call.  insert fails if the key exists; update, remove and select fail
+** if it does not (the op stream never asks for either).  commit returns 0
+** only once the transaction is durable as far as the engine's configured
+** guarantee goes: the runner writes txn-ack after that and only after that.
+*/
+#ifndef CRASHLAB_ENGINE_H
+#define CRASHLAB_ENGINE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* I/O the engine issued, counted where it calls the OS. */
+typedef struct engine_counters {
+  uint64_t writes;         /* write()/pwrite() calls */
+  uint64_t bytes_written;
+  uint64_t file_syncs;     /* fsync()/fdatasync() of files */
+  uint64_t dir_syncs;      /* fsync() of directories */
+} engine_counters;
+
+typedef struct engine_options {
+  const char *db;            /* database path */
+  const char *journal_mode;  /* SQLite: DELETE, TRUNCATE, PERSIST, WAL, MEMORY, OFF */
+  const char *synchronous;   /* SQLite: OFF, NORMAL, FULL, EXTRA */
+  int page_size;
+  uint32_t ntables;
+} engine_options;
+
+typedef struct engine engine;  /* each engine defines its own */
+
+typedef struct engine_vtab {
+  const char *name;
+  /* Open (creating if needed) the database and its tables 0..ntables-1.
+  ** Returns 0 and sets *OUT, or -1 with a message in ERR. */
+  int (*open)(const engine_options *opt, engine **out, char *err, size_t errlen);
+  int (*begin)(engine *e);
+  int (*insert)(engine *e, uint32_t table, int64_t key, const void *val, uint32_t len);
+  int (*update)(engine *e, uint32_t table, int64_t key, const void *val, uint32_t len);
+  int (*remove)(engine *e, uint32_t table, int64_t key);
+  int (*select)(engine *e, uint32_t table, int64_t key);
+  int (*commit)(engine *e);
+  /* The I/O counts so far. */
+  void (*counters)(engine *e, engine_counters *out);
+  const char *(*errmsg)(engine *e);
+  /* Close and free E; FINAL (if not NULL) gets the counts after closing.
+  ** Returns 0, or -1 with a message in ERR. */
+  int (*close)(engine *e, engine_counters *final, char *err, size_t errlen);
+} engine_vtab;
+
+extern const engine_vtab engine_sqlite;
+
+#endif
