@@ -1,0 +1,165 @@
+"""Recording with the fuse backend on real ext4, xfs and btrfs: the log
+replays to the final image byte for byte, jbd2 commits show the flush
+pattern, and marks land after the flushes of their transaction."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from harness.errors import CrashlabError
+from harness.images import ensure_image
+from harness.logformat import LogReader
+from harness.record.fuse import FuseBackend
+from harness.record.recorder import record
+from harness.replay import replay
+
+OK, WHY = FuseBackend.available()
+pytestmark = [pytest.mark.root, pytest.mark.skipif(not OK, reason=f"fuse backend: {WHY}")]
+
+BLOCK = 4096
+JBD2_MAGIC = bytes.fromhex("c03b3998")
+JBD2_COMMIT = (2).to_bytes(4, "big")
+
+
+def sqlite_loop(mode: str, n: int = 12) -> list[str]:
+    """A shell workload: n autocommit inserts by the sqlite3 CLI, each
+    followed by a txn-ack mark."""
+    script = (
+        f'sqlite3 db "pragma journal_mode={mode}; create table t(id integer primary key, v text)"'
+        " >/dev/null && echo setup-done > $CRASHLAB_MARK && "
+        f"for i in $(seq 1 {n}); do "
+        'sqlite3 db "pragma synchronous=full; insert into t values($i, hex(randomblob(100)))"'
+        " && echo txn-ack:$i > $CRASHLAB_MARK || exit 1; done"
+    )
+    return ["sh", "-c", script]
+
+
+@pytest.fixture
+def tmpdir_env(tmp_path, monkeypatch):
+    """Working directories of the recordings under one private parent."""
+    parent = Path("/dev/shm") / f"crashlab-test-{os.getpid()}-{tmp_path.name}"
+    monkeypatch.setenv("CRASHLAB_TMPDIR", str(parent))
+    yield parent
+    assert not list(parent.iterdir()), "a working directory was left behind"
+    parent.rmdir()
+
+
+def recorded(tmp_path: Path, fs: str, command: list[str]) -> tuple[Path, Path, Path]:
+    """Record ``command``; return (run dir, base image, replayed == final)."""
+    out = tmp_path / "run"
+    final = tmp_path / "final.img"
+    run = record(command, out, fs=fs, backend="fuse", final_image=final)
+    meta = run.meta()
+    assert meta["exit_status"] == 0, meta
+    assert meta["backend"] == "fuse" and meta["fs"] == fs
+    base, digest = ensure_image(fs)
+    assert meta["image"] == {"fs": fs, "path": str(base), "sha256": digest}
+    replayed = tmp_path / "replayed.img"
+    with LogReader(run.log) as r:
+        n = r.summary().entries
+        assert r.salvaged == 0 and r.nr_entries == n  # super block up to date
+    assert replay(base, run.log, replayed) == n
+    assert replayed.read_bytes() == final.read_bytes(), "replay differs from the final image"
+    return out, base, final
+
+
+def journal_sectors(image: Path) -> set[int]:
+    """The 512-byte sectors of the ext4 journal (inode 8)."""
+    out = subprocess.run(
+        ["debugfs", "-R", "stat <8>", str(image)], capture_output=True, text=True, check=True
+    ).stdout
+    blocks: set[int] = set()
+    for m in re.finditer(r"\((\d+)(?:-(\d+))?\):(\d+)(?:-(\d+))?", out):
+        start = int(m.group(3))
+        end = int(m.group(4) or start)
+        blocks.update(range(start, end + 1))
+    assert len(blocks) >= 1024, out
+    return {b * (BLOCK // 512) + i for b in blocks for i in range(BLOCK // 512)}
+
+
+@pytest.mark.parametrize("mode", ["delete", "wal"])
+def test_ext4_sqlite_log(tmp_path, tmpdir_env, mode):
+    out, base, final = recorded(tmp_path, "ext4", sqlite_loop(mode))
+    jsec = journal_sectors(base)
+    with LogReader(out / "writes.log") as r:
+        entries = list(r.entries())
+        commits = []
+        for e in entries:
+            if e.has_payload and e.sector in jsec:
+                data = r.payload(e)
+                for off in range(0, len(data), BLOCK):
+                    if data[off : off + 4] == JBD2_MAGIC and data[off + 4 : off + 8] == JBD2_COMMIT:
+                        commits.append(e.index)
+    assert len(commits) >= 12, "each synchronous insert commits the journal at least once"
+    last_commit = -1
+    for c in commits:
+        # journal blocks, FLUSH, commit block (alone), FLUSH
+        assert entries[c].nr_sectors == BLOCK // 512
+        assert entries[c - 1].is_flush and not entries[c - 1].has_payload
+        assert entries[c + 1].is_flush and not entries[c + 1].has_payload
+        body = [e for e in entries[last_commit + 1 : c - 1] if e.has_payload and e.sector in jsec]
+        assert body, f"commit at entry {c} without journal blocks before its flush"
+        last_commit = c
+    marks = [e for e in entries if e.is_mark]
+    assert [m.label for m in marks] == ["setup-done"] + [f"txn-ack:{i}" for i in range(1, 13)]
+    for m in marks:
+        before = entries[: m.index]
+        last_write = max(e.index for e in before if e.is_write)
+        assert any(e.is_flush for e in before[last_write + 1 :]) or before[last_write].is_flush, (
+            f"mark {m.label} is not preceded by a flush after the last write"
+        )
+    # The database in the final image holds the 12 rows.
+    db = tmp_path / "db"
+    subprocess.run(["debugfs", "-R", f"dump /db {db}", str(final)], capture_output=True, check=True)
+    rows = subprocess.run(["sqlite3", str(db), "select count(*) from t"], capture_output=True,
+                          text=True, check=True).stdout
+    assert rows.strip() == "12"
+
+
+@pytest.mark.parametrize("fs", ["xfs", "btrfs"])
+def test_other_fs_replay_equals_final(tmp_path, tmpdir_env, fs):
+    out, _, _ = recorded(tmp_path, fs, sqlite_loop("wal", 5))
+    assert out.joinpath("meta.json").exists()
+
+
+def test_discard_and_zero_range_are_logged(tmp_path, tmpdir_env):
+    """Discards and zeroing of the block device reach the log as DISCARD and
+    zero-write entries, and the replay still equals the final image."""
+    script = (
+        "dev=$(findmnt -n -o SOURCE --target $CRASHLAB_MNT); cd /; umount $CRASHLAB_MNT && "
+        "blkdiscard -o 1048576 -l 1048576 $dev && fallocate -z -o 4194304 -l 65536 $dev && "
+        "mount $dev $CRASHLAB_MNT && echo done > $CRASHLAB_MARK"
+    )
+    out, _, _ = recorded(tmp_path, "ext4", ["sh", "-c", script])
+    with LogReader(out / "writes.log") as r:
+        entries = list(r.entries())
+        discards = [(e.sector, e.nr_sectors) for e in entries if e.is_discard]
+        zeros = [e for e in entries if e.has_payload and e.sector == 4194304 // 512]
+        assert (1048576 // 512, 1048576 // 512) in discards
+        assert zeros and not any(r.payload(zeros[0]))
+
+
+def test_mark_channel_rules(tmp_path, tmpdir_env):
+    """Several lines in one write are several marks; a label too long for a
+    header fails the write and logs nothing."""
+    script = (
+        "printf 'a\\nb\\n' > $CRASHLAB_MARK && "
+        "if printf '%0600d\\n' 0 > $CRASHLAB_MARK; then exit 3; fi; echo c > $CRASHLAB_MARK"
+    )
+    out, _, _ = recorded(tmp_path, "ext4", ["sh", "-c", script])
+    with LogReader(out / "writes.log") as r:
+        assert [e.label for e in r.entries() if e.is_mark] == ["a", "b", "c"]
+
+
+def test_failing_command_still_leaves_a_run(tmp_path, tmpdir_env):
+    out = tmp_path / "run"
+    run = record(["sh", "-c", "echo before > $CRASHLAB_MARK; exit 7"], out, backend="fuse")
+    meta = run.meta()
+    assert meta["exit_status"] == 7 and meta["marks"] == ["before"]
+    with pytest.raises(CrashlabError, match="already holds a recorded run"):
+        record(["true"], out, backend="fuse")
