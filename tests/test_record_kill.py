@@ -1,0 +1,122 @@
+"""Killing a recording mid-run — the workload (SIGINT, SIGKILL) or the
+`crashlab record` process itself (SIGINT, SIGTERM) — leaves no loop device,
+mount or daemon behind, and the log written up to then still reads."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from harness.logformat import LogReader
+from harness.record.fuse import FuseBackend
+from harness.record.recorder import record
+
+OK, WHY = FuseBackend.available()
+pytestmark = [pytest.mark.root, pytest.mark.skipif(not OK, reason=f"fuse backend: {WHY}")]
+CRASHLAB = Path(sys.executable).with_name("crashlab")
+
+
+def loops() -> set[str]:
+    out = subprocess.run(["losetup", "-a"], capture_output=True, text=True).stdout
+    return set(out.splitlines())
+
+
+def mounts() -> set[str]:
+    return set(Path("/proc/mounts").read_text().splitlines())
+
+
+def procs_mentioning(text: str) -> list[int]:
+    pids = []
+    for p in Path("/proc").iterdir():
+        if p.name.isdigit() and p.name != str(os.getpid()):
+            try:
+                if text.encode() in (p / "cmdline").read_bytes():
+                    pids.append(int(p.name))
+            except OSError:
+                continue
+    return pids
+
+
+@pytest.fixture
+def private_tmp(tmp_path, monkeypatch):
+    """A private parent for working directories; afterwards nothing may
+    refer to it: no loop device, no mount, no process, no leftover file."""
+    parent = Path("/dev/shm") / f"crashlab-kill-{os.getpid()}-{tmp_path.name}"
+    parent.mkdir()
+    monkeypatch.setenv("CRASHLAB_TMPDIR", str(parent))
+    loops0, mounts0 = loops(), mounts()
+    yield parent
+    new_loops = {line for line in loops() - loops0 if str(parent) in line}
+    new_mounts = {line for line in mounts() - mounts0 if str(parent) in line}
+    assert not new_loops and not new_mounts
+    assert not any(str(parent) in line for line in loops() | mounts())
+    assert procs_mentioning(str(parent)) == []
+    assert list(parent.iterdir()) == []
+    parent.rmdir()
+
+
+def reads(log: Path) -> list[str]:
+    with LogReader(log, salvage=True) as r:
+        return [e.label or "" for e in r.entries() if e.is_mark]
+
+
+PRELUDE = (
+    'sqlite3 db "create table t(x); insert into t values(1)" && echo one > $CRASHLAB_MARK '
+    "|| exit 1; "
+)
+
+
+@pytest.mark.parametrize("sig", ["INT", "KILL"])
+def test_workload_killed(tmp_path, private_tmp, sig):
+    # A background child keeps the mount busy unless the recorder ends the
+    # whole process group of the command.
+    script = PRELUDE + f"(cd $CRASHLAB_MNT && sleep 60) & kill -{sig} $$; sleep 60"
+    t0 = time.monotonic()
+    run = record(["sh", "-c", script], tmp_path / "run", backend="fuse")
+    assert time.monotonic() - t0 < 20
+    meta = run.meta()
+    assert meta["signal"] == f"SIG{sig}"
+    assert meta["exit_status"] == 128 + getattr(signal, f"SIG{sig}")
+    assert reads(run.log) == ["one"]
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_recorder_interrupted(tmp_path, private_tmp, sig):
+    started = tmp_path / "started"
+    out = tmp_path / "run"
+    script = PRELUDE + f"touch {started}; sleep 60"
+    proc = subprocess.Popen(
+        [str(CRASHLAB), "record", "--backend", "fuse", "--out", str(out), "--", "sh", "-c",
+         script],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + 30
+        while not started.exists():
+            assert proc.poll() is None, proc.communicate()
+            assert time.monotonic() < deadline, "the workload never started"
+            time.sleep(0.05)
+        daemons = procs_mentioning(str(private_tmp))
+        assert daemons, "no daemon found while recording"
+        proc.send_signal(sig)
+        _, err = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 130, err
+    assert "interrupted" in err
+    for pid in daemons:
+        assert not Path(f"/proc/{pid}").exists()
+    meta = json.loads((out / "meta.json").read_text())
+    assert meta["interrupted"] == sig.name
+    assert reads(out / "writes.log") == ["one"]
