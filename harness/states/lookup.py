@@ -1,0 +1,26 @@
+"""One state from a log and its ID (``crashlab repro``)."""
+
+from __future__ import annotations
+
+from harness.errors import CrashlabError
+from harness.logformat import LogReader
+from harness.states.epochs import iter_epochs
+from harness.states.model import State, check_valid
+from harness.states.stateid import parse_id
+
+
+def state_from_id(reader: LogReader, state_id: str) -> State:
+    """Exactly the state ``state_id`` names in ``reader``'s log (any state
+    the model allows, whatever strategy produced the ID).  Raises
+    :class:`CrashlabError` (one line) for a malformed ID or one the log
+    cannot produce."""
+    key = parse_id(state_id)
+    last = -1
+    for epoch in iter_epochs(reader):
+        last = epoch.index
+        if epoch.index == key.epoch:
+            check_valid(epoch, key)
+            return State(key, epoch)
+    raise CrashlabError(
+        f"state {state_id}: {reader.path} has epochs 0..{last}, no epoch {key.epoch}"
+    )

@@ -1,0 +1,218 @@
+"""A crash state: an epoch, the subset of its writes kept, torn writes.
+
+The image of state (E, kept, torn) is: the base image, every write of the
+epochs before E (the durable base), then in log order the kept writes of E
+and the persisted 512-byte units of its torn writes.
+
+**The cut.**  One image is left behind by a crash at any instant of an
+interval of the log, and the state carries that whole interval
+``[lo, hi]`` of entry indices (a crash "at x" means entries ``[0, x)`` had
+completed).  ``lo`` is just after the last write the image contains (the
+crash cannot precede a write that persisted); ``hi`` is where the epoch ends
+(the FLUSH that would have made every write durable) or, earlier, the first
+FUA write after ``lo`` that the image lacks (a FUA write is durable once it
+completes).  For a torn FUA write the crash hit that write: ``lo = hi`` = its
+entry.  Marks give the cut its meaning for the checkers:
+
+* ``acked``: highest K of a ``txn-ack:K`` before ``hi``: at the latest
+  instant, transactions up to K had been acknowledged, so the image must
+  hold at least transaction K (DB-DURABLE).
+* ``begun``: highest K of a ``txn-begin:K`` before ``lo``, raised to
+  ``acked`` if lower: no transaction after it had issued a write that is in
+  the image (DB-PREFIX).  ``acked <= begun`` always.
+
+Transactions are numbered from 1; 0 means none.
+
+**Validity (FUA).**  A FUA write before the state's last kept or torn write
+completed before the crash, so it is kept: it is never dropped or torn
+unless it is itself the last write of the state.  FUA says nothing of the
+writes before it (no flush): those stay volatile.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from harness.errors import CrashlabError
+from harness.logformat import Entry, LogReader
+from harness.states.epochs import Epoch
+from harness.states.stateid import UNIT, StateKey, format_id, iter_bits, mask_runs
+
+
+@dataclass(frozen=True, slots=True)
+class Cut:
+    """Where in the log the crash may have happened (see the module comment)."""
+
+    lo: int
+    hi: int
+    marks_lo: int  # marks in the log before lo
+    marks_hi: int  # marks in the log before hi
+    acked: int
+    begun: int
+    in_flight: int | None  # a txn begun but not acknowledged before hi
+    last_mark: str | None  # the last mark before hi (None: none in the log)
+
+
+def write_units(entry: Entry, sectorsize: int) -> int:
+    """Number of 512-byte units in a write entry."""
+    return entry.nr_sectors * sectorsize // UNIT
+
+
+def compute_cut(epoch: Epoch, kept: int, torn_mask: int) -> Cut:
+    """The crash interval of the image with these kept and torn writes."""
+    members = kept | torn_mask
+    last = members.bit_length() - 1
+    if last < 0:
+        lo = epoch.start
+    else:
+        lo = epoch.writes[last].index + 1
+    if last >= 0 and torn_mask >> last & 1 and epoch.fua_mask >> last & 1:
+        lo = hi = epoch.writes[last].index
+    else:
+        later = epoch.fua_mask >> (last + 1)
+        if later:
+            hi = epoch.writes[last + (later & -later).bit_length()].index
+        else:
+            hi = epoch.end
+    acked = epoch.acked_at(hi)
+    begun = max(epoch.begun_at(lo), acked)
+    begun_hi = epoch.begun_at(hi)
+    in_flight = begun_hi if begun_hi > acked else None
+    return Cut(
+        lo,
+        hi,
+        epoch.marks_before_entry(lo),
+        epoch.marks_before_entry(hi),
+        acked,
+        begun,
+        in_flight,
+        epoch.last_mark_at(hi),
+    )
+
+
+def check_valid(epoch: Epoch, key: StateKey) -> None:
+    """Raise :class:`CrashlabError` (one line) unless ``key`` names a state
+    this epoch can produce."""
+    sid = format_id(key)
+    n = epoch.nr_writes
+    torn_mask = key.torn_mask
+    members = key.kept | torn_mask
+    if members >> n:
+        bad = members.bit_length() - 1
+        raise CrashlabError(f"state {sid}: epoch {epoch.index} has {n} writes, no write {bad}")
+    for write, units in key.torn:
+        total = write_units(epoch.writes[write], epoch.sectorsize)
+        if units >> total:
+            raise CrashlabError(
+                f"state {sid}: write {write} has {total} 512-byte units, no unit "
+                f"{units.bit_length() - 1}"
+            )
+        if units == (1 << total) - 1:
+            raise CrashlabError(f"state {sid}: write {write} torn with every unit kept (keep it)")
+    last = members.bit_length() - 1
+    if last >= 0:
+        lost_fua = epoch.fua_mask & ((1 << last) - 1) & ~key.kept
+        if lost_fua:
+            w = (lost_fua & -lost_fua).bit_length() - 1
+            raise CrashlabError(
+                f"state {sid}: FUA write {w} completed before write {last}, so it cannot be "
+                "dropped or torn"
+            )
+
+
+class State:
+    """One crash state of an epoch.  Cheap to make; reads no payload until
+    :meth:`extents` is iterated."""
+
+    __slots__ = ("key", "epoch", "ordinal", "cut")
+
+    def __init__(self, key: StateKey, epoch: Epoch, ordinal: int | None = None) -> None:
+        self.key = key
+        self.epoch = epoch
+        # position among the states its enumeration generated inside the
+        # window, folded ones included (None for a state looked up by ID)
+        self.ordinal = ordinal
+        self.cut = compute_cut(epoch, key.kept, key.torn_mask)
+
+    def __repr__(self) -> str:
+        return f"State({self.id})"
+
+    @property
+    def id(self) -> str:
+        return format_id(self.key)
+
+    @property
+    def durable_upto(self) -> int:
+        """Entries ``[0, durable_upto)`` make the durable base of this
+        state (its epoch's start)."""
+        return self.epoch.start
+
+    @property
+    def is_prefix(self) -> bool:
+        return not self.key.torn and self.key.kept & (self.key.kept + 1) == 0
+
+    @property
+    def kept_writes(self) -> tuple[int, ...]:
+        """Epoch-relative numbers of the kept writes."""
+        return tuple(iter_bits(self.key.kept))
+
+    @property
+    def kept_entries(self) -> tuple[int, ...]:
+        """Log entry indices of the kept writes."""
+        ws = self.epoch.writes
+        return tuple(ws[w].index for w in iter_bits(self.key.kept))
+
+    @property
+    def torn_entries(self) -> tuple[tuple[int, tuple[tuple[int, int], ...]], ...]:
+        """``(entry index, ((first byte, end byte), ...))`` per torn write:
+        the byte ranges of its data that persisted."""
+        ws = self.epoch.writes
+        return tuple(
+            (ws[w].index, tuple((a * UNIT, (b + 1) * UNIT) for a, b in mask_runs(u)))
+            for w, u in self.key.torn
+        )
+
+    @property
+    def dropped_entries(self) -> tuple[int, ...]:
+        """Writes issued before the state's last write that the image lacks
+        entirely: the ones the device reordered away."""
+        members = self.key.kept | self.key.torn_mask
+        last = members.bit_length()
+        lost = ((1 << last) - 1) & ~members
+        return tuple(self.epoch.writes[w].index for w in iter_bits(lost))
+
+    @property
+    def after_cut_entries(self) -> tuple[int, ...]:
+        """Writes of the epoch after the state's last write (not yet issued
+        at the earliest crash instant, or lost)."""
+        members = self.key.kept | self.key.torn_mask
+        ws = self.epoch.writes
+        return tuple(ws[w].index for w in range(members.bit_length(), len(ws)))
+
+    def program(self) -> list[tuple[int, int]]:
+        """The overlay as ``(write, units)`` items in log order; ``units`` is
+        -1 for a whole write, else the bitmask of persisted 512-byte units."""
+        torn = dict(self.key.torn)
+        members = self.key.kept | self.key.torn_mask
+        return [(w, torn.get(w, -1)) for w in iter_bits(members)]
+
+    def extents(self, reader: LogReader) -> Iterator[tuple[int, bytes]]:
+        """``(byte offset on the device, data)`` to write, in order, on top of
+        the durable base of the epoch to get this state's image."""
+        for w, units in self.program():
+            yield from item_extents(reader, self.epoch.writes[w], units)
+
+
+def item_extents(reader: LogReader, entry: Entry, units: int) -> Iterator[tuple[int, bytes]]:
+    """The extents one overlay item writes (see :meth:`State.program`):
+    discards write zeros, as :func:`harness.replay.apply_entry` does."""
+    s = reader.sectorsize
+    base = entry.sector * s
+    length = entry.nr_sectors * s
+    data = bytes(length) if entry.is_discard else reader.payload(entry)
+    if units == -1:
+        yield base, data
+        return
+    for a, b in mask_runs(units):
+        yield base + a * UNIT, data[a * UNIT : (b + 1) * UNIT]

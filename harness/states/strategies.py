@@ -1,0 +1,215 @@
+"""Enumeration strategies: which (kept, torn) sets of an epoch to visit.
+
+Each strategy is a deterministic generator over one epoch; it yields
+``(kept mask, torn tuple)`` pairs (see :class:`StateKey`), each at most once
+per epoch, in a fixed order.  Counts per epoch of n writes (no FUA writes):
+
+* ``prefix``: the n+1 prefixes ``p0 .. pn`` (p0: right after the flush).
+* ``persistence-points``: one state per epoch that starts with a FLUSH: the
+  state right after that flush completed (``p0``; ``p1`` when the FLUSH
+  carried FUA data, which is then durable too).  CrashMonkey/B3's choice.
+* ``reorder``: the n+1 prefixes first, then other kept sets by number of
+  dropped writes (1, 2, ...), each size in ``itertools.combinations`` order
+  of the dropped writes.  n <= ``max_exhaustive``: every subset (2^n states).
+  Larger epochs: every subset dropping at most ``max_drop`` writes
+  (sum_{i<=k} C(n,i) + n - k states), or with ``sample`` = M, M distinct
+  seeded random subsets besides the prefixes (fewer if 20*M draws do not
+  find M).  A set that would drop a FUA write before its last kept write is
+  not a state (see :mod:`harness.states.model`): skipped, or in samples
+  repaired by keeping that FUA write.
+* ``torn``: for each m, ``pm`` then write m torn on top of ``pm``: the
+  write's data is cut into tear blocks (``tear_unit`` bytes, aligned on the
+  device, 512 by default: one 4 KiB page = 8 blocks), and the persisted
+  blocks are, by ``torn_pattern``: ``prefix`` (blocks [0, j), j = 1..B-1),
+  ``ends`` (those and the suffixes [j, B)), ``subset`` (every non-empty
+  proper subset, for writes of at most ``max_subset_blocks`` blocks; larger
+  ones fall back to ``ends``).  With more than ``max_tears`` split points,
+  ``max_tears`` evenly spaced ones are used.  A write of one block cannot
+  tear.  prefix pattern, every write B blocks: (n+1) + n(B-1) states.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Iterator
+from dataclasses import dataclass
+from itertools import combinations
+
+from harness.errors import CrashlabError
+from harness.logformat import Entry
+from harness.states.epochs import Epoch
+from harness.states.stateid import UNIT, is_prefix_mask, run_mask
+
+STRATEGIES = ("prefix", "reorder", "torn", "persistence-points")
+TORN_PATTERNS = ("prefix", "ends", "subset")
+
+Torn = tuple[tuple[int, int], ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Options:
+    """Enumeration options; the defaults are the documented ones."""
+
+    strategy: str = "prefix"
+    max_exhaustive: int = 10  # reorder: every subset of epochs with at most this many writes
+    max_drop: int = 2  # reorder, larger epochs: subsets dropping at most this many writes
+    sample: int | None = None  # reorder, larger epochs: M seeded random subsets instead
+    seed: int = 0
+    tear_unit: int = 512  # torn: bytes that persist all or nothing (power of two >= 512)
+    torn_pattern: str = "prefix"
+    max_tears: int = 32  # torn prefix/ends: split points per write at most
+    max_subset_blocks: int = 8  # torn subset: writes of at most this many tear blocks
+    window_start: str | None = None  # first mark of the window (see enumerate.py)
+    window_end: str | None = None  # last mark of the window
+    dedup: bool = True  # fold states with identical overlays and mark context
+
+    def validate(self) -> None:
+        """Raise :class:`CrashlabError` (one line) on a bad option."""
+        if self.strategy not in STRATEGIES:
+            raise CrashlabError(
+                f"unknown strategy {self.strategy!r} (choose from {', '.join(STRATEGIES)})"
+            )
+        if self.torn_pattern not in TORN_PATTERNS:
+            raise CrashlabError(
+                f"unknown torn pattern {self.torn_pattern!r} "
+                f"(choose from {', '.join(TORN_PATTERNS)})"
+            )
+        u = self.tear_unit
+        if u < UNIT or u & (u - 1):
+            raise CrashlabError(f"tear unit must be a power of two >= {UNIT} bytes, not {u}")
+        for name in ("max_exhaustive", "max_drop", "max_tears", "max_subset_blocks"):
+            if getattr(self, name) < 0:
+                raise CrashlabError(f"{name} must be >= 0")
+        if self.max_exhaustive > 24:
+            raise CrashlabError("max_exhaustive above 24 means > 16M states per epoch")
+        if self.max_subset_blocks > 16:
+            raise CrashlabError("max_subset_blocks above 16 means > 65k states per write")
+        if self.sample is not None and self.sample < 1:
+            raise CrashlabError(f"sample must be >= 1, not {self.sample}")
+
+
+def _fua_ok(epoch: Epoch, kept: int) -> bool:
+    """No FUA write before the last kept write is missing."""
+    last = kept.bit_length() - 1
+    return last <= 0 or not epoch.fua_mask & ((1 << last) - 1) & ~kept
+
+
+def prefix_states(epoch: Epoch) -> Iterator[tuple[int, Torn]]:
+    for m in range(epoch.nr_writes + 1):
+        yield (1 << m) - 1, ()
+
+
+def persistence_point_states(epoch: Epoch) -> Iterator[tuple[int, Torn]]:
+    if epoch.index == 0:
+        return
+    ws = epoch.writes
+    # The FLUSH entry itself carried data: that write is complete when the
+    # flush request is, if it was FUA.
+    if ws and ws[0].index == epoch.start and epoch.fua_mask & 1:
+        yield 1, ()
+    else:
+        yield 0, ()
+
+
+def reorder_states(epoch: Epoch, opts: Options) -> Iterator[tuple[int, Torn]]:
+    yield from prefix_states(epoch)
+    n = epoch.nr_writes
+    full = epoch.full_mask
+    if n > opts.max_exhaustive and opts.sample is not None:
+        yield from _sampled(epoch, opts.sample, f"{opts.seed}:{epoch.index}")
+        return
+    most = n if n <= opts.max_exhaustive else min(opts.max_drop, n)
+    for d in range(1, most + 1):
+        for dropped in combinations(range(n), d):
+            kept = full
+            for w in dropped:
+                kept ^= 1 << w
+            if not is_prefix_mask(kept) and _fua_ok(epoch, kept):
+                yield kept, ()
+
+
+def _sampled(epoch: Epoch, m: int, seed: str) -> Iterator[tuple[int, Torn]]:
+    """Up to ``m`` distinct non-prefix kept sets drawn with ``random.Random(seed)``
+    (a str seed is hashed with SHA-512: the same on every machine)."""
+    rng = random.Random(seed)
+    n = epoch.nr_writes
+    seen: set[int] = set()
+    for _ in range(20 * m):
+        if len(seen) >= m:
+            return
+        kept = rng.getrandbits(n)
+        last = kept.bit_length() - 1
+        if last > 0:
+            kept |= epoch.fua_mask & ((1 << last) - 1)
+        if is_prefix_mask(kept) or kept in seen:
+            continue
+        seen.add(kept)
+        yield kept, ()
+
+
+def tear_blocks(entry: Entry, sectorsize: int, tear_unit: int) -> list[int]:
+    """The write's 512-byte units grouped into device-aligned tear blocks,
+    each as a unit bitmask, in order."""
+    start = entry.sector * sectorsize
+    units = entry.nr_sectors * sectorsize // UNIT
+    blocks: list[int] = []
+    i = 0
+    while i < units:
+        block_end = (start + i * UNIT) // tear_unit * tear_unit + tear_unit
+        j = min(units, (block_end - start) // UNIT)
+        blocks.append(run_mask(i, j - 1))
+        i = j
+    return blocks
+
+
+def split_points(nblocks: int, most: int) -> list[int]:
+    """Split points 1..B-1, or ``most`` evenly spaced ones when there are more."""
+    if nblocks - 1 <= most:
+        return list(range(1, nblocks))
+    return [(i * nblocks) // (most + 1) for i in range(1, most + 1)]
+
+
+def tear_patterns(blocks: list[int], opts: Options) -> Iterator[int]:
+    """Unit bitmasks of the persisted part of a write torn per ``opts``."""
+    b = len(blocks)
+    if b < 2:
+        return
+    if opts.torn_pattern == "subset" and b <= opts.max_subset_blocks:
+        for sub in range(1, (1 << b) - 1):
+            units = 0
+            for k in range(b):
+                if sub >> k & 1:
+                    units |= blocks[k]
+            yield units
+        return
+    full = 0
+    for blk in blocks:
+        full |= blk
+    points = split_points(b, opts.max_tears)
+    for j in points:
+        yield full & ((blocks[j] & -blocks[j]) - 1)  # blocks [0, j)
+    if opts.torn_pattern != "prefix":
+        for j in points:
+            yield full & ~((blocks[j] & -blocks[j]) - 1)  # blocks [j, B)
+
+
+def torn_states(epoch: Epoch, opts: Options) -> Iterator[tuple[int, Torn]]:
+    n = epoch.nr_writes
+    for m in range(n + 1):
+        kept = (1 << m) - 1
+        yield kept, ()
+        if m < n:
+            blocks = tear_blocks(epoch.writes[m], epoch.sectorsize, opts.tear_unit)
+            for units in tear_patterns(blocks, opts):
+                yield kept, ((m, units),)
+
+
+def epoch_states(epoch: Epoch, opts: Options) -> Iterator[tuple[int, Torn]]:
+    """The strategy's (kept, torn) pairs for one epoch."""
+    if opts.strategy == "prefix":
+        return prefix_states(epoch)
+    if opts.strategy == "persistence-points":
+        return persistence_point_states(epoch)
+    if opts.strategy == "reorder":
+        return reorder_states(epoch, opts)
+    return torn_states(epoch, opts)
