@@ -1,0 +1,79 @@
+"""Running a workload: the runner's command line for a SUT and a spec, the
+workload part of a run's ``meta.json``, and the oracle rebuilt from it.
+
+meta.json keys written here (merged into the recorder's):
+
+    "sut":      SUT name (workloads/suts.py)
+    "workload": canonical spec string (workloads/spec.py), seed included
+    "seed":     the spec's seed (also inside "workload"; kept for readers)
+    "db":       the database file name, relative to the file system's root
+    "runner":   the runner's --stats report (added after the run, if any)
+"""
+
+from __future__ import annotations
+
+import subprocess
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from harness.errors import CrashlabError
+from workloads.oracle import Oracle
+from workloads.spec import WorkloadSpec, parse_spec
+from workloads.suts import Sut, get_sut
+
+BUILD_DIR = Path(__file__).resolve().parent / "build"
+DB_NAME = "crashlab.db"
+
+
+def runner_path(*, asan: bool = False) -> Path:
+    """The built ``crashlab-runner`` (or its ASan+UBSan build)."""
+    path = BUILD_DIR / ("crashlab-runner-asan" if asan else "crashlab-runner")
+    if not path.exists():
+        raise CrashlabError(f"{path} is not built: run `make build`")
+    return path
+
+
+def runner_command(
+    sut: Sut,
+    ops: Path | str,
+    db: Path | str,
+    *,
+    marks: Path | str | None = None,
+    stats: Path | str | None = None,
+    latency: Path | str | None = None,
+    runner: Path | None = None,
+) -> list[str]:
+    """The argv that runs op stream ``ops`` on ``sut`` with database ``db``.
+    Marks go to ``marks`` if given, else to the channel in the environment
+    (CRASHLAB_MARK / CRASHLAB_MARK_DM, see workloads/runner/marks.h)."""
+    cmd = [str(runner or runner_path()), "--ops", str(ops), "--db", str(db), *sut.runner_args()]
+    for flag, value in (("--marks", marks), ("--stats", stats), ("--latency", latency)):
+        if value is not None:
+            cmd += [flag, str(value)]
+    return cmd
+
+
+def run_workload(sut: Sut, ops: Path, db: Path, **kwargs: Any) -> subprocess.CompletedProcess:  # noqa: ANN401
+    """Run the runner to completion (see :func:`runner_command` for kwargs;
+    ``env`` is passed to the process).  Output is captured, not checked."""
+    env = kwargs.pop("env", None)
+    return subprocess.run(runner_command(sut, ops, db, **kwargs), capture_output=True, text=True,
+                          env=env)
+
+
+def workload_meta(sut: Sut, spec: WorkloadSpec) -> dict[str, Any]:
+    """The meta.json entries from which the oracle is rebuilt."""
+    return {"sut": sut.name, "workload": str(spec), "seed": spec.seed, "db": DB_NAME}
+
+
+def spec_from_meta(meta: Mapping[str, Any]) -> tuple[Sut, WorkloadSpec]:
+    """The SUT and spec a run was recorded with."""
+    if "sut" not in meta or "workload" not in meta:
+        raise CrashlabError("meta.json names no SUT/workload: not a workload run")
+    return get_sut(meta["sut"]), parse_spec(meta["workload"])
+
+
+def oracle_from_meta(meta: Mapping[str, Any]) -> Oracle:
+    """The oracle of a recorded workload run, from its meta.json alone."""
+    return Oracle(spec_from_meta(meta)[1])

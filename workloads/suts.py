@@ -1,0 +1,200 @@
+"""The SUT registry: the one definition of every system under test, the
+runner arguments that make it, and its expected guarantee.
+
+For each SUT and each database-level invariant of INVARIANTS.md (DB-OPEN,
+DB-INTEGRITY, DB-ATOMIC, DB-DURABLE, DB-PREFIX) the registry says whether the
+SUT *promises* it after a power loss or only *may* keep it, and cites the
+documented rule the expectation rests on.  The setting assumed is the one
+crashlab records: a journaling Linux file system (ext4 data=ordered, xfs,
+btrfs) on a disk that honours flushes, power cut at any point of the write log.
+
+DHL SUTs (``dhl-tc``, ``dhl-cc``, ``dhl-tc-opt``, ``dhl-cc-opt``, ``dhl-nolog``)
+are to be added as more entries of SUTS with engine "dhl" once the runner has
+a DHL engine (workloads/runner/engine.h).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from harness.errors import CrashlabError
+
+DB_INVARIANTS = ("DB-OPEN", "DB-INTEGRITY", "DB-ATOMIC", "DB-DURABLE", "DB-PREFIX")
+PAGE_SIZE = 4096
+
+DOC_SYNC = "https://www.sqlite.org/pragma.html#pragma_synchronous"
+DOC_JOURNAL = "https://www.sqlite.org/pragma.html#pragma_journal_mode"
+DOC_ATOMIC = "https://www.sqlite.org/atomiccommit.html"
+DOC_WAL = "https://www.sqlite.org/wal.html"
+DOC_CRASHLAB = "crashlab ARCHITECTURE.md, Crash states"
+
+
+@dataclass(frozen=True)
+class Guarantee:
+    """One invariant of one SUT: promised or not, and the rule that says so."""
+
+    invariant: str
+    promised: bool
+    rule: str
+    source: str
+
+
+@dataclass(frozen=True)
+class Sut:
+    name: str
+    engine: str
+    description: str
+    runner_options: tuple[tuple[str, str], ...]  # (--flag, value) for crashlab-runner
+    guarantees: tuple[Guarantee, ...]  # one per DB_INVARIANTS entry, in that order
+
+    def runner_args(self) -> list[str]:
+        """The engine arguments of ``crashlab-runner`` (without --ops/--db)."""
+        args = ["--engine", self.engine]
+        for flag, value in self.runner_options:
+            args += [flag, value]
+        return args
+
+    @property
+    def promises(self) -> tuple[str, ...]:
+        return tuple(g.invariant for g in self.guarantees if g.promised)
+
+    @property
+    def may_violate(self) -> tuple[str, ...]:
+        return tuple(g.invariant for g in self.guarantees if not g.promised)
+
+    def guarantee(self, invariant: str) -> Guarantee:
+        for g in self.guarantees:
+            if g.invariant == invariant:
+                return g
+        raise CrashlabError(
+            f"unknown invariant {invariant!r} (choose from {', '.join(DB_INVARIANTS)})"
+        )
+
+
+# --- the documented rules, quoted from SQLite's documentation --------------
+
+_FULL = ("synchronous=FULL: 'SQLite ... will use the xSync method of the VFS to ensure that "
+         "all content is safely written to the disk surface prior to continuing. This ensures "
+         "that an operating system crash or power failure will not corrupt the database.'")
+_ATOMIC = ("atomic commit: rollback-journal transactions 'appear to be atomic even if the "
+           "transaction is interrupted by an operating system crash or power failure'; a hot "
+           "journal left behind is rolled back when the database is next opened")
+_EXTRA_DIR = ("synchronous=EXTRA: 'like FULL with the addition that the directory containing a "
+              "rollback journal is synced after that journal is unlinked to commit a transaction "
+              "in DELETE mode. EXTRA provides additional durability if the commit is followed "
+              "closely by a power loss.' Under FULL the unlink (the commit point) may not be "
+              "durable when COMMIT returns: the journal can reappear and roll the acknowledged "
+              "transaction back (observed on this machine, RECORDING-NOTES.md)")
+_EXTRA_OK = ("synchronous=EXTRA syncs the directory after unlinking the journal, so the "
+             "commit point is durable when COMMIT returns")
+_NORMAL_DELETE = ("synchronous=NORMAL: 'There is a very small (though non-zero) chance that a "
+                  "power failure at just the wrong time could corrupt the database in "
+                  "journal_mode=DELETE on an older filesystem ... probably DELETE mode is safe "
+                  "too on modern filesystems.'")
+_TRUNCATE = ("journal_mode=TRUNCATE 'commits transactions by truncating the rollback journal to "
+             "zero-length instead of deleting it'; with synchronous=FULL the truncation is "
+             "synced before COMMIT returns, so no directory sync is needed")
+_PERSIST = ("journal_mode=PERSIST: 'the header of the journal is overwritten with zeros' to "
+            "commit; with synchronous=FULL that header write is synced before COMMIT returns")
+_WAL_FULL = ("WAL + synchronous=FULL: 'an additional sync operation of the WAL file happens "
+             "after each transaction commit'; WAL recovery replays only committed frames "
+             "(checksummed commit records)")
+_WAL_NORMAL_ATOMIC = ("synchronous=NORMAL: 'WAL mode is safe from corruption with "
+                      "synchronous=NORMAL ... WAL mode is always consistent with "
+                      "synchronous=NORMAL'")
+_WAL_NORMAL_DURABLE = ("synchronous=NORMAL: 'WAL mode does lose durability. A transaction "
+                       "committed in WAL mode with synchronous=NORMAL might roll back following "
+                       "a power loss or system crash.'")
+_SYNC_OFF = ("synchronous=OFF: 'SQLite continues without syncing as soon as it has handed data "
+             "off to the operating system ... the database might become corrupted if the "
+             "operating system crashes or the computer loses power before that data has been "
+             "written to the disk surface.'")
+_MEMORY = ("journal_mode=MEMORY 'stores the rollback journal in volatile RAM. This saves disk "
+           "I/O but at the expense of database safety and integrity. If the application using "
+           "SQLite crashes in the middle of a transaction ... the database file will very likely "
+           "go corrupt.' A power loss loses the journal the same way")
+_OFF = ("journal_mode=OFF 'disables the rollback journal completely ... If the application "
+        "crashes in the middle of a transaction when the OFF journaling mode is set, then the "
+        "database file will very likely go corrupt.'")
+_SYNCED_COMMIT = ("synchronous=FULL syncs the database file before COMMIT returns, and with no "
+                  "journal there is nothing that can undo it")
+_PREFIX = ("a crash state holds only writes issued before the cut, and no SUT writes a "
+           "transaction's rows before the transaction is issued")
+
+
+def _g(invariant: str, promised: bool, rule: str, source: str) -> Guarantee:
+    return Guarantee(invariant, promised, rule, source)
+
+
+def _sqlite(name: str, journal: str, sync: str, description: str,
+            guarantees: list[Guarantee]) -> Sut:
+    guarantees.append(_g("DB-PREFIX", True, _PREFIX, DOC_CRASHLAB))
+    return Sut(
+        name=name,
+        engine="sqlite",
+        description=description,
+        runner_options=(("--journal-mode", journal), ("--synchronous", sync),
+                        ("--page-size", str(PAGE_SIZE))),
+        guarantees=tuple(guarantees),
+    )
+
+
+def _safe(rule: str, source: str, durable: Guarantee) -> list[Guarantee]:
+    """Open, integrity and atomicity promised by ``rule``; durability as given."""
+    return [_g("DB-OPEN", True, rule, source), _g("DB-INTEGRITY", True, rule, source),
+            _g("DB-ATOMIC", True, rule, source), durable]
+
+
+def _unsafe(rule: str, source: str, durable: Guarantee) -> list[Guarantee]:
+    return [_g("DB-OPEN", False, rule, source), _g("DB-INTEGRITY", False, rule, source),
+            _g("DB-ATOMIC", False, rule, source), durable]
+
+
+_ALL: tuple[Sut, ...] = (
+    _sqlite("sqlite-delete-full", "DELETE", "FULL",
+            "rollback journal deleted at commit, synchronous=FULL (SQLite's default)",
+            _safe(_FULL + "; " + _ATOMIC, DOC_ATOMIC,
+                  _g("DB-DURABLE", False, _EXTRA_DIR, DOC_SYNC))),
+    _sqlite("sqlite-delete-extra", "DELETE", "EXTRA",
+            "rollback journal deleted at commit, directory synced after the unlink",
+            _safe(_FULL + "; " + _ATOMIC, DOC_ATOMIC,
+                  _g("DB-DURABLE", True, _EXTRA_OK, DOC_SYNC))),
+    _sqlite("sqlite-delete-normal", "DELETE", "NORMAL",
+            "rollback journal deleted at commit, synchronous=NORMAL (one journal sync)",
+            _safe(_NORMAL_DELETE, DOC_SYNC,
+                  _g("DB-DURABLE", False, _EXTRA_DIR, DOC_SYNC))),
+    _sqlite("sqlite-delete-off", "DELETE", "OFF",
+            "rollback journal deleted at commit, no syncs at all",
+            _unsafe(_SYNC_OFF, DOC_SYNC, _g("DB-DURABLE", False, _SYNC_OFF, DOC_SYNC))),
+    _sqlite("sqlite-truncate-full", "TRUNCATE", "FULL",
+            "rollback journal truncated at commit, synchronous=FULL",
+            _safe(_FULL + "; " + _ATOMIC, DOC_ATOMIC,
+                  _g("DB-DURABLE", True, _TRUNCATE, DOC_JOURNAL))),
+    _sqlite("sqlite-persist-full", "PERSIST", "FULL",
+            "rollback journal header zeroed at commit, synchronous=FULL",
+            _safe(_FULL + "; " + _ATOMIC, DOC_ATOMIC,
+                  _g("DB-DURABLE", True, _PERSIST, DOC_JOURNAL))),
+    _sqlite("sqlite-wal-full", "WAL", "FULL",
+            "write-ahead log, WAL synced at every commit",
+            _safe(_WAL_FULL, DOC_WAL, _g("DB-DURABLE", True, _WAL_FULL, DOC_SYNC))),
+    _sqlite("sqlite-wal-normal", "WAL", "NORMAL",
+            "write-ahead log, synced only at checkpoints",
+            _safe(_WAL_NORMAL_ATOMIC, DOC_SYNC,
+                  _g("DB-DURABLE", False, _WAL_NORMAL_DURABLE, DOC_SYNC))),
+    _sqlite("sqlite-memory", "MEMORY", "FULL",
+            "rollback journal kept in memory only, synchronous=FULL",
+            _unsafe(_MEMORY, DOC_JOURNAL, _g("DB-DURABLE", True, _SYNCED_COMMIT, DOC_SYNC))),
+    _sqlite("sqlite-off", "OFF", "FULL",
+            "no rollback journal, synchronous=FULL",
+            _unsafe(_OFF, DOC_JOURNAL, _g("DB-DURABLE", True, _SYNCED_COMMIT, DOC_SYNC))),
+)
+
+SUTS: dict[str, Sut] = {s.name: s for s in _ALL}
+
+
+def get_sut(name: str) -> Sut:
+    """The SUT called ``name``; CrashlabError lists the valid names."""
+    try:
+        return SUTS[name]
+    except KeyError:
+        raise CrashlabError(f"unknown SUT {name!r} (choose from {', '.join(SUTS)})") from None
