@@ -1,0 +1,213 @@
+"""crashlab-runner end to end: every SUT x workload kind on /dev/shm ends
+with the oracle's final digest and complete, ordered marks; bad input; a
+forced commit failure is never acknowledged."""
+
+from __future__ import annotations
+
+import json
+import os
+import resource
+import signal
+import subprocess
+import tempfile
+from pathlib import Path
+
+import pytest
+
+from workloads.generate import write_opstream
+from workloads.oracle import Oracle, sqlite_digest
+from workloads.run import run_workload, runner_command, runner_path
+from workloads.spec import parse_spec
+from workloads.suts import SUTS, get_sut
+
+WORKLOADS = [
+    "insert:txns=12,ops=2,tables=3",
+    "insert:txns=10,ops=3,order=rand,size=128,warmup=5",
+    "update:txns=12,ops=2,order=rand,warmup=20",
+    "delete:txns=12,ops=2,order=rand",
+    "app:gmail,txns=6,warmup=20",
+    "app:facebook,txns=15,warmup=20",
+    "app:hangout,txns=15,warmup=20",
+    "app:kakaotalk,txns=15,warmup=20",
+]
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _built():
+    subprocess.run(["make", "-s", "workloads/build/crashlab-runner",
+                    "workloads/build/crashlab-runner-asan"],
+                   cwd=Path(__file__).resolve().parent.parent, check=True)
+
+
+@pytest.fixture
+def shm():
+    base = Path("/dev/shm") if Path("/dev/shm").is_dir() else None
+    with tempfile.TemporaryDirectory(prefix="crashlab-wl-", dir=base) as d:
+        yield Path(d)
+
+
+def expected_marks(ntxns: int) -> list[str]:
+    out = ["setup-done"]
+    for k in range(1, ntxns + 1):
+        out += [f"txn-begin:{k}", f"txn-ack:{k}"]
+    return out + ["workload-end"]
+
+
+def run_clean(tmp: Path, sut_name: str, text: str, *, asan: bool = False) -> dict:
+    spec = parse_spec(text)
+    ops = write_opstream(spec, tmp / "ops")
+    marks = tmp / "marks"
+    marks.touch()  # CRASHLAB_MARK names an existing control file
+    env = dict(os.environ, CRASHLAB_MARK=str(marks))
+    env.pop("CRASHLAB_MARK_DM", None)
+    proc = run_workload(get_sut(sut_name), ops, tmp / "db", stats=tmp / "stats.json",
+                        latency=tmp / "lat.tsv", runner=runner_path(asan=asan), env=env)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stderr == ""
+    assert sqlite_digest(tmp / "db") == Oracle(spec).final
+    assert marks.read_text().splitlines() == expected_marks(spec.txns)
+    stats = json.loads((tmp / "stats.json").read_text())
+    assert stats["transactions"] == spec.txns
+    lat = (tmp / "lat.tsv").read_text().splitlines()
+    assert lat[0] == "txn\tlatency_us" and len(lat) == spec.txns + 1
+    return stats
+
+
+@pytest.mark.parametrize("text", WORKLOADS)
+@pytest.mark.parametrize("sut_name", sorted(SUTS))
+def test_clean_run_reaches_the_oracle(shm, sut_name, text):
+    run_clean(shm, sut_name, text)
+
+
+@pytest.mark.parametrize("sut_name", sorted(SUTS))
+def test_clean_run_under_asan(shm, sut_name):
+    run_clean(shm, sut_name, "app:hangout,txns=10,warmup=10", asan=True)
+
+
+def test_sync_counts_follow_the_sut(shm):
+    """The counting VFS sees what each setting does: no syncs with
+    synchronous=OFF, one WAL sync per commit with WAL+FULL, none per commit
+    with WAL+NORMAL, one more directory sync per commit with EXTRA."""
+    text = "insert:txns=20"
+    per = {}
+    for name in ("sqlite-delete-full", "sqlite-delete-extra", "sqlite-delete-off",
+                 "sqlite-wal-full", "sqlite-wal-normal", "sqlite-persist-full"):
+        d = shm / name
+        d.mkdir()
+        per[name] = run_clean(d, name, text)["workload"]
+    assert per["sqlite-delete-off"]["fsyncs"] == 0
+    assert per["sqlite-wal-normal"]["fsyncs"] == 0
+    assert per["sqlite-wal-full"]["file_syncs"] == 20
+    full, extra = per["sqlite-delete-full"], per["sqlite-delete-extra"]
+    assert extra["dir_syncs"] == full["dir_syncs"] + 20
+    assert extra["file_syncs"] == full["file_syncs"] >= 40
+    assert per["sqlite-persist-full"]["file_syncs"] > full["file_syncs"]
+    assert all(p["writes"] > 0 and p["bytes_written"] > 0 for p in per.values())
+
+
+def test_marks_file_option_and_no_channel(shm):
+    spec = parse_spec("insert:txns=3")
+    ops = write_opstream(spec, shm / "ops")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CRASHLAB_MARK")}
+    proc = run_workload(get_sut("sqlite-wal-full"), ops, shm / "db", marks=shm / "m.txt", env=env)
+    assert proc.returncode == 0, proc.stderr
+    assert (shm / "m.txt").read_text().splitlines() == expected_marks(3)
+    proc = run_workload(get_sut("sqlite-wal-full"), ops, shm / "db2", env=env)
+    assert proc.returncode == 0, proc.stderr
+
+
+def test_dm_channel_runs_dmsetup_message(shm):
+    """No device-mapper here: a stand-in `dmsetup` on PATH records its argv,
+    which is what the channel must produce (one synchronous call per mark)."""
+    fake = shm / "bin"
+    fake.mkdir()
+    log = shm / "dmsetup.log"
+    (fake / "dmsetup").write_text(f'#!/bin/sh\necho "$@" >> {log}\n')
+    (fake / "dmsetup").chmod(0o755)
+    ops = write_opstream(parse_spec("insert:txns=2"), shm / "ops")
+    env = dict(os.environ, PATH=f"{fake}:{os.environ['PATH']}", CRASHLAB_MARK_DM="lw0")
+    env.pop("CRASHLAB_MARK", None)
+    proc = run_workload(get_sut("sqlite-delete-full"), ops, shm / "db", env=env)
+    assert proc.returncode == 0, proc.stderr
+    assert log.read_text().splitlines() == [f"message lw0 0 mark {m}" for m in expected_marks(2)]
+    # a failing dmsetup stops the run at the first mark
+    (fake / "dmsetup").write_text("#!/bin/sh\nexit 1\n")
+    proc = run_workload(get_sut("sqlite-delete-full"), ops, shm / "db2", env=env)
+    assert proc.returncode == 1
+    assert "dmsetup message lw0 failed" in proc.stderr
+
+
+def _runner(args, env=None):
+    return subprocess.run([str(runner_path()), *args], capture_output=True, text=True, env=env)
+
+
+def test_bad_input_exits_nonzero_with_one_line(shm):
+    ops = write_opstream(parse_spec("insert:txns=3"), shm / "ops")
+    cases = [
+        ([], 2, "--ops FILE is required"),
+        (["--ops", str(ops)], 2, "--db PATH is required"),
+        (["--ops", str(ops), "--db", str(shm / "db"), "--engine", "oracle"], 2,
+         "unknown engine oracle (choose from sqlite)"),
+        (["--ops", str(ops), "--db", str(shm / "db"), "--journal-mode", "FAST"], 1,
+         "bad journal mode FAST (choose from DELETE, TRUNCATE, PERSIST, WAL, MEMORY, OFF)"),
+        (["--ops", str(ops), "--db", str(shm / "db"), "--synchronous", "MAYBE"], 1,
+         "choose from OFF, NORMAL, FULL, EXTRA"),
+        (["--ops", str(ops), "--db", str(shm / "db"), "--page-size", "1000"], 1,
+         "bad page size 1000"),
+        (["--ops", str(ops), "--db", str(shm / "db"), "--bogus"], 2, "unknown or incomplete"),
+        (["--ops", str(shm / "missing"), "--db", str(shm / "db")], 2, "No such file"),
+    ]
+    for args, code, needle in cases:
+        proc = _runner(args)
+        assert proc.returncode == code, (args, proc.stderr)
+        assert proc.stderr.startswith("crashlab-runner: ")
+        assert needle in proc.stderr.splitlines()[0], proc.stderr
+    data = ops.read_bytes()
+    (shm / "cut").write_bytes(data[:-5])
+    proc = _runner(["--ops", str(shm / "cut"), "--db", str(shm / "db3")])
+    assert proc.returncode == 2 and "op stream" in proc.stderr
+    assert len(proc.stderr.splitlines()) == 1
+
+
+def test_runner_refuses_a_stream_that_disagrees_with_the_database(shm):
+    """An update of a row that is not there is an error, not a silent no-op."""
+    ops = write_opstream(parse_spec("update:txns=3,warmup=5"), shm / "ops")
+    sut = get_sut("sqlite-delete-full")
+    assert run_workload(sut, ops, shm / "db").returncode == 0
+    proc = run_workload(sut, ops, shm / "db")  # warm-up inserts now collide
+    assert proc.returncode == 1
+    assert "txn 0: insert" in proc.stderr and "UNIQUE" in proc.stderr
+
+
+def _fsize_limit(limit: int):
+    def apply() -> None:
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # EFBIG instead of death
+        resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+    return apply
+
+
+@pytest.mark.parametrize("sut_name", ["sqlite-delete-full", "sqlite-wal-full",
+                                      "sqlite-truncate-full"])
+def test_failed_commit_is_never_acknowledged(shm, sut_name):
+    """A file-size limit makes the commit that grows the database past it
+    fail (EFBIG): the runner stops with a commit error, that transaction has
+    txn-begin but no txn-ack, and the database holds the state before it."""
+    spec = parse_spec("insert:txns=300,size=3000")
+    ops = write_opstream(spec, shm / "ops")
+    marks = shm / "marks"
+    marks.touch()
+    env = dict(os.environ, CRASHLAB_MARK=str(marks))
+    cmd = runner_command(get_sut(sut_name), ops, shm / "db")
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=env,
+                          preexec_fn=_fsize_limit(200 * 1024))
+    assert proc.returncode == 1
+    lines = marks.read_text().splitlines()
+    last = lines[-1]
+    assert last.startswith("txn-begin:"), lines[-3:]
+    k = int(last.split(":")[1])
+    assert 5 < k < spec.txns
+    assert f"txn-ack:{k}" not in lines
+    assert lines == expected_marks(k - 1)[:-1] + [last]
+    assert proc.stderr.startswith(f"crashlab-runner: txn {k}: commit failed: ")
+    assert len(proc.stderr.splitlines()) == 1
+    assert sqlite_digest(shm / "db") == Oracle(spec).digests[k - 1]
