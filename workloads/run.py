@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.errors import CrashlabError
+from workloads.generate import write_opstream
 from workloads.oracle import Oracle
 from workloads.spec import WorkloadSpec, parse_spec
 from workloads.suts import Sut, get_sut
@@ -77,3 +78,17 @@ def spec_from_meta(meta: Mapping[str, Any]) -> tuple[Sut, WorkloadSpec]:
 def oracle_from_meta(meta: Mapping[str, Any]) -> Oracle:
     """The oracle of a recorded workload run, from its meta.json alone."""
     return Oracle(spec_from_meta(meta)[1])
+
+
+def workload_command(
+    sut_name: str, spec_text: str, workdir: Path
+) -> tuple[list[str], dict[str, Any], Path]:
+    """For ``crashlab record --sut --workload``: write the op stream into
+    ``workdir`` (which must lie outside the recorded file system) and return
+    the runner command (database ``DB_NAME`` relative to the cwd, which the
+    recorder sets to the mount point), the meta.json entries and where the
+    runner's --stats report will be."""
+    sut, spec = get_sut(sut_name), parse_spec(spec_text)
+    ops = write_opstream(spec, workdir / "workload.ops")
+    stats = workdir / "runner-stats.json"
+    return runner_command(sut, ops, DB_NAME, stats=stats), workload_meta(sut, spec), stats

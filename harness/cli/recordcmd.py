@@ -2,14 +2,21 @@
 
 from __future__ import annotations
 
+import json
 import sys
+import tempfile
 from pathlib import Path
 
 import click
 
+from harness.errors import CrashlabError
 from harness.images import FILESYSTEMS
 from harness.record.backends import CHOICES, select_backend
-from harness.record.recorder import record
+from harness.record.recorder import record, tmp_parent
+from harness.rundir import RunDir
+from workloads.run import workload_command
+from workloads.spec import parse_spec
+from workloads.suts import get_sut
 
 
 @click.command("record")
@@ -19,16 +26,31 @@ from harness.record.recorder import record
               help="file system of the base image")
 @click.option("--out", required=True, type=click.Path(path_type=Path),
               help="run directory to create (writes.log, meta.json)")
-@click.argument("command", nargs=-1, required=True)
-def record_cmd(backend: str, fs: str, out: Path, command: tuple[str, ...]) -> None:
+@click.option("--sut", help="with --workload: run crashlab-runner for this SUT "
+              "(workloads/suts.py) instead of COMMAND")
+@click.option("--workload", help="workload spec, e.g. insert:txns=100,seed=1 (workloads/spec.py)")
+@click.argument("command", nargs=-1)
+def record_cmd(
+    backend: str, fs: str, out: Path, sut: str | None, workload: str | None,
+    command: tuple[str, ...],
+) -> None:
     """Run COMMAND (after --) in the mounted file system of a fresh base
     image, logging every block write.  COMMAND gets CRASHLAB_MNT (the mount
     point) and CRASHLAB_MARK (fuse: write `label\\n` lines to it to log a
     mark) or CRASHLAB_MARK_DM (dm: `dmsetup message $CRASHLAB_MARK_DM 0 mark
     LABEL`).  Exits 1 if COMMAND fails (the run is still written)."""
+    if sut is None and workload is None and not command:
+        raise CrashlabError("nothing to record: give COMMAND (after --) or --sut and --workload")
+    if sut is not None or workload is not None:
+        if command or not sut or not workload:
+            raise CrashlabError("give --sut and --workload together, and no COMMAND with them")
+        get_sut(sut), parse_spec(workload)  # bad input fails before any setup
     _, choice = select_backend(backend)
     click.echo(f"crashlab: recording with {choice}", err=True)
-    run = record(list(command), out, fs=fs, backend=backend)
+    if sut is None or workload is None:
+        run = record(list(command), out, fs=fs, backend=backend)
+    else:
+        run = _record_workload(sut, workload, out, fs, backend)
     meta = run.meta()
     log = meta["log"]
     click.echo(
@@ -40,6 +62,18 @@ def record_cmd(backend: str, fs: str, out: Path, command: tuple[str, ...]) -> No
         click.echo(f"crashlab: record: the command exited with status {meta['exit_status']}",
                    err=True)
         sys.exit(1)
+
+
+def _record_workload(sut: str, workload: str, out: Path, fs: str, backend: str) -> RunDir:
+    """Record crashlab-runner running WORKLOAD on SUT; meta.json gets the SUT,
+    the canonical spec and seed (the oracle is rebuilt from them) and the
+    runner's own counts."""
+    with tempfile.TemporaryDirectory(prefix="crashlab-wl-", dir=tmp_parent()) as tmp:
+        cmd, extra, stats = workload_command(sut, workload, Path(tmp))
+        run = record(cmd, out, fs=fs, backend=backend, extra_meta=extra)
+        if stats.exists():
+            run.write_meta({**run.meta(), "runner": json.loads(stats.read_text())})
+    return run
 
 
 COMMANDS = [record_cmd]
