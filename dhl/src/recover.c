@@ -1,0 +1,199 @@
+/*
+** recover.c — finding the committed state after a crash, and repairing.
+**
+** The FCC is the greatest TID that carries a commit record (in a header
+** meta slot, or embedded in a data page's slot header in the _OPT modes)
+** and whose transaction is complete: the number of slot headers carrying
+** that TID, in pages below the page count that transaction saw, equals the
+** recorded transaction size.  Only the newest commit record may be
+** incomplete (counting commit: the in-flight transaction); it is then
+** rolled back and the next one must be complete.  Every slot header with a
+** TID above the FCC is invalidated (TID and commit field set to 0), the
+** repaired pages written and synced.  Recovery is idempotent and crash-safe:
+** it only ever invalidates headers of the rolled-back or never-committed
+** transaction, so a crash in the middle leaves fewer of them, and running it
+** again reaches the same FCC.  NOLOG databases have no recovery.
+*/
+#include "internal.h"
+
+struct cand {
+    uint32_t tid, size, pgno;
+};
+
+static int cand_cmp(const void *a, const void *b)
+{
+    const struct cand *x = a, *y = b;
+    return x->tid > y->tid ? -1 : x->tid < y->tid;
+}
+
+/* page count seen by transaction tid: the meta slot with the greatest
+** TID <= tid (0 if none). */
+static uint32_t pagecount_at(const struct meta m[2], uint32_t tid)
+{
+    int s = dhl_valid_slot(m[0].tid, m[1].tid, tid);
+    return s < 0 ? 0 : m[s].page_count;
+}
+
+int dhl__recover(dhl *db, bool write)
+{
+    dhl__drop_cache(db, false);
+    memset(&db->rec, 0, sizeof db->rec);
+    int rc = dhl__read(db, 0, db->hdr, NULL);
+    if (rc)
+        return rc;
+    dhl__meta_decode(db, db->hdr, 0, &db->mslot[0]);
+    dhl__meta_decode(db, db->hdr, 1, &db->mslot[1]);
+    uint64_t fpages = dhl__file_pages(db);
+    if (db->hflags & DHL_FLAG_NOLOG) {
+        db->valid_meta = 0;
+        db->fcc = db->mslot[0].tid;
+        db->txn_size = 0;
+        db->rec.fcc = db->fcc;
+        goto state;
+    }
+
+    uint32_t maxpc = 1;
+    for (int s = 0; s < 2; s++)
+        if (db->mslot[s].tid != DHL_TID_INV && db->mslot[s].page_count > maxpc)
+            maxpc = db->mslot[s].page_count;
+    uint64_t scan = db->regular ? fpages : (maxpc < fpages ? maxpc : fpages);
+    if (scan < 1)
+        scan = 1;
+    if (scan > UINT32_MAX)
+        scan = UINT32_MAX;
+    uint32_t np = (uint32_t)scan;
+    db->rec.scanned_pages = np;
+
+    /* tid[2p+s], cm[2p+s]: TID and commit field of slot s of page p. */
+    uint32_t *tid = calloc(2 * (size_t)np, sizeof *tid);
+    uint32_t *cm = calloc(2 * (size_t)np, sizeof *cm);
+    struct cand *cd = malloc(sizeof *cd * (2 * (size_t)np + 1));
+    uint8_t *buf = malloc(db->ps);
+    if (!tid || !cm || !cd || !buf) {
+        rc = dhl__err(db, DHL_ENOMEM, "out of memory");
+        goto out;
+    }
+    for (int s = 0; s < 2; s++) {
+        tid[s] = db->mslot[s].tid;
+        cm[s] = db->mslot[s].commit;
+    }
+    for (uint32_t p = 1; p < np && !rc; p++) {
+        if ((rc = dhl__read(db, p, buf, NULL)))
+            break;
+        for (int s = 0; s < 2; s++) {
+            tid[2 * p + s] = get32(buf + s * DHL_SLOT_SIZE + DHL_SLOT_TID);
+            cm[2 * p + s] = get16(buf + s * DHL_SLOT_SIZE + DHL_SLOT_COMMIT);
+        }
+    }
+    if (rc)
+        goto out;
+
+    uint32_t nc = 0;
+    for (uint32_t p = 0; p < np; p++)
+        for (int s = 0; s < 2; s++) {
+            uint32_t t = tid[2 * p + s];
+            if (t == DHL_TID_INV || cm[2 * p + s] == 0 || p >= pagecount_at(db->mslot, t))
+                continue;
+            cd[nc++] = (struct cand){t, cm[2 * p + s], p};
+        }
+    qsort(cd, nc, sizeof *cd, cand_cmp);
+    int chosen = -1;
+    for (uint32_t i = 0; i < nc && i < 2; i++) {
+        if (i + 1 < nc && cd[i + 1].tid == cd[i].tid) {
+            rc = dhl__err(db, DHL_ECORRUPT, "two commit records for transaction %u (pages %u and %u)",
+                          cd[i].tid, cd[i].pgno, cd[i + 1].pgno);
+            goto out;
+        }
+        uint32_t pc = pagecount_at(db->mslot, cd[i].tid), cnt = 0;
+        for (uint32_t p = 0; p < pc && p < np; p++)
+            cnt += (tid[2 * p] == cd[i].tid) + (tid[2 * p + 1] == cd[i].tid);
+        if (i == 0) {
+            db->rec.max_commit_tid = cd[0].tid;
+            db->rec.max_commit_size = cd[0].size;
+            db->rec.max_commit_count = cnt;
+        }
+        if (cnt == cd[i].size) {
+            chosen = (int)i;
+            break;
+        }
+        db->rec.rolled_back = 1;
+    }
+    if (chosen < 0) {
+        if (nc == 0)
+            rc = dhl__err(db, DHL_ECORRUPT, "no commit record found: no committed state");
+        else
+            rc = dhl__err(db, DHL_ECORRUPT, "commit records of transactions %u and %u are both "
+                          "incomplete", cd[0].tid, nc > 1 ? cd[1].tid : 0);
+        goto out;
+    }
+    db->fcc = cd[chosen].tid;
+    db->txn_size = cd[chosen].size;
+    db->rec.fcc = db->fcc;
+    db->rec.txn_size = db->txn_size;
+
+    /* Invalidate every slot header above the FCC. */
+    uint32_t bad_pages = 0;
+    for (uint32_t p = 0; p < np; p++) {
+        bool bad = false;
+        for (int s = 0; s < 2; s++)
+            if (tid[2 * p + s] != DHL_TID_INV && tid[2 * p + s] > db->fcc) {
+                db->rec.invalid_headers++;
+                bad = true;
+            }
+        if (!bad || !write)
+            continue;
+        bad_pages++;
+        if ((rc = dhl__read(db, p, buf, NULL)))
+            goto out;
+        for (int s = 0; s < 2; s++) {
+            if (tid[2 * p + s] == DHL_TID_INV || tid[2 * p + s] <= db->fcc)
+                continue;
+            if (p == 0) {
+                uint8_t *m = buf + DHL_HDR_META0 + (uint32_t)s * DHL_META_SIZE(db->ntrees);
+                put32(m + DHL_META_TID, DHL_TID_INV);
+                put32(m + DHL_META_COMMIT, 0);
+            } else {
+                put32(buf + s * DHL_SLOT_SIZE + DHL_SLOT_TID, DHL_TID_INV);
+                put16(buf + s * DHL_SLOT_SIZE + DHL_SLOT_COMMIT, 0);
+            }
+        }
+        if ((rc = dhl__write(db, p, buf)))
+            goto out;
+        db->ctr.recovered_pages++;
+        if (p == 0) {
+            memcpy(db->hdr, buf, db->ps);
+            dhl__meta_decode(db, db->hdr, 0, &db->mslot[0]);
+            dhl__meta_decode(db, db->hdr, 1, &db->mslot[1]);
+        }
+    }
+    if (bad_pages && (rc = dhl__sync(db)))
+        goto out;
+    db->valid_meta = dhl_valid_slot(db->mslot[0].tid, db->mslot[1].tid, db->fcc);
+    if (db->valid_meta < 0) {
+        rc = dhl__err(db, DHL_ECORRUPT, "no header meta slot is committed at FCC %u", db->fcc);
+        goto out;
+    }
+out:
+    free(tid);
+    free(cm);
+    free(cd);
+    free(buf);
+    if (rc)
+        return rc;
+state:
+    db->committed = db->mslot[db->valid_meta];
+    db->work = db->committed;
+    struct meta *m = &db->committed;
+    if (m->page_count < 1)
+        return dhl__err(db, DHL_ECORRUPT, "page count %u in the header", m->page_count);
+    if (m->page_count > fpages)
+        return dhl__err(db, DHL_ETRUNC, "database has %u pages but the file only %llu", m->page_count,
+                        (unsigned long long)fpages);
+    if (m->freelist != 0)
+        return dhl__err(db, DHL_ECORRUPT, "free-list head %u (pages are never freed)", m->freelist);
+    for (uint32_t t = 0; t < db->ntrees; t++)
+        if (m->roots[t] >= m->page_count)
+            return dhl__err(db, DHL_ECORRUPT, "root of tree %u is page %u, past the page count %u", t,
+                            m->roots[t], m->page_count);
+    return DHL_OK;
+}
