@@ -26,9 +26,12 @@ pytestmark = [pytest.mark.root, pytest.mark.skipif(not OK, reason=f"fuse backend
 CRASHLAB = Path(sys.executable).with_name("crashlab")
 
 
-def _loops_and_mounts() -> tuple[str, str]:
+def _ours(parent: Path) -> list[str]:
+    """Loop devices and mounts that mention ``parent`` (other agents' tests
+    run concurrently: only what lives under our private parent is ours)."""
     loops = subprocess.run(["losetup", "-a"], capture_output=True, text=True).stdout
-    return loops, Path("/proc/mounts").read_text()
+    text = loops + Path("/proc/mounts").read_text()
+    return [ln for ln in text.splitlines() if str(parent) in ln]
 
 
 def _db_after(base: Path, log: Path, tmp: Path, end_mark: str | None) -> str:
@@ -45,13 +48,17 @@ def _db_after(base: Path, log: Path, tmp: Path, end_mark: str | None) -> str:
     ("sqlite-wal-full", "app:kakaotalk,txns=15,warmup=20"),
 ])
 def test_record_workload(tmp_path, sut, workload):
-    before = _loops_and_mounts()
+    parent = Path("/dev/shm") / f"crashlab-wltest-{os.getpid()}-{tmp_path.name}"
+    parent.mkdir()
     out = tmp_path / "run"
     proc = subprocess.run([str(CRASHLAB), "record", "--backend", "fuse", "--sut", sut,
                            "--workload", workload, "--out", str(out)],
-                          capture_output=True, text=True, env=dict(os.environ))
+                          capture_output=True, text=True,
+                          env=dict(os.environ, CRASHLAB_TMPDIR=str(parent)))
     assert proc.returncode == 0, proc.stderr
-    assert _loops_and_mounts() == before, "a loop device or mount leaked"
+    assert _ours(parent) == [], "a loop device or mount leaked"
+    assert list(parent.iterdir()) == [], "a working directory was left behind"
+    parent.rmdir()
     meta = RunDir(out).meta()
     assert meta["sut"] == sut and meta["db"] == DB_NAME
     oracle = oracle_from_meta(meta)  # from the run directory alone
