@@ -45,7 +45,7 @@ def test_defaults_follow_mobibench():
         ("insert:txns", ["not KEY=VALUE", "txns, ops"]),
         ("insert:order=zigzag", ["bad order 'zigzag'", "seq, rand"]),
         ("insert:txns=ten", ["bad txns 'ten'", "integer"]),
-        ("insert:txns=0", ["bad txns 0", ">=1"]),
+        ("insert:txns=0", ["bad txns 0", "1..10000000"]),
         ("insert:ops=5000", ["bad ops 5000", "1..4096"]),
         ("insert:txns=1,txns=2", ["given twice"]),
         ("app:myspace", ["unknown app 'myspace'", "gmail, facebook, hangout, kakaotalk"]),

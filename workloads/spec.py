@@ -8,7 +8,7 @@ Grammar (no spaces; keys in any order, each at most once)::
     PARAMS := KEY "=" VALUE ("," KEY "=" VALUE)*
 
 Mobibench-like keys (``insert``/``update``/``delete``):
-  txns (>=1, default 100), ops (operations per transaction, 1..4096, default 1),
+  txns (1..10^7, default 100), ops (operations per transaction, 1..4096, default 1),
   size (value bytes, 1..1048576, default 100), order (seq|rand, default seq),
   tables (1..64, default 3), warmup (rows per table inserted before the
   ``setup-done`` mark; default 0 for insert, 300 for update -- Mobibench
@@ -32,6 +32,7 @@ ORDERS = ("seq", "rand")
 MAX_OPS = 4096
 MAX_SIZE = 1 << 20
 MAX_TABLES = 64
+MAX_COUNT = 10_000_000  # txns and warm-up rows (the op stream counts in u32)
 # Mobibench pre-fills at least 296 rows per table before update/delete runs.
 DEFAULT_PREFILL = 300
 
@@ -58,7 +59,7 @@ class MobibenchSpec:
     def __post_init__(self) -> None:
         _choice("kind", self.kind, KINDS)
         _choice("order", self.order, ORDERS)
-        _range("txns", self.txns, 1, None)
+        _range("txns", self.txns, 1, MAX_COUNT)
         _range("ops", self.ops, 1, MAX_OPS)
         _range("size", self.size, 1, MAX_SIZE)
         _range("tables", self.tables, 1, MAX_TABLES)
@@ -68,7 +69,7 @@ class MobibenchSpec:
             default = {"insert": 0, "update": DEFAULT_PREFILL,
                        "delete": max(DEFAULT_PREFILL, per_table)}[self.kind]
             object.__setattr__(self, "warmup", default)
-        _range("warmup", self.warmup, 0, None)
+        _range("warmup", self.warmup, 0, MAX_COUNT)
         if self.kind == "update" and self.warmup < 1:
             raise CrashlabError("update workload needs warmup>=1 (rows to update)")
         if self.kind == "delete" and self.warmup < per_table:
@@ -102,8 +103,8 @@ class AppSpec:
 
     def __post_init__(self) -> None:
         _choice("app", self.app, APPS)
-        _range("txns", self.txns, 1, None)
-        _range("warmup", self.warmup, 0, None)
+        _range("txns", self.txns, 1, MAX_COUNT)
+        _range("warmup", self.warmup, 0, MAX_COUNT)
         _range("seed", self.seed, 0, None)
 
     @property
