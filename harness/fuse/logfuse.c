@@ -40,11 +40,13 @@
 #include <fuse_lowlevel.h>
 #include <getopt.h>
 #include <linux/falloc.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/uio.h>
 #include <unistd.h>
@@ -64,13 +66,13 @@
 /* The daemon's whole state (it is single-threaded). */
 static struct {
     int img_fd;          /* the working image */
+    uint8_t *img;        /* ... mapped shared: reads and writes are memcpy */
     off_t img_size;      /* fixed: the disk never changes size */
     int log_fd;          /* the log, written at log_off */
+    uint8_t *super;      /* the log's super block, mapped shared */
     off_t log_off;       /* where the next entry goes */
     uint64_t nr_entries; /* entries appended so far */
     int failed;          /* a log write failed: the log is incomplete */
-    uint8_t *buf;        /* scratch for reads and unaligned writes */
-    size_t buf_size;
     uint64_t n_writes, n_flushes, n_discards, n_zero, n_marks, bytes;
 } g = {.img_fd = -1, .log_fd = -1};
 
@@ -104,8 +106,15 @@ static int pwritev_all(int fd, struct iovec *iov, int n, off_t off) {
 /*
 ** Rewrite the log's super block with the current entry count.  Returns 0 or
 ** -1 (and marks the daemon failed).  The padding after sectorsize is zero.
+** Once the super block is mapped (g.super), only nr_entries changes, and it
+** is stored through the mapping: the page cache has it at once, no syscall.
 */
 static int write_super(void) {
+    if (g.super) {
+        uint64_t n = htole64(g.nr_entries);
+        memcpy(g.super + offsetof(struct log_write_super, nr_entries), &n, sizeof n);
+        return 0;
+    }
     uint8_t block[LOG_SECTOR_SIZE];
     struct log_write_super s;
     memset(block, 0, sizeof block);
@@ -246,16 +255,6 @@ static void lf_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi) {
     fuse_reply_open(req, fi);
 }
 
-/* Make g.buf at least n bytes.  Returns 0 or ENOMEM. */
-static int ensure_buf(size_t n) {
-    if (n <= g.buf_size) return 0;
-    uint8_t *b = realloc(g.buf, n);
-    if (!b) return ENOMEM;
-    g.buf = b;
-    g.buf_size = n;
-    return 0;
-}
-
 static void lf_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
                     struct fuse_file_info *fi) {
     (void)fi;
@@ -264,15 +263,7 @@ static void lf_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
         return;
     }
     if (off + (off_t)size > g.img_size) size = (size_t)(g.img_size - off);
-    if (ensure_buf(size)) {
-        fuse_reply_err(req, ENOMEM);
-        return;
-    }
-    ssize_t n = pread(g.img_fd, g.buf, size, off);
-    if (n < 0)
-        fuse_reply_err(req, errno);
-    else
-        fuse_reply_buf(req, (const char *)g.buf, (size_t)n);
+    fuse_reply_buf(req, (const char *)g.img + off, size);
 }
 
 /*
@@ -331,22 +322,12 @@ static void lf_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t siz
         fuse_reply_write(req, 0);
         return;
     }
-    ssize_t n = pwrite(g.img_fd, buf, size, off);
-    if (n != (ssize_t)size) {
-        fuse_reply_err(req, n < 0 ? errno : EIO);
-        return;
-    }
+    memcpy(g.img + off, buf, size);
     const void *data = buf;
     off_t first = off / LOG_SECTOR_SIZE;
     off_t last = (off + (off_t)size + LOG_SECTOR_SIZE - 1) / LOG_SECTOR_SIZE;
     size_t len = (size_t)(last - first) * LOG_SECTOR_SIZE;
-    if (off % LOG_SECTOR_SIZE || size % LOG_SECTOR_SIZE) {
-        if (ensure_buf(len) || pread(g.img_fd, g.buf, len, first * LOG_SECTOR_SIZE) != (ssize_t)len) {
-            fuse_reply_err(req, EIO);
-            return;
-        }
-        data = g.buf;
-    }
+    if (off % LOG_SECTOR_SIZE || size % LOG_SECTOR_SIZE) data = g.img + first * LOG_SECTOR_SIZE;
     if (log_append((uint64_t)first, (uint64_t)(last - first), 0, NULL, 0, data, len)) {
         fuse_reply_err(req, EIO);
         return;
@@ -410,16 +391,8 @@ static void lf_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t off, of
     }
     if (off + len > g.img_size) len = g.img_size - off;
     if (mode == (FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE)) {
-        if (fallocate(g.img_fd, mode, off, len) != 0) {
-            /* A working image on a file system without hole punching: zero it. */
-            for (off_t done = 0; done < len; done += ZERO_CHUNK) {
-                size_t n = (size_t)(len - done < ZERO_CHUNK ? len - done : ZERO_CHUNK);
-                if (pwrite(g.img_fd, zero_block, n, off + done) != (ssize_t)n) {
-                    fuse_reply_err(req, EIO);
-                    return;
-                }
-            }
-        }
+        /* A working image on a file system without hole punching: zero it. */
+        if (fallocate(g.img_fd, mode, off, len) != 0) memset(g.img + off, 0, (size_t)len);
         if (log_append((uint64_t)(off / LOG_SECTOR_SIZE), (uint64_t)(len / LOG_SECTOR_SIZE),
                        LOG_DISCARD_FLAG, NULL, 0, NULL, 0)) {
             fuse_reply_err(req, EIO);
@@ -429,8 +402,8 @@ static void lf_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t off, of
     } else if ((mode & ~FALLOC_FL_KEEP_SIZE) == FALLOC_FL_ZERO_RANGE) {
         for (off_t done = 0; done < len; done += ZERO_CHUNK) {
             size_t n = (size_t)(len - done < ZERO_CHUNK ? len - done : ZERO_CHUNK);
-            if (pwrite(g.img_fd, zero_block, n, off + done) != (ssize_t)n ||
-                log_append((uint64_t)((off + done) / LOG_SECTOR_SIZE), n / LOG_SECTOR_SIZE, 0,
+            memset(g.img + off + done, 0, n);
+            if (log_append((uint64_t)((off + done) / LOG_SECTOR_SIZE), n / LOG_SECTOR_SIZE, 0,
                            NULL, 0, zero_block, n)) {
                 fuse_reply_err(req, EIO);
                 return;
@@ -522,13 +495,23 @@ int main(int argc, char **argv) {
         return 2;
     }
     g.img_size = st.st_size;
-    g.log_fd = open(log, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    g.img = mmap(NULL, (size_t)g.img_size, PROT_READ | PROT_WRITE, MAP_SHARED, g.img_fd, 0);
+    if (g.img == MAP_FAILED) {
+        fprintf(stderr, "logfuse: mmap %s: %s\n", image, strerror(errno));
+        return 2;
+    }
+    g.log_fd = open(log, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     if (g.log_fd < 0) {
         fprintf(stderr, "logfuse: %s: %s\n", log, strerror(errno));
         return 2;
     }
     g.log_off = LOG_SECTOR_SIZE;
     if (write_super()) return 2;
+    g.super = mmap(NULL, LOG_SECTOR_SIZE, PROT_READ | PROT_WRITE, MAP_SHARED, g.log_fd, 0);
+    if (g.super == MAP_FAILED) {
+        fprintf(stderr, "logfuse: mmap %s: %s\n", log, strerror(errno));
+        return 2;
+    }
 
     /* Reclaim may need this daemon to make progress: never let it wait on
     ** reclaim itself. */
@@ -556,17 +539,22 @@ out_signals:
 out_destroy:
     fuse_session_destroy(se);
     fuse_opt_free_args(&args);
+    munmap(g.super, LOG_SECTOR_SIZE);
+    g.super = NULL;
     if (write_super()) rc = 1;
     if (g.failed) rc = 1;
     close(g.log_fd);
+    munmap(g.img, (size_t)g.img_size);
     close(g.img_fd);
-    free(g.buf);
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
     fprintf(stderr,
             "logfuse: %llu entries: %llu writes (%llu bytes), %llu flushes, %llu discards, "
-            "%llu zero-ranges, %llu marks\n",
+            "%llu zero-ranges, %llu marks; cpu user %.3f s sys %.3f s\n",
             (unsigned long long)g.nr_entries, (unsigned long long)g.n_writes,
             (unsigned long long)g.bytes, (unsigned long long)g.n_flushes,
             (unsigned long long)g.n_discards, (unsigned long long)g.n_zero,
-            (unsigned long long)g.n_marks);
+            (unsigned long long)g.n_marks, ru.ru_utime.tv_sec + ru.ru_utime.tv_usec / 1e6,
+            ru.ru_stime.tv_sec + ru.ru_stime.tv_usec / 1e6);
     return rc;
 }
