@@ -10,7 +10,8 @@
 **           page (commit record embedded in its slot header), sync
 **   CC_OPT  [header page if changed +] data pages with the commit record in
 **           the last-modified data page, one sync
-**   NOLOG   pages rewritten in place through slot 0, one sync (unsafe)
+**   NOLOG   pages rewritten in place through slot 0, then the header page
+**           if it changed, one sync (unsafe)
 **
 ** An empty ordering sync (nothing written before the commit page) is
 ** skipped, so a one-page TC_OPT transaction syncs once.
@@ -104,7 +105,7 @@ int dhl__commit(dhl *db)
     /* Write.  Any failure from here on leaves storage in an unknown state:
     ** the handle is poisoned and the next open recovers. */
     uint32_t before = 0;
-    if (write_hdr && (opt || nolog)) {
+    if (write_hdr && opt) {
         rc = dhl__write(db, 0, hdr);
         before++;
     }
@@ -119,7 +120,7 @@ int dhl__commit(dhl *db)
         for (uint32_t i = 0; i < nd; i++)
             if (dp[i] == cp)
                 rc = dhl__write(db, cp->pgno, img[i]);
-    if (!rc && write_hdr && !opt && !nolog)
+    if (!rc && write_hdr && !opt)
         rc = dhl__write(db, 0, hdr);
     if (!rc)
         rc = dhl__sync(db);

@@ -52,10 +52,18 @@ int dhl__recover(dhl *db, bool write)
         goto state;
     }
 
-    uint32_t maxpc = 1;
+    /* Page counts only grow, so the smaller one is a floor of the committed one. */
+    uint32_t maxpc = 1, minpc = UINT32_MAX;
     for (int s = 0; s < 2; s++)
-        if (db->mslot[s].tid != DHL_TID_INV && db->mslot[s].page_count > maxpc)
-            maxpc = db->mslot[s].page_count;
+        if (db->mslot[s].tid != DHL_TID_INV) {
+            if (db->mslot[s].page_count > maxpc)
+                maxpc = db->mslot[s].page_count;
+            if (db->mslot[s].page_count < minpc)
+                minpc = db->mslot[s].page_count;
+        }
+    if (minpc != UINT32_MAX && minpc > fpages)
+        return dhl__err(db, DHL_ETRUNC, "file is truncated: %llu pages, the database has at least %u",
+                        (unsigned long long)fpages, minpc);
     uint64_t scan = db->regular ? fpages : (maxpc < fpages ? maxpc : fpages);
     if (scan < 1)
         scan = 1;
@@ -119,7 +127,10 @@ int dhl__recover(dhl *db, bool write)
         db->rec.rolled_back = 1;
     }
     if (chosen < 0) {
-        if (nc == 0)
+        if (nc > 0 && maxpc > fpages)
+            rc = dhl__err(db, DHL_ETRUNC, "file is truncated: %llu pages, the database has %u",
+                          (unsigned long long)fpages, maxpc);
+        else if (nc == 0)
             rc = dhl__err(db, DHL_ECORRUPT, "no commit record found: no committed state");
         else
             rc = dhl__err(db, DHL_ECORRUPT, "commit records of transactions %u and %u are both "
