@@ -1,4 +1,6 @@
-# harness: the fuse recording daemon (harness/fuse/logfuse.c).
+# harness: the fuse recording daemon (harness/fuse/logfuse.c), and its
+# sanitizer build, exercised by a real recording in `make ctest`
+# (harness/fuse/ctest.sh; skipped where root, /dev/fuse or loop are missing).
 FUSE_CFLAGS := $(shell pkg-config --cflags fuse3)
 FUSE_LIBS   := $(shell pkg-config --libs fuse3)
 
@@ -6,4 +8,13 @@ harness/build/logfuse: harness/fuse/logfuse.c harness/fuse/logwrites.h
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS_COMMON) $(FUSE_CFLAGS) -o $@ $< $(FUSE_LIBS)
 
-BUILD += harness/build/logfuse
+harness/build/logfuse-asan: harness/fuse/logfuse.c harness/fuse/logwrites.h
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS_COMMON) $(ASAN_FLAGS) $(FUSE_CFLAGS) -o $@ $< $(FUSE_LIBS)
+
+.PHONY: ctest-logfuse
+ctest-logfuse: harness/build/logfuse-asan
+	@harness/fuse/ctest.sh harness/build/logfuse-asan
+
+BUILD += harness/build/logfuse harness/build/logfuse-asan
+CTEST += ctest-logfuse

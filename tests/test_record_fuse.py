@@ -132,7 +132,7 @@ def test_discard_and_zero_range_are_logged(tmp_path, tmpdir_env):
     zero-write entries, and the replay still equals the final image."""
     script = (
         "dev=$(findmnt -n -o SOURCE --target $CRASHLAB_MNT); cd /; umount $CRASHLAB_MNT && "
-        "blkdiscard -o 1048576 -l 1048576 $dev && fallocate -z -o 4194304 -l 65536 $dev && "
+        "blkdiscard -f -o 1048576 -l 1048576 $dev && fallocate -z -o 4194304 -l 65536 $dev && "
         "mount $dev $CRASHLAB_MNT && echo done > $CRASHLAB_MARK"
     )
     out, _, _ = recorded(tmp_path, "ext4", ["sh", "-c", script])

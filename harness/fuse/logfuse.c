@@ -527,8 +527,10 @@ int main(int argc, char **argv) {
     int rc = 2;
     if (fuse_set_signal_handlers(se) != 0) goto out_destroy;
     if (fuse_session_mount(se, mountpoint) != 0) goto out_signals;
+#ifndef __SANITIZE_ADDRESS__ /* ASan's shadow memory cannot be locked */
     if (mlockall(MCL_CURRENT | MCL_FUTURE) != 0)
         fprintf(stderr, "logfuse: warning: mlockall: %s\n", strerror(errno));
+#endif
     printf("ready\n");
     fflush(stdout);
     fclose(stdout);
