@@ -1,0 +1,328 @@
+"""ctypes binding over ``dhl/build/libdhl.so`` (built by ``make build``).
+
+The C header ``dhl/include/dhl.h`` is the one definition of the API and the
+on-disk format; the ctypes structures below mirror its public structs and are
+checked against ``dhl_abi_size`` when the library loads.  Set ``DHL_LIB`` to
+use another build of the library.
+"""
+
+from __future__ import annotations
+
+import ctypes as C
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+MAX_TREES = 32
+TID_INV = 0
+MODES = {"tc": 0, "cc": 1, "tc_opt": 2, "cc_opt": 3, "nolog": 4}
+OPEN_CREATE, OPEN_TRUNCATE, OPEN_READONLY, OPEN_NORECOVER, OPEN_FDATASYNC = 1, 2, 4, 8, 16
+ERRORS = [
+    "DHL_OK", "DHL_ENOTFOUND", "DHL_EEXISTS", "DHL_EINVAL", "DHL_EIO", "DHL_ENOTDHL",
+    "DHL_EPAGESIZE", "DHL_ETRUNC", "DHL_ECORRUPT", "DHL_EMISUSE", "DHL_ENOMEM", "DHL_EFULL",
+    "DHL_EMODE",
+]
+PAGE_LEAF, PAGE_INTERIOR = 1, 2
+
+
+class DhlError(Exception):
+    """A libdhl call failed: ``code`` is the DHL_E* name, the message says why."""
+
+    def __init__(self, rc: int, message: str) -> None:
+        self.rc = rc
+        self.code = ERRORS[rc] if 0 <= rc < len(ERRORS) else f"DHL_E{rc}"
+        super().__init__(f"{self.code}: {message}")
+
+
+class _Options(C.Structure):
+    _fields_ = [("page_size", C.c_uint32), ("mode", C.c_int), ("ntrees", C.c_uint32),
+                ("flags", C.c_uint32), ("cache_pages", C.c_uint32), ("io", C.c_void_p)]
+
+
+class Counters(C.Structure):
+    _fields_ = [(n, C.c_uint64) for n in
+                ("syncs", "pages_written", "bytes_written", "pages_read", "txns",
+                 "recovered_pages")]
+
+
+class Recovery(C.Structure):
+    _fields_ = [(n, C.c_uint32) for n in
+                ("max_commit_tid", "max_commit_size", "max_commit_count", "fcc", "txn_size",
+                 "rolled_back", "invalid_headers", "scanned_pages")]
+
+
+class Info(C.Structure):
+    _fields_ = [("page_size", C.c_uint32), ("ntrees", C.c_uint32), ("flags", C.c_uint32),
+                ("page_count", C.c_uint32), ("freelist", C.c_uint32), ("fcc", C.c_uint32),
+                ("txn_size", C.c_uint32), ("roots", C.c_uint32 * MAX_TREES),
+                ("valid_meta", C.c_uint32), ("file_pages", C.c_uint64)]
+
+
+class _Slot(C.Structure):
+    _fields_ = [(n, C.c_uint32) for n in ("tid", "nrec", "free_off", "commit", "type",
+                                          "array_ok")]
+
+
+class _PageInfo(C.Structure):
+    _fields_ = [("pgno", C.c_uint32), ("is_data", C.c_uint32), ("valid_slot", C.c_int32),
+                ("slot", _Slot * 2)]
+
+
+_SCAN_CB = C.CFUNCTYPE(C.c_int, C.c_void_p, C.c_int64, C.POINTER(C.c_uint8), C.c_size_t)
+
+
+def library_path() -> Path:
+    """Where libdhl.so is: $DHL_LIB, else dhl/build/libdhl.so next to this file."""
+    env = os.environ.get("DHL_LIB")
+    return Path(env) if env else Path(__file__).resolve().parent / "build" / "libdhl.so"
+
+
+_lib: C.CDLL | None = None
+
+
+def lib() -> C.CDLL:
+    """The loaded library (loaded once; its struct sizes checked)."""
+    global _lib
+    if _lib is not None:
+        return _lib
+    path = library_path()
+    if not path.exists():
+        raise FileNotFoundError(f"{path} is missing: run `make build` first")
+    L = C.CDLL(str(path))
+    P, u32, i64, sz = C.c_void_p, C.c_uint32, C.c_int64, C.c_size_t
+    sig = {
+        "dhl_open": (C.c_int, [C.c_char_p, C.POINTER(_Options), C.POINTER(P)]),
+        "dhl_close": (C.c_int, [P]),
+        "dhl_errmsg": (C.c_char_p, [P]),
+        "dhl_begin": (C.c_int, [P]), "dhl_commit": (C.c_int, [P]),
+        "dhl_rollback": (C.c_int, [P]), "dhl_in_txn": (C.c_int, [P]),
+        "dhl_insert": (C.c_int, [P, u32, i64, C.c_char_p, sz]),
+        "dhl_update": (C.c_int, [P, u32, i64, C.c_char_p, sz]),
+        "dhl_delete": (C.c_int, [P, u32, i64]),
+        "dhl_get": (C.c_int, [P, u32, i64, C.c_char_p, sz, C.POINTER(sz)]),
+        "dhl_scan": (C.c_int, [P, u32, i64, i64, _SCAN_CB, P]),
+        "dhl_count": (C.c_int, [P, u32, C.POINTER(C.c_uint64)]),
+        "dhl_digest": (C.c_int, [P, C.c_char_p]),
+        "dhl_check": (C.c_int, [P]), "dhl_recover": (C.c_int, [P]),
+        "dhl_recovery_info": (None, [P, C.POINTER(Recovery)]),
+        "dhl_counters": (None, [P, C.POINTER(Counters)]),
+        "dhl_reset_counters": (None, [P]),
+        "dhl_info": (C.c_int, [P, C.POINTER(Info)]),
+        "dhl_page_info": (C.c_int, [P, u32, C.POINTER(_PageInfo)]),
+        "dhl_slot_offsets": (C.c_int, [P, u32, C.c_int, C.POINTER(C.c_uint16), u32,
+                                       C.POINTER(u32)]),
+        "dhl_read_page": (C.c_int, [P, u32, C.c_char_p]),
+        "dhl_valid_slot": (C.c_int, [u32, u32, u32]),
+        "dhl_abi_size": (sz, [C.c_int]),
+    }
+    for name, (res, args) in sig.items():
+        f = getattr(L, name)
+        f.restype, f.argtypes = res, args
+    for i, st in enumerate((_Options, Counters, Recovery, Info, _PageInfo)):
+        if L.dhl_abi_size(i) != C.sizeof(st):
+            raise RuntimeError(f"{path}: struct {st.__name__} size mismatch (rebuild?)")
+    _lib = L
+    return L
+
+
+def valid_slot(tid0: int, tid1: int, fcc: int) -> int:
+    """The read rule: the slot with the greater TID among those with
+    TID != INV and TID <= fcc; -1 if neither."""
+    return lib().dhl_valid_slot(tid0, tid1, fcc)
+
+
+@dataclass(frozen=True)
+class SlotHeader:
+    tid: int
+    nrec: int
+    free_off: int
+    commit: int   # transaction size when the slot carries the (embedded) commit record
+    type: int     # PAGE_LEAF / PAGE_INTERIOR (0 for header meta slots)
+    array_ok: bool
+    offsets: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class PageInfo:
+    pgno: int
+    is_data: bool
+    valid_slot: int          # by the read rule at the connection's FCC; -1 none
+    slots: tuple[SlotHeader, SlotHeader]  # page 0: meta slots, nrec = page count
+
+
+class Database:
+    """One connection to a DHL database (file, block device).  Use as a
+    context manager or call close()."""
+
+    def __init__(self, path: str | os.PathLike[str], mode: str = "tc", *, create: bool = False,
+                 truncate: bool = False, page_size: int = 0, ntrees: int = 0,
+                 readonly: bool = False, recover: bool = True, fdatasync: bool = False,
+                 cache_pages: int = 0) -> None:
+        if mode not in MODES:
+            raise ValueError(f"unknown DHL mode {mode!r} (one of {', '.join(MODES)})")
+        L = lib()
+        flags = ((OPEN_CREATE if create else 0) | (OPEN_TRUNCATE if truncate else 0)
+                 | (OPEN_READONLY if readonly else 0) | (0 if recover else OPEN_NORECOVER)
+                 | (OPEN_FDATASYNC if fdatasync else 0))
+        o = _Options(page_size, MODES[mode], ntrees, flags, cache_pages, None)
+        h = C.c_void_p()
+        self.mode = mode
+        self.path = str(path)
+        rc = L.dhl_open(os.fsencode(path), C.byref(o), C.byref(h))
+        self._h: int | None = h.value
+        if rc:
+            msg = L.dhl_errmsg(h).decode(errors="replace") if h.value else "out of memory"
+            L.dhl_close(h)
+            self._h = None
+            raise DhlError(rc, msg)
+
+    # -- plumbing -------------------------------------------------------
+    def _handle(self) -> int:
+        if self._h is None:
+            raise DhlError(9, "database is closed")
+        return self._h
+
+    def _ok(self, rc: int) -> None:
+        if rc:
+            raise DhlError(rc, lib().dhl_errmsg(self._h).decode(errors="replace"))
+
+    def close(self) -> None:
+        if self._h is not None:
+            lib().dhl_close(self._h)
+            self._h = None
+
+    def __enter__(self) -> Database:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __del__(self) -> None:
+        self.close()
+
+    # -- transactions and records --------------------------------------
+    def begin(self) -> None:
+        self._ok(lib().dhl_begin(self._handle()))
+
+    def commit(self) -> None:
+        self._ok(lib().dhl_commit(self._handle()))
+
+    def rollback(self) -> None:
+        self._ok(lib().dhl_rollback(self._handle()))
+
+    def insert(self, tree: int, key: int, value: bytes) -> None:
+        self._ok(lib().dhl_insert(self._handle(), tree, key, value, len(value)))
+
+    def update(self, tree: int, key: int, value: bytes) -> None:
+        self._ok(lib().dhl_update(self._handle(), tree, key, value, len(value)))
+
+    def delete(self, tree: int, key: int) -> None:
+        self._ok(lib().dhl_delete(self._handle(), tree, key))
+
+    def get(self, tree: int, key: int) -> bytes | None:
+        """The value of key, or None when absent."""
+        n = C.c_size_t()
+        buf = C.create_string_buffer(2048)
+        rc = lib().dhl_get(self._handle(), tree, key, buf, len(buf), C.byref(n))
+        if rc == 1:
+            return None
+        self._ok(rc)
+        if n.value > len(buf):
+            buf = C.create_string_buffer(n.value)
+            self._ok(lib().dhl_get(self._handle(), tree, key, buf, len(buf), C.byref(n)))
+        return buf.raw[: n.value]
+
+    def scan(self, tree: int, lo: int = -(2**63), hi: int = 2**63 - 1
+             ) -> list[tuple[int, bytes]]:
+        """Records with lo <= key <= hi, in key order."""
+        out: list[tuple[int, bytes]] = []
+
+        def cb(_arg: object, key: int, val: C._Pointer, n: int) -> int:
+            out.append((key, C.string_at(val, n)))
+            return 0
+
+        self._ok(lib().dhl_scan(self._handle(), tree, lo, hi, _SCAN_CB(cb), None))
+        return out
+
+    def items(self) -> Iterator[tuple[int, int, bytes]]:
+        """Every record of every tree as (tree, key, value)."""
+        for t in range(self.info().ntrees):
+            for k, v in self.scan(t):
+                yield t, k, v
+
+    def count(self, tree: int) -> int:
+        n = C.c_uint64()
+        self._ok(lib().dhl_count(self._handle(), tree, C.byref(n)))
+        return n.value
+
+    # -- whole-database operations ---------------------------------------
+    def digest(self) -> str:
+        """The oracle content digest: 32 lowercase hex digits."""
+        buf = C.create_string_buffer(33)
+        self._ok(lib().dhl_digest(self._handle(), buf))
+        return buf.value.decode()
+
+    def check(self) -> None:
+        """Structure check of the committed state; raises DhlError."""
+        self._ok(lib().dhl_check(self._handle()))
+
+    def recover(self) -> Recovery:
+        self._ok(lib().dhl_recover(self._handle()))
+        return self.recovery()
+
+    def recovery(self) -> Recovery:
+        """What recovery at open found (computed also when opened without it)."""
+        r = Recovery()
+        lib().dhl_recovery_info(self._handle(), C.byref(r))
+        return r
+
+    def counters(self) -> Counters:
+        c = Counters()
+        lib().dhl_counters(self._handle(), C.byref(c))
+        return c
+
+    def reset_counters(self) -> None:
+        lib().dhl_reset_counters(self._handle())
+
+    # -- introspection ---------------------------------------------------
+    def info(self) -> Info:
+        i = Info()
+        self._ok(lib().dhl_info(self._handle(), C.byref(i)))
+        return i
+
+    @property
+    def fcc(self) -> int:
+        return self.info().fcc
+
+    @property
+    def txn_size(self) -> int:
+        return self.info().txn_size
+
+    def page(self, pgno: int) -> PageInfo:
+        """Both slot headers of page pgno as stored on disk."""
+        pi = _PageInfo()
+        self._ok(lib().dhl_page_info(self._handle(), pgno, C.byref(pi)))
+        slots = []
+        for s in range(2):
+            x = pi.slot[s]
+            offs: tuple[int, ...] = ()
+            if pgno != 0:
+                arr = (C.c_uint16 * 20000)()
+                n = C.c_uint32()
+                self._ok(lib().dhl_slot_offsets(self._handle(), pgno, s, arr, len(arr),
+                                                C.byref(n)))
+                offs = tuple(arr[: min(n.value, len(arr))])
+            slots.append(SlotHeader(x.tid, x.nrec, x.free_off, x.commit, x.type,
+                                    bool(x.array_ok), offs))
+        return PageInfo(pi.pgno, bool(pi.is_data), pi.valid_slot, (slots[0], slots[1]))
+
+    def read_page(self, pgno: int) -> bytes:
+        buf = C.create_string_buffer(self.info().page_size)
+        self._ok(lib().dhl_read_page(self._handle(), pgno, buf))
+        return buf.raw
+
+
+def open_db(path: str | os.PathLike[str], mode: str = "tc", **kw: object) -> Database:
+    """Shorthand for Database(path, mode, **kw)."""
+    return Database(path, mode, **kw)  # type: ignore[arg-type]
