@@ -163,3 +163,50 @@ def test_failing_command_still_leaves_a_run(tmp_path, tmpdir_env):
     assert meta["exit_status"] == 7 and meta["marks"] == ["before"]
     with pytest.raises(CrashlabError, match="already holds a recorded run"):
         record(["true"], out, backend="fuse")
+
+
+def test_attach_sets_and_restores_loop_queue(tmp_path, tmpdir_env, monkeypatch):
+    """While attached, the loop queue does not merge and caps requests at
+    1 MiB; afterwards the previous values are back and the device is gone."""
+    from harness.record import fuse as fusemod
+    from harness.record import sysops
+
+    calls: list[tuple[str, dict[str, str], dict[str, str]]] = []
+
+    def spy(dev: str, settings: dict[str, str]) -> dict[str, str]:
+        previous = sysops.set_queue(dev, settings)
+        calls.append((dev, settings, previous))
+        return previous
+
+    monkeypatch.setattr(fusemod, "set_queue", spy)
+    tmpdir_env.mkdir()
+    work = tmpdir_env / "w"
+    work.mkdir()
+    image = work / "img"
+    base, _ = ensure_image("ext4")
+    image.write_bytes(base.read_bytes())
+    queue = None
+    with FuseBackend().attach(image, work / "log", work) as dev:
+        queue = Path("/sys/block") / Path(dev.path).name / "queue"
+        assert (queue / "nomerges").read_text().strip() == "2"
+        assert (queue / "max_sectors_kb").read_text().strip() == "1024"
+        with open(dev.path, "r+b", buffering=0) as f:
+            f.write(b"\xab" * 4096)
+            os.fsync(f.fileno())
+        dev.mark("attached")
+    dev_name, _, previous = calls[0]
+    assert calls[1] == (dev_name, previous, {"nomerges": "2", "max_sectors_kb": "1024"})
+    for name, value in previous.items():
+        assert (queue / name).read_text().strip() == value
+    assert str(work) not in subprocess.run(["losetup", "-a"], capture_output=True,
+                                           text=True).stdout
+    with LogReader(work / "log") as r:
+        kinds = [("mark" if e.is_mark else "flush" if e.is_flush else "write") for e in r]
+    assert kinds[-2:] == ["flush", "mark"] and "write" in kinds
+    assert image.read_bytes()[:4096] == b"\xab" * 4096
+    for p in work.iterdir():
+        if p.is_dir():
+            p.rmdir()
+        else:
+            p.unlink()
+    work.rmdir()
