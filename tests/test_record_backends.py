@@ -108,3 +108,38 @@ def test_cli_record_exit_codes_and_extra_meta(tmp_path, monkeypatch):
                  env={"PATH": os.environ["PATH"]})
     assert run.meta()["seed"] == 7 and run.meta()["marks"] == []
     parent.rmdir()
+
+
+def test_dm_log_end_cuts_at_the_last_entry(tmp_path):
+    """The dm backend cuts its sparse log device file to the end of the last
+    entry; the cut log reads exactly as written."""
+    from harness.logformat import LogReader, LogWriter
+    from harness.record.dm import log_end
+
+    log = tmp_path / "log"
+    with LogWriter(log) as w:
+        w.write(8, b"a" * 1024)
+        w.flush()
+        w.discard(64, 8)
+        w.mark("dm-log-writes-end")
+    size = log.stat().st_size
+    with open(log, "r+b") as f:
+        f.truncate(1 << 24)  # the zeroed tail of a log device
+    assert log_end(log) == size
+    os.truncate(log, log_end(log))
+    with LogReader(log) as r:
+        assert [e.label for e in r.entries() if e.is_mark] == ["dm-log-writes-end"]
+
+
+@pytest.mark.root
+@pytest.mark.skipif(not FuseBackend.available()[0], reason=f"fuse: {FuseBackend.available()[1]}")
+def test_daemon_that_fails_to_start(tmp_path, monkeypatch):
+    parent = Path("/dev/shm") / f"crashlab-bad-{os.getpid()}"
+    monkeypatch.setenv("CRASHLAB_TMPDIR", str(parent))
+    monkeypatch.setenv("CRASHLAB_LOGFUSE", "/bin/false")
+    with pytest.raises(CrashlabError, match="logfuse did not start"):
+        record(["true"], tmp_path / "r", backend="fuse")
+    assert list(parent.iterdir()) == []
+    assert str(parent) not in subprocess.run(["losetup", "-a"], capture_output=True,
+                                             text=True).stdout
+    parent.rmdir()

@@ -77,8 +77,9 @@ class Backend(ABC):
         with self.attach(image, log, workdir) as dev:
             mnt = workdir / "mnt"
             mnt.mkdir()
-            mount(dev.path, mnt, fs)
             try:
+                with signals_deferred():  # an interrupt lands after mount() returns
+                    mount(dev.path, mnt, fs)
                 env = {"CRASHLAB_MNT": str(mnt), **dev.mark_env}
                 yield Mounted(mnt, dev, env)
             finally:

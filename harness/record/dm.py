@@ -18,10 +18,10 @@ import os
 import secrets
 import shutil
 import subprocess
-import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from types import TracebackType
 
 from harness.errors import CrashlabError
 from harness.logformat import LogReader
@@ -89,41 +89,54 @@ class DmBackend(Backend):
         with open(log, "wb") as f:
             f.truncate(size)
         name = f"crashlab-{os.getpid()}-{secrets.token_hex(4)}"
-        errors: list[str] = []
-        data_dev = loop_attach(image, direct_io=False)
-        try:
-            log_dev = loop_attach(log, direct_io=False)
-            try:
-                sectors = run(["blockdev", "--getsz", data_dev], "blockdev").strip()
-                table = f"0 {sectors} log-writes {data_dev} {log_dev}"
-                dmsetup(["create", name, "--table", table], f"dmsetup create {name}")
-                try:
-                    yield Device(
-                        f"/dev/mapper/{name}",
-                        lambda label: dm_mark(name, label),
-                        {"CRASHLAB_MARK_DM": name},
-                    )
-                finally:
-                    with signals_deferred():
-                        _remove(name)
-            finally:
-                with signals_deferred():
-                    loop_detach(log_dev)
-        finally:
+        # As in the fuse backend: each step registers its undo in the same
+        # signal-deferred block; undos run in reverse order.
+        with contextlib.ExitStack() as stack:
+            stack.push(_LogCut(log))
             with signals_deferred():
-                try:
-                    loop_detach(data_dev)
-                except CrashlabError as e:
-                    errors.append(str(e))
-                try:
-                    os.truncate(log, log_end(log))
-                except CrashlabError as e:
-                    errors.append(f"the dm log does not read back: {e}")
-            if errors:
-                in_flight = sys.exc_info()[1]
-                if in_flight is None:
-                    raise CrashlabError("; ".join(errors))
-                in_flight.add_note("dm teardown: " + "; ".join(errors))
+                data_dev = loop_attach(image, direct_io=False)
+                stack.callback(_deferred, loop_detach, data_dev)
+            with signals_deferred():
+                log_dev = loop_attach(log, direct_io=False)
+                stack.callback(_deferred, loop_detach, log_dev)
+            sectors = run(["blockdev", "--getsz", data_dev], "blockdev").strip()
+            table = f"0 {sectors} log-writes {data_dev} {log_dev}"
+            with signals_deferred():
+                dmsetup(["create", name, "--table", table], f"dmsetup create {name}")
+                stack.callback(_deferred, _remove, name)
+            yield Device(
+                f"/dev/mapper/{name}",
+                lambda label: dm_mark(name, label),
+                {"CRASHLAB_MARK_DM": name},
+            )
+
+
+def _deferred(fn: Callable[..., object], *args: object) -> None:
+    with signals_deferred():
+        fn(*args)
+
+
+class _LogCut:
+    """Exit callback, run last: cut the sparse log device file to the end of
+    its last entry (raised, or a note on an exception already in flight)."""
+
+    def __init__(self, log: Path) -> None:
+        self.log = log
+
+    def __call__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> bool:
+        try:
+            with signals_deferred():
+                os.truncate(self.log, log_end(self.log))
+        except CrashlabError as e:
+            if exc is None:
+                raise CrashlabError(f"the dm log does not read back: {e}") from None
+            exc.add_note(f"dm teardown: the log does not read back: {e}")
+        return False
 
 
 def _remove(name: str, tries: int = 20) -> None:

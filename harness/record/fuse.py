@@ -12,9 +12,9 @@ import contextlib
 import os
 import shutil
 import subprocess
-import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from types import TracebackType
 
 from harness.errors import CrashlabError
 from harness.record.backend import Backend, Device, check_label
@@ -76,57 +76,80 @@ class FuseBackend(Backend):
         fdir = workdir / "fuse"
         fdir.mkdir()
         err_path = workdir / "logfuse.err"
-        with open(err_path, "wb") as err:
-            daemon = subprocess.Popen(
-                [str(logfuse_path()), "--image", str(image), "--log", str(log), str(fdir)],
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.PIPE,
-                stderr=err,
-                start_new_session=True,  # a terminal's Ctrl-C must not reach it
-            )
-        errors: list[str] = []
-        try:
+        # Each step creates one thing and registers its undo in the same
+        # signal-deferred block, so an interrupt can never fall between the
+        # two; undos run in reverse order on success, error and interrupt.
+        with contextlib.ExitStack() as stack:
+            with signals_deferred(), open(err_path, "wb") as err:
+                daemon = subprocess.Popen(
+                    [str(logfuse_path()), "--image", str(image), "--log", str(log), str(fdir)],
+                    stdin=subprocess.DEVNULL,
+                    stdout=subprocess.PIPE,
+                    stderr=err,
+                    start_new_session=True,  # a terminal's Ctrl-C must not reach it
+                )
+                stack.push(_DaemonStop(daemon, fdir, err_path))
             assert daemon.stdout is not None
             ready = daemon.stdout.readline()
             daemon.stdout.close()
             if ready != b"ready\n":
-                daemon.wait()
-                raise CrashlabError(f"logfuse did not start: {_tail(err_path)}")
-            dev = loop_attach(fdir / "disk")
-            try:
-                previous = set_queue(dev, QUEUE_SETTINGS)
-                try:
-                    mark_file = fdir / "mark"
-                    yield Device(
-                        dev,
-                        lambda label: write_mark(mark_file, label),
-                        {"CRASHLAB_MARK": str(mark_file)},
-                    )
-                finally:
-                    with signals_deferred():
-                        set_queue(dev, previous)
-            finally:
-                with signals_deferred():
-                    loop_detach(dev)
-        finally:
+                raise CrashlabError(f"logfuse did not start: {_tail(err_path, daemon)}")
             with signals_deferred():
-                if is_mounted(fdir):
-                    try:
-                        run(["fusermount3", "-u", str(fdir)], f"fusermount3 -u {fdir}")
-                    except CrashlabError as e:
-                        errors.append(str(e))
-                rc = wait_pid(daemon, DAEMON_EXIT_S, "logfuse")
-            if rc != 0 and not errors:
-                errors.append(f"logfuse exited with status {rc}: {_tail(err_path)}")
-            if errors:
-                in_flight = sys.exc_info()[1]
-                if in_flight is None:
-                    raise CrashlabError("; ".join(errors))
-                in_flight.add_note("fuse teardown: " + "; ".join(errors))
+                dev = loop_attach(fdir / "disk")
+                stack.callback(_deferred, loop_detach, dev)
+            with signals_deferred():
+                previous = set_queue(dev, QUEUE_SETTINGS)
+                stack.callback(_deferred, set_queue, dev, previous)
+            mark_file = fdir / "mark"
+            yield Device(
+                dev,
+                lambda label: write_mark(mark_file, label),
+                {"CRASHLAB_MARK": str(mark_file)},
+            )
 
 
-def _tail(path: Path) -> str:
-    """The daemon's last stderr lines, for an error message."""
+def _deferred(fn: Callable[..., object], *args: object) -> None:
+    with signals_deferred():
+        fn(*args)
+
+
+class _DaemonStop:
+    """Exit callback: unmount the daemon's mount point (the exact path) and
+    wait for the daemon by its PID.  A failure is raised, or added as a note
+    when another exception is already on its way out."""
+
+    def __init__(self, daemon: subprocess.Popen[bytes], fdir: Path, err_path: Path) -> None:
+        self.daemon, self.fdir, self.err_path = daemon, fdir, err_path
+
+    def __call__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> bool:
+        errors = []
+        with signals_deferred():
+            if is_mounted(self.fdir):
+                try:
+                    run(["fusermount3", "-u", str(self.fdir)], f"fusermount3 -u {self.fdir}")
+                except CrashlabError as e:
+                    errors.append(str(e))
+            rc = wait_pid(self.daemon, DAEMON_EXIT_S, "logfuse")
+        if rc != 0 and not errors:
+            errors.append(f"logfuse exited with status {rc}: {_tail(self.err_path)}")
+        if errors:
+            if exc is None:
+                raise CrashlabError("; ".join(errors))
+            exc.add_note("fuse teardown: " + "; ".join(errors))
+        return False
+
+
+def _tail(path: Path, daemon: subprocess.Popen[bytes] | None = None) -> str:
+    """The daemon's last stderr lines, for an error message (after waiting
+    for ``daemon`` to exit, when given)."""
+    if daemon is not None:
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            daemon.wait(timeout=DAEMON_EXIT_S)
     try:
         lines = path.read_text(errors="replace").strip().splitlines()
     except OSError:
