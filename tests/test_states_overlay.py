@@ -254,3 +254,22 @@ def test_fold_iff_identical_overlay_and_context(tmp_path, program, strategy):
             full = s.epoch.closed and not s.key.torn and s.key.kept == s.epoch.full_mask
             if full:  # the durable base of the next epoch, which its p0 must not repeat
                 seen[(s.epoch.index + 1, (), s.cut.marks_lo, s.cut.marks_hi)] = s.id
+
+
+@settings(
+    max_examples=80, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(ops, st.sampled_from(["reorder", "torn", "prefix"]), st.sampled_from([0, 4]))
+def test_incremental_digest_matches_definition(tmp_path, program, strategy, factor):
+    from harness.states.dedup import EpochContent, direct_digest
+
+    log = tmp_path / "g.log"
+    write_ops(log, program)
+    with LogReader(log) as r:
+        content = None
+        for s in Enumeration(r, Options(strategy=strategy, dedup=False, torn_pattern="subset",
+                                        tear_unit=1024)):
+            if content is None or content.epoch is not s.epoch:
+                content = EpochContent(r, s.epoch)
+                content.direct_factor = factor
+            assert content.digest(s) == direct_digest(content, s), s.id

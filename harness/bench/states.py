@@ -93,6 +93,17 @@ def run() -> None:
         n, dt = _overlay_rate(log, 20_000)
         print(f"overlay goto (apply+undo on tmpfs): {n} states in {dt:.2f} s = "
               f"{n / dt:,.0f} states/s")
+        # One huge epoch (a SUT that never syncs): per-state cost must not
+        # grow with the epoch's size.
+        huge = Path(d) / "huge.log"
+        write_epochs_log(huge, [20_000], pages=256)
+        for strategy in ("prefix", "torn"):
+            with LogReader(huge) as r:
+                en = Enumeration(r, Options(strategy=strategy))
+                t0 = time.perf_counter()
+                n = sum(1 for s in islice(en, 50_000) if s.id)
+                dt = time.perf_counter() - t0
+            print(f"one 20,000-write epoch, {strategy}: {n / dt:,.0f} states/s")
         p_small, p_big = _peak(log, small), _peak(log, big)
         print(f"tracemalloc peak: {small:,} states {p_small / 1e6:.2f} MB, "
               f"{big:,} states {p_big / 1e6:.2f} MB (ratio {p_big / p_small:.2f})")

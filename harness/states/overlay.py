@@ -12,13 +12,22 @@ state.  Recovery writes to an image: hand recovery a copy, not this one.
 
 from __future__ import annotations
 
+import bisect
 import os
 
 from harness.errors import CrashlabError
-from harness.logformat import LogReader
+from harness.logformat import Entry, LogReader
 from harness.replay import apply_entry
 from harness.states.epochs import Epoch
 from harness.states.model import State, item_extents
+from harness.states.stateid import iter_bits
+
+
+def _torn_mask(torn: dict[int, int]) -> int:
+    m = 0
+    for w in torn:
+        m |= 1 << w
+    return m
 
 
 class OverlayImage:
@@ -30,43 +39,56 @@ class OverlayImage:
         self.fd = fd
         self.reader = reader
         self.epoch = epoch
-        # Applied overlay items, each with the (offset, original bytes) it
-        # overwrote, in application order.
-        self._stack: list[tuple[tuple[int, int], list[tuple[int, bytes]]]] = []
-        self._writes: list = []  # the Epoch.writes the stack refers to
+        # The applied state: its kept mask and torn writes, the write number
+        # of each applied item (ascending) and the (offset, original bytes)
+        # each item overwrote, in application order.
+        self._writes: list[Entry] | None = None  # the Epoch.writes they refer to
+        self._kept = 0
+        self._torn: dict[int, int] = {}
+        self._items: list[int] = []
+        self._saved: list[list[tuple[int, bytes]]] = []
 
     def goto(self, state: State) -> None:
-        """Make the image hold exactly ``state``'s image."""
+        """Make the image hold exactly ``state``'s image.  Costs the items
+        from the first write where the two states differ onwards."""
         if state.epoch.index != self.epoch:
             raise CrashlabError(
                 f"state {state.id} is of epoch {state.epoch.index}, the image holds epoch "
                 f"{self.epoch}: advance() it first"
             )
-        program = state.program()
-        keep = 0
+        kept, torn = state.key.kept, dict(state.key.torn)
         if self._writes is state.epoch.writes:
-            limit = min(len(program), len(self._stack))
-            while keep < limit and self._stack[keep][0] == program[keep]:
-                keep += 1
-        self._undo_to(keep)
+            diff = (kept ^ self._kept) | _torn_mask(torn) | _torn_mask(self._torn)
+            for w, units in torn.items():
+                if self._torn.get(w) == units:
+                    diff &= ~(1 << w)
+            if not diff:
+                return
+            first = (diff & -diff).bit_length() - 1
+        else:
+            first = 0
+        self._undo_to(bisect.bisect_left(self._items, first))
         self._writes = state.epoch.writes
+        self._kept, self._torn = kept, torn
         fd = self.fd
-        for item in program[keep:]:
+        for w in iter_bits((kept | _torn_mask(torn)) >> first << first):
             saved: list[tuple[int, bytes]] = []
-            for offset, data in item_extents(self.reader, state.epoch.writes[item[0]], item[1]):
+            for offset, data in item_extents(self.reader, self._writes[w], torn.get(w, -1)):
                 saved.append((offset, os.pread(fd, len(data), offset)))
                 os.pwrite(fd, data, offset)
-            self._stack.append((item, saved))
+            self._items.append(w)
+            self._saved.append(saved)
 
     def reset(self) -> None:
         """Take every overlay item off: the image is the durable base again."""
         self._undo_to(0)
+        self._kept, self._torn = 0, {}
 
     def _undo_to(self, depth: int) -> None:
         fd = self.fd
-        while len(self._stack) > depth:
-            _, saved = self._stack.pop()
-            for offset, data in reversed(saved):
+        while len(self._items) > depth:
+            self._items.pop()
+            for offset, data in reversed(self._saved.pop()):
                 os.pwrite(fd, data, offset)
 
     def advance(self, epoch: Epoch) -> None:
@@ -78,7 +100,8 @@ class OverlayImage:
         for entry in epoch.writes:
             apply_entry(self.fd, self.reader, entry)
         self.epoch += 1
-        self._writes = []
+        self._writes = None
+        self._kept, self._torn = 0, {}
 
 
 def write_state_image(fd: int, reader: LogReader, state: State) -> None:
