@@ -1,0 +1,115 @@
+"""``crashlab states``: list a log's crash states, or show one by ID.
+
+:func:`state_options` is the one set of enumeration options on the command
+line; ``check``/``sweep`` reuse it with :func:`options_from` so that every
+command spells them the same way.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import click
+
+from harness.logformat import LogReader
+from harness.rundir import resolve_log
+from harness.states import STRATEGIES, TORN_PATTERNS, Enumeration, Options, State, state_from_id
+
+_D = Options()
+
+
+def state_options(f: Callable[..., Any]) -> Callable[..., Any]:
+    """Click options for :class:`harness.states.Options` (defaults shown)."""
+    decorators = [
+        click.option("--strategy", type=click.Choice(STRATEGIES), default=_D.strategy,
+                     show_default=True, help="which crash states to enumerate"),
+        click.option("--max-exhaustive", type=int, default=_D.max_exhaustive, show_default=True,
+                     help="reorder: every subset of epochs with at most this many writes"),
+        click.option("--max-drop", type=int, default=_D.max_drop, show_default=True,
+                     help="reorder, larger epochs: subsets dropping at most this many writes"),
+        click.option("--sample", type=int, default=None,
+                     help="reorder, larger epochs: this many seeded random subsets instead"),
+        click.option("--seed", type=int, default=_D.seed, show_default=True),
+        click.option("--tear-unit", type=int, default=_D.tear_unit, show_default=True,
+                     help="torn: bytes that persist all or nothing"),
+        click.option("--torn-pattern", type=click.Choice(TORN_PATTERNS),
+                     default=_D.torn_pattern, show_default=True),
+        click.option("--max-tears", type=int, default=_D.max_tears, show_default=True,
+                     help="torn: split points per write at most"),
+        click.option("--window-start", default=None, metavar="MARK",
+                     help="only states whose crash can lie after this mark"),
+        click.option("--window-end", default=None, metavar="MARK",
+                     help="only states whose crash can lie before this mark"),
+        click.option("--no-dedup", is_flag=True, help="do not fold identical states"),
+    ]
+    for d in reversed(decorators):
+        f = d(f)
+    return f
+
+
+def options_from(kw: dict[str, Any]) -> Options:
+    """Pop the :func:`state_options` values out of ``kw`` into Options."""
+    return Options(
+        strategy=kw.pop("strategy"),
+        max_exhaustive=kw.pop("max_exhaustive"),
+        max_drop=kw.pop("max_drop"),
+        sample=kw.pop("sample"),
+        seed=kw.pop("seed"),
+        tear_unit=kw.pop("tear_unit"),
+        torn_pattern=kw.pop("torn_pattern"),
+        max_tears=kw.pop("max_tears"),
+        window_start=kw.pop("window_start"),
+        window_end=kw.pop("window_end"),
+        dedup=not kw.pop("no_dedup"),
+    )
+
+
+def state_record(s: State) -> dict[str, Any]:
+    """A state as a JSON-able dict (entry indices are log entry numbers)."""
+    c = s.cut
+    return {
+        "id": s.id,
+        "epoch": s.epoch.index,
+        "kept": list(s.kept_entries),
+        "dropped": list(s.dropped_entries),
+        "torn": [[e, [list(r) for r in ranges]] for e, ranges in s.torn_entries],
+        "durable_upto": s.durable_upto,
+        "cut": [c.lo, c.hi],
+        "acked": c.acked,
+        "begun": c.begun,
+        "in_flight": c.in_flight,
+        "last_mark": c.last_mark,
+    }
+
+
+@click.command("states")
+@click.argument("target", type=click.Path(path_type=Path))
+@state_options
+@click.option("--count", "count_only", is_flag=True, help="print only the counts")
+@click.option("--json", "as_json", is_flag=True, help="one JSON object per state")
+@click.option("--show", "show_id", default=None, metavar="ID", help="show one state")
+def states_cmd(target: Path, count_only: bool, as_json: bool, show_id: str | None,
+               **kw: Any) -> None:
+    """List the crash states of a run's log (RUN directory or log file)."""
+    opts = options_from(kw)
+    with LogReader(resolve_log(target)) as reader:
+        if show_id is not None:
+            click.echo(json.dumps(state_record(state_from_id(reader, show_id)), indent=2))
+            return
+        en = Enumeration(reader, opts)
+        for s in en:
+            if count_only:
+                continue
+            click.echo(json.dumps(state_record(s)) if as_json else s.id)
+        st = en.stats
+        click.echo(
+            f"{opts.strategy}: {st.emitted} states ({st.generated} generated, {st.folded} folded)"
+            f" over {st.epochs} epochs",
+            err=not count_only,
+        )
+
+
+COMMANDS = [states_cmd]
