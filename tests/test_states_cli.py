@@ -30,10 +30,10 @@ def test_states_command(tmp_path):
     res = crashlab("states", str(log), "--json", "--window-start", "txn-ack:1")
     recs = [json.loads(line) for line in res.stdout.splitlines()]
     assert [r["id"] for r in recs] == ["e1.p0", "e1.p1", "e1.p2", "e1.p3"]
-    assert recs[0]["acked"] == 1 and recs[0]["cut"] == [4, 8]
+    assert recs[0]["acked"] == 1 and recs[0]["cut"] == [4, 9]
     res = crashlab("states", str(log), "--show", "e1.k0,2")
     assert res.returncode == 0
-    assert json.loads(res.stdout)["dropped"] == [6]
+    assert json.loads(res.stdout)["dropped"] == [7]
 
 
 def test_states_command_errors(tmp_path):
