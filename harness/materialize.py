@@ -12,6 +12,7 @@ journal rollback, DHL recovery) writes to the image.
 
 from __future__ import annotations
 
+import errno
 import os
 from collections.abc import Iterable, Iterator
 from pathlib import Path
@@ -37,17 +38,29 @@ def sparse_copy(src: Path, dst: Path) -> None:
                 except OSError:  # ENXIO: no data after pos
                     break
                 end = os.lseek(sfd, start, os.SEEK_HOLE)
-                done = start
-                while done < end:
-                    n = os.copy_file_range(sfd, dfd, end - done, done, done)
-                    if n <= 0:
-                        raise CrashlabError(f"copying {src}: copy_file_range returned {n}")
-                    done += n
+                _copy_range(sfd, dfd, start, end, src)
                 pos = end
         finally:
             os.close(dfd)
     finally:
         os.close(sfd)
+
+
+def _copy_range(sfd: int, dfd: int, start: int, end: int, src: Path) -> None:
+    """Copy bytes [start, end) at the same offsets, in the kernel:
+    copy_file_range within one file system, sendfile across two."""
+    done = start
+    while done < end:
+        try:
+            n = os.copy_file_range(sfd, dfd, end - done, done, done)
+        except OSError as e:
+            if e.errno != errno.EXDEV:
+                raise
+            os.lseek(dfd, done, os.SEEK_SET)
+            n = os.sendfile(dfd, sfd, done, end - done)
+        if n <= 0:
+            raise CrashlabError(f"copying {src}: short copy at byte {done}")
+        done += n
 
 
 class DurableImage:

@@ -1,0 +1,88 @@
+"""Database checkers for SQLite SUTs: DB-OPEN, DB-INTEGRITY and the content
+verdicts (via :mod:`checkers.content`).
+
+SQLite's own recovery is whatever opening the database does: a hot rollback
+journal is rolled back, a WAL is recovered.  It runs here, on the files the
+file-system recovery extracted, exactly as an application opening the
+database after reboot would trigger it.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from dataclasses import dataclass
+from pathlib import Path
+
+import xxhash
+
+from checkers.content import judge_content
+from checkers.verdict import Verdict, failed, passed, skipped
+from harness.errors import CrashlabError
+from workloads.oracle import Oracle, sqlite_digest
+
+SIDECARS = ("", "-journal", "-wal")
+
+
+@dataclass(frozen=True)
+class DbFacts:
+    """What opening one recovered database showed; independent of the
+    crash point's marks, so it can be cached by file content."""
+
+    exists: bool
+    open_error: str | None = None
+    integrity: str | None = None  # "ok" or SQLite's first complaints
+    digest: str | None = None
+
+
+def content_key(files: Path, db_name: str) -> bytes:
+    """A digest of the database and its journal/WAL as extracted: two states
+    whose files are identical recover identically."""
+    h = xxhash.xxh3_128()
+    for suffix in SIDECARS:
+        p = files / (db_name + suffix)
+        if p.exists():
+            h.update(suffix.encode() + b"\0" + p.read_bytes() + b"\0")
+        else:
+            h.update(suffix.encode() + b"\1")
+    return h.digest()
+
+
+def examine(db: Path) -> DbFacts:
+    """Open ``db`` (running SQLite's recovery), check its integrity and
+    compute its content digest."""
+    if not db.exists():
+        return DbFacts(exists=False)
+    try:
+        con = sqlite3.connect(str(db), isolation_level=None)
+        try:
+            rows = [r[0] for r in con.execute("PRAGMA integrity_check(8)")]
+        finally:
+            con.close()
+        integrity = "ok" if rows == ["ok"] else "; ".join(rows)
+        digest = sqlite_digest(db)
+    except (sqlite3.Error, CrashlabError) as e:
+        return DbFacts(exists=True, open_error=f"{type(e).__name__}: {e}")
+    return DbFacts(exists=True, integrity=integrity, digest=digest)
+
+
+def judge(facts: DbFacts, oracle: Oracle, acked: int, begun: int) -> list[Verdict]:
+    """The five database verdicts from what opening the database showed."""
+    if not facts.exists:
+        why = "the database file does not exist after recovery"
+        return [failed("DB-OPEN", why)] + [
+            skipped(i, "database missing (see DB-OPEN)")
+            for i in ("DB-INTEGRITY", "DB-ATOMIC", "DB-DURABLE", "DB-PREFIX")
+        ]
+    if facts.open_error is not None:
+        return [failed("DB-OPEN", f"opening and scanning failed: {facts.open_error}")] + [
+            skipped(i, "database does not open (see DB-OPEN)")
+            for i in ("DB-INTEGRITY", "DB-ATOMIC", "DB-DURABLE", "DB-PREFIX")
+        ]
+    out = [passed("DB-OPEN")]
+    if facts.integrity == "ok":
+        out.append(passed("DB-INTEGRITY"))
+    else:
+        out.append(failed("DB-INTEGRITY", f"PRAGMA integrity_check: {facts.integrity}",
+                          expected="ok", actual=facts.integrity))
+    assert facts.digest is not None
+    return out + judge_content(facts.digest, oracle.digests, acked, begun)

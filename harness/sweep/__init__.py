@@ -1,0 +1,2 @@
+"""Checking recorded runs: every crash state of a run (``check``), and
+matrices of runs (``sweep``)."""

@@ -1,0 +1,242 @@
+"""``crashlab check RUN``: check every crash state of one recorded run.
+
+States are enumerated in the parent (streaming, deterministic), grouped
+into chunks of one epoch each, and checked by worker processes; results
+come back in enumeration order (``imap``), so ``states.jsonl`` is the same
+whatever the number of workers.  It is appended chunk by chunk and fsynced:
+``--resume`` keeps its complete lines, skips that many states of the
+(identical) enumeration, and continues.  ``result.json`` is written last,
+atomically, from ``states.jsonl`` alone, so an interrupted and resumed check
+gives the same result as an uninterrupted one.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import multiprocessing
+import os
+import shutil
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from checkers.invariants import INVARIANTS
+from harness.atomic import write_json_atomic
+from harness.errors import CrashlabError
+from harness.logformat import LogReader
+from harness.rundir import RunDir
+from harness.states import Enumeration, Options, State
+from harness.sweep.worker import StateChecker, state_record
+
+CHUNK = 32  # states per task: small enough to balance two workers, large enough to amortise IPC
+STATES_NAME = "states.jsonl"
+RESULT_NAME = "result.json"
+
+
+@dataclass
+class CheckOptions:
+    states: Options = field(default_factory=Options)
+    max_states: int | None = None  # stop after checking this many states
+    jobs: int = 0  # worker processes; 0 = every core
+    fsck: bool = True  # a full read-only e2fsck per state for FS-RECOVER
+
+    def tag(self) -> str:
+        """Names the output folder: the strategy and a digest of every
+        option that changes which states are checked or how."""
+        d = asdict(self.states) | {"max_states": self.max_states, "fsck": self.fsck}
+        h = hashlib.sha256(json.dumps(d, sort_keys=True).encode()).hexdigest()[:8]
+        return f"{self.states.strategy}-{h}"
+
+
+def default_window(run: RunDir, opts: Options) -> Options:
+    """Check from ``setup-done`` on when the run has that mark and no window
+    was given: before it the database does not exist yet."""
+    if opts.window_start is None and "setup-done" in run.meta().get("marks", []):
+        return dataclasses.replace(opts, window_start="setup-done")
+    return opts
+
+
+# --- worker processes --------------------------------------------------------
+
+_checker: StateChecker | None = None
+_init_error: BaseException | None = None
+
+
+def _init_worker(run_path: str, workroot: str, fsck: bool) -> None:
+    # An exception escaping a Pool initializer makes the Pool respawn the
+    # worker forever: keep it and raise it with the first task instead.
+    global _checker, _init_error
+    try:
+        workdir = Path(tempfile.mkdtemp(prefix="w", dir=workroot))
+        _checker = StateChecker(RunDir(Path(run_path)), workdir, fsck=fsck)
+    except BaseException as e:  # noqa: BLE001
+        _init_error = e
+
+
+def _check_chunk(states: list[State]) -> list[dict[str, Any]]:
+    if _init_error is not None:
+        raise _init_error
+    assert _checker is not None
+    return [state_record(s, _checker.check(s)) for s in states]
+
+
+# --- the parent --------------------------------------------------------------
+
+
+def _chunks(states: Iterator[State], skip: int, limit: int | None) -> Iterator[list[State]]:
+    """Chunks of at most CHUNK states, never spanning two epochs, after
+    skipping ``skip`` states and stopping at ``limit`` states in all."""
+    chunk: list[State] = []
+    n = 0
+    for state in states:
+        if limit is not None and n >= limit:
+            break
+        n += 1
+        if n <= skip:
+            continue
+        if chunk and (len(chunk) >= CHUNK or chunk[0].epoch.index != state.epoch.index):
+            yield chunk
+            chunk = []
+        chunk.append(state)
+    if chunk:
+        yield chunk
+
+
+def _complete_lines(path: Path) -> int:
+    """Keep only the complete lines of an interrupted states.jsonl; return
+    how many there are."""
+    if not path.exists():
+        return 0
+    data = path.read_bytes()
+    end = data.rfind(b"\n") + 1
+    if end != len(data):
+        with open(path, "r+b") as f:
+            f.truncate(end)
+    return data[:end].count(b"\n")
+
+
+def count_states(run: RunDir, opts: Options) -> int:
+    """How many states the strategy generates in the window, before dedup:
+    the progress bar's total."""
+    with LogReader(run.log) as reader:
+        cheap = Options(**{**asdict(opts), "dedup": False})
+        e = Enumeration(reader, cheap)
+        return sum(1 for _ in e)
+
+
+def check_run(
+    run: RunDir,
+    opts: CheckOptions,
+    out: Path | None = None,
+    *,
+    resume: bool = False,
+    on_progress: Callable[[int, int], None] | None = None,
+) -> dict[str, Any]:
+    """Check the states of ``run``; return (and write) ``result.json``.
+    ``on_progress(generated, checked)`` is called after every chunk."""
+    opts.states = default_window(run, opts.states)
+    out = out or run.path / "check" / opts.tag()
+    out.mkdir(parents=True, exist_ok=True)
+    states_path = out / STATES_NAME
+    done = _complete_lines(states_path) if resume else 0
+    if not resume:
+        states_path.unlink(missing_ok=True)
+    (out / RESULT_NAME).unlink(missing_ok=True)
+    jobs = opts.jobs or os.cpu_count() or 1
+    t0 = time.monotonic()
+    workroot = Path(tempfile.mkdtemp(prefix="crashlab-check-", dir=_tmp_parent()))
+    try:
+        with LogReader(run.log) as reader, open(states_path, "ab") as sink:
+            enum = Enumeration(reader, opts.states)
+            chunks = _chunks(iter(enum), done, opts.max_states)
+            checked = done
+
+            def emit(records: list[dict[str, Any]]) -> None:
+                nonlocal checked
+                sink.write(b"".join(json.dumps(r, sort_keys=True).encode() + b"\n"
+                                    for r in records))
+                sink.flush()
+                os.fsync(sink.fileno())
+                checked += len(records)
+                if on_progress:
+                    on_progress(enum.stats.generated, checked)
+
+            if jobs == 1:
+                _init_worker(str(run.path), str(workroot), opts.fsck)
+                try:
+                    for chunk in chunks:
+                        emit(_check_chunk(chunk))
+                finally:
+                    _close_worker()
+            else:
+                ctx = multiprocessing.get_context("fork")
+                init_args = (str(run.path), str(workroot), opts.fsck)
+                with ctx.Pool(jobs, _init_worker, init_args) as pool:
+                    for records in pool.imap(_check_chunk, chunks):
+                        emit(records)
+            stats = enum.stats
+    finally:
+        shutil.rmtree(workroot, ignore_errors=True)
+    result = summarise(run, states_path, opts)
+    result["states"]["generated"] = stats.generated
+    result["states"]["folded"] = stats.folded
+    write_json_atomic(out / RESULT_NAME, result)
+    result["timing"] = {"seconds": round(time.monotonic() - t0, 3), "resumed_from": done}
+    return result
+
+
+def _close_worker() -> None:
+    global _checker
+    if _checker is not None:
+        _checker.close()
+        _checker = None
+
+
+def _tmp_parent() -> str:
+    env = os.environ.get("CRASHLAB_TMPDIR")
+    if env:
+        return env
+    return "/dev/shm" if os.path.isdir("/dev/shm") else tempfile.gettempdir()
+
+
+def summarise(run: RunDir, states_path: Path, opts: CheckOptions) -> dict[str, Any]:
+    """Per-invariant counts and the failures of one run, from states.jsonl."""
+    meta = run.meta()
+    counts: dict[str, dict[str, int]] = {}
+    violations: list[dict[str, Any]] = []
+    checked = 0
+    with open(states_path) as f:
+        for line in f:
+            rec = json.loads(line)
+            checked += 1
+            for inv, status in rec["v"].items():
+                counts.setdefault(inv, {"pass": 0, "fail": 0, "skip": 0})[status] += 1
+            for v in rec.get("fail", []):
+                violations.append({
+                    "state": rec["id"],
+                    "acked": rec["acked"],
+                    "begun": rec["begun"],
+                    "category": INVARIANTS[v["invariant"]].category,
+                    **v,
+                    "dropped": rec.get("dropped", []),
+                    "torn": rec.get("torn", []),
+                    "repro": f"crashlab repro {run.path} {rec['id']}",
+                })
+    if opts.max_states is None and checked == 0:
+        raise CrashlabError(f"{run.path}: no crash state in the window (empty log?)")
+    return {
+        "run": str(run.path),
+        "sut": meta.get("sut"),
+        "workload": meta.get("workload"),
+        "fs": meta.get("fs"),
+        "strategy": opts.states.strategy,
+        "options": asdict(opts.states) | {"max_states": opts.max_states, "fsck": opts.fsck},
+        "states": {"checked": checked},
+        "verdicts": {k: counts[k] for k in sorted(counts)},
+        "violations": violations,
+    }

@@ -1,0 +1,104 @@
+"""The work done for one crash state, in a worker process:
+materialise → file-system recovery → SUT recovery and checkers.
+
+One :class:`StateChecker` per process holds the run's log, oracle and a
+durable image that advances through the log as states are handed out in
+log order."""
+
+from __future__ import annotations
+
+import shutil
+from collections import OrderedDict
+from pathlib import Path
+from typing import Any
+
+from checkers import sqlite as sqlite_checker
+from checkers.verdict import Verdict, failed, passed
+from harness.errors import CrashlabError
+from harness.materialize import DurableImage
+from harness.recover.fs import FsRecovery, recover_ext4
+from harness.rundir import RunDir
+from harness.states import State
+from workloads.run import oracle_from_meta, spec_from_meta
+
+CACHE_SIZE = 4096
+
+
+def fs_verdict(rec: FsRecovery) -> Verdict:
+    if rec.ok and not rec.needed_repair:
+        how = "journal replayed" if rec.journal_replayed else "clean, nothing to replay"
+        return passed("FS-RECOVER", how)
+    if rec.ok:
+        return failed("FS-RECOVER", f"needed fsck repairs beyond journal replay: {rec.detail}")
+    return failed("FS-RECOVER", rec.detail or "file-system recovery failed")
+
+
+class StateChecker:
+    """Checks states of one run; ``workdir`` is private to this process."""
+
+    def __init__(self, run: RunDir, workdir: Path, *, fsck: bool = True) -> None:
+        self.run = run
+        self.meta = run.meta()
+        self.sut, _ = spec_from_meta(self.meta)
+        if self.sut.engine != "sqlite":
+            raise CrashlabError(f"{run.path}: engine {self.sut.engine!r} cannot be checked yet")
+        self.fs = self.meta["fs"]
+        if self.fs != "ext4":
+            raise CrashlabError(f"{run.path}: checking {self.fs} states is not supported yet")
+        self.oracle = oracle_from_meta(self.meta)
+        self.db_name: str = self.meta["db"]
+        self.fsck = fsck
+        self.workdir = workdir
+        workdir.mkdir(parents=True, exist_ok=True)
+        from harness.images import verified_base_for_run
+
+        self.image = DurableImage(verified_base_for_run(run), run.log, workdir)
+        self.cache: OrderedDict[bytes, sqlite_checker.DbFacts] = OrderedDict()
+        self.cache_hits = 0
+
+    def close(self) -> None:
+        self.image.close()
+
+    def check(self, state: State) -> list[Verdict]:
+        """Every verdict for ``state``, FS-RECOVER first."""
+        self.image.advance(state.durable_upto)
+        img = self.image.scratch(state.extents(self.image.reader))
+        files = self.workdir / "files"
+        shutil.rmtree(files, ignore_errors=True)
+        rec = recover_ext4(img, files, check=self.fsck)
+        verdicts = [fs_verdict(rec)]
+        if not rec.ok:
+            return verdicts
+        facts = self._facts(files)
+        return verdicts + sqlite_checker.judge(facts, self.oracle, state.cut.acked,
+                                               state.cut.begun)
+
+    def _facts(self, files: Path) -> sqlite_checker.DbFacts:
+        key = sqlite_checker.content_key(files, self.db_name)
+        facts = self.cache.get(key)
+        if facts is not None:
+            self.cache.move_to_end(key)
+            self.cache_hits += 1
+            return facts
+        facts = sqlite_checker.examine(files / self.db_name)
+        self.cache[key] = facts
+        if len(self.cache) > CACHE_SIZE:
+            self.cache.popitem(last=False)
+        return facts
+
+
+def state_record(state: State, verdicts: list[Verdict]) -> dict[str, Any]:
+    """The line a state leaves in states.jsonl."""
+    rec: dict[str, Any] = {
+        "id": state.id,
+        "acked": state.cut.acked,
+        "begun": state.cut.begun,
+        "v": {v.invariant: v.status for v in verdicts},
+    }
+    fails = [v.to_json() for v in verdicts if v.failed]
+    if fails:
+        rec["fail"] = fails
+        rec["dropped"] = list(state.dropped_entries)
+        rec["torn"] = [e for e, _ in state.torn_entries]
+        rec["cut"] = [state.cut.lo, state.cut.hi]
+    return rec
