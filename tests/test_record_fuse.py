@@ -168,8 +168,8 @@ def test_failing_command_still_leaves_a_run(tmp_path, tmpdir_env):
 def test_attach_sets_and_restores_loop_queue(tmp_path, tmpdir_env, monkeypatch):
     """While attached, the loop queue does not merge and caps requests at
     1 MiB; afterwards the previous values are back and the device is gone."""
+    from harness import sysops
     from harness.record import fuse as fusemod
-    from harness.record import sysops
 
     calls: list[tuple[str, dict[str, str], dict[str, str]]] = []
 

@@ -17,7 +17,7 @@ from harness.images import ensure_image
 from harness.logformat import LogReader
 from harness.record.fuse import FuseBackend
 from harness.record.recorder import tmp_parent
-from harness.record.sysops import loop_attach, loop_detach, mount, umount
+from harness.sysops import loop_attach, loop_detach, mount, umount
 
 NAME = "record"
 INSERTS = 1000

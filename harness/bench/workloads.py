@@ -17,7 +17,7 @@ from pathlib import Path
 from harness.images import ensure_image
 from harness.record.backends import select_backend
 from harness.record.recorder import record, tmp_parent
-from harness.record.sysops import loop_attach, loop_detach, mount, umount
+from harness.sysops import loop_attach, loop_detach, mount, umount
 from workloads.generate import write_opstream
 from workloads.run import runner_command, runner_path
 from workloads.spec import parse_spec

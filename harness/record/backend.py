@@ -20,7 +20,7 @@ from typing import ClassVar
 
 from harness.errors import CrashlabError
 from harness.record.proc import run_command
-from harness.record.sysops import is_mounted, mount, signals_deferred, umount
+from harness.sysops import is_mounted, mount, signals_deferred, umount
 
 # A mark label: what fits in one 512-byte log header, no whitespace (the dm
 # backend passes it as one `dmsetup message` word), no NUL.

@@ -26,7 +26,7 @@ from types import TracebackType
 from harness.errors import CrashlabError
 from harness.logformat import LogReader
 from harness.record.backend import Backend, Device, check_label
-from harness.record.sysops import loop_attach, loop_detach, run, signals_deferred
+from harness.sysops import loop_attach, loop_detach, run, signals_deferred
 
 DEFAULT_LOG_SIZE = 4 << 30
 # Without udev (containers, minimal VMs) dmsetup would wait for a udev

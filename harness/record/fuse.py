@@ -18,7 +18,7 @@ from types import TracebackType
 
 from harness.errors import CrashlabError
 from harness.record.backend import Backend, Device, check_label
-from harness.record.sysops import (
+from harness.sysops import (
     is_mounted,
     loop_attach,
     loop_detach,

@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from harness.errors import CrashlabError
-from harness.record.sysops import Interrupted
+from harness.sysops import Interrupted
 
 GRACE_S = 3.0  # how long an interrupted command gets before SIGKILL
 

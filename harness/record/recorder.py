@@ -30,8 +30,8 @@ from harness.errors import CrashlabError
 from harness.images import ensure_image
 from harness.logformat import LogReader
 from harness.record.backends import select_backend
-from harness.record.sysops import Interrupted, signals_raise
 from harness.rundir import RunDir
+from harness.sysops import Interrupted, signals_raise
 
 # meta.json keys the recorder owns; extra_meta may not override them.
 META_KEYS = frozenset(

@@ -1,6 +1,7 @@
-"""The root operations a recording stacks up and tears down: loop devices,
-their queue settings, mounts, and waiting for a process.  Each teardown
-names exactly what its setup created, never a pattern."""
+"""The root operations crashlab stacks up and tears down (recording, and
+recovery by kernel mount): loop devices, their queue settings, mounts, and
+waiting for a process.  Each teardown names exactly what its setup created,
+never a pattern."""
 
 from __future__ import annotations
 
