@@ -12,11 +12,11 @@ from collections import OrderedDict
 from pathlib import Path
 from typing import Any
 
-from checkers import sqlite as sqlite_checker
+from checkers.engines import checker_for
 from checkers.verdict import Verdict, failed, passed
-from harness.errors import CrashlabError
+from harness.images import verified_base_for_run
 from harness.materialize import DurableImage
-from harness.recover.fs import FsRecovery, recover_ext4
+from harness.recover.fs import FsRecovery, recover_fs
 from harness.rundir import RunDir
 from harness.states import State
 from workloads.run import oracle_from_meta, spec_from_meta
@@ -24,7 +24,10 @@ from workloads.run import oracle_from_meta, spec_from_meta
 CACHE_SIZE = 4096
 
 
-def fs_verdict(rec: FsRecovery) -> Verdict:
+def fs_verdict(rec: FsRecovery) -> Verdict | None:
+    """FS-RECOVER, or None on a raw device (no file system to recover)."""
+    if rec.fs == "raw":
+        return None
     if rec.ok and not rec.needed_repair:
         how = "journal replayed" if rec.journal_replayed else "clean, nothing to replay"
         return passed("FS-RECOVER", how)
@@ -40,20 +43,15 @@ class StateChecker:
         self.run = run
         self.meta = run.meta()
         self.sut, _ = spec_from_meta(self.meta)
-        if self.sut.engine != "sqlite":
-            raise CrashlabError(f"{run.path}: engine {self.sut.engine!r} cannot be checked yet")
-        self.fs = self.meta["fs"]
-        if self.fs != "ext4":
-            raise CrashlabError(f"{run.path}: checking {self.fs} states is not supported yet")
+        self.checker = checker_for(self.sut.engine)
+        self.fs: str = self.meta["fs"]
         self.oracle = oracle_from_meta(self.meta)
         self.db_name: str = self.meta["db"]
         self.fsck = fsck
         self.workdir = workdir
         workdir.mkdir(parents=True, exist_ok=True)
-        from harness.images import verified_base_for_run
-
         self.image = DurableImage(verified_base_for_run(run), run.log, workdir)
-        self.cache: OrderedDict[bytes, sqlite_checker.DbFacts] = OrderedDict()
+        self.cache: OrderedDict[bytes, Any] = OrderedDict()
         self.cache_hits = 0
 
     def close(self) -> None:
@@ -65,22 +63,25 @@ class StateChecker:
         img = self.image.scratch(state.extents(self.image.reader))
         files = self.workdir / "files"
         shutil.rmtree(files, ignore_errors=True)
-        rec = recover_ext4(img, files, check=self.fsck)
-        verdicts = [fs_verdict(rec)]
+        rec = recover_fs(self.fs, img, files, workdir=self.workdir, db_name=self.db_name,
+                         fsck=self.fsck)
+        fsv = fs_verdict(rec)
+        verdicts = [fsv] if fsv is not None else []
         if not rec.ok:
             return verdicts
         facts = self._facts(files)
-        return verdicts + sqlite_checker.judge(facts, self.oracle, state.cut.acked,
-                                               state.cut.begun)
+        return verdicts + self.checker.judge(facts, self.oracle, state.cut.acked, state.cut.begun)
 
-    def _facts(self, files: Path) -> sqlite_checker.DbFacts:
-        key = sqlite_checker.content_key(files, self.db_name)
+    def _facts(self, files: Path) -> Any:  # noqa: ANN401
+        """The engine's examination of the recovered files, cached by their
+        content (many crash states recover to identical files)."""
+        key = self.checker.content_key(files, self.db_name)
         facts = self.cache.get(key)
         if facts is not None:
             self.cache.move_to_end(key)
             self.cache_hits += 1
             return facts
-        facts = sqlite_checker.examine(files / self.db_name)
+        facts = self.checker.examine(files / self.db_name)
         self.cache[key] = facts
         if len(self.cache) > CACHE_SIZE:
             self.cache.popitem(last=False)

@@ -1,0 +1,31 @@
+"""Database checkers by SUT engine: the one table the sweep dispatches on.
+
+An engine's checker module provides, for a database file recovered by the
+file system (with its journal/WAL sidecars beside it):
+
+* ``content_key(files, db_name) -> bytes``: a digest of the files as
+  extracted; equal keys recover and examine identically (a cache key);
+* ``examine(db_path) -> facts``: run the engine's own recovery and look at
+  the result (independent of the crash point's marks, hence cacheable);
+* ``judge(facts, oracle, acked, begun) -> list[Verdict]``: the verdicts.
+"""
+
+from __future__ import annotations
+
+import importlib
+from types import ModuleType
+
+from harness.errors import CrashlabError
+
+ENGINE_CHECKERS = {
+    "sqlite": "checkers.sqlite",
+}
+
+
+def checker_for(engine: str) -> ModuleType:
+    try:
+        return importlib.import_module(ENGINE_CHECKERS[engine])
+    except KeyError:
+        raise CrashlabError(
+            f"no checker for engine {engine!r} (known: {', '.join(ENGINE_CHECKERS)})"
+        ) from None

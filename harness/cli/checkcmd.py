@@ -1,0 +1,185 @@
+"""``crashlab check RUN`` and ``crashlab sweep``.
+
+Exit codes: 0 when every expectation holds, 1 when one breaks (a safe SUT
+violated, or a known-unsafe one unexpectedly clean), 2 for usage errors.
+"""
+
+from __future__ import annotations
+
+import datetime
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import click
+from rich.console import Console
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
+from rich.table import Table
+
+from harness.cli.statescmd import options_from, state_options
+from harness.report.expectations import evaluate
+from harness.rundir import RunDir
+from harness.sweep.check import CheckOptions, check_run, count_states, default_window
+from harness.sweep.matrix import MATRICES, Cell, matrix, shard
+from harness.sweep.sweep import SweepOptions, run_sweep
+from workloads.suts import get_sut
+
+RESULTS_DIR = Path(__file__).resolve().parents[2] / "results"
+console = Console(stderr=True)
+
+
+@contextmanager
+def progress_bar(enabled: bool) -> Iterator[Progress | None]:
+    if not enabled:
+        yield None
+        return
+    with Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("{task.fields[rate]:>7.1f} states/s"),
+        TimeElapsedColumn(),
+        TimeRemainingColumn(),
+        console=console,
+        transient=False,
+    ) as p:
+        yield p
+
+
+def _run_options(f: Any) -> Any:  # noqa: ANN401
+    for d in reversed([
+        click.option("--jobs", "-j", type=int, default=0, show_default=True,
+                     help="worker processes (0: every core)"),
+        click.option("--max-states", type=int, default=None, help="check at most N states"),
+        click.option("--no-fsck", is_flag=True,
+                     help="skip the read-only e2fsck per state (FS-RECOVER then only sees "
+                          "whether journal replay succeeded)"),
+        click.option("--resume", is_flag=True, help="continue an interrupted check/sweep"),
+        click.option("--progress/--no-progress", default=None,
+                     help="progress bar (default: when stderr is a terminal)"),
+    ]):
+        f = d(f)
+    return f
+
+
+def _print_table(title: str, rows: list[dict[str, Any]]) -> None:
+    """The verdict table on stdout (wide when stdout is not a terminal)."""
+    out = Console()
+    if not out.is_terminal:
+        out = Console(width=200)
+    out.print(_verdict_table(title, rows))
+
+
+def _verdict_table(title: str, rows: list[dict[str, Any]]) -> Table:
+    invs = sorted({k for r in rows for k in r["verdicts"]})
+    t = Table(title=title)
+    for col in ("SUT", "workload", "fs", "strategy", "states", "folded"):
+        t.add_column(col)
+    for inv in invs:
+        t.add_column(inv, justify="right")
+    t.add_column("expectation")
+    for r in rows:
+        cells = [str(r["verdicts"].get(i, {}).get("fail", "-")) for i in invs]
+        exp = r["expectation"]
+        status = "[green]held[/]" if exp["ok"] else "[red]BROKEN[/]"
+        t.add_row(r["sut"], r["workload"], r["fs"], r["strategy"], str(r["states"]["checked"]),
+                  str(r["states"].get("folded", 0)), *cells, status)
+    return t
+
+
+@click.command("check")
+@click.argument("run", type=click.Path(path_type=Path, exists=True, file_okay=False))
+@state_options
+@_run_options
+@click.option("--out", type=click.Path(path_type=Path), default=None,
+              help="output folder (default RUN/check/<strategy>-<options digest>)")
+def check_cmd(run: Path, jobs: int, max_states: int | None, no_fsck: bool, resume: bool,
+              progress: bool | None, out: Path | None, **kw: Any) -> int:
+    """Check every crash state of one recorded run."""
+    rd = RunDir(run)
+    sut = get_sut(rd.meta().get("sut", ""))
+    opts = CheckOptions(states=options_from(kw), max_states=max_states, jobs=jobs,
+                        fsck=not no_fsck)
+    show = console.is_terminal if progress is None else progress
+    with progress_bar(show) as bar:
+        hook = None
+        if bar is not None:
+            total = count_states(rd, default_window(rd, opts.states))
+            task = bar.add_task(f"{sut.name} {opts.states.strategy}", total=total, rate=0.0)
+            hook = _hook(bar, task)
+        result = check_run(rd, opts, out, resume=resume, on_progress=hook)
+    cell = Cell(sut.name, rd.meta()["workload"], rd.meta()["fs"], (opts.states.strategy,))
+    exp = evaluate(cell.expectation(), {k: v["fail"] for k, v in result["verdicts"].items()},
+                   result["states"]["checked"])
+    row = {**result, "expectation": {"ok": exp.ok, "broken": exp.broken}}
+    _print_table(f"crashlab check {run}", [row])
+    for line in exp.broken:
+        click.echo(f"expectation broken: {line}", err=True)
+    click.echo(f"{len(result['violations'])} violations; states and verdicts in "
+               f"{out or run / 'check' / opts.tag()}")
+    return 0 if exp.ok else 1
+
+
+def _hook(bar: Progress, task: Any) -> Any:  # noqa: ANN401
+    def on_progress(generated: int, checked: int) -> None:
+        elapsed = bar.tasks[task].elapsed or 1e-9
+        bar.update(task, completed=generated, rate=checked / elapsed)
+
+    return on_progress
+
+
+@click.command("sweep")
+@click.option("--matrix", "matrix_name", type=click.Choice(sorted(MATRICES)), default="default",
+              show_default=True, help="which cells to run")
+@click.option("--out", type=click.Path(path_type=Path), default=None,
+              help="sweep folder (default results/<matrix>-<UTC time>)")
+@click.option("--backend", type=click.Choice(["auto", "dm", "fuse"]), default="auto",
+              show_default=True)
+@click.option("--shard", "shard_spec", default=None, metavar="i/N",
+              help="run only every N-th cell from the i-th (CI matrices)")
+@_run_options
+def sweep_cmd(matrix_name: str, out: Path | None, backend: str, shard_spec: str | None,
+              jobs: int, max_states: int | None, no_fsck: bool, resume: bool,
+              progress: bool | None) -> int:
+    """Record and check every cell of a matrix; write summary.json,
+    violations.jsonl and junit.xml."""
+    cells = shard(matrix(matrix_name), shard_spec)
+    if out is None:
+        stamp = datetime.datetime.now(datetime.UTC).strftime("%Y%m%d-%H%M%S")
+        out = RESULTS_DIR / f"{matrix_name}-{stamp}"
+    opts = SweepOptions(backend=backend, jobs=jobs, max_states=max_states, fsck=not no_fsck)
+    show = console.is_terminal if progress is None else progress
+    with progress_bar(show) as bar:
+        tasks: dict[str, Any] = {}
+
+        def on_progress(label: str, generated: int, checked: int) -> None:
+            if bar is None:
+                return
+            if label not in tasks:
+                tasks[label] = bar.add_task(label, total=None, rate=0.0)
+            elapsed = bar.tasks[tasks[label]].elapsed or 1e-9
+            bar.update(tasks[label], completed=generated, rate=checked / elapsed)
+
+        summary, code = run_sweep(
+            f"{matrix_name}{'-' + shard_spec.replace('/', 'of') if shard_spec else ''}",
+            cells, out, opts, resume=resume, on_progress=on_progress,
+            on_status=(lambda m: console.log(m)) if show else None,
+        )
+    _print_table(f"crashlab sweep {matrix_name}", summary["cells"])
+    for c in summary["cells"]:
+        for line in c["expectation"]["broken"]:
+            click.echo(f"expectation broken: {c['sut']} {c['workload']} {c['strategy']}: {line}",
+                       err=True)
+    click.echo(f"results: {out} (summary.json, violations.jsonl, junit.xml)")
+    return code
+
+
+COMMANDS = [check_cmd, sweep_cmd]

@@ -1,0 +1,149 @@
+"""``crashlab sweep``: record and check every cell of a matrix, then write
+the sweep's outputs.
+
+    SWEEP/runs/<cell>/            the recorded run (writes.log, meta.json)
+    SWEEP/runs/<cell>/check/<tag> its states.jsonl and result.json per strategy
+    SWEEP/summary.json            per cell: states, verdict counts, expectation
+    SWEEP/violations.jsonl        every failing (state, invariant), repro command
+    SWEEP/junit.xml               one test case per cell
+    SWEEP/timing.json             wall times (kept out of summary.json, which
+                                  is identical for identical sweeps)
+
+``resume`` skips what is complete (a run with a meta.json whose command
+succeeded, a check with a result.json) and resumes interrupted checks.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import shutil
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from harness.atomic import write_json_atomic, write_text_atomic
+from harness.errors import CrashlabError
+from harness.report.expectations import ExpectationResult, evaluate, exit_code
+from harness.report.junit import write_junit
+from harness.rundir import RunDir
+from harness.states import Options
+from harness.sweep.check import CheckOptions, check_run
+from harness.sweep.matrix import Cell
+
+Progress = Callable[[str, int, int], None]  # (cell label, generated, checked)
+
+
+@dataclass
+class SweepOptions:
+    backend: str = "auto"
+    jobs: int = 0
+    max_states: int | None = None
+    fsck: bool = True
+    base_states: Options = Options()
+
+
+def record_cell(cell: Cell, run_dir: Path, backend: str, resume: bool) -> RunDir:
+    """Record the cell's workload unless a complete recording is there."""
+    run = RunDir(run_dir)
+    if resume and run.meta_path.exists():
+        meta = run.meta()
+        if meta.get("exit_status") == 0 and run.log.exists():
+            return run
+    if run_dir.exists():
+        shutil.rmtree(run_dir)
+    run_dir.parent.mkdir(parents=True, exist_ok=True)
+    from harness.record.recorder import record
+    from workloads.run import workload_command
+
+    scratch = run_dir.parent / f".{run_dir.name}.work"
+    shutil.rmtree(scratch, ignore_errors=True)
+    scratch.mkdir()
+    try:
+        command, extra, _stats = workload_command(cell.sut, cell.workload, scratch)
+        run = record(command, run_dir, fs=cell.fs, backend=backend, extra_meta=extra)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    if run.meta().get("exit_status") != 0:
+        raise CrashlabError(f"{run_dir}: the workload failed while recording (see meta.json)")
+    return run
+
+
+def cell_record(cell: Cell, strategy: str, result: dict[str, Any],
+                exp: ExpectationResult) -> dict[str, Any]:
+    """One summary.json cell: what was checked and whether it met its
+    expectation."""
+    return {
+        "sut": cell.sut,
+        "workload": cell.workload,
+        "fs": cell.fs,
+        "strategy": strategy,
+        "run": f"runs/{cell.name}",
+        "states": result["states"],
+        "verdicts": result["verdicts"],
+        "expectation": {
+            "guaranteed": list(cell.expectation().guaranteed),
+            "must_violate_any": list(cell.must_violate_any),
+            "ok": exp.ok,
+            "broken": exp.broken,
+        },
+    }
+
+
+def run_sweep(
+    name: str,
+    cells: list[Cell],
+    out: Path,
+    opts: SweepOptions,
+    *,
+    resume: bool = False,
+    on_progress: Progress | None = None,
+    on_status: Callable[[str], None] | None = None,
+) -> tuple[dict[str, Any], int]:
+    """Run the sweep; return summary.json's content and the exit code."""
+    say = on_status or (lambda _m: None)
+    out.mkdir(parents=True, exist_ok=True)
+    cell_records: list[dict[str, Any]] = []
+    violations: list[dict[str, Any]] = []
+    timing: dict[str, Any] = {}
+    results: list[ExpectationResult] = []
+    for cell in cells:
+        t0 = time.monotonic()
+        say(f"record {cell.name}")
+        run = record_cell(cell, out / "runs" / cell.name, opts.backend, resume)
+        timing[cell.name] = {"record_s": round(time.monotonic() - t0, 3)}
+        for strategy in cell.strategies:
+            t1 = time.monotonic()
+            copts = CheckOptions(
+                states=dataclasses.replace(opts.base_states, strategy=strategy),
+                max_states=opts.max_states, jobs=opts.jobs, fsck=opts.fsck,
+            )
+            label = f"{cell.sut} {strategy}"
+            check_dir = run.path / "check" / copts.tag()
+            done = check_dir / "result.json"
+            if resume and done.exists():
+                result = json.loads(done.read_text())
+            else:
+                result = check_run(
+                    run, copts, check_dir, resume=resume,
+                    on_progress=(lambda g, c, lab=label: on_progress(lab, g, c))
+                    if on_progress else None,
+                )
+            failures = {k: v["fail"] for k, v in result["verdicts"].items()}
+            exp = evaluate(cell.expectation(), failures, result["states"]["checked"])
+            results.append(exp)
+            cell_records.append(cell_record(cell, strategy, result, exp))
+            for v in result["violations"]:
+                violations.append({"sut": cell.sut, "workload": cell.workload, "fs": cell.fs,
+                                   "strategy": strategy, **v})
+            timing[cell.name][strategy] = round(time.monotonic() - t1, 3)
+    code = exit_code(results)
+    summary = {"sweep": name, "ok": code == 0, "cells": cell_records}
+    write_json_atomic(out / "summary.json", summary)
+    write_text_atomic(out / "violations.jsonl",
+                      "".join(json.dumps(v, sort_keys=True) + "\n" for v in violations))
+    write_junit(out / "junit.xml", name, cell_records)
+    write_json_atomic(out / "timing.json", timing)
+    return summary, code
