@@ -15,7 +15,7 @@ from typing import Any
 from checkers.engines import checker_for
 from checkers.verdict import Verdict, failed, passed
 from harness.images import verified_base_for_run
-from harness.materialize import DurableImage
+from harness.materialize import DurableImage, sparse_copy
 from harness.recover.fs import FsRecovery, recover_fs
 from harness.rundir import RunDir
 from harness.states import State
@@ -39,6 +39,12 @@ def fs_verdict(rec: FsRecovery) -> Verdict | None:
 class StateChecker:
     """Checks states of one run; ``workdir`` is private to this process."""
 
+    # ``crashlab repro`` sets ``keep`` to a folder: check() then leaves there
+    # crash.img (before recovery), recovered.img and files/ (as the file
+    # system recovered them, before the SUT's own recovery).
+    keep: Path | None = None
+    last_recovery: FsRecovery | None = None  # of the last state checked
+
     def __init__(self, run: RunDir, workdir: Path, *, fsck: bool = True) -> None:
         self.run = run
         self.meta = run.meta()
@@ -61,16 +67,33 @@ class StateChecker:
         """Every verdict for ``state``, FS-RECOVER first."""
         self.image.advance(state.durable_upto)
         img = self.image.scratch(state.extents(self.image.reader))
+        if self.keep is not None:
+            sparse_copy(img, self.keep / "crash.img")
         files = self.workdir / "files"
         shutil.rmtree(files, ignore_errors=True)
         rec = recover_fs(self.fs, img, files, workdir=self.workdir, db_name=self.db_name,
                          fsck=self.fsck)
+        self.last_recovery = rec
+        if self.keep is not None:
+            self._keep_recovered(img, files)
         fsv = fs_verdict(rec)
         verdicts = [fsv] if fsv is not None else []
         if not rec.ok:
             return verdicts
         facts = self._facts(files)
         return verdicts + self.checker.judge(facts, self.oracle, state.cut.acked, state.cut.begun)
+
+    def _keep_recovered(self, img: Path, files: Path) -> None:
+        """Copy the recovered image (on a raw device: the database file) and
+        files into ``self.keep``."""
+        assert self.keep is not None
+        raw = files / self.db_name
+        src = img if img.exists() else raw
+        if src.exists():
+            sparse_copy(src, self.keep / "recovered.img")
+        shutil.rmtree(self.keep / "files", ignore_errors=True)
+        if files.exists():
+            shutil.copytree(files, self.keep / "files", symlinks=True)
 
     def _facts(self, files: Path) -> Any:  # noqa: ANN401
         """The engine's examination of the recovered files, cached by their
