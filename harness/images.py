@@ -10,7 +10,9 @@ from harness.errors import CrashlabError
 from harness.rundir import RunDir
 
 IMAGES_DIR = Path(__file__).resolve().parent.parent / "images"
-FILESYSTEMS = ("ext4", "xfs", "btrfs")
+# "raw" is no file system: a zero-filled image for SUTs that run on the
+# recorded block device itself (images/build-image.sh says why 8 MiB).
+FILESYSTEMS = ("ext4", "xfs", "btrfs", "raw")
 
 
 def image_path(fs: str) -> Path:

@@ -1,14 +1,19 @@
 #!/usr/bin/env bash
 # Build one base image deterministically: build-image.sh FS OUT
-#   FS = ext4 | xfs | btrfs.  OUT gets the image; OUT.sha256 its digest.
+#   FS = ext4 | xfs | btrfs | raw.  OUT gets the image; OUT.sha256 its digest.
 # Fixed UUID, hash seed and clock; no lazy initialisation and no discard,
 # so nothing but the workload's own writes reaches a recorded log later.
 # ext4 and xfs come out byte-identical on every build; btrfs-progs 6.2 draws
 # random device and chunk-tree UUIDs, so a btrfs image is identified by the
 # digest recorded when it was built (runs name that digest).
+# raw is no file system: 8 MiB of zeros (sparse) for SUTs that use the
+# recorded block device itself (DHL's raw tier).  8 MiB = 2048 4-KiB pages:
+# room for ~50,000 100-byte rows plus split leftovers, far more than a
+# crash-sweep workload writes, while every crash state's image stays small
+# (DHL recovery scans every page of the recovered image).
 set -euo pipefail
-fs=${1:?usage: build-image.sh ext4|xfs|btrfs OUT}
-out=${2:?usage: build-image.sh ext4|xfs|btrfs OUT}
+fs=${1:?usage: build-image.sh ext4|xfs|btrfs|raw OUT}
+out=${2:?usage: build-image.sh ext4|xfs|btrfs|raw OUT}
 uuid=5eed0000-c0de-4a11-8c4a-000000000001
 clock='2023-11-14 22:13:20'
 tmp="$out.partial"
@@ -30,8 +35,11 @@ btrfs)
     truncate -s 128M "$tmp"
     faketime -f "$clock" mkfs.btrfs -q -f -K -U "$uuid" -L crashlab "$tmp" >/dev/null
     ;;
+raw)
+    truncate -s 8M "$tmp"
+    ;;
 *)
-    echo "build-image.sh: unknown file system '$fs' (ext4, xfs, btrfs)" >&2
+    echo "build-image.sh: unknown file system '$fs' (ext4, xfs, btrfs, raw)" >&2
     exit 2
     ;;
 esac

@@ -1,21 +1,30 @@
 # workloads/: the C workload runner (crashlab-runner) and its C unit test.
+# The runner links libdhl (dhl/build.mk) for its DHL engine: the library is a
+# prerequisite, so `make build` builds dhl before the runner.
 WL_DIR      := workloads
 WL_BUILD    := $(WL_DIR)/build
-WL_SRC      := $(addprefix $(WL_DIR)/runner/,main.c opstream.c marks.c countvfs.c engine_sqlite.c)
+WL_SRC      := $(addprefix $(WL_DIR)/runner/,main.c opstream.c marks.c countvfs.c engine_sqlite.c engine_dhl.c)
 WL_HDR      := $(wildcard $(WL_DIR)/runner/*.h)
 WL_SQLITE_CFLAGS := $(shell pkg-config --cflags sqlite3 2>/dev/null)
 WL_SQLITE_LIBS   := $(shell pkg-config --libs sqlite3 2>/dev/null || echo -lsqlite3)
+WL_DHL_CFLAGS := -Idhl/include
+WL_DHL_LIB    := dhl/build/libdhl.a
+WL_DHL_LIBS   := -lxxhash
+# The ASan build compiles libdhl's sources in, so the engine is checked too.
+WL_DHL_SRC    := $(sort $(wildcard dhl/src/*.c))
 WL_TEST_SRC := $(WL_DIR)/runner/test_runner.c $(WL_DIR)/runner/opstream.c $(WL_DIR)/runner/marks.c
 
-$(WL_BUILD)/crashlab-runner: $(WL_SRC) $(WL_HDR) $(WL_DIR)/build.mk
+$(WL_BUILD)/crashlab-runner: $(WL_SRC) $(WL_HDR) $(WL_DIR)/build.mk $(WL_DHL_LIB) dhl/include/dhl.h
 	@mkdir -p $(WL_BUILD)
-	$(CC) $(CFLAGS_COMMON) $(WL_SQLITE_CFLAGS) -o $@ $(WL_SRC) $(WL_SQLITE_LIBS)
+	$(CC) $(CFLAGS_COMMON) $(WL_SQLITE_CFLAGS) $(WL_DHL_CFLAGS) -o $@ $(WL_SRC) $(WL_DHL_LIB) \
+	    $(WL_SQLITE_LIBS) $(WL_DHL_LIBS)
 
 # The same runner under AddressSanitizer + UBSan (the pytest suite runs one
 # clean workload through it) and the C unit test of the stream reader and marks.
-$(WL_BUILD)/crashlab-runner-asan: $(WL_SRC) $(WL_HDR) $(WL_DIR)/build.mk
+$(WL_BUILD)/crashlab-runner-asan: $(WL_SRC) $(WL_HDR) $(WL_DIR)/build.mk $(WL_DHL_SRC) dhl/include/dhl.h dhl/src/internal.h
 	@mkdir -p $(WL_BUILD)
-	$(CC) $(CFLAGS_COMMON) $(ASAN_FLAGS) $(WL_SQLITE_CFLAGS) -o $@ $(WL_SRC) $(WL_SQLITE_LIBS)
+	$(CC) $(CFLAGS_COMMON) $(ASAN_FLAGS) $(WL_SQLITE_CFLAGS) $(WL_DHL_CFLAGS) -Idhl/src -o $@ \
+	    $(WL_SRC) $(WL_DHL_SRC) $(WL_SQLITE_LIBS) $(WL_DHL_LIBS)
 
 $(WL_BUILD)/test_runner: $(WL_TEST_SRC) $(WL_HDR) $(WL_DIR)/build.mk
 	@mkdir -p $(WL_BUILD)

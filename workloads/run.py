@@ -6,7 +6,8 @@ meta.json keys written here (merged into the recorder's):
     "sut":      SUT name (workloads/suts.py)
     "workload": canonical spec string (workloads/spec.py), seed included
     "seed":     the spec's seed (also inside "workload"; kept for readers)
-    "db":       the database file name, relative to the file system's root
+    "db":       the database file name, relative to the file system's root (for a
+                raw SUT: the name the checkers give the recovered device image)
     "runner":   the runner's --stats report (added after the run, if any)
 """
 
@@ -18,10 +19,11 @@ from pathlib import Path
 from typing import Any
 
 from harness.errors import CrashlabError
+from harness.record.backend import DEV_ENV
 from workloads.generate import write_opstream
 from workloads.oracle import Oracle
 from workloads.spec import WorkloadSpec, parse_spec
-from workloads.suts import Sut, get_sut
+from workloads.suts import SUTS, Sut, get_sut
 
 BUILD_DIR = Path(__file__).resolve().parent / "build"
 DB_NAME = "crashlab.db"
@@ -38,8 +40,9 @@ def runner_path(*, asan: bool = False) -> Path:
 def runner_command(
     sut: Sut,
     ops: Path | str,
-    db: Path | str,
+    db: Path | str | None,
     *,
+    db_env: str | None = None,
     marks: Path | str | None = None,
     stats: Path | str | None = None,
     latency: Path | str | None = None,
@@ -47,8 +50,13 @@ def runner_command(
 ) -> list[str]:
     """The argv that runs op stream ``ops`` on ``sut`` with database ``db``.
     Marks go to ``marks`` if given, else to the channel in the environment
-    (CRASHLAB_MARK / CRASHLAB_MARK_DM, see workloads/runner/marks.h)."""
-    cmd = [str(runner or runner_path()), "--ops", str(ops), "--db", str(db), *sut.runner_args()]
+    (CRASHLAB_MARK / CRASHLAB_MARK_DM, see workloads/runner/marks.h).  With
+    ``db_env`` (and ``db`` None) the runner takes the database path from that
+    environment variable when it starts."""
+    if (db is None) == (db_env is None):
+        raise CrashlabError("runner_command: give exactly one of db and db_env")
+    where = ["--db", str(db)] if db is not None else ["--db-env", str(db_env)]
+    cmd = [str(runner or runner_path()), "--ops", str(ops), *where, *sut.runner_args()]
     for flag, value in (("--marks", marks), ("--stats", stats), ("--latency", latency)):
         if value is not None:
             cmd += [flag, str(value)]
@@ -80,15 +88,31 @@ def oracle_from_meta(meta: Mapping[str, Any]) -> Oracle:
     return Oracle(spec_from_meta(meta)[1])
 
 
+def check_sut_fs(sut: Sut, fs: str) -> None:
+    """A raw SUT is recorded only on the raw device (fs "raw") and every
+    other SUT only on a file system; CrashlabError says which to use."""
+    if sut.raw and fs != "raw":
+        raise CrashlabError(f"SUT {sut.name} runs on the raw device: record it with --fs raw")
+    if not sut.raw and fs == "raw":
+        raise CrashlabError(f"SUT {sut.name} needs a file system: --fs raw is only for the "
+                            "raw SUTs (" + ", ".join(n for n, s in SUTS.items() if s.raw) + ")")
+
+
 def workload_command(
-    sut_name: str, spec_text: str, workdir: Path
+    sut_name: str, spec_text: str, workdir: Path, fs: str = "ext4"
 ) -> tuple[list[str], dict[str, Any], Path]:
     """For ``crashlab record --sut --workload``: write the op stream into
     ``workdir`` (which must lie outside the recorded file system) and return
     the runner command (database ``DB_NAME`` relative to the cwd, which the
-    recorder sets to the mount point), the meta.json entries and where the
-    runner's --stats report will be."""
+    recorder sets to the mount point; for a raw SUT the device the recorder
+    names in ``DEV_ENV``), the meta.json entries and where the runner's
+    --stats report will be."""
     sut, spec = get_sut(sut_name), parse_spec(spec_text)
+    check_sut_fs(sut, fs)
     ops = write_opstream(spec, workdir / "workload.ops")
     stats = workdir / "runner-stats.json"
-    return runner_command(sut, ops, DB_NAME, stats=stats), workload_meta(sut, spec), stats
+    if sut.raw:
+        cmd = runner_command(sut, ops, None, db_env=DEV_ENV, stats=stats)
+    else:
+        cmd = runner_command(sut, ops, DB_NAME, stats=stats)
+    return cmd, workload_meta(sut, spec), stats

@@ -8,9 +8,11 @@ documented rule the expectation rests on.  The setting assumed is the one
 crashlab records: a journaling Linux file system (ext4 data=ordered, xfs,
 btrfs) on a disk that honours flushes, power cut at any point of the write log.
 
-DHL SUTs (``dhl-tc``, ``dhl-cc``, ``dhl-tc-opt``, ``dhl-cc-opt``, ``dhl-nolog``)
-are to be added as more entries of SUTS with engine "dhl" once the runner has
-a DHL engine (workloads/runner/engine.h).
+DHL SUTs (engine "dhl", workloads/runner/engine_dhl.c): ``dhl-tc``,
+``dhl-cc``, ``dhl-tc-opt``, ``dhl-cc-opt`` and the unsafe ``dhl-nolog``, each
+on the database file in the recorded file system, and a ``…-raw`` twin
+(``raw=True``) that runs on the recorded block device itself with no file
+system (``crashlab record --fs raw``; the fast tier of the sweep).
 """
 
 from __future__ import annotations
@@ -46,6 +48,9 @@ class Sut:
     description: str
     runner_options: tuple[tuple[str, str], ...]  # (--flag, value) for crashlab-runner
     guarantees: tuple[Guarantee, ...]  # one per DB_INVARIANTS entry, in that order
+    # True: the database is the raw recorded block device (no file system);
+    # such a SUT is recorded only with fs "raw", and every other one never is.
+    raw: bool = False
 
     def runner_args(self) -> list[str]:
         """The engine arguments of ``crashlab-runner`` (without --ops/--db)."""
@@ -121,6 +126,33 @@ _SYNCED_COMMIT = ("synchronous=FULL syncs the database file before COMMIT return
 _PREFIX = ("a crash state holds only writes issued before the cut, and no SUT writes a "
            "transaction's rows before the transaction is issued")
 
+# --- DHL: the thesis (../shared/seeds/dhl-thesis-doubleheader-logging.txt)
+# as restated in ../shared/design/DHL.md and dhl/FORMAT.md ------------------
+
+DOC_DHL = "DHL thesis §III (seeds/dhl-thesis-doubleheader-logging.txt); design/DHL.md"
+_DHL_TC = ("DHL traditional commit (thesis §3.2-3.3, Fig. 4): dirty pages are written "
+           "with the new slot header beside the committed one, fsync, then the header page "
+           "with FCC = T, fsync; 'if the system crashes after we flush the dirty page but "
+           "before the transaction commits ... a recovery process must ... invalidate the "
+           "updated slot-header whose TID is greater than the FCC'")
+_DHL_CC = ("DHL counting commit (thesis §3.4): dirty pages and the commit record (FCC = T "
+           "and the transaction size) are written with one fsync and no ordering; recovery "
+           "counts the slot headers with TID = FCC and 'will rollback to the previous "
+           "consistent state' when the count is short")
+_DHL_OPT = ("; metadata embedding (thesis §IV, after Kim et al.): FCC and the transaction "
+            "size live in the most recently updated data page and recovery scans every page "
+            "for the largest FCC")
+_DHL_DURABLE = ("dhl_commit returns only after the sync that makes the commit record durable "
+                "(the last of TC's two syncs, CC's only one), and recovery never rolls back "
+                "a complete commit record (T+1 never overwrites T's slot headers: DHL.md)")
+_DHL_NOLOG = ("DHL NOLOG, the thesis's OFF_OPT lower bound (§IV, Fig. 7-8): pages are "
+              "rewritten in place through one slot header, the header page after them, one "
+              "fsync, and there is no recovery (dhl/FORMAT.md: 'unsafe by design'); a power "
+              "loss mid-transaction can leave some pages of it, a split's parent pointing "
+              "past the stored page count, or a torn page")
+_DHL_NOLOG_DURABLE = ("NOLOG syncs every page of a transaction before dhl_commit returns, "
+                      "and with no log there is nothing that can undo a durable page")
+
 
 def _g(invariant: str, promised: bool, rule: str, source: str) -> Guarantee:
     return Guarantee(invariant, promised, rule, source)
@@ -137,6 +169,45 @@ def _sqlite(name: str, journal: str, sync: str, description: str,
                         ("--page-size", str(PAGE_SIZE))),
         guarantees=tuple(guarantees),
     )
+
+
+def _dhl(name: str, mode: str, description: str, guarantees: list[Guarantee],
+         *, raw: bool = False) -> Sut:
+    guarantees.append(_g("DB-PREFIX", True, _PREFIX, DOC_CRASHLAB))
+    where = "on the raw recorded block device, no file system" if raw else \
+        "on a file in the recorded file system"
+    return Sut(
+        name=name + ("-raw" if raw else ""),
+        engine="dhl",
+        description=f"{description}, {where}",
+        runner_options=(("--dhl-mode", mode), ("--sync", "fsync"),
+                        ("--page-size", str(PAGE_SIZE))),
+        guarantees=tuple(guarantees),
+        raw=raw,
+    )
+
+
+def _dhl_suts() -> list[Sut]:
+    """Every DHL SUT, file and raw."""
+    modes = [
+        ("dhl-tc", "tc", "DHL, traditional commit (two syncs per transaction)", _DHL_TC),
+        ("dhl-cc", "cc", "DHL, counting commit (one sync per transaction)", _DHL_CC),
+        ("dhl-tc-opt", "tc_opt", "DHL, traditional commit with metadata embedding",
+         _DHL_TC + _DHL_OPT),
+        ("dhl-cc-opt", "cc_opt", "DHL, counting commit with metadata embedding",
+         _DHL_CC + _DHL_OPT),
+    ]
+    out = []
+    for raw in (False, True):
+        for name, mode, desc, rule in modes:
+            out.append(_dhl(name, mode, desc, _safe(rule, DOC_DHL,
+                                                    _g("DB-DURABLE", True, _DHL_DURABLE, DOC_DHL)),
+                            raw=raw))
+        out.append(_dhl("dhl-nolog", "nolog", "DHL without logging: in place, no recovery (UNSAFE)",
+                        _unsafe(_DHL_NOLOG, DOC_DHL,
+                                _g("DB-DURABLE", True, _DHL_NOLOG_DURABLE, DOC_DHL)),
+                        raw=raw))
+    return out
 
 
 def _safe(rule: str, source: str, durable: Guarantee) -> list[Guarantee]:
@@ -187,6 +258,7 @@ _ALL: tuple[Sut, ...] = (
     _sqlite("sqlite-off", "OFF", "FULL",
             "no rollback journal, synchronous=FULL",
             _unsafe(_OFF, DOC_JOURNAL, _g("DB-DURABLE", True, _SYNCED_COMMIT, DOC_SYNC))),
+    *_dhl_suts(),
 )
 
 SUTS: dict[str, Sut] = {s.name: s for s in _ALL}

@@ -14,7 +14,7 @@ from harness.images import FILESYSTEMS
 from harness.record.backends import CHOICES, select_backend
 from harness.record.recorder import record, tmp_parent
 from harness.rundir import RunDir
-from workloads.run import workload_command
+from workloads.run import check_sut_fs, workload_command
 from workloads.spec import parse_spec
 from workloads.suts import get_sut
 
@@ -23,7 +23,8 @@ from workloads.suts import get_sut
 @click.option("--backend", type=click.Choice(CHOICES), default="auto", show_default=True,
               help="how writes are recorded (auto: dm, else fuse)")
 @click.option("--fs", type=click.Choice(FILESYSTEMS), default="ext4", show_default=True,
-              help="file system of the base image")
+              help="file system of the base image (raw: none; the command gets the "
+              "device in CRASHLAB_DEV)")
 @click.option("--out", required=True, type=click.Path(path_type=Path),
               help="run directory to create (writes.log, meta.json)")
 @click.option("--sut", help="with --workload: run crashlab-runner for this SUT "
@@ -44,7 +45,8 @@ def record_cmd(
     if sut is not None or workload is not None:
         if command or not sut or not workload:
             raise CrashlabError("give --sut and --workload together, and no COMMAND with them")
-        get_sut(sut), parse_spec(workload)  # bad input fails before any setup
+        check_sut_fs(get_sut(sut), fs)  # bad input fails before any setup
+        parse_spec(workload)
     _, choice = select_backend(backend)
     click.echo(f"crashlab: recording with {choice}", err=True)
     if sut is None or workload is None:
@@ -69,7 +71,7 @@ def _record_workload(sut: str, workload: str, out: Path, fs: str, backend: str) 
     the canonical spec and seed (the oracle is rebuilt from them) and the
     runner's own counts."""
     with tempfile.TemporaryDirectory(prefix="crashlab-wl-", dir=tmp_parent()) as tmp:
-        cmd, extra, stats = workload_command(sut, workload, Path(tmp))
+        cmd, extra, stats = workload_command(sut, workload, Path(tmp), fs)
         run = record(cmd, out, fs=fs, backend=backend, extra_meta=extra)
         if stats.exists():
             run.write_meta({**run.meta(), "runner": json.loads(stats.read_text())})

@@ -7,7 +7,9 @@ A backend that works on a host block device implements :meth:`attach`: it
 attaches a working image and a log and yields a :class:`Device` (the block
 device to put the file system on, a ``mark`` callable, and the environment
 that tells a workload how to write marks itself).  The base class stacks the
-file system mount and the command on top of it."""
+file system mount and the command on top of it — or, for ``fs == "raw"``, the
+command alone: it gets the device's path in ``DEV_ENV`` and writes to it
+directly (a database on the raw device, no file system)."""
 
 from __future__ import annotations
 
@@ -25,6 +27,9 @@ from harness.sysops import is_mounted, mount, signals_deferred, umount
 # A mark label: what fits in one 512-byte log header, no whitespace (the dm
 # backend passes it as one `dmsetup message` word), no NUL.
 MARK_MAX = 480
+# fs "raw": the environment variable that names the recorded block device.
+DEV_ENV = "CRASHLAB_DEV"
+RAW = "raw"
 
 
 def check_label(label: str) -> bytes:
@@ -98,6 +103,14 @@ class Backend(ABC):
         env: Mapping[str, str],
     ) -> int:
         """Run ``command`` with cwd = the mounted file system and ``env`` plus
-        CRASHLAB_MNT and the mark channel; return its exit status."""
+        CRASHLAB_MNT and the mark channel; return its exit status.  With
+        ``fs == "raw"`` nothing is mounted: cwd is an empty scratch directory
+        and ``env`` gets DEV_ENV (the block device) and the mark channel."""
+        if fs == RAW:
+            with self.attach(image, log, workdir) as dev:
+                cwd = workdir / "raw-cwd"
+                cwd.mkdir()
+                return run_command(command, cwd=cwd,
+                                   env={**env, DEV_ENV: dev.path, **dev.mark_env})
         with self.mounted(image, log, workdir, fs) as m:
             return run_command(command, cwd=m.mountpoint, env={**env, **m.env})

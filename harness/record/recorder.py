@@ -100,6 +100,9 @@ def record(
     unmount's writes.  ``extra_meta`` is merged into meta.json (its keys may
     not clash with the recorder's).  ``final_image``, when given, receives a
     copy of the working image after teardown (tests compare it with a replay).
+    ``fs="raw"`` records the bare device (a zero-filled base image, nothing
+    mounted): the command gets its path in CRASHLAB_DEV (``DEV_ENV``) and runs
+    in an empty scratch directory.
 
     A failing command still leaves the log and meta.json (``exit_status``);
     an interrupt (SIGINT/SIGTERM) tears everything down, writes meta.json

@@ -1,7 +1,7 @@
 /*
 ** The engine interface: one vtable per storage engine the runner can drive.
-** engine_sqlite.c is the SQLite engine; a DHL engine (engine_dhl.c, linking
-** libdhl) plugs in as one more engine_vtab listed in ENGINES (main.c).
+** engine_sqlite.c is the SQLite engine, engine_dhl.c the DHL engine (libdhl);
+** both are listed in ENGINES (main.c).
 **
 ** Contract for every engine: rows live in tables 0..ntables-1 keyed by a
 ** signed 64-bit key with an opaque byte-string value.  Each call returns 0
@@ -29,6 +29,8 @@ typedef struct engine_options {
   const char *db;            /* database path */
   const char *journal_mode;  /* SQLite: DELETE, TRUNCATE, PERSIST, WAL, MEMORY, OFF */
   const char *synchronous;   /* SQLite: OFF, NORMAL, FULL, EXTRA */
+  const char *dhl_mode;      /* DHL: tc, cc, tc_opt, cc_opt, nolog */
+  const char *sync;          /* DHL: fsync, fdatasync */
   int page_size;
   uint32_t ntables;
 } engine_options;
@@ -55,5 +57,6 @@ typedef struct engine_vtab {
 } engine_vtab;
 
 extern const engine_vtab engine_sqlite;
+extern const engine_vtab engine_dhl;
 
 #endif

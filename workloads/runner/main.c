@@ -5,6 +5,9 @@
 **   txn-begin:K    before transaction K's BEGIN
 **   txn-ack:K      only after transaction K's commit call returned success
 **   workload-end   after the last transaction and the engine's close
+** The database is --db PATH, or with --db-env NAME the path held by the
+** environment variable NAME (the recorder's raw tier puts the recorded block
+** device in CRASHLAB_DEV: it exists only once recording has started).
 ** Any failure prints one line "crashlab-runner: ..." on stderr and exits 1
 ** (2 for bad arguments or a malformed op stream); a failed commit is never
 ** followed by its txn-ack.
@@ -23,7 +26,7 @@
 #include "marks.h"
 #include "opstream.h"
 
-static const engine_vtab *const ENGINES[] = {&engine_sqlite, NULL};
+static const engine_vtab *const ENGINES[] = {&engine_sqlite, &engine_dhl, NULL};
 
 static void die(int code, const char *fmt, ...) {
   va_list ap;
@@ -38,9 +41,10 @@ static void die(int code, const char *fmt, ...) {
 static void usage_error(const char *fmt, const char *arg) {
   fprintf(stderr, "crashlab-runner: ");
   fprintf(stderr, fmt, arg);
-  fprintf(stderr, "\nusage: crashlab-runner --ops FILE --db PATH [--engine sqlite] "
-          "[--journal-mode M] [--synchronous S] [--page-size N] [--marks FILE] "
-          "[--latency FILE] [--stats FILE]\n");
+  fprintf(stderr, "\nusage: crashlab-runner --ops FILE (--db PATH | --db-env NAME) "
+          "[--engine sqlite|dhl] [--journal-mode M] [--synchronous S] [--dhl-mode M] "
+          "[--sync fsync|fdatasync] [--page-size N] [--marks FILE] [--latency FILE] "
+          "[--stats FILE]\n");
   exit(2);
 }
 
@@ -107,13 +111,17 @@ static engine_counters diff(const engine_counters *a, const engine_counters *b) 
 int main(int argc, char **argv) {
   const char *ops_path = NULL, *marks_path = NULL, *latency_path = NULL, *stats_path = NULL;
   const char *engine_name = "sqlite";
-  engine_options opt = {NULL, "DELETE", "FULL", 4096, 0};
+  const char *db_env = NULL;
+  engine_options opt = {.db = NULL, .journal_mode = "DELETE", .synchronous = "FULL",
+                        .dhl_mode = "tc", .sync = "fsync", .page_size = 4096, .ntables = 0};
   static const struct option LONG[] = {
     {"ops", required_argument, 0, 'o'},          {"db", required_argument, 0, 'd'},
     {"engine", required_argument, 0, 'e'},       {"journal-mode", required_argument, 0, 'j'},
     {"synchronous", required_argument, 0, 's'},  {"page-size", required_argument, 0, 'p'},
     {"marks", required_argument, 0, 'm'},        {"latency", required_argument, 0, 'l'},
-    {"stats", required_argument, 0, 'S'},        {0, 0, 0, 0},
+    {"stats", required_argument, 0, 'S'},        {"db-env", required_argument, 0, 'E'},
+    {"dhl-mode", required_argument, 0, 'M'},     {"sync", required_argument, 0, 'y'},
+    {0, 0, 0, 0},
   };
   int c;
   opterr = 0;
@@ -135,16 +143,24 @@ int main(int argc, char **argv) {
       case 'm': marks_path = optarg; break;
       case 'l': latency_path = optarg; break;
       case 'S': stats_path = optarg; break;
+      case 'E': db_env = optarg; break;
+      case 'M': opt.dhl_mode = optarg; break;
+      case 'y': opt.sync = optarg; break;
       default: usage_error("unknown or incomplete option %s", argv[optind - 1]);
     }
   }
   if (optind != argc) usage_error("unexpected argument %s", argv[optind]);
   if (!ops_path) usage_error("%s", "--ops FILE is required");
+  if (opt.db && db_env) usage_error("%s", "give --db or --db-env, not both");
+  if (db_env) {
+    opt.db = getenv(db_env);
+    if (!opt.db || !*opt.db) usage_error("--db-env %s: the variable is not set", db_env);
+  }
   if (!opt.db) usage_error("%s", "--db PATH is required");
   const engine_vtab *vt = NULL;
   for (int i = 0; ENGINES[i]; i++)
     if (strcmp(ENGINES[i]->name, engine_name) == 0) vt = ENGINES[i];
-  if (!vt) usage_error("unknown engine %s (choose from sqlite)", engine_name);
+  if (!vt) usage_error("unknown engine %s (choose from sqlite, dhl)", engine_name);
 
   ops_stream s;
   if (ops_open_file(&s, ops_path) != 0) die(2, "%s", s.err);
@@ -222,10 +238,14 @@ int main(int argc, char **argv) {
   if (stats_path) {
     engine_counters w = diff(&c_start, &c_end);
     sbuf b = {0};
-    sb_printf(&b, "{\n  \"engine\": \"%s\",\n  \"journal_mode\": \"%s\",\n  \"synchronous\": "
-              "\"%s\",\n  \"page_size\": %d,\n  \"transactions\": %u,\n  \"elapsed_us\": %" PRIu64
-              ",\n  \"marks\": \"%s\",\n", vt->name, opt.journal_mode, opt.synchronous,
-              opt.page_size, done_txns, t_end - t_start, channel);
+    sb_printf(&b, "{\n  \"engine\": \"%s\",\n", vt->name);
+    if (vt == &engine_dhl)
+      sb_printf(&b, "  \"dhl_mode\": \"%s\",\n  \"sync\": \"%s\",\n", opt.dhl_mode, opt.sync);
+    else
+      sb_printf(&b, "  \"journal_mode\": \"%s\",\n  \"synchronous\": \"%s\",\n",
+                opt.journal_mode, opt.synchronous);
+    sb_printf(&b, "  \"page_size\": %d,\n  \"transactions\": %u,\n  \"elapsed_us\": %" PRIu64
+              ",\n  \"marks\": \"%s\",\n", opt.page_size, done_txns, t_end - t_start, channel);
     sb_counters(&b, "workload", &w);
     sb_printf(&b, ",\n");
     sb_counters(&b, "total", &c_final);
