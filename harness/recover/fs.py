@@ -1,6 +1,6 @@
 """File-system recovery of one crash image.
 
-ext4 needs no root: ``e2fsck -E journal_only`` replays the journal on the
+ext4 needs no root: ``e2fsck -E journal_only`` (without -f) replays the journal on the
 image file, a read-only ``e2fsck -fn`` then tells whether anything beyond
 journal replay would need repair (FS-RECOVER), and ``debugfs rdump``
 extracts the files.  A state that needs repairs is repaired with
@@ -59,7 +59,9 @@ def recover_ext4(image: Path, out_dir: Path, *, check: bool = True) -> FsRecover
     """Replay the journal of the ext4 ``image`` in place, check it, repair
     if needed, and extract every file under ``out_dir``."""
     rec = FsRecovery("ext4", ok=False, journal_replayed=False, needed_repair=False)
-    p = _run(["e2fsck", "-fy", "-E", "journal_only", str(image)])
+    # No -f here: with -f, e2fsck runs its full check and repairs silently
+    # despite journal_only, and FS-RECOVER could never fail.
+    p = _run(["e2fsck", "-y", "-E", "journal_only", str(image)])
     rec.steps.append(f"e2fsck -E journal_only: exit {p.returncode}")
     if p.returncode & ~(FSCK_CORRECTED | FSCK_REBOOT):
         why = _complaints(p.stdout + p.stderr)
