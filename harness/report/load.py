@@ -1,0 +1,120 @@
+"""Reading a sweep folder back: summary.json (required), violations.jsonl,
+timing.json, and each cell's run meta.json and check result.json (optional:
+what is missing is reported as missing, never invented).
+
+The report is generated from these files alone, so ``crashlab report`` works
+on a sweep folder copied off the machine that ran it.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from harness.errors import CrashlabError
+
+SUMMARY = "summary.json"
+VIOLATIONS = "violations.jsonl"
+TIMING = "timing.json"
+CELL_KEYS = ("sut", "workload", "fs", "strategy", "run", "states", "verdicts", "expectation")
+
+
+@dataclass
+class Sweep:
+    path: Path
+    summary: dict[str, Any]
+    timing: dict[str, Any]
+    metas: dict[str, dict[str, Any] | None] = field(default_factory=dict)  # run → meta.json
+    results: dict[int, dict[str, Any] | None] = field(default_factory=dict)  # cell → result.json
+
+    @property
+    def name(self) -> str:
+        return str(self.summary.get("sweep", self.path.name))
+
+    @property
+    def cells(self) -> list[dict[str, Any]]:
+        return self.summary["cells"]
+
+    def run_dir(self, cell: dict[str, Any]) -> Path:
+        return self.path / cell["run"]
+
+    def violations(self) -> Iterator[dict[str, Any]]:
+        """Stream violations.jsonl (it can be large); a missing file means
+        the sweep recorded none (older sweeps) only if no cell failed."""
+        path = self.path / VIOLATIONS
+        if not path.exists():
+            if any(v.get("fail", 0) for c in self.cells for v in c["verdicts"].values()):
+                raise CrashlabError(f"{path}: missing, but summary.json counts failures")
+            return
+        with path.open() as f:
+            for n, line in enumerate(f, 1):
+                if not line.strip():
+                    continue
+                try:
+                    rec = json.loads(line)
+                except json.JSONDecodeError as e:
+                    raise CrashlabError(f"{path}: line {n}: corrupt JSON ({e})") from None
+                if not isinstance(rec, dict) or "invariant" not in rec or "sut" not in rec:
+                    raise CrashlabError(f"{path}: line {n}: not a violation record")
+                yield rec
+
+
+def _read_json(path: Path) -> Any:  # noqa: ANN401
+    try:
+        return json.loads(path.read_text())
+    except json.JSONDecodeError as e:
+        raise CrashlabError(f"{path}: corrupt JSON ({e})") from None
+
+
+def _optional_json(path: Path) -> Any:  # noqa: ANN401
+    """The parsed file, or None when it is absent or unreadable (the report
+    then says the figure is unavailable)."""
+    try:
+        return json.loads(path.read_text())
+    except (OSError, json.JSONDecodeError):
+        return None
+
+
+def _check_result(run: Path, cell: dict[str, Any]) -> dict[str, Any] | None:
+    """The result.json under RUN/check/ that this summary cell came from:
+    same strategy and the same state counts (a run can hold checks made with
+    other options)."""
+    candidates = []
+    for path in sorted((run / "check").glob("*/result.json")):
+        res = _optional_json(path)
+        if isinstance(res, dict) and res.get("strategy") == cell["strategy"]:
+            candidates.append(res)
+    for res in candidates:
+        if res.get("states") == cell["states"]:
+            return res
+    return candidates[0] if len(candidates) == 1 else None
+
+
+def load_sweep(path: Path | str) -> Sweep:
+    """Read a sweep folder; raise :class:`CrashlabError` (one line) when it is
+    not one."""
+    root = Path(path)
+    if not root.is_dir():
+        raise CrashlabError(f"{root}: no such sweep folder")
+    spath = root / SUMMARY
+    if not spath.exists():
+        raise CrashlabError(f"{root}: not a sweep folder (no {SUMMARY})")
+    summary = _read_json(spath)
+    if not isinstance(summary, dict) or not isinstance(summary.get("cells"), list):
+        raise CrashlabError(f"{spath}: not a sweep summary (no cells list)")
+    for i, cell in enumerate(summary["cells"]):
+        missing = [k for k in CELL_KEYS if not isinstance(cell, dict) or k not in cell]
+        if missing:
+            raise CrashlabError(f"{spath}: cell {i} lacks {', '.join(missing)}")
+    timing = _optional_json(root / TIMING)
+    sweep = Sweep(root, summary, timing if isinstance(timing, dict) else {})
+    for i, cell in enumerate(sweep.cells):
+        run = sweep.run_dir(cell)
+        if cell["run"] not in sweep.metas:
+            meta = _optional_json(run / "meta.json")
+            sweep.metas[cell["run"]] = meta if isinstance(meta, dict) else None
+        sweep.results[i] = _check_result(run, cell)
+    return sweep

@@ -1,0 +1,53 @@
+"""The seed papers' published I/O figures, for comparison beside ours.
+
+Every figure here is the papers' number, not a measurement of ours (source:
+../shared/design/WORKLOADS.md "Reference I/O figures", checked against the
+papers' text in ../shared/seeds/).  Both tables measure one 100-byte insert
+per transaction on ext4, split into the ext4 data region and the ext4
+journal region, in KB.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class PaperIo:
+    source: str
+    mode: str  # SQLite journal_mode
+    data_kb: float
+    journal_kb: float
+    total_kb: float
+    note: str = ""
+
+
+WALDIO = "WALDIO (ATC'15) Table 1"
+MAW = "MAW Table I"
+
+PAPER_IO: tuple[PaperIo, ...] = (
+    PaperIo(WALDIO, "OFF", 8, 12, 20, "JOJ 0"),
+    PaperIo(WALDIO, "WAL", 8, 20, 28, "JOJ 20"),
+    PaperIo(WALDIO, "DELETE", 24, 56, 80, "JOJ 44"),
+    PaperIo(WALDIO, "TRUNCATE", 24, 48, 72, "JOJ 36"),
+    PaperIo(WALDIO, "PERSIST", 28, 52, 80, "JOJ 40"),
+    PaperIo(MAW, "DELETE", 32, 32, 64),
+    PaperIo(MAW, "TRUNCATE", 32, 44, 76),
+    PaperIo(MAW, "PERSIST", 36, 12, 48, "fdatasync 4 per transaction"),
+    PaperIo(MAW, "WAL", 12, 24, 36, "fdatasync 1 per transaction"),
+)
+
+# The published setting: one insert of a 100-byte value per transaction, ext4.
+SETTING = "ext4, one 100-byte insert per transaction"
+
+
+def modes() -> list[str]:
+    """The journal modes the papers measured, in first-appearance order."""
+    return list(dict.fromkeys(p.mode for p in PAPER_IO))
+
+
+def figure(source: str, mode: str) -> PaperIo | None:
+    for p in PAPER_IO:
+        if p.source == source and p.mode == mode:
+            return p
+    return None
