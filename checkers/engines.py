@@ -19,6 +19,7 @@ from harness.errors import CrashlabError
 
 ENGINE_CHECKERS = {
     "sqlite": "checkers.sqlite",
+    "dhl": "checkers.dhl",
 }
 
 

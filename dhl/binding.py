@@ -114,6 +114,9 @@ def lib() -> C.CDLL:
                                        C.POINTER(u32)]),
         "dhl_read_page": (C.c_int, [P, u32, C.c_char_p]),
         "dhl_valid_slot": (C.c_int, [u32, u32, u32]),
+        "dhl_image_headers": (C.c_int, [C.c_char_p, u32, u32, u32, u32, C.POINTER(u32)]),
+        "dhl_reachable": (C.c_int, [P, C.POINTER(u32), C.POINTER(u32), C.POINTER(C.c_int32), u32,
+                                    C.POINTER(u32)]),
         "dhl_abi_size": (sz, [C.c_int]),
     }
     for name, (res, args) in sig.items():
@@ -130,6 +133,48 @@ def valid_slot(tid0: int, tid1: int, fcc: int) -> int:
     """The read rule: the slot with the greater TID among those with
     TID != INV and TID <= fcc; -1 if neither."""
     return lib().dhl_valid_slot(tid0, tid1, fcc)
+
+
+@dataclass(frozen=True)
+class Headers:
+    """Both slot headers of one stored page image, decoded by
+    ``dhl_image_headers``: TIDs, commit fields, and ``aux`` (record count of
+    a data page slot; page count of a header meta slot)."""
+
+    pgno: int
+    tid: tuple[int, int]
+    commit: tuple[int, int]
+    aux: tuple[int, int]
+
+
+def image_headers(data: bytes, page_size: int, first_pgno: int, ntrees: int) -> list[Headers]:
+    """Decode the slot headers of the consecutive page images in ``data``
+    (``len(data) // page_size`` pages, the first being ``first_pgno``)."""
+    n = len(data) // page_size
+    out = (C.c_uint32 * (6 * n + 1))()
+    rc = lib().dhl_image_headers(data, page_size, first_pgno, n, ntrees, out)
+    if rc:
+        raise DhlError(rc, f"bad page size {page_size} or tree count {ntrees}")
+    return [Headers(first_pgno + i, (out[6 * i], out[6 * i + 1]), (out[6 * i + 2], out[6 * i + 3]),
+                    (out[6 * i + 4], out[6 * i + 5])) for i in range(n)]
+
+
+def file_headers(path: str | os.PathLike[str], page_size: int, ntrees: int,
+                 npages: int | None = None) -> list[Headers]:
+    """The slot headers of the first ``npages`` pages (default: every whole
+    page) of a database file as stored, read in chunks."""
+    out: list[Headers] = []
+    chunk = max(1, (4 << 20) // page_size)
+    with open(path, "rb") as f:
+        size = os.fstat(f.fileno()).st_size // page_size
+        total = size if npages is None else min(size, npages)
+        p = 0
+        while p < total:
+            k = min(chunk, total - p)
+            data = os.pread(f.fileno(), k * page_size, p * page_size)
+            out += image_headers(data, page_size, p, ntrees)
+            p += k
+    return out
 
 
 @dataclass(frozen=True)
@@ -151,6 +196,91 @@ class PageInfo:
     slots: tuple[SlotHeader, SlotHeader]  # page 0: meta slots, nrec = page count
 
 
+_PREAD = C.CFUNCTYPE(C.c_int, C.c_void_p, C.c_void_p, C.c_size_t, C.c_uint64,
+                     C.POINTER(C.c_size_t))
+_PWRITE = C.CFUNCTYPE(C.c_int, C.c_void_p, C.c_void_p, C.c_size_t, C.c_uint64)
+_SYNC = C.CFUNCTYPE(C.c_int, C.c_void_p, C.c_int)
+_SIZE = C.CFUNCTYPE(C.c_int, C.c_void_p, C.POINTER(C.c_uint64))
+
+
+class _Io(C.Structure):
+    """Mirror of ``struct dhl_io``."""
+
+    _fields_ = [("ctx", C.c_void_p), ("pread", _PREAD), ("pwrite", _PWRITE), ("sync", _SYNC),
+                ("size", _SIZE), ("close", C.c_void_p)]
+
+
+@dataclass(frozen=True)
+class IoOp:
+    """One I/O the engine issued through a :class:`CaptureIO`: a write of
+    ``data`` at byte ``offset``, or a sync (``kind == "sync"``, no data)."""
+
+    kind: str  # "write" | "sync"
+    offset: int = 0
+    data: bytes = b""
+
+
+class CaptureIO:
+    """A ``struct dhl_io`` over a regular file, in Python, that records every
+    write and sync the engine issues (in issue order) in ``ops`` — the I/O
+    shim that lets a checker crash DHL's own recovery.  Writes also reach the
+    file; a sync is only recorded (the file is a scratch copy)."""
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        self.fd = os.open(path, os.O_RDWR)
+        self.ops: list[IoOp] = []
+
+        def pread(_ctx: object, buf: int, n: int, off: int, got: C._Pointer) -> int:
+            try:
+                data = os.pread(self.fd, n, off)
+            except OSError as e:
+                return -(e.errno or 5)
+            C.memmove(buf, data, len(data))
+            got[0] = len(data)
+            return 0
+
+        def pwrite(_ctx: object, buf: int, n: int, off: int) -> int:
+            data = C.string_at(buf, n)
+            try:
+                os.pwrite(self.fd, data, off)
+            except OSError as e:
+                return -(e.errno or 5)
+            self.ops.append(IoOp("write", off, data))
+            return 0
+
+        def sync(_ctx: object, _datasync: int) -> int:
+            self.ops.append(IoOp("sync"))
+            return 0
+
+        def size(_ctx: object, out: C._Pointer) -> int:
+            out[0] = os.fstat(self.fd).st_size
+            return 0
+
+        # the CFUNCTYPE objects must outlive every call: keep them on self
+        self._fns = (_PREAD(pread), _PWRITE(pwrite), _SYNC(sync), _SIZE(size))
+        self.struct = _Io(None, *self._fns, None)
+
+    def close(self) -> None:
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1
+
+    def __enter__(self) -> CaptureIO:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+@dataclass(frozen=True)
+class Reached:
+    """A page reached by walking the committed trees (:meth:`Database.reachable`)."""
+
+    pgno: int
+    parent: int  # page whose committed slot points here; 0 = the header page's root pointer
+    slot: int    # slot picked by the read rule; -1 none committed; -2 committed slot impossible
+
+
 class Database:
     """One connection to a DHL database (file, block device).  Use as a
     context manager or call close()."""
@@ -158,14 +288,16 @@ class Database:
     def __init__(self, path: str | os.PathLike[str], mode: str = "tc", *, create: bool = False,
                  truncate: bool = False, page_size: int = 0, ntrees: int = 0,
                  readonly: bool = False, recover: bool = True, fdatasync: bool = False,
-                 cache_pages: int = 0) -> None:
+                 cache_pages: int = 0, io: CaptureIO | None = None) -> None:
         if mode not in MODES:
             raise ValueError(f"unknown DHL mode {mode!r} (one of {', '.join(MODES)})")
         L = lib()
         flags = ((OPEN_CREATE if create else 0) | (OPEN_TRUNCATE if truncate else 0)
                  | (OPEN_READONLY if readonly else 0) | (0 if recover else OPEN_NORECOVER)
                  | (OPEN_FDATASYNC if fdatasync else 0))
-        o = _Options(page_size, MODES[mode], ntrees, flags, cache_pages, None)
+        o = _Options(page_size, MODES[mode], ntrees, flags, cache_pages,
+                     C.cast(C.pointer(io.struct), C.c_void_p) if io is not None else None)
+        self._io = io  # keeps the callbacks alive as long as the handle
         h = C.c_void_p()
         self.mode = mode
         self.path = str(path)
@@ -316,6 +448,27 @@ class Database:
             slots.append(SlotHeader(x.tid, x.nrec, x.free_off, x.commit, x.type,
                                     bool(x.array_ok), offs))
         return PageInfo(pi.pgno, bool(pi.is_data), pi.valid_slot, (slots[0], slots[1]))
+
+    def headers(self, pgno: int) -> tuple[int, int, int, int, int]:
+        """Cheaper :meth:`page` for scans: ``(tid0, tid1, commit0, commit1,
+        valid_slot)`` as stored (page 0: the meta slots)."""
+        pi = _PageInfo()
+        self._ok(lib().dhl_page_info(self._handle(), pgno, C.byref(pi)))
+        return (pi.slot[0].tid, pi.slot[1].tid, pi.slot[0].commit, pi.slot[1].commit,
+                pi.valid_slot)
+
+    def reachable(self) -> list[Reached]:
+        """Every page reached from the committed roots through the read rule,
+        in walk order, damage included (see ``dhl_reachable`` in dhl.h)."""
+        cap = max(16, int(self.info().page_count))
+        while True:
+            pages, parents = (C.c_uint32 * cap)(), (C.c_uint32 * cap)()
+            slots, n = (C.c_int32 * cap)(), C.c_uint32()
+            self._ok(lib().dhl_reachable(self._handle(), pages, parents, slots, cap,
+                                         C.byref(n)))
+            if n.value <= cap:
+                return [Reached(pages[i], parents[i], slots[i]) for i in range(n.value)]
+            cap = n.value
 
     def read_page(self, pgno: int) -> bytes:
         buf = C.create_string_buffer(self.info().page_size)

@@ -239,6 +239,29 @@ int dhl_slot_offsets(dhl *db, uint32_t pgno, int s, uint16_t *offs, uint32_t cap
 /* dhl_read_page: the raw stored bytes of page pgno (page_size bytes). */
 int dhl_read_page(dhl *db, uint32_t pgno, void *buf);
 
+/* dhl_reachable: walk every tree of the committed state from its root (the
+** committed meta slot) through the read rule, without the buffer cache and
+** without stopping at damage: for each page reached, in walk order, store its
+** number in pages[i], the page whose committed slot points at it in
+** parents[i] (0 = the header page's root pointer) and the slot the read rule
+** picks in slots[i] (-1: no committed slot header; -2: the committed slot is
+** impossible, see dhl_page_info's array_ok).  The walk does not descend
+** below such pages, nor follow a pointer outside the page count or to a page
+** already reached.  At most cap entries are stored; *n is the number
+** reached.  DHL_OK, or DHL_EIO/DHL_ENOMEM. */
+int dhl_reachable(dhl *db, uint32_t *pages, uint32_t *parents, int32_t *slots, uint32_t cap,
+                  uint32_t *n);
+
+/* dhl_image_headers: decode the slot headers of npages consecutive stored
+** page images in buf (page size ps, the first one is page first_pgno; page 0
+** is the header page of a database with ntrees trees).  For page i it stores
+** 6 values at out[6i]: tid0, tid1, commit0, commit1, aux0, aux1 — for a data
+** page aux is the slot's record count, for the header page the meta slot's
+** page count.  No handle: checkers decode page images taken from a write log
+** with it.  DHL_OK, or DHL_EINVAL for a bad page size or tree count. */
+int dhl_image_headers(const void *buf, uint32_t ps, uint32_t first_pgno, uint32_t npages,
+                      uint32_t ntrees, uint32_t *out);
+
 /* dhl_valid_slot: the read rule: among slots with TID != INV and TID <=
 ** fcc, the one with the greater TID; -1 if neither. */
 int dhl_valid_slot(uint32_t tid0, uint32_t tid1, uint32_t fcc);

@@ -262,3 +262,93 @@ int dhl_slot_offsets(dhl *db, uint32_t pgno, int s, uint16_t *offs, uint32_t cap
     free(b);
     return rc;
 }
+
+/* dhl_reachable: see dhl.h.  An explicit stack (no recursion): damaged
+** images may hold arbitrarily deep or cyclic pointers. */
+int dhl_reachable(dhl *db, uint32_t *pages, uint32_t *parents, int32_t *slots, uint32_t cap,
+                  uint32_t *n)
+{
+    if (!db || !db->opened || !n)
+        return DHL_EMISUSE;
+    db->err[0] = 0;
+    *n = 0;
+    const struct meta *m = &db->committed;
+    uint32_t pc = m->page_count;
+    uint64_t fp = dhl__file_pages(db);
+    uint8_t *seen = calloc((size_t)pc + 1, 1);
+    uint32_t *stk = malloc(sizeof *stk * 2 * ((size_t)pc + 1)); /* (page, parent) pairs */
+    uint8_t *buf = malloc(db->ps);
+    int rc = (seen && stk && buf) ? DHL_OK : dhl__err(db, DHL_ENOMEM, "out of memory");
+    size_t sp = 0;
+    for (uint32_t t = db->ntrees; !rc && t-- > 0;)
+        if (m->roots[t] && m->roots[t] < pc && !seen[m->roots[t]]) {
+            seen[m->roots[t]] = 1;
+            stk[sp++] = m->roots[t];
+            stk[sp++] = 0;
+        }
+    char save[sizeof db->err];
+    while (!rc && sp > 0) {
+        uint32_t parent = stk[--sp], pgno = stk[--sp];
+        int32_t cs = -1;
+        if ((uint64_t)pgno < fp) {
+            if ((rc = dhl__read(db, pgno, buf, NULL)))
+                break;
+            cs = dhl__page_cslot(db, buf);
+            memcpy(save, db->err, sizeof save);
+            if (cs >= 0 && dhl__slot_check(db, buf, cs, pgno) != DHL_OK)
+                cs = -2;
+            memcpy(db->err, save, sizeof save);
+        }
+        if (*n < cap) {
+            pages[*n] = pgno;
+            parents[*n] = parent;
+            slots[*n] = cs;
+        }
+        (*n)++;
+        if (cs < 0 || buf[cs * DHL_SLOT_SIZE + DHL_SLOT_TYPE] != DHL_PAGE_INTERIOR)
+            continue;
+        uint32_t nr = get16(buf + cs * DHL_SLOT_SIZE + DHL_SLOT_NREC);
+        /* push children right to left so the walk visits them left to right */
+        for (uint32_t i = nr; i-- > 0;) {
+            uint32_t child = get32(buf + get16(buf + DHL_PAGE_ARRAY + 4 * i + 2 * cs) + DHL_REC_HDR);
+            if (child == 0 || child >= pc || seen[child])
+                continue;
+            seen[child] = 1;
+            stk[sp++] = child;
+            stk[sp++] = pgno;
+        }
+    }
+    free(seen);
+    free(stk);
+    free(buf);
+    return rc;
+}
+
+/* dhl_image_headers: see dhl.h. */
+int dhl_image_headers(const void *buf, uint32_t ps, uint32_t first_pgno, uint32_t npages,
+                      uint32_t ntrees, uint32_t *out)
+{
+    if (ps < DHL_MIN_PAGE_SIZE || ps > DHL_MAX_PAGE_SIZE || (ps & (ps - 1)) || ntrees < 1 ||
+        ntrees > DHL_MAX_TREES)
+        return DHL_EINVAL;
+    for (uint32_t i = 0; i < npages; i++) {
+        const uint8_t *b = (const uint8_t *)buf + (size_t)i * ps;
+        uint32_t *o = out + 6 * (size_t)i;
+        if (first_pgno + i == 0) {
+            for (int s = 0; s < 2; s++) {
+                const uint8_t *m = b + DHL_HDR_META0 + (uint32_t)s * DHL_META_SIZE(ntrees);
+                o[s] = get32(m + DHL_META_TID);
+                o[2 + s] = get32(m + DHL_META_COMMIT);
+                o[4 + s] = get32(m + DHL_META_PAGECOUNT);
+            }
+        } else {
+            for (int s = 0; s < 2; s++) {
+                const uint8_t *h = b + s * DHL_SLOT_SIZE;
+                o[s] = get32(h + DHL_SLOT_TID);
+                o[2 + s] = get16(h + DHL_SLOT_COMMIT);
+                o[4 + s] = get16(h + DHL_SLOT_NREC);
+            }
+        }
+    }
+    return DHL_OK;
+}

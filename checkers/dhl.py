@@ -1,0 +1,428 @@
+"""Database and image-level checkers for DHL SUTs (engine "dhl").
+
+The protocol of :mod:`checkers.engines`: ``content_key``, ``examine``,
+``judge``.  ``examine`` looks at the crash image twice:
+
+* **before DHL recovery**, read-only (the image as a reader would see it):
+  DHL-T1 (every page reachable in the committed state keeps a committed slot
+  header), the read-rule digest for DHL-READ, and the newest commit record
+  with its count of slot headers (a short count is what CC-ROLLBACK is
+  about);
+* **after DHL recovery**, on a copy (recovery writes): DB-OPEN,
+  DB-INTEGRITY (``dhl_check``), the content digest for DB-ATOMIC/DURABLE/
+  PREFIX, DHL-INV (no slot header above the FCC), CC-COUNT (headers with
+  TID == FCC vs the recorded transaction size), CC-ROLLBACK, and
+  REC-IDEMPOTENT (recover a copy of the recovered copy: no byte changes).
+
+Slot headers are decoded by libdhl (``dhl_image_headers``), the tree walk is
+``dhl_reachable``: this module never restates the page layout.  The facts
+are independent of the crash point's marks (cacheable); ``judge`` places
+the digests in the oracle's acked..begun window.
+
+The counting invariants are judged in every logging mode: TC and TC_OPT
+commit records carry the transaction size too (dhl/FORMAT.md), and recovery
+counts in every mode.  NOLOG databases keep one slot header, record no FCC
+per transaction and have no recovery: DHL-T1 and DHL-READ are judged (and
+NOLOG is expected to fail them); the recovery and counting invariants are
+skipped with that reason.
+"""
+
+from __future__ import annotations
+
+import filecmp
+import shutil
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import xxhash
+
+from checkers.content import judge_content, matching_indices
+from checkers.verdict import Verdict, failed, passed, skipped
+from dhl.binding import Database, DhlError, Headers, file_headers, valid_slot
+from harness.materialize import sparse_copy
+from workloads.oracle import Oracle
+
+WORK = "dhl-check"  # scratch folder made next to the examined file
+MAX_LISTED = 8  # pages named in one explanation
+
+
+@dataclass(frozen=True)
+class Before:
+    """The crash image as stored, read without recovery."""
+
+    error: str | None = None  # the read-only open failed (no committed state found)
+    fcc: int = 0  # the committed FCC the read rule uses
+    newest: int = 0  # TID of the newest commit record
+    newest_size: int = 0  # its recorded transaction size
+    newest_count: int = 0  # slot headers carrying that TID
+    # reachable pages with no committed slot header: (page, parent, tid0, tid1)
+    t1_missing: tuple[tuple[int, int, int, int], ...] = ()
+    reached: int = 0
+    digest: str | None = None  # content read through the read rule
+    read_error: str | None = None  # reading the content failed
+
+    @property
+    def short(self) -> bool:
+        return self.newest_size > 0 and self.newest_count < self.newest_size
+
+
+@dataclass(frozen=True)
+class After:
+    """The copy after DHL recovery, and what recovery reported."""
+
+    error: str | None = None  # open (= recovery) failed
+    fcc: int = 0  # the newest commit record left in the image
+    txn_size: int = 0  # the transaction size recorded there
+    engine_fcc: int = 0  # the FCC the engine reads at
+    rolled_back: bool = False
+    integrity: str | None = None  # "ok" or dhl_check's complaint
+    digest: str | None = None
+    scan_error: str | None = None
+    above_fcc: tuple[tuple[int, int, int], ...] = ()  # (page, slot, tid) with tid > fcc
+    count_fcc: tuple[int, ...] = ()  # pages holding a slot header with TID == fcc
+    count_newest: tuple[int, ...] = ()  # pages still holding the pre-recovery newest TID
+    idempotent_changed: tuple[int, ...] | None = None  # pages a second recovery changed
+    idempotent_error: str | None = None
+
+
+@dataclass(frozen=True)
+class DhlFacts:
+    exists: bool
+    nolog: bool = False
+    before: Before = field(default_factory=Before)
+    after: After = field(default_factory=After)
+
+
+def content_key(files: Path, db_name: str) -> bytes:
+    """A digest of the extracted database file (DHL has no sidecar files)."""
+    p = files / db_name
+    h = xxhash.xxh3_128()
+    if not p.exists():
+        h.update(b"\1")
+        return h.digest()
+    with open(p, "rb") as f:
+        while chunk := f.read(1 << 20):
+            h.update(chunk)
+    return h.digest()
+
+
+# --- reading images ------------------------------------------------------------
+
+
+def open_image(path: Path, **kw: object) -> tuple[Database, bool]:
+    """Open a DHL image in whatever mode it was created for (the mode only
+    matters for writing transactions): ``(db, nolog)``."""
+    try:
+        return Database(path, "tc", **kw), False  # type: ignore[arg-type]
+    except DhlError as e:
+        if e.code != "DHL_EMODE":
+            raise
+    return Database(path, "nolog", **kw), True  # type: ignore[arg-type]
+
+
+def _err(e: Exception) -> str:
+    return str(e)
+
+
+def stored_headers(db: Database, path: Path) -> list[Headers]:
+    """Every page's two slot headers exactly as stored in ``path``."""
+    i = db.info()
+    return file_headers(path, i.page_size, i.ntrees)
+
+
+def pagecount_at(hs: Sequence[Headers], tid: int) -> int:
+    """The page count transaction ``tid`` saw: the meta slot with the
+    greatest TID <= tid (the read rule applied to page 0)."""
+    s = valid_slot(hs[0].tid[0], hs[0].tid[1], tid)
+    return hs[0].aux[s] if s >= 0 else 0
+
+
+def pages_with(hs: Sequence[Headers], tid: int, limit: int) -> tuple[int, ...]:
+    """One entry per slot header carrying ``tid`` in pages below ``limit``."""
+    return tuple(h.pgno for h in hs[:limit] for t in h.tid if t == tid)
+
+
+def newest_commit(hs: Sequence[Headers]) -> tuple[int, int, int]:
+    """``(tid, size, count)`` of the newest commit record — a slot header with
+    a non-zero commit field in a page below the page count its transaction
+    saw — and how many slot headers carry its TID (below that page count)."""
+    best = (0, 0)
+    for h in hs:
+        for s in range(2):
+            t, c = h.tid[s], h.commit[s]
+            if t and c and t > best[0] and h.pgno < pagecount_at(hs, t):
+                best = (t, c)
+    if not best[0]:
+        return 0, 0, 0
+    return best[0], best[1], len(pages_with(hs, best[0], pagecount_at(hs, best[0])))
+
+
+def examine_before(image: Path) -> tuple[Before, bool]:
+    """Read the crash image without recovery (``readonly``: nothing is
+    written).  Returns the facts and whether it is a NOLOG database."""
+    try:
+        db, nolog = open_image(image, readonly=True)
+    except DhlError as e:
+        return Before(error=_err(e)), False
+    with db:
+        info = db.info()
+        hs = stored_headers(db, image)
+        newest, size, count = newest_commit(hs) if not nolog else (info.fcc, 0, 0)
+        fcc = info.fcc
+        missing = []
+        reached = db.reachable()
+        for r in reached:
+            if r.slot == -2:
+                continue  # a committed slot exists but is impossible: DB-INTEGRITY's business
+            t = hs[r.pgno].tid if r.pgno < len(hs) else (0, 0)
+            if not any(x and x <= fcc for x in (t if not nolog else t[:1])):
+                missing.append((r.pgno, r.parent, t[0], t[1]))
+        try:
+            digest, read_error = db.digest(), None
+        except DhlError as e:
+            digest, read_error = None, _err(e)
+    return Before(fcc=fcc, newest=newest, newest_size=size, newest_count=count,
+                  t1_missing=tuple(missing), reached=len(reached), digest=digest,
+                  read_error=read_error), nolog
+
+
+def examine_after(image: Path, recovered: Path, before: Before, nolog: bool, *,
+                  recover: bool = True, idempotence: bool = True) -> After:
+    """Recover a copy of ``image`` into ``recovered`` and look at the result.
+    With ``recover=False``, ``recovered`` is taken as some recovery's output
+    as is (tests feed it the output of a deliberately broken recovery): it is
+    then opened read-only and the DB-level facts are what a reader sees.
+
+    The image-level facts come from the stored slot headers, not from the
+    engine's choice: the FCC after recovery is the newest commit record left
+    in the image (what the next open will trust), its transaction size is
+    the one recorded there."""
+    if recover:
+        sparse_copy(image, recovered)
+    try:
+        db = Database(recovered, "nolog" if nolog else "tc", readonly=not recover)
+    except DhlError as e:
+        return After(error=_err(e))
+    with db:
+        info, rec = db.info(), db.recovery()
+        try:
+            db.check()
+            integrity = "ok"
+        except DhlError as e:
+            integrity = _err(e)
+        try:
+            digest, scan_error = db.digest(), None
+        except DhlError as e:
+            digest, scan_error = None, _err(e)
+        hs = stored_headers(db, recovered)
+    fcc, size, _ = newest_commit(hs) if not nolog else (info.fcc, 0, 0)
+    above = tuple((h.pgno, s, h.tid[s]) for h in hs for s in range(2) if h.tid[s] > fcc)
+    count_fcc = pages_with(hs, fcc, pagecount_at(hs, fcc)) if fcc else ()
+    count_newest = pages_with(hs, before.newest, len(hs)) if before.newest > fcc else ()
+    changed: tuple[int, ...] | None = None
+    idem_error = None
+    if idempotence and not nolog:
+        changed, idem_error = _second_recovery(recovered, info.page_size)
+    return After(fcc=fcc, txn_size=size, engine_fcc=info.fcc, rolled_back=bool(rec.rolled_back),
+                 integrity=integrity, digest=digest, scan_error=scan_error, above_fcc=above,
+                 count_fcc=count_fcc, count_newest=count_newest, idempotent_changed=changed,
+                 idempotent_error=idem_error)
+
+
+def _second_recovery(recovered: Path, page_size: int) -> tuple[tuple[int, ...] | None, str | None]:
+    """Recover a copy of the recovered image: which pages changed."""
+    again = recovered.with_name(recovered.name + ".again")
+    sparse_copy(recovered, again)
+    try:
+        try:
+            Database(again, "tc").close()
+        except DhlError as e:
+            return None, _err(e)
+        if filecmp.cmp(recovered, again, shallow=False):
+            return (), None
+        return _changed_pages(recovered, again, page_size), None
+    finally:
+        again.unlink(missing_ok=True)
+
+
+def _changed_pages(a: Path, b: Path, page_size: int) -> tuple[int, ...]:
+    out = []
+    with open(a, "rb") as fa, open(b, "rb") as fb:
+        p = 0
+        while True:
+            x, y = fa.read(page_size), fb.read(page_size)
+            if not x and not y:
+                return tuple(out)
+            if x != y:
+                out.append(p)
+            p += 1
+
+
+def examine(db_path: Path) -> DhlFacts:
+    """Examine the crash image ``db_path`` before and after DHL recovery.
+    ``db_path`` is not modified: recovery runs on copies in a scratch folder
+    beside it (``dhl-check/``), removed afterwards."""
+    if not db_path.exists():
+        return DhlFacts(exists=False)
+    work = db_path.parent / WORK
+    work.mkdir(exist_ok=True)
+    try:
+        before, nolog = examine_before(db_path)
+        after = examine_after(db_path, work / "recovered.db", before, nolog)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    return DhlFacts(exists=True, nolog=nolog, before=before, after=after)
+
+
+# --- judging -------------------------------------------------------------------
+
+
+def _pages(pages: Sequence[int]) -> str:
+    shown = ", ".join(str(p) for p in sorted(set(pages))[:MAX_LISTED])
+    more = len(set(pages)) - MAX_LISTED
+    return shown + (f" and {more} more" if more > 0 else "")
+
+
+def _tid(t: int) -> str:
+    return "0 (INV)" if t == 0 else str(t)
+
+
+def _window(acked: int, begun: int) -> str:
+    return f"{acked}..{begun}" if begun > acked else f"{acked}"
+
+
+def judge_t1(b: Before) -> Verdict:
+    if b.error is not None:
+        return skipped("DHL-T1", f"the crash image has no readable committed state: {b.error}")
+    if not b.t1_missing:
+        return passed("DHL-T1", f"all {b.reached} reachable pages keep a committed slot header "
+                                f"(FCC {b.fcc})", actual=b.reached)
+    p, parent, t0, t1 = b.t1_missing[0]
+    via = "a root pointer of the header page" if parent == 0 else f"interior page {parent}"
+    more = len(b.t1_missing) - 1
+    return failed(
+        "DHL-T1",
+        f"page {p} (reached from {via}) has no committed slot header before recovery: "
+        f"slot 0 TID {_tid(t0)}, slot 1 TID {_tid(t1)}, FCC {b.fcc}; its committed version "
+        f"was overwritten" + (f" ({more} more such pages)" if more > 0 else ""),
+        expected="a slot header with TID <= FCC", actual=[m[0] for m in b.t1_missing],
+        implicated=[f"page {m[0]}" for m in b.t1_missing[:MAX_LISTED]])
+
+
+def judge_read(b: Before, oracle: Sequence[str], acked: int, begun: int) -> Verdict:
+    if b.error is not None:
+        return skipped("DHL-READ", f"the crash image has no readable committed state: {b.error}")
+    w = _window(acked, begun)
+    if b.digest is None:
+        return failed("DHL-READ", f"reading the crash image through the read rule at FCC {b.fcc} "
+                                  f"(before recovery) failed: {b.read_error}",
+                      expected=w, actual=None)
+    js = matching_indices(b.digest, oracle)
+    ok = [j for j in js if acked <= j <= begun]
+    if ok:
+        return passed("DHL-READ", f"before recovery, the read rule at FCC {b.fcc} shows the "
+                                  f"state after transaction {ok[-1]}", expected=w, actual=ok[-1])
+    seen = (f"the state after transaction {js[-1]}" if js else
+            f"content {b.digest[:12]} that matches no oracle state (a mix of transactions)")
+    return failed("DHL-READ", f"before recovery, the read rule at FCC {b.fcc} shows {seen}; "
+                              f"the committed state is transaction {w}",
+                  expected=w, actual=js[-1] if js else None)
+
+
+def judge_inv(a: After) -> Verdict:
+    if not a.above_fcc:
+        return passed("DHL-INV", f"no slot header above FCC {a.fcc} after recovery")
+    p, s, t = a.above_fcc[0]
+    more = len(a.above_fcc) - 1
+    return failed("DHL-INV", f"page {p}: slot header {s} TID {t} > FCC {a.fcc} survives recovery"
+                             + (f" ({more} more)" if more > 0 else ""),
+                  expected=f"TID <= {a.fcc}", actual=[list(x) for x in a.above_fcc[:MAX_LISTED]],
+                  implicated=[f"page {x[0]}" for x in a.above_fcc[:MAX_LISTED]])
+
+
+def judge_count(a: After) -> Verdict:
+    n = len(a.count_fcc)
+    if n == a.txn_size:
+        return passed("CC-COUNT", f"{n} slot headers carry FCC {a.fcc}, as recorded",
+                      expected=a.txn_size, actual=n)
+    return failed("CC-COUNT",
+                  f"after recovery FCC {a.fcc} records transaction size {a.txn_size} but {n} slot "
+                  f"headers carry TID {a.fcc} (pages {_pages(a.count_fcc) or 'none'}): the "
+                  f"committed transaction is {'incomplete' if n < a.txn_size else 'over-counted'}",
+                  expected=a.txn_size, actual=n,
+                  implicated=[f"page {p}" for p in sorted(set(a.count_fcc))[:MAX_LISTED]])
+
+
+def judge_rollback(b: Before, a: After) -> Verdict:
+    if b.error is not None:
+        return skipped("CC-ROLLBACK", f"no readable committed state before recovery: {b.error}")
+    if not b.short:
+        return passed("CC-ROLLBACK", f"newest commit record (TID {b.newest}) is complete "
+                                     f"({b.newest_count} of {b.newest_size}): nothing to roll back")
+    t = b.newest
+    problems = []
+    if a.fcc != t - 1:
+        problems.append(f"FCC is {a.fcc}, expected {t - 1}")
+    if a.txn_size != len(a.count_fcc):
+        problems.append(f"transaction size {a.txn_size} but {len(a.count_fcc)} headers carry TID "
+                        f"{a.fcc}")
+    if a.count_newest:
+        problems.append(f"headers of TID {t} remain on pages {_pages(a.count_newest)}")
+    short = f"transaction {t} was short ({b.newest_count} of {b.newest_size} slot headers)"
+    if not problems:
+        return passed("CC-ROLLBACK", f"{short}: recovery rolled back to FCC {a.fcc}",
+                      expected=t - 1, actual=a.fcc)
+    return failed("CC-ROLLBACK", f"{short} but recovery did not roll it back: "
+                                 + "; ".join(problems),
+                  expected=t - 1, actual=a.fcc,
+                  implicated=[f"page {p}" for p in sorted(set(a.count_newest))[:MAX_LISTED]])
+
+
+def judge_idempotent(a: After) -> Verdict:
+    if a.idempotent_error is not None:
+        return failed("REC-IDEMPOTENT", f"recovering the recovered image failed: "
+                                        f"{a.idempotent_error}")
+    if a.idempotent_changed is None:
+        return skipped("REC-IDEMPOTENT", "not run")
+    if not a.idempotent_changed:
+        return passed("REC-IDEMPOTENT", "a second recovery changed no byte")
+    return failed("REC-IDEMPOTENT", f"a second recovery rewrote pages "
+                                    f"{_pages(a.idempotent_changed)} of the recovered image",
+                  expected=[], actual=list(a.idempotent_changed[:MAX_LISTED]),
+                  implicated=[f"page {p}" for p in a.idempotent_changed[:MAX_LISTED]])
+
+
+DB_IDS = ("DB-INTEGRITY", "DB-ATOMIC", "DB-DURABLE", "DB-PREFIX")
+AFTER_IDS = ("DHL-INV", "CC-COUNT", "CC-ROLLBACK", "REC-IDEMPOTENT")
+
+
+def judge(facts: DhlFacts, oracle: Oracle | Sequence[str], acked: int, begun: int
+          ) -> list[Verdict]:
+    """Every database and image-level DHL verdict for one examined state."""
+    digests = oracle.digests if isinstance(oracle, Oracle) else oracle
+    if not facts.exists:
+        why = "the database file does not exist after recovery"
+        return [failed("DB-OPEN", why)] + [skipped(i, "database missing (see DB-OPEN)")
+                                            for i in DB_IDS + ("DHL-T1", "DHL-READ") + AFTER_IDS]
+    b, a = facts.before, facts.after
+    pre = [judge_t1(b), judge_read(b, digests, acked, begun)]
+    if a.error is not None or a.digest is None:
+        why = a.error if a.error is not None else f"full scan failed: {a.scan_error}"
+        return [failed("DB-OPEN", f"opening (and recovering) failed: {why}")] + [
+            skipped(i, "database does not open (see DB-OPEN)") for i in DB_IDS] + pre + [
+            skipped(i, "recovery failed (see DB-OPEN)") for i in AFTER_IDS]
+    out = [passed("DB-OPEN", f"recovered to FCC {a.engine_fcc}"
+                             + (" after rolling back an incomplete transaction"
+                                if a.rolled_back else ""))]
+    if a.integrity == "ok":
+        out.append(passed("DB-INTEGRITY"))
+    else:
+        out.append(failed("DB-INTEGRITY", f"dhl_check: {a.integrity}", expected="ok",
+                          actual=a.integrity))
+    out += judge_content(a.digest, digests, acked, begun)
+    out += pre
+    if facts.nolog:
+        why = "NOLOG database: one slot header, no FCC per transaction, no recovery"
+        return out + [skipped(i, why) for i in AFTER_IDS]
+    return out + [judge_inv(a), judge_count(a), judge_rollback(b, a), judge_idempotent(a)]
