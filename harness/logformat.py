@@ -28,9 +28,9 @@ from __future__ import annotations
 import os
 import struct
 from collections.abc import Iterator
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
-from types import TracebackType
 
 from harness.errors import CrashlabError
 
@@ -132,7 +132,7 @@ class LogSummary:
     salvaged: int  # entries read past a stale nr_entries
 
 
-class LogReader:
+class LogReader(AbstractContextManager["LogReader"]):
     """Streaming reader of a dm-log-writes log.
 
     Opening validates the super block.  :meth:`entries` yields entries one at
@@ -180,15 +180,7 @@ class LogReader:
             os.close(self._fd)
             self._fd = -1
 
-    def __enter__(self) -> LogReader:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
     def _parse(self, index: int, offset: int) -> Entry:
@@ -300,7 +292,7 @@ class LogReader:
         )
 
 
-class LogWriter:
+class LogWriter(AbstractContextManager["LogWriter"]):
     """Writes a dm-log-writes log.  The super block's ``nr_entries`` is
     rewritten after every FLUSH, FUA and MARK entry (as the kernel does) and
     on close, so a log cut short by a crash of its writer stays readable up
@@ -360,13 +352,5 @@ class LogWriter:
             os.close(self._fd)
             self._fd = -1
 
-    def __enter__(self) -> LogWriter:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()
