@@ -1,0 +1,231 @@
+"""``crashlab repro RUN STATE [--out DIR] [--shell]``: materialise one crash
+state exactly as the sweep checks it, explain every write of its epoch, and
+run every checker verbosely.
+
+Exit codes: 0 when every verdict of the state passes (or is skipped), 1 when
+one fails, 2 for bad input (unknown run, malformed or impossible state ID).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import shutil
+import subprocess
+import sys
+import tempfile
+from collections.abc import Iterator
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+import click
+
+from checkers.verdict import Verdict
+from harness.atomic import write_json_atomic
+from harness.errors import CrashlabError
+from harness.explain.sqlitefile import describe_files
+from harness.explain.state import Explanation, WriteInfo, explain_state
+from harness.images import verified_base_for_run
+from harness.logformat import LogReader
+from harness.rundir import RunDir
+from harness.states import State, state_from_id
+from harness.sweep.worker import StateChecker
+from workloads.suts import Sut
+
+DEFAULT_SHOWN = 40  # writes listed unless --all-writes
+STYLE = {"kept": "green", "dropped": "red", "torn": "yellow", "unwritten": "bright_black"}
+
+
+def _tmp_parent() -> str:
+    return "/dev/shm" if Path("/dev/shm").is_dir() else tempfile.gettempdir()
+
+
+@contextlib.contextmanager
+def _folder(out: Path | None, keep_tmp: bool) -> Iterator[Path]:
+    """``out`` (created), or a temporary folder removed afterwards."""
+    if out is not None:
+        out.mkdir(parents=True, exist_ok=True)
+        yield out
+        return
+    tmp = Path(tempfile.mkdtemp(prefix="crashlab-repro-", dir=_tmp_parent()))
+    try:
+        yield tmp
+    finally:
+        if not keep_tmp:
+            shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _size(n: int) -> str:
+    return f"{n // 1024} KiB" if n % 1024 == 0 and n >= 1024 else f"{n} B"
+
+
+def _marks_line(x: Explanation) -> str:
+    """Marks around the cut, with where the crash interval starts and ends."""
+    parts: list[str] = []
+    placed_lo = placed_hi = False
+    for idx, label in x.marks:
+        if not placed_lo and idx >= x.cut_lo:
+            parts.append(click.style(f"[lo #{x.cut_lo}", bold=True))
+            placed_lo = True
+        if not placed_hi and idx > x.cut_hi:
+            parts.append(click.style(f"hi #{x.cut_hi}]", bold=True))
+            placed_hi = True
+        parts.append(f"#{idx} {label}")
+    if not placed_lo:
+        parts.append(click.style(f"[lo #{x.cut_lo}", bold=True))
+    if not placed_hi:
+        parts.append(click.style(f"hi #{x.cut_hi}]", bold=True))
+    return "  ".join(parts)
+
+
+def _write_line(w: WriteInfo) -> str:
+    status = "unwritten" if w.status == "after cut" else w.status
+    tag = click.style(f"{status.upper():9}", fg=STYLE[status])
+    flags = f" {w.flags}" if w.flags else ""
+    head = f"  {tag} w{w.write:<3} #{w.entry:<5} {_size(w.length):>7} @{w.offset}{flags}"
+    if w.persisted:
+        kept = ", ".join(f"{a}..{b}" for a, b in w.persisted)
+        head += f" (persisted bytes {kept} of {w.length})"
+    what = w.what or ["?"]
+    lines = [f"{head}  {what[0]}"] + [f"{'':>12}{p}" for p in what[1:]]
+    return "\n".join(lines)
+
+
+def _verdict_line(v: Verdict) -> str:
+    color = {"pass": "green", "fail": "red", "skip": "yellow"}[v.status]
+    line = f"  {click.style(v.status.upper(), fg=color, bold=v.failed):4} {v.invariant:13}"
+    if v.explanation:
+        line += f" {v.explanation}"
+    if v.expected is not None:
+        line += f"  (expected {v.expected}, actual {v.actual})"
+    elif v.actual is not None:
+        line += f"  (actual {v.actual})"
+    return line
+
+
+def _shell_command(sut: Sut, files: Path, db_name: str) -> list[str]:
+    db = str(files / db_name)
+    if sut.engine == "dhl":
+        dhl = shutil.which("dhl") or str(Path(sys.executable).with_name("dhl"))
+        return [dhl, "dump", db]
+    return ["sqlite3", db]
+
+
+def _dhl_mode(sut: Sut) -> str:
+    """The DHL commit protocol among the SUT's runner options ("tc" if none)."""
+    from dhl.binding import MODES
+
+    for _, value in sut.runner_options:
+        if value.lower() in MODES:
+            return value.lower()
+    return "tc"
+
+
+def _report(run: Path, meta: dict[str, Any], x: Explanation, verdicts: list[Verdict],
+            steps: list[str], files: list[str], out: Path | None, shown: int | None) -> None:
+    echo = click.echo
+    echo(click.style(f"crashlab repro: state {x.state_id} of {run}", bold=True))
+    echo(f"  run    {meta.get('sut')}  {meta.get('workload')}  {meta.get('fs')} "
+         f"({meta.get('backend')} backend)")
+    counts = {s: sum(1 for w in x.writes if w.status == s)
+              for s in ("kept", "dropped", "torn", "after cut")}
+    end = f"FLUSH #{x.epoch_end}" if x.closed else f"log end (#{x.epoch_end}, no flush)"
+    echo(f"  epoch  {x.epoch}: entries #{x.epoch_start}..#{x.epoch_end - 1}, ends at {end}; "
+         f"{len(x.writes)} writes: {counts['kept']} kept, {counts['dropped']} dropped, "
+         f"{counts['torn']} torn, {counts['after cut']} unwritten")
+    flight = f"txn {x.in_flight} in flight" if x.in_flight else "no txn in flight"
+    echo(f"  cut    crash between entries #{x.cut_lo} and #{x.cut_hi}: acknowledged up to txn "
+         f"{x.acked}, begun up to {x.begun}, {flight}")
+    echo(f"  marks  {_marks_line(x)}")
+    for note in x.notes:
+        echo(f"  note   {note}")
+    echo(click.style(f"writes of epoch {x.epoch} (w = write in the ID, # = log entry, "
+                     "@ = device byte offset):", bold=True))
+    order = [w for w in x.writes if w.status != "after cut"] + [
+        w for w in x.writes if w.status == "after cut"]
+    limit = len(order) if shown is None else shown
+    for w in sorted(order[:limit], key=lambda w: w.write):
+        echo(_write_line(w))
+    if len(order) > limit:
+        echo(f"  ... {len(order) - limit} more writes (--all-writes lists them)")
+    echo(click.style("recovery:", bold=True) + " " + "; ".join(steps))
+    for line in files:
+        echo(f"  file   {line}")
+    echo(click.style("verdicts:", bold=True))
+    for v in verdicts:
+        echo(_verdict_line(v))
+        for item in v.implicated:
+            echo(f"{'':20}implicates {item}")
+    if out is not None:
+        echo(f"kept in {out}: crash.img (before recovery), recovered.img, files/ (as the file "
+             "system recovered them, before the database's own recovery), repro.json")
+
+
+@click.command("repro")
+@click.argument("run", type=click.Path(path_type=Path))
+@click.argument("state_id", metavar="STATE")
+@click.option("--out", type=click.Path(path_type=Path, file_okay=False), default=None,
+              help="keep crash.img, recovered.img, files/ and repro.json here "
+                   "(default: a temporary folder, removed)")
+@click.option("--shell", is_flag=True,
+              help="then open sqlite3 (or dhl dump) on the recovered database")
+@click.option("--all-writes", is_flag=True,
+              help=f"list every write of the epoch (default: at most {DEFAULT_SHOWN})")
+@click.option("--no-fsck", is_flag=True, help="as in check: skip the read-only e2fsck")
+def repro_cmd(run: Path, state_id: str, out: Path | None, shell: bool, all_writes: bool,
+              no_fsck: bool) -> int:
+    """Materialise crash state STATE of run RUN, explain it, check it."""
+    if not run.is_dir():
+        raise CrashlabError(f"{run}: no such run directory")
+    rd = RunDir(run)
+    meta = rd.meta()
+    if not rd.log.exists():
+        raise CrashlabError(f"{run}: no write log ({rd.log.name})")
+    with LogReader(rd.log) as reader:
+        state_from_id(reader, state_id)  # bad IDs fail here, before any work
+    interactive = shell and sys.stdin.isatty()
+    with _folder(out, keep_tmp=False) as folder, \
+            tempfile.TemporaryDirectory(prefix="crashlab-repro-work-", dir=_tmp_parent()) as wd:
+        work = Path(wd)
+        checker = StateChecker(rd, work / "check", fsck=not no_fsck)
+        try:
+            checker.keep = folder
+            state: State = state_from_id(checker.image.reader, state_id)
+            verdicts = checker.check(state)
+            rec = checker.last_recovery
+        finally:
+            checker.close()
+        assert rec is not None
+        recovered = folder / "recovered.img"
+        with LogReader(rd.log) as reader:
+            x = explain_state(
+                reader, state_from_id(reader, state_id), fs=checker.fs,
+                base=verified_base_for_run(rd), crash_image=folder / "crash.img",
+                recovered=recovered if rec.ok and checker.fs != "raw" else None,
+                db_name=checker.db_name, workdir=work / "explain",
+                dhl_mode=_dhl_mode(checker.sut) if checker.sut.engine == "dhl" else "tc")
+        steps = rec.steps + ([rec.detail] if rec.detail else [])
+        files = describe_files(folder / "files", checker.db_name) \
+            if checker.sut.engine == "sqlite" else []
+        write_json_atomic(folder / "repro.json", {
+            "run": str(run), "state": state_id,
+            "explanation": asdict(x),
+            "recovery": {"ok": rec.ok, "journal_replayed": rec.journal_replayed,
+                         "needed_repair": rec.needed_repair, "steps": steps},
+            "files": files,
+            "verdicts": [v.to_json() for v in verdicts],
+        })
+        _report(run, meta, x, verdicts, steps, files, out,
+                None if all_writes else DEFAULT_SHOWN)
+        cmd = _shell_command(checker.sut, folder / "files", checker.db_name)
+        if shell and interactive and (folder / "files").exists():
+            click.echo(f"shell: {' '.join(cmd)}  (its own recovery runs on these files)")
+            subprocess.run(cmd)
+        elif shell or out is not None:
+            where = folder if out is not None else Path("DIR")
+            shown = " ".join(_shell_command(checker.sut, where / "files", checker.db_name))
+            click.echo(f"shell: {shown}" + ("" if out is not None else "  (with --out DIR)"))
+    return 1 if any(v.failed for v in verdicts) else 0
+
+
+COMMANDS = [repro_cmd]
