@@ -67,8 +67,9 @@ def set_queue(dev: str, settings: dict[str, str]) -> dict[str, str]:
     return previous
 
 
-def mount(dev: str, mountpoint: Path, fs: str) -> None:
-    run(["mount", "-t", fs, dev, str(mountpoint)], f"mount {dev} on {mountpoint}")
+def mount(dev: str, mountpoint: Path, fs: str, options: str | None = None) -> None:
+    opts = ["-o", options] if options else []
+    run(["mount", "-t", fs, *opts, dev, str(mountpoint)], f"mount {dev} on {mountpoint}")
 
 
 def umount(mountpoint: Path, *, tries: int = 20) -> None:
@@ -148,3 +149,25 @@ def signals_deferred() -> Iterator[None]:
             signal.signal(s, h)
     if pending:
         raise Interrupted(signal.Signals(pending[0]).name)
+
+
+@contextlib.contextmanager
+def loop_mounted(image: Path, mountpoint: Path, fs: str, *, options: str | None = None,
+                 direct_io: bool = False) -> Iterator[str]:
+    """Attach ``image`` to a loop device and mount it on ``mountpoint``
+    (which must exist); yield the device.  Unmount and detach exactly what
+    was created, on success, error and SIGINT/SIGTERM alike."""
+    with signals_deferred():
+        dev = loop_attach(image, direct_io=direct_io)
+    try:
+        with signals_deferred():
+            mount(dev, mountpoint, fs, options)
+        try:
+            yield dev
+        finally:
+            with signals_deferred():
+                if is_mounted(mountpoint):
+                    umount(mountpoint)
+    finally:
+        with signals_deferred():
+            loop_detach(dev)

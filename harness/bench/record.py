@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import shutil
 import statistics
+import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -17,7 +18,7 @@ from harness.images import ensure_image
 from harness.logformat import LogReader
 from harness.record.fuse import FuseBackend
 from harness.record.recorder import tmp_parent
-from harness.sysops import loop_attach, loop_detach, mount, umount
+from harness.sysops import loop_mounted
 
 NAME = "record"
 INSERTS = 1000
@@ -52,17 +53,10 @@ def _plain(base: Path, work: Path, mode: str) -> float:
     mnt = work / "plain-mnt"
     mnt.mkdir()
     result = work / "plain.result"
-    dev = loop_attach(image, direct_io=False)
     try:
-        mount(dev, mnt, "ext4")
-        try:
-            import subprocess
-
+        with loop_mounted(image, mnt, "ext4"):
             subprocess.run(_command(mode, result), cwd=mnt, check=True)
-        finally:
-            umount(mnt)
     finally:
-        loop_detach(dev)
         mnt.rmdir()
         image.unlink()
     return float(result.read_text())

@@ -17,7 +17,7 @@ from pathlib import Path
 from harness.images import ensure_image
 from harness.record.backends import select_backend
 from harness.record.recorder import record, tmp_parent
-from harness.sysops import loop_attach, loop_detach, mount, umount
+from harness.sysops import loop_mounted
 from workloads.generate import write_opstream
 from workloads.run import runner_command, runner_path
 from workloads.spec import parse_spec
@@ -49,17 +49,12 @@ def _plain(base: Path, work: Path) -> None:
     shutil.copyfile(base, image)
     mnt = work / "plain-mnt"
     mnt.mkdir()
-    dev = loop_attach(image, direct_io=False)
     try:
-        mount(dev, mnt, "ext4")
-        try:
+        with loop_mounted(image, mnt, "ext4"):
             for sut in SUTS.values():
                 for cmd in _commands(sut, work, "plain", mnt):
                     subprocess.run(cmd, check=True, capture_output=True, text=True)
-        finally:
-            umount(mnt)
     finally:
-        loop_detach(dev)
         mnt.rmdir()
         image.unlink()
 

@@ -95,39 +95,26 @@ def recover_by_mount(image: Path, out_dir: Path, fs: str, workdir: Path) -> FsRe
     to a loop device, mount it (which replays the log), copy every file out
     to ``out_dir``, unmount and detach — each by the exact name created
     here, on success, error and interrupt alike.  Needs root."""
-    from harness.sysops import is_mounted, loop_attach, loop_detach, mount, signals_deferred, umount
+    from harness.sysops import loop_mounted
 
     rec = FsRecovery(fs, ok=False, journal_replayed=False, needed_repair=False)
     mnt = workdir / "mnt"
     mnt.mkdir(parents=True, exist_ok=True)
-    dev = None
+    # Workers mount clones of one image at once: xfs refuses a duplicate
+    # UUID unless told (btrfs handles single-device clones itself since
+    # Linux 6.7).
     try:
-        with signals_deferred():
-            dev = loop_attach(image, direct_io=False)
-        rec.steps.append(f"losetup {dev}")
-        try:
-            with signals_deferred():
-                # Workers mount clones of one image at once: xfs refuses a
-                # duplicate UUID unless told (btrfs handles single-device
-                # clones itself since Linux 6.7).
-                mount(dev, mnt, fs, "nouuid" if fs == "xfs" else None)
-        except CrashlabError as e:
-            rec.detail = f"mount failed (log replay or a corrupt {fs}): {e}"
-            return rec
-        rec.steps.append("mount (kernel log replay)")
-        rec.journal_replayed = True  # the kernel does not say; mounting is the replay
-        try:
-            shutil.copytree(mnt, out_dir, symlinks=True, dirs_exist_ok=True)
-            rec.ok, rec.files = True, out_dir
-        except OSError as e:
-            rec.detail = f"reading files after mount failed: {e}"
-        return rec
-    finally:
-        with signals_deferred():
-            if is_mounted(mnt):
-                umount(mnt)
-            if dev is not None:
-                loop_detach(dev)
+        with loop_mounted(image, mnt, fs, options="nouuid" if fs == "xfs" else None):
+            rec.steps.append("mount (kernel log replay)")
+            rec.journal_replayed = True  # the kernel does not say; mounting is the replay
+            try:
+                shutil.copytree(mnt, out_dir, symlinks=True, dirs_exist_ok=True)
+                rec.ok, rec.files = True, out_dir
+            except OSError as e:
+                rec.detail = f"reading files after mount failed: {e}"
+    except CrashlabError as e:
+        rec.detail = f"mount failed (log replay or a corrupt {fs}): {e}"
+    return rec
 
 
 def recover_raw(image: Path, out_dir: Path, db_name: str) -> FsRecovery:
