@@ -289,6 +289,18 @@ def _paper_rows(io: list[IoRow]) -> list[dict[str, Any]]:
     return out
 
 
+def _shown(v: dict[str, Any], breaks: bool) -> dict[str, Any]:
+    """A violation record as the renderers show it: every column present
+    (a checker may leave out what it could not determine, e.g. ``actual``)."""
+    shown = {k: "" for k in ("state", "strategy", "workload", "fs", "explanation", "expected",
+                             "actual", "repro")}
+    shown.update({k: ("" if val is None else val) for k, val in v.items()})
+    shown["dropped"] = v.get("dropped") or []
+    shown["torn"] = v.get("torn") or []
+    shown["breaks"] = breaks
+    return shown
+
+
 def _groups(sweep: Sweep, per_group: int) -> tuple[list[InvariantGroup], int]:
     guaranteed = {(c["sut"], c["workload"], c["fs"], c["strategy"]):
                   set(c["expectation"]["guaranteed"]) for c in sweep.cells}
@@ -309,7 +321,9 @@ def _groups(sweep: Sweep, per_group: int) -> tuple[list[InvariantGroup], int]:
         breaks = inv in guaranteed.get(key, set())
         sg.breaking += breaks
         if len(sg.shown) < per_group:
-            sg.shown.append({**v, "breaks": breaks})
+            sg.shown.append(_shown(v, breaks))
+    for g in groups.values():  # SUTs whose violations break an expectation first
+        g.suts = dict(sorted(g.suts.items(), key=lambda kv: kv[1].breaking == 0))
     order = _order_invariants(set(groups))
     return [groups[i] for i in order], total
 
