@@ -57,11 +57,19 @@ class DhlExplainer:
             return f"crash image does not open as DHL ({self.open_error}); pages of 4096 assumed"
         return f"crash image: FCC {self.fcc}, page size {self.page_size} (before DHL recovery)"
 
+    def _read(self, image: Path, pgno: int) -> str:
+        """The page's slot headers in ``image``, or why they cannot be read."""
+        b = _binding()
+        try:
+            with b.Database(image, self.mode, readonly=True, recover=False) as db:
+                return _slots(db, pgno)
+        except b.DhlError as e:
+            return f"the image does not open as DHL ({e})"
+
     def explain(self, writes: Sequence[tuple[int, bytes]]) -> list[list[str]]:
         """Per write: the pages it hits, their slot headers in the crash
         image (before recovery) and after applying the write on top of the
         writes before it (in the order given)."""
-        b = _binding()
         after = self.workdir / "dhl-after.img"
         sparse_copy(self.crash_image, after)
         out: list[list[str]] = []
@@ -79,15 +87,8 @@ class DhlExplainer:
                 if off % ps or len(data) % ps:
                     head += f" bytes {max(off, pgno * ps) - pgno * ps}.." \
                             f"{min(off + len(data), (pgno + 1) * ps) - pgno * ps}"
-                try:
-                    with b.Database(self.crash_image, self.mode, readonly=True,
-                                    recover=False) as db:
-                        now = _slots(db, pgno)
-                    with b.Database(after, self.mode, readonly=True, recover=False) as db:
-                        written = _slots(db, pgno)
-                except b.DhlError as e:
-                    phrases.append(f"{head}: not readable as DHL ({e})")
-                    continue
+                now = self._read(self.crash_image, pgno)
+                written = self._read(after, pgno)
                 phrases.append(f"{head}: crash image {now}; with this write {written}")
             out.append(phrases)
         after.unlink(missing_ok=True)
