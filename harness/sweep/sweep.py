@@ -146,4 +146,7 @@ def run_sweep(
                       "".join(json.dumps(v, sort_keys=True) + "\n" for v in violations))
     write_junit(out / "junit.xml", name, cell_records)
     write_json_atomic(out / "timing.json", timing)
+    from harness.report.write import write_reports  # matplotlib is loaded only here
+
+    write_reports(out)  # report.html, report.md, plots/ from the files just written
     return summary, code
