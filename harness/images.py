@@ -11,7 +11,7 @@ from harness.rundir import RunDir
 
 IMAGES_DIR = Path(__file__).resolve().parent.parent / "images"
 # "raw" is no file system: a zero-filled image for SUTs that run on the
-# recorded block device itself (images/build-image.sh says why 8 MiB).
+# recorded block device itself (images/build-image.sh says why 1 MiB).
 FILESYSTEMS = ("ext4", "xfs", "btrfs", "raw")
 
 

@@ -186,8 +186,26 @@ def test_raw_command_gets_the_device(tmp_path):
             raise AssertionError(f"left behind: {p}")
         parent.rmdir()
     assert proc.returncode == 0, proc.stderr
-    assert (tmp_path / "size").read_text().strip() == str(8 << 20)
+    assert (tmp_path / "size").read_text().strip() == str(1 << 20)
     img = tmp_path / "final.img"
     replay(ensure_image("raw")[0], RunDir(out).log, img)
     data = img.read_bytes()
     assert data[4096:4097] == b"x" and data.count(0) == len(data) - 1
+
+
+def test_full_raw_device_fails_the_commit_unacknowledged(tmp_path):
+    """A workload that outgrows the 1 MiB raw device: the commit that writes
+    past its end fails (ENOSPC), the record exits 1 with the runner's line,
+    the log ends that transaction with txn-begin and no txn-ack, and the
+    device recovers to the state before it."""
+    proc = _record(tmp_path, "dhl-cc-raw", "insert:txns=400,size=3000", "raw")
+    assert proc.returncode == 1
+    assert "commit failed: commit: write of page 256 failed: No space left on device" \
+        in proc.stderr
+    run = RunDir(tmp_path / "run")
+    marks = _marks(run)
+    k = int(marks[-1].split(":")[1])
+    assert marks[-1].startswith("txn-begin:") and 100 < k < 400
+    assert marks == expected_marks(k - 1)[:-1] + [f"txn-begin:{k}"]
+    oracle = oracle_from_meta(run.meta())
+    assert _digest_after(run, "raw", "cc", tmp_path, None) == oracle.digests[k - 1]
