@@ -158,6 +158,18 @@ def newest_commit(hs: Sequence[Headers]) -> tuple[int, int, int]:
     return best[0], best[1], len(pages_with(hs, best[0], pagecount_at(hs, best[0])))
 
 
+def committed_fcc(hs: Sequence[Headers]) -> int:
+    """The FCC recovery would choose from these stored headers: the newest
+    commit record whose count of slot headers is complete (0: none)."""
+    cands = sorted({(h.tid[s], h.commit[s]) for h in hs for s in range(2)
+                    if h.tid[s] and h.commit[s] and h.pgno < pagecount_at(hs, h.tid[s])},
+                   reverse=True)
+    for tid, size in cands:
+        if len(pages_with(hs, tid, pagecount_at(hs, tid))) == size:
+            return tid
+    return 0
+
+
 def examine_before(image: Path) -> tuple[Before, bool]:
     """Read the crash image without recovery (``readonly``: nothing is
     written).  Returns the facts and whether it is a NOLOG database."""

@@ -1,0 +1,317 @@
+"""Trace-level DHL checkers: DHL-T2, CC-NEXT and CC-MONO, run once per
+recorded run over the successive images of each database page in the log.
+
+Every write entry of the log is mapped onto database pages; the slot headers
+of each touched page before and after the write are decoded by libdhl
+(``dhl_image_headers``).  The writing transaction W is the greatest new TID
+the write puts into a slot header (transactions are serial: when W writes,
+exactly the TIDs below W are committed).  Then:
+
+* DHL-T2: a write may overwrite (change) only one slot header, and only one
+  that holds nothing (INV), or an uncommitted one (TID >= W), or a committed
+  one that is older than the page's other slot header, itself committed —
+  never the only committed header, never the newer one;
+* CC-NEXT: the overwritten header never has TID W - 1;
+* CC-MONO: at every ``txn-ack`` mark, the FCC that recovery would choose
+  from the pages as written so far (newest complete commit record) is not
+  below the one at the previous ``txn-ack``.
+
+Mapping log blocks to database pages:
+
+* raw-device runs (meta fs ``raw``): page n is at byte n × page size;
+* file-backed runs (ext4): the database file's extents are read with
+  ``debugfs stat`` from the run's final image after journal replay, and
+  device bytes map to file offsets through them.  Limits: the map is the
+  final one — blocks the file held only earlier (none for DHL, which never
+  truncates or frees pages) are not seen, and a block written before the
+  file owned it would be misread as a page write (the recorded file system
+  starts empty, so such writes are zeroing at most).  Other file systems
+  (xfs, btrfs) are not mapped: the checker says so (skip).
+
+Discards are ignored (DHL never discards).  The page size and tree count
+come from the final database.
+"""
+
+from __future__ import annotations
+
+import bisect
+import os
+import shutil
+import tempfile
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from checkers.dhl import committed_fcc, open_image
+from checkers.verdict import Verdict, failed, passed, skipped
+from dhl.binding import Headers, image_headers
+from harness.explain.ext4 import _extents, debugfs
+from harness.images import verified_base_for_run
+from harness.logformat import LogReader
+from harness.recover.fs import recover_fs
+from harness.replay import replay
+from harness.rundir import RunDir
+
+MAX_LISTED = 8
+IDS = ("DHL-T2", "CC-NEXT", "CC-MONO")
+
+
+@dataclass(frozen=True)
+class PageMap:
+    """Device byte ranges that hold database file bytes:
+    ``(dev_start, dev_end, file_start)`` sorted by ``dev_start``."""
+
+    spans: tuple[tuple[int, int, int], ...]
+
+    @classmethod
+    def identity(cls, size: int) -> PageMap:
+        return cls(((0, size, 0),))
+
+    def pieces(self, dev_off: int, length: int) -> Iterator[tuple[int, int, int]]:
+        """``(file_off, start_in_data, n)`` for the parts of the device range
+        ``[dev_off, dev_off + length)`` that hold database bytes."""
+        starts = [s[0] for s in self.spans]
+        i = max(0, bisect.bisect_right(starts, dev_off) - 1)
+        end = dev_off + length
+        while i < len(self.spans) and self.spans[i][0] < end:
+            a, b, f = self.spans[i]
+            lo, hi = max(a, dev_off), min(b, end)
+            if lo < hi:
+                yield f + (lo - a), lo - dev_off, hi - lo
+            i += 1
+
+    def device_ranges(self, file_off: int, length: int) -> Iterator[tuple[int, int, int]]:
+        """``(dev_off, start_in_page, n)`` for a file byte range."""
+        end = file_off + length
+        for a, b, f in self.spans:
+            fa, fb = f, f + (b - a)
+            lo, hi = max(fa, file_off), min(fb, end)
+            if lo < hi:
+                yield a + (lo - fa), lo - file_off, hi - lo
+
+
+@dataclass
+class Finding:
+    entry: int
+    page: int
+    text: str
+
+
+@dataclass
+class TraceResult:
+    writes: int = 0  # page writes examined
+    acks: int = 0
+    t2: list[Finding] = field(default_factory=list)
+    next: list[Finding] = field(default_factory=list)
+    mono: list[Finding] = field(default_factory=list)
+    fcc_at_ack: list[tuple[str, int]] = field(default_factory=list)
+
+
+def _tid(t: int) -> str:
+    return "0 (INV)" if t == 0 else str(t)
+
+
+class PageTrace:
+    """The successive images of every database page, starting from the base
+    image, advanced write by write."""
+
+    def __init__(self, base: Path, pmap: PageMap, page_size: int, ntrees: int,
+                 nolog: bool = False) -> None:
+        self.base_fd = os.open(base, os.O_RDONLY)
+        self.pmap, self.ps, self.ntrees, self.nolog = pmap, page_size, ntrees, nolog
+        self.pages: dict[int, bytearray] = {}
+        self.headers: dict[int, Headers] = {}
+
+    def close(self) -> None:
+        os.close(self.base_fd)
+
+    def page(self, pgno: int) -> bytearray:
+        pg = self.pages.get(pgno)
+        if pg is None:
+            pg = bytearray(self.ps)
+            for dev, at, n in self.pmap.device_ranges(pgno * self.ps, self.ps):
+                pg[at:at + n] = os.pread(self.base_fd, n, dev)
+            self.pages[pgno] = pg
+            self.headers[pgno] = image_headers(bytes(pg), self.ps, pgno, self.ntrees)[0]
+        return pg
+
+    def write(self, dev_off: int, data: bytes) -> list[tuple[int, Headers, Headers]]:
+        """Apply one device write; ``(page, old headers, new headers)`` for
+        every database page it touched."""
+        touched: dict[int, Headers] = {}
+        for foff, at, n in self.pmap.pieces(dev_off, len(data)):
+            pos = 0
+            while pos < n:
+                pgno, inpage = divmod(foff + pos, self.ps)
+                k = min(n - pos, self.ps - inpage)
+                pg = self.page(pgno)
+                touched.setdefault(pgno, self.headers[pgno])
+                pg[inpage:inpage + k] = data[at + pos:at + pos + k]
+                pos += k
+        out = []
+        for pgno, old in touched.items():
+            new = image_headers(bytes(self.pages[pgno]), self.ps, pgno, self.ntrees)[0]
+            self.headers[pgno] = new
+            out.append((pgno, old, new))
+        return out
+
+    def all_headers(self) -> list[Headers]:
+        """Headers of pages 0..max known page, dense (unknown pages: read
+        from the base image)."""
+        top = max(self.pages, default=0)
+        for p in range(top + 1):
+            self.page(p)
+        return [self.headers[p] for p in range(top + 1)]
+
+
+def judge_write(entry: int, pgno: int, old: Headers, new: Headers, res: TraceResult,
+                nolog: bool) -> None:
+    """DHL-T2 and CC-NEXT for one page write."""
+    changed = [s for s in range(2) if (old.tid[s], old.commit[s], old.aux[s])
+               != (new.tid[s], new.commit[s], new.aux[s])]
+    if not changed:
+        return
+    w = max(new.tid[s] for s in changed)
+    if w == 0:
+        return  # an invalidation (recovery's repair), not a transaction's write
+    res.writes += 1
+    where = "header page meta slot" if pgno == 0 else "slot header"
+    if len(changed) == 2 and any(old.tid):
+        # in NOLOG slot 1 is always zero: only slot 0 can change
+        res.t2.append(Finding(entry, pgno, f"page {pgno}: transaction {w} rewrote both slot "
+                                           f"headers (TIDs {_tid(old.tid[0])}, "
+                                           f"{_tid(old.tid[1])} before)"))
+    for s in changed:
+        o, v = old.tid[s], old.tid[1 - s]
+        if o and o == w - 1:
+            res.next.append(Finding(entry, pgno, f"page {pgno}: transaction {w} overwrote "
+                                                 f"{where} {s} of TID {o} (its predecessor)"))
+        if o == 0 or o >= w or len(changed) == 2:
+            continue  # nothing committed was there (or already reported above)
+        v_committed = v != 0 and v < w
+        if not v_committed:
+            why = "INV" if v == 0 else f"TID {v}, uncommitted"
+            res.t2.append(Finding(entry, pgno, f"page {pgno}: transaction {w} overwrote {where} "
+                                               f"{s} (TID {o}), the only committed one — the "
+                                               f"other holds {why}"))
+        elif o > v:
+            res.t2.append(Finding(entry, pgno, f"page {pgno}: transaction {w} overwrote {where} "
+                                               f"{s} (TID {o}), the valid one, and kept the "
+                                               f"older TID {v}"))
+
+
+def trace_log(log: Path, base: Path, pmap: PageMap, page_size: int, ntrees: int,
+              nolog: bool = False) -> TraceResult:
+    """Walk ``log`` over the database pages of ``base`` (through ``pmap``)."""
+    res = TraceResult()
+    tr = PageTrace(base, pmap, page_size, ntrees, nolog)
+    last_fcc: tuple[str, int, int] | None = None  # (mark, entry, fcc)
+    try:
+        with LogReader(log) as reader:
+            ss = reader.sectorsize
+            for e in reader.entries():
+                if e.is_mark and e.label and e.label.startswith("txn-ack:"):
+                    res.acks += 1
+                    if nolog:
+                        continue
+                    fcc = committed_fcc(tr.all_headers())
+                    res.fcc_at_ack.append((e.label, fcc))
+                    if last_fcc is not None and fcc < last_fcc[2]:
+                        res.mono.append(Finding(e.index, 0, (
+                            f"at {e.label} (entry {e.index}) the committed FCC is {fcc}, below "
+                            f"{last_fcc[2]} at {last_fcc[0]} (entry {last_fcc[1]})")))
+                    last_fcc = (e.label, e.index, fcc)
+                    continue
+                if not e.has_payload:
+                    continue
+                for pgno, old, new in tr.write(e.sector * ss, reader.payload(e)):
+                    judge_write(e.index, pgno, old, new, res, nolog)
+    finally:
+        tr.close()
+    return res
+
+
+def _entries(fs: Sequence[Finding]) -> list[str]:
+    return [f"entry {f.entry} (page {f.page})" for f in fs[:MAX_LISTED]]
+
+
+def verdicts(res: TraceResult, nolog: bool = False) -> list[Verdict]:
+    """The three trace verdicts of one run."""
+    out = []
+    for inv, found, ok in (
+        ("DHL-T2", res.t2, f"all {res.writes} page writes overwrote only an empty, uncommitted "
+                           "or older committed slot header"),
+        ("CC-NEXT", res.next, f"no page write of transaction T+1 overwrote a header of T "
+                              f"({res.writes} writes)"),
+    ):
+        if not found:
+            out.append(passed(inv, ok, actual=res.writes))
+        else:
+            more = f" ({len(found) - 1} more such writes)" if len(found) > 1 else ""
+            out.append(failed(inv, f"log entry {found[0].entry}: {found[0].text}{more}",
+                              actual=len(found), implicated=_entries(found)))
+    if nolog:
+        out.append(skipped("CC-MONO", "NOLOG database: no FCC per transaction"))
+    elif res.mono:
+        f = res.mono[0]
+        out.append(failed("CC-MONO", f.text, expected="non-decreasing",
+                          actual=[x for _, x in res.fcc_at_ack][:64],
+                          implicated=[f"entry {m.entry}" for m in res.mono[:MAX_LISTED]]))
+    else:
+        fccs = [x for _, x in res.fcc_at_ack]
+        span = f"{fccs[0]}..{fccs[-1]}" if fccs else "no acknowledged transaction"
+        out.append(passed("CC-MONO", f"committed FCC never decreased over {res.acks} "
+                                     f"acknowledgements ({span})", actual=len(fccs)))
+    return out
+
+
+# --- a recorded run ------------------------------------------------------------
+
+
+def ext4_map(image: Path, file_path: str, block_size: int = 4096) -> PageMap:
+    """Device ranges of ``file_path`` in the (journal-replayed) ext4 image."""
+    ext, _ = _extents(debugfs(image, [f"stat {file_path}"]))
+    spans = sorted((p * block_size, (p + n) * block_size, lb * block_size) for lb, p, n in ext)
+    return PageMap(tuple(spans))
+
+
+def _block_size(image: Path) -> int:
+    for line in debugfs(image, ["stats"]).splitlines():
+        if line.startswith("Block size:"):
+            return int(line.split(":")[1])
+    return 4096
+
+
+def trace_verdicts(run: RunDir, workdir: Path | None = None) -> list[Verdict]:
+    """DHL-T2, CC-NEXT and CC-MONO for a recorded DHL run (any SUT with
+    engine "dhl"); the final image is rebuilt in a scratch folder."""
+    meta = run.meta()
+    fs, db_name = meta["fs"], meta["db"]
+    if fs not in ("raw", "ext4"):
+        why = f"no block-to-page map for {fs} (raw and ext4 only)"
+        return [skipped(i, why) for i in IDS]
+    base = verified_base_for_run(run)
+    own = workdir is None
+    work = Path(tempfile.mkdtemp(prefix="crashlab-trace-", dir="/dev/shm"
+                                 if os.path.isdir("/dev/shm") else None)) if own else workdir
+    try:
+        final = work / "final.img"
+        replay(base, run.log, final)
+        files = work / "files"
+        pmap: PageMap | None = None
+        if fs == "raw":
+            pmap = PageMap.identity(os.path.getsize(final))
+        rec = recover_fs(fs, final, files, workdir=work, db_name=db_name, fsck=False)
+        if not rec.ok:
+            return [skipped(i, f"the final image does not recover: {rec.detail}") for i in IDS]
+        if fs == "ext4":
+            pmap = ext4_map(final, "/" + db_name, _block_size(final))
+        assert pmap is not None
+        db, nolog = open_image(files / db_name, readonly=True)
+        with db:
+            info = db.info()
+        res = trace_log(run.log, base, pmap, info.page_size, info.ntrees, nolog)
+        return verdicts(res, nolog)
+    finally:
+        if own:
+            shutil.rmtree(work, ignore_errors=True)

@@ -1,0 +1,210 @@
+"""REC-CRASHSAFE: DHL recovery survives a crash of its own.
+
+DHL recovery is run on a copy of a crash image through a capturing I/O
+layer (:class:`dhl.binding.CaptureIO`, the engine's pluggable ``struct
+dhl_io``), which records every page write and sync it issues, in order.
+Its crash states are then enumerated exactly like a recorded run's: the
+writes between two syncs form an epoch; a state is every write of the
+epochs before epoch E plus a subset of epoch E's writes (every subset when
+there are few, else every prefix, every single-write drop and a seeded
+sample, up to ``limit`` states).  Each state is recovered again (a plain
+open) and must reach the same committed state as the uninterrupted
+recovery: the same FCC and the same content digest.
+
+The sweep runs this on a sample of crash states (it costs one recovery per
+recovery crash state); ``crashsafe_verdict`` is the entry point.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import random
+import shutil
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from checkers.verdict import Verdict, failed, passed, skipped
+from dhl.binding import CaptureIO, Database, DhlError, IoOp
+from harness.materialize import sparse_copy
+
+DEFAULT_LIMIT = 64
+EXHAUSTIVE_MAX = 10  # an epoch with at most this many writes: every subset
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What opening (and so recovering) one image gave."""
+
+    fcc: int | None
+    digest: str | None
+    error: str | None = None
+
+    def describe(self) -> str:
+        if self.error is not None:
+            return f"open failed ({self.error})"
+        return f"FCC {self.fcc}, content {self.digest[:12] if self.digest else '?'}"
+
+
+@dataclass(frozen=True)
+class RecoveryState:
+    """One crash state of a recovery: the writes (indices into the write
+    list) that reached the disk."""
+
+    epoch: int
+    kept: tuple[int, ...]
+    dropped: tuple[int, ...]
+
+
+def _is_nolog(image: Path) -> bool:
+    try:
+        Database(image, "tc", readonly=True).close()
+    except DhlError as e:
+        return e.code == "DHL_EMODE"
+    return False
+
+
+def capture_recovery(image: Path, workdir: Path) -> tuple[list[IoOp], str | None]:
+    """Recover a copy of ``image`` through :class:`CaptureIO`: the writes
+    and syncs recovery issued, and the open error if it failed."""
+    copy = workdir / "capture.db"
+    sparse_copy(image, copy)
+    try:
+        with CaptureIO(copy) as io:
+            try:
+                Database(copy, "tc", io=io).close()
+            except DhlError as e:
+                return io.ops, str(e)
+            return io.ops, None
+    finally:
+        copy.unlink(missing_ok=True)
+
+
+def outcome(path: Path) -> Outcome:
+    """Open ``path`` (recovering it) and read its FCC and content digest."""
+    try:
+        with Database(path, "tc") as db:
+            return Outcome(db.fcc, db.digest())
+    except DhlError as e:
+        return Outcome(None, None, str(e))
+
+
+def epochs(ops: Sequence[IoOp]) -> list[list[int]]:
+    """The indices of the writes of ``ops`` grouped by the syncs between them."""
+    out: list[list[int]] = [[]]
+    writes = 0
+    for op in ops:
+        if op.kind == "sync":
+            if out[-1]:
+                out.append([])
+            continue
+        out[-1].append(writes)
+        writes += 1
+    return [e for e in out if e]
+
+
+def recovery_states(ops: Sequence[IoOp], limit: int, seed: int = 0) -> Iterator[RecoveryState]:
+    """The crash states of a recovery's writes, at most ``limit`` of them,
+    deterministic for the same writes and seed.  The uninterrupted end state
+    (every write) is not among them: it is the reference."""
+    n = 0
+    eps = epochs(ops)
+    done: list[int] = []
+    for e, idx in enumerate(eps):
+        for kept in _subsets(idx, seed + e):
+            if len(kept) == len(idx):
+                continue  # = the next epoch's empty subset, or the reference itself
+            if n >= limit:
+                return
+            yield RecoveryState(e, tuple(done + list(kept)),
+                                tuple(i for i in idx if i not in kept))
+            n += 1
+        done += idx
+
+
+def _subsets(idx: list[int], seed: int) -> Iterator[tuple[int, ...]]:
+    """Subsets of one epoch's writes (order kept): all of them when few;
+    otherwise every prefix, every single drop, then a seeded sample."""
+    k = len(idx)
+    if k <= EXHAUSTIVE_MAX:
+        for r in range(k + 1):
+            yield from itertools.combinations(idx, r)
+        return
+    seen: set[tuple[int, ...]] = set()
+    for r in range(k):
+        seen.add(tuple(idx[:r]))
+        yield tuple(idx[:r])
+    for j in range(k):
+        s = tuple(idx[:j] + idx[j + 1:])
+        if s not in seen:
+            seen.add(s)
+            yield s
+    rnd = random.Random(seed)
+    for _ in range(1 << 16):  # enough draws for any sane limit
+        s = tuple(i for i in idx if rnd.random() < 0.5)
+        if s not in seen and len(s) < k:
+            seen.add(s)
+            yield s
+
+
+def _apply(image: Path, dst: Path, writes: Sequence[IoOp], which: Sequence[int]) -> None:
+    sparse_copy(image, dst)
+    fd = os.open(dst, os.O_WRONLY)
+    try:
+        for i in which:
+            os.pwrite(fd, writes[i].data, writes[i].offset)
+    finally:
+        os.close(fd)
+
+
+def _pages(writes: Sequence[IoOp], which: Sequence[int], page_size: int) -> str:
+    return ", ".join(f"page {writes[i].offset // page_size}" for i in which) or "none"
+
+
+def crashsafe_verdict(image_path: Path, workdir: Path, limit: int = DEFAULT_LIMIT, *,
+                      ops: Sequence[IoOp] | None = None) -> Verdict:
+    """REC-CRASHSAFE for one crash image: crash DHL recovery at up to
+    ``limit`` points of its own writes and recover again.  ``image_path`` is
+    not modified; scratch files go to ``workdir`` and are removed.
+
+    ``ops`` replaces the captured recovery writes (tests use it to play the
+    writes of a deliberately broken recovery)."""
+    if _is_nolog(image_path):
+        return skipped("REC-CRASHSAFE", "NOLOG database: no recovery")
+    work = workdir / "rec-crashsafe"
+    work.mkdir(parents=True, exist_ok=True)
+    try:
+        if ops is None:
+            ops, err = capture_recovery(image_path, work)
+            if err is not None:
+                return skipped("REC-CRASHSAFE", f"recovery itself fails: {err}")
+        writes = [op for op in ops if op.kind == "write"]
+        if not writes:
+            return passed("REC-CRASHSAFE", "recovery wrote nothing: it cannot be interrupted",
+                          actual=0)
+        with Database(image_path, "tc", readonly=True) as db:
+            ps = db.info().page_size
+        full = work / "full.db"
+        _apply(image_path, full, writes, range(len(writes)))
+        ref = outcome(full)
+        n = 0
+        state = work / "state.db"
+        for st in recovery_states(ops, limit):
+            n += 1
+            _apply(image_path, state, writes, st.kept)
+            got = outcome(state)
+            if got != ref:
+                return failed(
+                    "REC-CRASHSAFE",
+                    f"recovery crashed in its epoch {st.epoch} with writes "
+                    f"[{_pages(writes, st.kept, ps)}] on disk and "
+                    f"[{_pages(writes, st.dropped, ps)}] lost; recovering that again gives "
+                    f"{got.describe()} instead of {ref.describe()}",
+                    expected=ref.describe(), actual=got.describe(),
+                    implicated=[f"recovery write {i} (page {writes[i].offset // ps})"
+                                for i in st.dropped])
+        return passed("REC-CRASHSAFE", f"{n} crash states of recovery's {len(writes)} writes "
+                                       f"all recover to {ref.describe()}", actual=n)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
