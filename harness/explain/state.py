@@ -12,6 +12,7 @@ from typing import Protocol
 
 from harness.explain.dhl import DhlExplainer
 from harness.explain.ext4 import Ext4Explainer, journal_map, journal_superblock, read_layout
+from harness.explain.xfs import XfsExplainer
 from harness.logformat import Entry, LogReader
 from harness.materialize import DurableImage, sparse_copy
 from harness.recover.fs import recover_ext4
@@ -163,7 +164,7 @@ class RangeExplainer:
         self.fs = fs
 
     def explain(self, writes: Sequence[tuple[int, bytes]]) -> list[list[str]]:
-        return [[f"{self.fs} bytes {o}..{o + len(d)} ({(o // 4096)} as 4 KiB block)"]
+        return [[f"{self.fs} bytes {o}..{o + len(d)} (4 KiB block {o // 4096})"]
                 for o, d in writes]
 
 
@@ -185,6 +186,9 @@ def explain_state(reader: LogReader, state: State, *, fs: str, base: Path,
         dx = DhlExplainer(crash_image, workdir, dhl_mode)
         notes.append(dx.header())
         explainer = dx
+    elif fs == "xfs" and recovered is not None and recovered.exists():
+        explainer = XfsExplainer(recovered, db_name, DB_PAGE_SIZE)
+        notes.append("xfs: blocks as xfs_db sees them in this state's recovered image")
     else:
         explainer = RangeExplainer(fs)
         notes.append(f"{fs}: writes are shown as byte ranges only (no block map for {fs})")
