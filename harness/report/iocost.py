@@ -111,14 +111,12 @@ def _sb_from_image(meta: dict[str, Any]) -> bytes | None:
         return f.read(EXT4_SB_SIZE)
 
 
-def _txn_count(meta: dict[str, Any]) -> int:
-    """Acknowledged transactions: the ``txn-ack:`` marks of the log, else the
-    runner's count."""
-    marks = (meta.get("log") or {}).get("marks") or meta.get("marks") or []
-    acks = sum(1 for m in marks if m.startswith("txn-ack:"))
-    if acks:
-        return acks
-    return int((meta.get("runner") or {}).get("transactions") or 0)
+def _txn_count(acks_in_log: int, meta: dict[str, Any]) -> int:
+    """Acknowledged transactions: the ``txn-ack:`` marks in the window,
+    else the runner's count."""
+    if acks_in_log:
+        return acks_in_log
+    return int(((meta.get("runner") or {}).get("transactions")) or 0)
 
 
 def run_cost(run: Path, meta: dict[str, Any]) -> RunCost:
@@ -133,13 +131,15 @@ def run_cost(run: Path, meta: dict[str, Any]) -> RunCost:
         labels = {e.label for e in reader.entries() if e.is_mark}
         inside = "setup-done" not in labels  # no start mark: count from the start
         ended = False
-        window = jbytes = flushes = writes = tail = 0
+        window = jbytes = flushes = writes = tail = acks = 0
         for e in reader.entries():
             if e.is_mark:
                 if e.label == "setup-done":
                     inside = True
                 elif e.label == "workload-end" and inside:
                     ended = True
+                elif e.label.startswith("txn-ack:") and inside and not ended:
+                    acks += 1
                 continue
             if not inside:
                 continue
@@ -157,7 +157,7 @@ def run_cost(run: Path, meta: dict[str, Any]) -> RunCost:
                     jbytes += _overlap(start, start + size, journal)
     runner = meta.get("runner")
     return RunCost(
-        txns=_txn_count(meta), window_bytes=window,
+        txns=_txn_count(acks, meta), window_bytes=window,
         journal_bytes=jbytes if journal is not None else None,
         flushes=flushes, writes=writes, tail_bytes=tail,
         runner=runner.get("workload") if isinstance(runner, dict) else None,
