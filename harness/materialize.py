@@ -8,6 +8,13 @@ about once in all.  A state's image is a *scratch* copy of the durable image
 costs about a millisecond on tmpfs) with the state's overlay writes on top.
 The scratch copy is needed because recovery (journal replay, SQLite hot
 journal rollback, DHL recovery) writes to the image.
+
+The scratch image is kept between states: :class:`DurableImage` remembers
+the byte ranges where it may differ from the durable image (the last
+overlay, what recovery reported writing via :meth:`DurableImage.mark_dirty`,
+entries the durable image advanced over) and restores only those from the
+durable image.  A recovery that writes where it cannot say calls
+:meth:`DurableImage.invalidate`, and the next scratch is a full copy again.
 """
 
 from __future__ import annotations
@@ -63,6 +70,10 @@ def _copy_range(sfd: int, dfd: int, start: int, end: int, src: Path) -> None:
         done += n
 
 
+# Past this many dirty bytes a full sparse copy is cheaper than restoring.
+RESTORE_LIMIT = 4 << 20
+
+
 class DurableImage:
     """A worker-local image that holds log entries ``[0, position)``.
 
@@ -76,6 +87,12 @@ class DurableImage:
         self.path = workdir / "durable.img"
         self.scratch_path = workdir / "state.img"
         self._reader = LogReader(log, salvage=salvage)
+        # Byte ranges where the scratch image may differ from the durable
+        # one; None: unknown (the next scratch is a full copy).
+        self._dirty: list[tuple[int, int]] | None = None
+        self._dirty_bytes = 0
+        self.overlay: list[tuple[int, int]] = []  # ranges the last scratch() wrote
+        self.full_copies = 0
         self._reset()
 
     def _reset(self) -> None:
@@ -83,6 +100,7 @@ class DurableImage:
         self._entries: Iterator[Entry] = self._reader.entries()
         self._pending: Entry | None = None
         self.position = 0
+        self.invalidate()
 
     def close(self) -> None:
         self._reader.close()
@@ -91,12 +109,31 @@ class DurableImage:
     def reader(self) -> LogReader:
         return self._reader
 
+    def invalidate(self) -> None:
+        """Forget what the scratch image holds: the next :meth:`scratch` is
+        a full copy."""
+        self._dirty = None
+        self._dirty_bytes = 0
+
+    def mark_dirty(self, ranges: Iterable[tuple[int, int]]) -> None:
+        """Note ``(offset, length)`` ranges written to the scratch image
+        (by recovery); the next :meth:`scratch` restores them."""
+        if self._dirty is None:
+            return
+        for off, n in ranges:
+            self._dirty.append((off, n))
+            self._dirty_bytes += n
+        if self._dirty_bytes > RESTORE_LIMIT:
+            self.invalidate()
+
     def advance(self, position: int) -> None:
         """Apply entries until ``self.position == position``."""
         if position < self.position:
             self._reset()
         if position == self.position:
             return
+        ss = self._reader.sectorsize
+        changed: list[tuple[int, int]] = []
         fd = os.open(self.path, os.O_WRONLY)
         try:
             while self.position < position:
@@ -108,18 +145,57 @@ class DurableImage:
                         f"state needs {position}"
                     )
                 apply_entry(fd, self._reader, entry)
+                if entry.is_write:
+                    changed.append((entry.sector * ss, entry.nr_sectors * ss))
                 self.position += 1
         finally:
             os.close(fd)
+        # The scratch image lacks these entries: restore them too.
+        self.mark_dirty(changed)
 
     def scratch(self, writes: Iterable[tuple[int, bytes]]) -> Path:
         """A fresh copy of the durable image with ``(byte offset, data)``
-        writes applied in order; valid until the next call."""
-        sparse_copy(self.path, self.scratch_path)
+        writes applied in order; valid until the next call.  Only the
+        ranges where the previous scratch image may differ are copied back
+        from the durable image, unless :meth:`invalidate` was called or the
+        file is gone (a recovery moved it away)."""
+        dirty = self._dirty
+        if dirty is None or not self.scratch_path.exists():
+            sparse_copy(self.path, self.scratch_path)
+            self.full_copies += 1
+            dirty = []
         fd = os.open(self.scratch_path, os.O_WRONLY)
         try:
+            if dirty:
+                src = os.open(self.path, os.O_RDONLY)
+                try:
+                    for off, n in _merge(dirty):
+                        data = os.pread(src, n, off)
+                        os.pwrite(fd, data, off)
+                    size = os.fstat(src).st_size
+                    if os.fstat(fd).st_size != size:  # a write past the end
+                        os.ftruncate(fd, size)
+                finally:
+                    os.close(src)
+            overlay: list[tuple[int, int]] = []
             for offset, data in writes:
                 os.pwrite(fd, data, offset)
+                overlay.append((offset, len(data)))
         finally:
             os.close(fd)
+        self.overlay = overlay
+        self._dirty = list(overlay)
+        self._dirty_bytes = sum(n for _, n in overlay)
         return self.scratch_path
+
+
+def _merge(ranges: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """Sorted, non-overlapping ``(offset, length)`` ranges covering ``ranges``."""
+    out: list[tuple[int, int]] = []
+    for off, n in sorted(ranges):
+        if out and off <= out[-1][0] + out[-1][1]:
+            last_off, last_n = out[-1]
+            out[-1] = (last_off, max(last_n, off + n - last_off))
+        else:
+            out.append((off, n))
+    return out

@@ -7,6 +7,7 @@ log order."""
 
 from __future__ import annotations
 
+import os
 import shutil
 from collections import OrderedDict
 from pathlib import Path
@@ -16,12 +17,17 @@ from checkers.engines import checker_for
 from checkers.verdict import Verdict, failed, passed
 from harness.images import verified_base_for_run
 from harness.materialize import DurableImage, sparse_copy
+from harness.recover.ext4fast import FastExt4
 from harness.recover.fs import FsRecovery, recover_fs
 from harness.rundir import RunDir
 from harness.states import State
 from workloads.run import oracle_from_meta, spec_from_meta
 
 CACHE_SIZE = 4096
+# CRASHLAB_RECOVERY=reference checks every state through the reference
+# path (a full image copy and fresh e2fsprogs processes per state) instead
+# of the fast one; verdicts are identical (tests/test_sweep_perf*.py).
+RECOVERY_ENV = "CRASHLAB_RECOVERY"
 
 
 def fs_verdict(rec: FsRecovery) -> Verdict | None:
@@ -45,7 +51,8 @@ class StateChecker:
     keep: Path | None = None
     last_recovery: FsRecovery | None = None  # of the last state checked
 
-    def __init__(self, run: RunDir, workdir: Path, *, fsck: bool = True) -> None:
+    def __init__(self, run: RunDir, workdir: Path, *, fsck: bool = True,
+                 fast: bool | None = None) -> None:
         self.run = run
         self.meta = run.meta()
         self.sut, _ = spec_from_meta(self.meta)
@@ -59,8 +66,13 @@ class StateChecker:
         self.image = DurableImage(verified_base_for_run(run), run.log, workdir)
         self.cache: OrderedDict[bytes, Any] = OrderedDict()
         self.cache_hits = 0
+        if fast is None:
+            fast = os.environ.get(RECOVERY_ENV, "fast") != "reference"
+        self.fast_ext4 = FastExt4(workdir, fsck=fsck) if fast and self.fs == "ext4" else None
 
     def close(self) -> None:
+        if self.fast_ext4 is not None:
+            self.fast_ext4.close()
         self.image.close()
 
     def check(self, state: State) -> list[Verdict]:
@@ -71,8 +83,7 @@ class StateChecker:
             sparse_copy(img, self.keep / "crash.img")
         files = self.workdir / "files"
         shutil.rmtree(files, ignore_errors=True)
-        rec = recover_fs(self.fs, img, files, workdir=self.workdir, db_name=self.db_name,
-                         fsck=self.fsck)
+        rec = self._recover(state, img, files)
         self.last_recovery = rec
         if self.keep is not None:
             self._keep_recovered(img, files)
@@ -82,6 +93,28 @@ class StateChecker:
             return verdicts
         facts = self._facts(files)
         return verdicts + self.checker.judge(facts, self.oracle, state.cut.acked, state.cut.begun)
+
+    def _recover(self, state: State, img: Path, files: Path) -> FsRecovery:
+        """File-system recovery of the scratch image ``img`` into ``files``;
+        tells the durable image what it wrote."""
+        if self.fast_ext4 is not None and self.keep is None:
+            def rebuild() -> Path:
+                self.image.invalidate()
+                return self.image.scratch(state.extents(self.image.reader))
+
+            rec, written = self.fast_ext4.recover(
+                img, files, overlay=self.image.overlay, base=self.image.position,
+                rebuild=rebuild)
+            if written is None:
+                self.image.invalidate()
+            else:
+                self.image.mark_dirty(written)
+            return rec
+        rec = recover_fs(self.fs, img, files, workdir=self.workdir, db_name=self.db_name,
+                         fsck=self.fsck)
+        # The reference tools write wherever they need to.
+        self.image.invalidate()
+        return rec
 
     def _keep_recovered(self, img: Path, files: Path) -> None:
         """Copy the recovered image (on a raw device: the database file) and

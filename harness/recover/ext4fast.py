@@ -1,0 +1,226 @@
+"""Fast ext4 recovery of crash images: the same e2fsprogs code as the
+reference path (:func:`harness.recover.fs.recover_ext4`), without a process
+start per step and without a full ``e2fsck -fn`` per state.
+
+Per state, one long-lived debugfs (:mod:`harness.recover.debugfs`) runs
+``open -w -z UNDO IMG``, ``jr`` (the journal replay e2fsck uses: same
+recovery code; the replayed image equals ``e2fsck -E journal_only``'s except
+for the superblock's write time, kbytes-written counter and checksum) and
+``rdump``.  The undo file names every block debugfs wrote, so the caller can
+restore the scratch image from the durable image block by block instead of
+copying the whole image per state.
+
+FS-RECOVER's read-only ``e2fsck -fn`` (exit 0 = nothing to repair beyond
+journal replay) is cached by a digest of the replayed image's *metadata*.
+The durable image is fixed, so two states of one durable image differ only
+in the blocks the overlay or the replay wrote (``U``).  Let ``M`` be the
+blocks the replayed file system maps as regular-file data (debugfs
+``blocks`` of every file rdump extracted) or journal data (all of the
+journal inode's blocks but its superblock): e2fsck reads neither on a clean
+journal.  The key is: the durable image, the journal's and every file's
+block list (so ``M`` itself), and each block of ``U`` outside ``M`` with its
+content.  Equal keys mean equal images outside ``M``.  Only *clean* results
+are cached: if e2fsck found a state clean, no block of ``M`` is also
+metadata in it, so a state with the same key presents e2fsck with
+byte-identical metadata and is clean too.  A key is made only when the
+replay left the journal clean (no needs_recovery flag, journal ``s_start``
+0).
+
+Anything unexpected — debugfs printing an error, a journal it cannot
+replay, e2fsck finding a problem — falls back to the reference path on a
+rebuilt crash image, so failures carry exactly the reference verdicts.
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+import subprocess
+from collections import OrderedDict
+from collections.abc import Callable, Iterable
+from pathlib import Path
+
+import xxhash
+
+from harness.recover.debugfs import DebugfsError, DebugfsSession
+from harness.recover.fs import FsRecovery, recover_ext4
+from harness.recover.undo import written_ranges
+
+SB_OFFSET = 1024
+SB_SIZE = 1024
+INCOMPAT_RECOVER = 0x4
+JOURNAL_INO = 8
+# Superblock fields ext2fs_flush sets from the clock and I/O counters, not
+# from recovery: masked in the key when debugfs wrote the superblock (then
+# its checksum, also masked, is valid by construction).
+_SB_VOLATILE = ((0x30, 4), (0x178, 8), (0x274, 1), (0x3FC, 4))
+FSCK_CACHE = 1 << 16
+
+
+def _quote(path: Path | str) -> str:
+    """A path as one debugfs argument."""
+    s = str(path)
+    if '"' in s or "\n" in s:
+        raise DebugfsError(f"path not passable to debugfs: {s!r}")
+    return f'"{s}"'
+
+
+def _expected_open_banner(undo: Path, image: Path) -> str:
+    return ("Overwriting existing filesystem; this can be undone using the command:\n"
+            f"    e2undo {undo} {image}\n\n")
+
+
+def _blocks(text: str) -> list[int]:
+    return [int(t) for t in text.split()]
+
+
+class FastExt4:
+    """Recovers ext4 crash images through one debugfs process; one per
+    worker, closed with :meth:`close`."""
+
+    def __init__(self, workdir: Path, *, fsck: bool = True) -> None:
+        self.workdir = workdir
+        self.fsck = fsck
+        self.undo = workdir / "recover.undo"
+        self.session: DebugfsSession | None = None
+        self.clean: OrderedDict[bytes, None] = OrderedDict()
+        self.stats = {"fast": 0, "fallback": 0, "fsck_run": 0, "fsck_cached": 0}
+        self.last_fallback = ""
+
+    def close(self) -> None:
+        if self.session is not None:
+            self.session.close()
+            self.session = None
+        self.undo.unlink(missing_ok=True)
+
+    def _debugfs(self) -> DebugfsSession:
+        if self.session is None:
+            self.session = DebugfsSession()
+        return self.session
+
+    def recover(
+        self,
+        image: Path,
+        out_dir: Path,
+        *,
+        overlay: Iterable[tuple[int, int]],
+        base: object,
+        rebuild: Callable[[], Path],
+    ) -> tuple[FsRecovery, list[tuple[int, int]] | None]:
+        """Recover ``image`` (the durable image identified by ``base`` plus
+        the ``(offset, length)`` ranges of ``overlay``) and extract its files
+        to ``out_dir``.  Returns the recovery and the byte ranges written to
+        the image, or None when the reference path ran on ``rebuild()``, a
+        fresh full copy of the crash image (written anywhere)."""
+        try:
+            fast = self._fast(image, out_dir, list(overlay), base)
+        except DebugfsError as e:
+            # A broken session is not trusted again; the state still gets
+            # the reference verdict.
+            self.close()
+            fast = f"debugfs: {e}"
+        if isinstance(fast, tuple):
+            self.stats["fast"] += 1
+            return fast
+        self.stats["fallback"] += 1
+        self.last_fallback = fast
+        img = rebuild()
+        return recover_ext4(img, out_dir, check=self.fsck), None
+
+    def _fast(
+        self, image: Path, out_dir: Path, overlay: list[tuple[int, int]], base: object
+    ) -> tuple[FsRecovery, list[tuple[int, int]]] | str:
+        """The fast path, or the reason to fall back."""
+        with open(image, "rb") as f:
+            sb = f.read(SB_OFFSET + SB_SIZE)[SB_OFFSET:]
+        if len(sb) < SB_SIZE or sb[0x38:0x3A] != b"\x53\xef":
+            return "no ext4 superblock"
+        replay = bool(struct.unpack_from("<I", sb, 0x60)[0] & INCOMPAT_RECOVER)
+        self.undo.unlink(missing_ok=True)
+        out_dir.mkdir(parents=True, exist_ok=True)
+        dbg = self._debugfs()
+        opened, jr, rdump = dbg.request([
+            f"open -w -z {_quote(self.undo)} {_quote(image)}", "jr",
+            f"rdump / {_quote(out_dir)}",
+        ])
+        if opened != _expected_open_banner(self.undo, image) or jr or rdump:
+            dbg.request(["close"])
+            return f"debugfs said: {(opened + jr + rdump).strip()[:200]}"
+        files = sorted(p.relative_to(out_dir).as_posix() for p in out_dir.rglob("*")
+                       if p.is_file() and not p.is_symlink())
+        answers = dbg.request([f"blocks <{JOURNAL_INO}>", *[f"blocks {_quote('/' + r)}"
+                                                          for r in files], "close"])
+        written = written_ranges(self.undo)
+        if answers[-1]:
+            return f"debugfs close said: {answers[-1].strip()[:200]}"
+        try:
+            journal = _blocks(answers[0])
+            data = {f: _blocks(a) for f, a in zip(files, answers[1:-1], strict=True)}
+        except ValueError:
+            return f"debugfs blocks said: {' '.join(answers[:-1]).strip()[:200]}"
+        rec = FsRecovery("ext4", ok=True, journal_replayed=replay, needed_repair=False,
+                         files=out_dir, steps=["debugfs open -w -z, jr, rdump (fast path)"])
+        if self.fsck:
+            key = self._fsck_key(image, base, overlay, written, journal, data)
+            if key is not None and key in self.clean:
+                self.clean.move_to_end(key)
+                self.stats["fsck_cached"] += 1
+                rec.steps.append("e2fsck -fn: exit 0 (cached for identical metadata)")
+            else:
+                self.stats["fsck_run"] += 1
+                p = subprocess.run(["e2fsck", "-fn", str(image)], capture_output=True,
+                                   text=True, timeout=120)
+                if p.returncode != 0:
+                    return f"e2fsck -fn: exit {p.returncode}"
+                rec.steps.append("e2fsck -fn: exit 0")
+                if key is not None:
+                    self.clean[key] = None
+                    if len(self.clean) > FSCK_CACHE:
+                        self.clean.popitem(last=False)
+        return rec, written
+
+    def _fsck_key(
+        self,
+        image: Path,
+        base: object,
+        overlay: list[tuple[int, int]],
+        written: list[tuple[int, int]],
+        journal: list[int],
+        data: dict[str, list[int]],
+    ) -> bytes | None:
+        """The metadata digest of the replayed image (module comment), or
+        None if the replay did not leave a clean journal."""
+        fd = os.open(image, os.O_RDONLY)
+        try:
+            sb = os.pread(fd, SB_SIZE, SB_OFFSET)
+            if struct.unpack_from("<I", sb, 0x60)[0] & INCOMPAT_RECOVER or not journal:
+                return None
+            bs = 1024 << struct.unpack_from("<I", sb, 0x18)[0]
+            jsb = os.pread(fd, 32, journal[0] * bs)
+            if len(jsb) < 32 or struct.unpack_from(">I", jsb, 28)[0] != 0:
+                return None
+            h = xxhash.xxh3_128()
+            h.update(repr((base, bs)).encode() + b"\0")
+            h.update(struct.pack(f"<Q{len(journal)}Q", len(journal), *journal))
+            masked = set(journal[1:])
+            for name, blocks in data.items():
+                h.update(name.encode() + b"\0" + struct.pack(f"<Q{len(blocks)}Q",
+                                                             len(blocks), *blocks))
+                masked.update(blocks)
+            touched: set[int] = set()
+            for off, length in (*overlay, *written):
+                touched.update(range(off // bs, (off + length - 1) // bs + 1))
+            sb_written = any(off < SB_OFFSET + SB_SIZE and off + n > SB_OFFSET
+                             for off, n in written)
+            h.update(b"\1")
+            for b in sorted(touched - masked):
+                block = bytearray(os.pread(fd, bs, b * bs))
+                if sb_written and b * bs < SB_OFFSET + SB_SIZE and (b + 1) * bs > SB_OFFSET:
+                    at = SB_OFFSET - b * bs
+                    for off, n in _SB_VOLATILE:
+                        block[at + off:at + off + n] = bytes(n)
+                h.update(struct.pack("<Q", b))
+                h.update(block)
+            return h.digest()
+        finally:
+            os.close(fd)
