@@ -130,7 +130,7 @@ class PageTrace:
         if pg is None:
             pg = bytearray(self.ps)
             for dev, at, n in self.pmap.device_ranges(pgno * self.ps, self.ps):
-                pg[at:at + n] = os.pread(self.base_fd, n, dev)
+                pg[at:at + n] = os.pread(self.base_fd, n, dev).ljust(n, b"\0")  # past the end: 0
             self.pages[pgno] = pg
             self.headers[pgno] = image_headers(bytes(pg), self.ps, pgno, self.ntrees)[0]
         return pg
@@ -183,6 +183,10 @@ def judge_write(entry: int, pgno: int, old: Headers, new: Headers, res: TraceRes
                                            f"{_tid(old.tid[1])} before)"))
     for s in changed:
         o, v = old.tid[s], old.tid[1 - s]
+        if new.tid[s] and o and new.tid[s] < o:
+            res.t2.append(Finding(entry, pgno, f"page {pgno}: {where} {s} went back from TID {o} "
+                                               f"to TID {new.tid[s]} (a stale page image)"))
+            continue
         if o and o == w - 1:
             res.next.append(Finding(entry, pgno, f"page {pgno}: transaction {w} overwrote "
                                                  f"{where} {s} of TID {o} (its predecessor)"))
