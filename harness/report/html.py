@@ -11,7 +11,7 @@ import jinja2
 
 from harness.atomic import write_text_atomic
 from harness.report import papers
-from harness.report.model import Report, fmt
+from harness.report.model import OPTION_TEXT, Report, fmt
 
 TEMPLATES = Path(__file__).resolve().parent / "templates"
 REPORT_HTML = "report.html"
@@ -36,7 +36,8 @@ def render_html(report: Report) -> str:
     images = [(name, _data_uri(report.path / rel)) for name, rel in report.plots.items()
               if (report.path / rel).is_file()]
     template = _environment().get_template("report.html.j2")
-    return template.render(r=report, images=images, fmt=fmt, setting=papers.SETTING)
+    return template.render(r=report, images=images, fmt=fmt, setting=papers.SETTING,
+                           option_text=OPTION_TEXT)
 
 
 def write_html(report: Report) -> Path:

@@ -4,12 +4,13 @@ a mark beside each count, explained by the legend."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 from harness.atomic import write_text_atomic
 from harness.report import papers
-from harness.report.model import MatrixCell, Report, fmt
+from harness.report.model import OPTION_TEXT, MatrixCell, Report, fmt
 
 REPORT_MD = "report.md"
 MARKS = {
@@ -157,10 +158,10 @@ def _enumeration(r: Report) -> list[str]:
            "cells that used it.", ""]
     for opts, members in r.option_sets():
         used = ", ".join(f"{c.sut} [{c.strategy}]" for c in members)
-        rows = [[f"`{k}`", f"`{v}`"] for k, v in opts.items()] or [["(unknown)",
-                                                                   "no result.json"]]
-        rows.append(["cells", used])
-        out += table(["option", "value"], rows)
+        rows = [[f"`{k}`", f"`{json.dumps(v)}`", OPTION_TEXT.get(k, "")]
+                for k, v in opts.items()] or [["(unknown)", "no result.json", ""]]
+        rows.append(["cells", used, ""])
+        out += table(["option", "value", "meaning"], rows)
     return out
 
 

@@ -25,9 +25,40 @@ from harness.report.load import Sweep
 
 DEFAULT_PER_GROUP = 5
 KB = 1024.0
-OPTION_KEYS = ("strategy", "window_start", "window_end", "max_exhaustive", "max_drop", "sample",
-               "seed", "tear_unit", "torn_pattern", "max_tears", "max_subset_blocks", "dedup",
-               "max_states", "fsck")
+# Enumeration options shown per strategy, with what each means (the
+# definitions are harness/states/strategies.py's Options and the check's).
+OPTION_TEXT = {
+    "strategy": "how crash states are generated from each epoch (between two flushes)",
+    "window_start": "crash points before this mark are not enumerated",
+    "window_end": "nor crash points after this one (null: up to the end of the log)",
+    "max_exhaustive": "reorder: epochs of at most this many writes get every subset (2^n)",
+    "max_drop": "reorder, larger epochs: subsets dropping at most this many writes",
+    "sample": "reorder, larger epochs: this many seeded random subsets instead (null: off)",
+    "seed": "seed of the sampled subsets",
+    "tear_unit": "torn: bytes that persist all or nothing",
+    "torn_pattern": "torn: which parts of a write survive (prefix, ends, subset)",
+    "max_tears": "torn prefix/ends: split points per write at most",
+    "max_subset_blocks": "torn subset: only writes of at most this many tear units",
+    "dedup": "states with identical block overlays are checked once (folded)",
+    "max_states": "stop after this many states (null: all)",
+    "fsck": "ext4: e2fsck -fn after journal replay (FS-RECOVER)",
+}
+COMMON_OPTIONS = ("strategy", "window_start", "window_end", "dedup", "max_states", "fsck")
+STRATEGY_OPTIONS = {
+    "reorder": ("max_exhaustive", "max_drop", "sample", "seed"),
+    "torn": ("tear_unit", "torn_pattern", "max_tears", "max_subset_blocks"),
+}
+
+
+def relevant_options(options: dict[str, Any]) -> dict[str, Any]:
+    """The options that shaped this strategy's states, in a fixed order
+    (unknown strategies keep every option)."""
+    strategy = options.get("strategy")
+    if strategy in ("prefix", "persistence-points", *STRATEGY_OPTIONS):
+        keys = (*COMMON_OPTIONS, *STRATEGY_OPTIONS.get(strategy, ()))
+    else:
+        keys = tuple(options)
+    return {k: options[k] for k in keys if k in options}
 
 
 @dataclass
@@ -158,7 +189,7 @@ class Report:
         (cells with no result.json are grouped under an empty set)."""
         out: list[tuple[dict[str, Any], list[CellInfo]]] = []
         for c in self.cells:
-            opts = {k: c.options[k] for k in OPTION_KEYS if k in c.options} if c.options else {}
+            opts = relevant_options(c.options) if c.options else {}
             for known, members in out:
                 if known == opts:
                     members.append(c)
