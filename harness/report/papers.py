@@ -23,14 +23,15 @@ class PaperIo:
 
 
 WALDIO = "WALDIO (ATC'15) Table 1"
+_JOJ = "(of the journal KB: ext4 journaling of SQLite's own journal file)"
 MAW = "MAW Table I"
 
 PAPER_IO: tuple[PaperIo, ...] = (
-    PaperIo(WALDIO, "OFF", 8, 12, 20, "JOJ 0"),
-    PaperIo(WALDIO, "WAL", 8, 20, 28, "JOJ 20"),
-    PaperIo(WALDIO, "DELETE", 24, 56, 80, "JOJ 44"),
-    PaperIo(WALDIO, "TRUNCATE", 24, 48, 72, "JOJ 36"),
-    PaperIo(WALDIO, "PERSIST", 28, 52, 80, "JOJ 40"),
+    PaperIo(WALDIO, "OFF", 8, 12, 20, f"JOJ 0 {_JOJ}"),
+    PaperIo(WALDIO, "WAL", 8, 20, 28, f"JOJ 20 {_JOJ}"),
+    PaperIo(WALDIO, "DELETE", 24, 56, 80, f"JOJ 44 {_JOJ}"),
+    PaperIo(WALDIO, "TRUNCATE", 24, 48, 72, f"JOJ 36 {_JOJ}"),
+    PaperIo(WALDIO, "PERSIST", 28, 52, 80, f"JOJ 40 {_JOJ}"),
     PaperIo(MAW, "DELETE", 32, 32, 64),
     PaperIo(MAW, "TRUNCATE", 32, 44, 76),
     PaperIo(MAW, "PERSIST", 36, 12, 48, "fdatasync 4 per transaction"),
