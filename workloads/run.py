@@ -99,16 +99,18 @@ def check_sut_fs(sut: Sut, fs: str) -> None:
 
 
 def workload_command(
-    sut_name: str, spec_text: str, workdir: Path, fs: str = "ext4"
+    sut_name: str, spec_text: str, workdir: Path, fs: str | None = None
 ) -> tuple[list[str], dict[str, Any], Path]:
     """For ``crashlab record --sut --workload``: write the op stream into
     ``workdir`` (which must lie outside the recorded file system) and return
     the runner command (database ``DB_NAME`` relative to the cwd, which the
     recorder sets to the mount point; for a raw SUT the device the recorder
     names in ``DEV_ENV``), the meta.json entries and where the runner's
-    --stats report will be."""
+    --stats report will be.  ``fs``, when given, is checked against the SUT
+    (:func:`check_sut_fs`)."""
     sut, spec = get_sut(sut_name), parse_spec(spec_text)
-    check_sut_fs(sut, fs)
+    if fs is not None:
+        check_sut_fs(sut, fs)
     ops = write_opstream(spec, workdir / "workload.ops")
     stats = workdir / "runner-stats.json"
     if sut.raw:

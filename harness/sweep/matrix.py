@@ -25,12 +25,23 @@ MULTI = "insert:txns=10,ops=3,tables=3,warmup=100,seed=1"
 SINGLE = "insert:txns=10,ops=1,tables=1,seed=1"
 UPDATE = "update:txns=10,ops=3,tables=3,warmup=60,seed=1"
 DELETE = "delete:txns=10,ops=3,tables=3,warmup=60,seed=1"
+# DHL: 400-byte values, two per tree per transaction on 3 trees, so every
+# transaction rewrites >= 3 leaves (plus the header page unless embedded) and
+# the measured transactions split pages: 6 new pages in insert and update
+# (dhl-cc, page count after txn 1 vs txn 10); delete frees space, no splits.
+DHL_INSERT = "insert:txns=10,ops=6,tables=3,size=400,warmup=20,seed=1"
+DHL_UPDATE = "update:txns=10,ops=6,tables=3,size=400,order=rand,warmup=30,seed=1"
+DHL_DELETE = "delete:txns=10,ops=6,tables=3,size=400,order=rand,warmup=30,seed=1"
 
 # Known weaknesses a sweep must keep finding (see workloads/suts.py for the
 # documented rules and RECORDING-NOTES.md for the DELETE+FULL case).
 UNSAFE = {
     "sqlite-delete-full": ("DB-DURABLE",),
     "sqlite-off": ("DB-ATOMIC", "DB-INTEGRITY", "DB-OPEN"),
+    # in place, no recovery (workloads/suts.py): a crash between the page
+    # writes of a multi-page transaction leaves part of it
+    "dhl-nolog": ("DB-ATOMIC",),
+    "dhl-nolog-raw": ("DB-ATOMIC",),
 }
 
 
@@ -67,14 +78,26 @@ def _default() -> list[Cell]:
         _cell("sqlite-delete-full", SINGLE, ("prefix",)),
         _cell("sqlite-off", MULTI),
         _cell("sqlite-wal-normal", MULTI, ("prefix",)),
+        # DHL's fast tier: the database on the bare recorded device.
+        _cell("dhl-tc-raw", MULTI, fs="raw"),
+        _cell("dhl-cc-raw", MULTI, fs="raw"),
+        _cell("dhl-nolog-raw", MULTI, fs="raw"),
     ]
 
 
 def _nightly() -> list[Cell]:
     cells = []
-    for name in SUTS:
-        for wl in (MULTI, UPDATE, DELETE, "app:gmail,txns=10,seed=1"):
-            cells.append(_cell(name, wl, ("prefix", "reorder", "torn")))
+    every = ("prefix", "reorder", "torn")
+    for name, sut in SUTS.items():
+        if sut.engine == "dhl":
+            fs = "raw" if sut.raw else "ext4"
+            for wl in (DHL_INSERT, DHL_UPDATE, DHL_DELETE, "app:gmail,txns=10,seed=1"):
+                cells.append(_cell(name, wl, every, fs))
+            if sut.raw:
+                continue
+        else:
+            for wl in (MULTI, UPDATE, DELETE, "app:gmail,txns=10,seed=1"):
+                cells.append(_cell(name, wl, every))
         for fs in ("xfs", "btrfs"):
             cells.append(_cell(name, MULTI, ("prefix",), fs))
     return cells
