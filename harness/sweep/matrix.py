@@ -44,6 +44,17 @@ UNSAFE = {
     "dhl-nolog-raw": ("DB-ATOMIC",),
 }
 
+# DHL assumes a page write is atomic with respect to its slot-header area
+# (thesis §III; DHL.md "Known limits").  Torn 4 KiB writes break that, and
+# whenever the commit record can persist with a torn data page — in the same
+# epoch (CC, CC_OPT) or inside the torn page itself (TC_OPT, CC_OPT: the
+# record is embedded) — a transaction commits with garbage records.  Measured
+# on DHL_INSERT, raw, torn: CC/CC_OPT 107, TC_OPT 100 violations of
+# DB-ATOMIC/INTEGRITY/OPEN; TC (a sync before a header-page-only commit) 0.
+# These SUTs' torn cells are checked and reported but not held to them.
+TORN_WAIVED = ("DB-OPEN", "DB-INTEGRITY", "DB-ATOMIC")
+TORN_UNSAFE_DHL = {"dhl-cc", "dhl-cc-opt", "dhl-tc-opt"}
+
 
 @dataclass(frozen=True)
 class Cell:
@@ -52,15 +63,20 @@ class Cell:
     fs: str = "ext4"
     strategies: tuple[str, ...] = ("prefix", "reorder")
     must_violate_any: tuple[str, ...] = field(default=())
+    # Promises of the SUT this cell does not hold it to: its fault model goes
+    # beyond what the promise assumes (TORN_WAIVED).  Such a cell is named
+    # after its strategies too, so it can sit beside the SUT's main cell.
+    waived: tuple[str, ...] = field(default=())
 
     @property
     def name(self) -> str:
         """A folder name: unique in a matrix, stable across runs."""
         slug = self.workload.replace(":", "-").replace(",", "-").replace("=", "")
-        return f"{self.sut}--{slug}--{self.fs}"
+        name = f"{self.sut}--{slug}--{self.fs}"
+        return name + "--" + "-".join(self.strategies) if self.waived else name
 
     def expectation(self) -> Expectation:
-        promised = get_sut(self.sut).promises
+        promised = tuple(i for i in get_sut(self.sut).promises if i not in self.waived)
         if self.fs != "raw":
             promised = ("FS-RECOVER", *promised)
         return Expectation(promised, self.must_violate_any)
@@ -91,8 +107,14 @@ def _nightly() -> list[Cell]:
     for name, sut in SUTS.items():
         if sut.engine == "dhl":
             fs = "raw" if sut.raw else "ext4"
+            torn_unsafe = name.removesuffix("-raw") in TORN_UNSAFE_DHL
             for wl in (DHL_INSERT, DHL_UPDATE, DHL_DELETE, "app:gmail,txns=10,seed=1"):
-                cells.append(_cell(name, wl, every, fs))
+                if torn_unsafe:
+                    cells.append(_cell(name, wl, ("prefix", "reorder"), fs))
+                    cells.append(Cell(name, wl, fs, ("torn",), UNSAFE.get(name, ()),
+                                      TORN_WAIVED))
+                else:
+                    cells.append(_cell(name, wl, every, fs))
             if sut.raw:
                 continue
         else:
