@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import json
 import sys
-import tempfile
 from pathlib import Path
 
 import click
@@ -12,9 +10,8 @@ import click
 from harness.errors import CrashlabError
 from harness.images import FILESYSTEMS
 from harness.record.backends import CHOICES, select_backend
-from harness.record.recorder import record, tmp_parent
-from harness.rundir import RunDir
-from workloads.run import check_sut_fs, workload_command
+from harness.record.recorder import record, record_workload
+from workloads.run import check_sut_fs
 from workloads.spec import parse_spec
 from workloads.suts import get_sut
 
@@ -52,7 +49,7 @@ def record_cmd(
     if sut is None or workload is None:
         run = record(list(command), out, fs=fs, backend=backend)
     else:
-        run = _record_workload(sut, workload, out, fs, backend)
+        run = record_workload(sut, workload, out, fs=fs, backend=backend)
     meta = run.meta()
     log = meta["log"]
     click.echo(
@@ -64,18 +61,6 @@ def record_cmd(
         click.echo(f"crashlab: record: the command exited with status {meta['exit_status']}",
                    err=True)
         sys.exit(1)
-
-
-def _record_workload(sut: str, workload: str, out: Path, fs: str, backend: str) -> RunDir:
-    """Record crashlab-runner running WORKLOAD on SUT; meta.json gets the SUT,
-    the canonical spec and seed (the oracle is rebuilt from them) and the
-    runner's own counts."""
-    with tempfile.TemporaryDirectory(prefix="crashlab-wl-", dir=tmp_parent()) as tmp:
-        cmd, extra, stats = workload_command(sut, workload, Path(tmp), fs)
-        run = record(cmd, out, fs=fs, backend=backend, extra_meta=extra)
-        if stats.exists():
-            run.write_meta({**run.meta(), "runner": json.loads(stats.read_text())})
-    return run
 
 
 COMMANDS = [record_cmd]

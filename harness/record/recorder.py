@@ -15,6 +15,7 @@ from __future__ import annotations
 import dataclasses
 import datetime
 import importlib.metadata
+import json
 import os
 import platform
 import shutil
@@ -202,3 +203,18 @@ def _write_meta(
     }
     meta.update(extra_meta or {})
     run.write_meta(meta)
+
+
+def record_workload(sut: str, workload: str, out: Path, *, fs: str = "ext4",
+                    backend: str = "auto") -> RunDir:
+    """Record crashlab-runner running WORKLOAD on SUT.  meta.json gets the
+    SUT, the canonical spec and seed (the oracle is rebuilt from them) and
+    the runner's own counts (``runner``: writes and syncs per transaction)."""
+    from workloads.run import workload_command
+
+    with tempfile.TemporaryDirectory(prefix="crashlab-wl-", dir=tmp_parent()) as tmp:
+        cmd, extra, stats = workload_command(sut, workload, Path(tmp), fs)
+        run = record(cmd, out, fs=fs, backend=backend, extra_meta=extra)
+        if stats.exists():
+            run.write_meta({**run.meta(), "runner": json.loads(stats.read_text())})
+    return run

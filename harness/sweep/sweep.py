@@ -55,17 +55,9 @@ def record_cell(cell: Cell, run_dir: Path, backend: str, resume: bool) -> RunDir
     if run_dir.exists():
         shutil.rmtree(run_dir)
     run_dir.parent.mkdir(parents=True, exist_ok=True)
-    from harness.record.recorder import record
-    from workloads.run import workload_command
+    from harness.record.recorder import record_workload
 
-    scratch = run_dir.parent / f".{run_dir.name}.work"
-    shutil.rmtree(scratch, ignore_errors=True)
-    scratch.mkdir()
-    try:
-        command, extra, _stats = workload_command(cell.sut, cell.workload, scratch)
-        run = record(command, run_dir, fs=cell.fs, backend=backend, extra_meta=extra)
-    finally:
-        shutil.rmtree(scratch, ignore_errors=True)
+    run = record_workload(cell.sut, cell.workload, run_dir, fs=cell.fs, backend=backend)
     if run.meta().get("exit_status") != 0:
         raise CrashlabError(f"{run_dir}: the workload failed while recording (see meta.json)")
     return run
