@@ -39,9 +39,11 @@ UNSAFE = {
     "sqlite-delete-full": ("DB-DURABLE",),
     "sqlite-off": ("DB-ATOMIC", "DB-INTEGRITY", "DB-OPEN"),
     # in place, no recovery (workloads/suts.py): a crash between the page
-    # writes of a multi-page transaction leaves part of it
-    "dhl-nolog": ("DB-ATOMIC",),
-    "dhl-nolog-raw": ("DB-ATOMIC",),
+    # writes of a multi-page transaction leaves part of it, or a parent that
+    # points past the stored page count (then it does not open: on ext4,
+    # app:gmail prefix showed only DB-OPEN failures, 79 of 104 states)
+    "dhl-nolog": ("DB-ATOMIC", "DB-OPEN", "DB-INTEGRITY"),
+    "dhl-nolog-raw": ("DB-ATOMIC", "DB-OPEN", "DB-INTEGRITY"),
 }
 
 # DHL assumes a page write is atomic with respect to its slot-header area
@@ -97,7 +99,8 @@ def _default() -> list[Cell]:
         # DHL's fast tier: the database on the bare recorded device.
         _cell("dhl-tc-raw", MULTI, fs="raw"),
         _cell("dhl-cc-raw", MULTI, fs="raw"),
-        _cell("dhl-nolog-raw", MULTI, fs="raw"),
+        # on this workload the partial transactions must show as DB-ATOMIC
+        Cell("dhl-nolog-raw", MULTI, "raw", must_violate_any=("DB-ATOMIC",)),
     ]
 
 
@@ -121,7 +124,14 @@ def _nightly() -> list[Cell]:
             for wl in (MULTI, UPDATE, DELETE, "app:gmail,txns=10,seed=1"):
                 cells.append(_cell(name, wl, every))
         for fs in ("xfs", "btrfs"):
-            cells.append(_cell(name, MULTI, ("prefix",), fs))
+            if name == "dhl-nolog" and fs == "btrfs":
+                # btrfs' copy-on-write fsync persists the file's new extents
+                # all or nothing, which hides NOLOG's partial transactions at
+                # the database level (measured: prefix states of MULTI fail
+                # only DHL-T1, 87 of 102): reported, not required.
+                cells.append(Cell(name, MULTI, fs, ("prefix",)))
+            else:
+                cells.append(_cell(name, MULTI, ("prefix",), fs))
     return cells
 
 
