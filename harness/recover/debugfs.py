@@ -60,6 +60,9 @@ class DebugfsSession:
         self.timeout = timeout
         self._n = 0
         self._buf = b""
+        # Swallow the version banner debugfs prints at start (stderr), so
+        # that every request's output is its own.
+        self.request(["params"])
 
     def __enter__(self) -> DebugfsSession:
         return self

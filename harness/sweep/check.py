@@ -3,7 +3,12 @@
 States are enumerated in the parent (streaming, deterministic), grouped
 into chunks of one epoch each, and checked by worker processes; results
 come back in enumeration order (``imap``), so ``states.jsonl`` is the same
-whatever the number of workers.  It is appended chunk by chunk and fsynced:
+whatever the number of workers.  A chunk travels as its epoch's number and
+its states' keys: each worker reads the log's epochs itself (in order, one
+in memory), so a state of a 20,000-write epoch costs a few bytes of IPC,
+not a pickled copy of its epoch.  The task pipe bounds how far the
+enumeration runs ahead of the workers, so memory does not grow with the
+number of states.  It is appended chunk by chunk and fsynced:
 ``--resume`` keeps its complete lines, skips that many states of the
 (identical) enumeration, and continues.  ``result.json`` is written last,
 atomically, from ``states.jsonl`` alone, so an interrupted and resumed check
@@ -16,6 +21,7 @@ import dataclasses
 import hashlib
 import json
 import multiprocessing
+import multiprocessing.util
 import os
 import shutil
 import tempfile
@@ -31,6 +37,8 @@ from harness.errors import CrashlabError
 from harness.logformat import LogReader
 from harness.rundir import RunDir
 from harness.states import Enumeration, Options, State
+from harness.states.epochs import Epoch, iter_epochs
+from harness.states.stateid import StateKey
 from harness.sweep.worker import StateChecker, state_record
 
 CHUNK = 32  # states per task: small enough to balance two workers, large enough to amortise IPC
@@ -63,19 +71,59 @@ def default_window(run: RunDir, opts: Options) -> Options:
 
 # --- worker processes --------------------------------------------------------
 
+# A chunk as sent to a worker: its epoch's number and, per state, the kept
+# mask, the torn writes and the ordinal (what rebuilds the State there).
+Task = tuple[int, list[tuple[int, tuple[tuple[int, int], ...], int | None]]]
+
+
+class _EpochCursor:
+    """The log's epochs in order, for a worker: chunks arrive in log order,
+    so the cursor only moves forward (an earlier epoch restarts it)."""
+
+    def __init__(self, log: Path) -> None:
+        self.reader = LogReader(log)
+        self._restart()
+
+    def _restart(self) -> None:
+        self._it = iter_epochs(self.reader)
+        self.epoch: Epoch | None = None
+
+    def get(self, index: int) -> Epoch:
+        if self.epoch is not None and self.epoch.index > index:
+            self._restart()
+        while self.epoch is None or self.epoch.index < index:
+            self.epoch = next(self._it, None)
+            if self.epoch is None:
+                raise CrashlabError(f"{self.reader.path}: no epoch {index}")
+        return self.epoch
+
+    def close(self) -> None:
+        self.reader.close()
+
+
 _checker: StateChecker | None = None
+_epochs: _EpochCursor | None = None
 _init_error: BaseException | None = None
 
 
 def _init_worker(run_path: str, workroot: str, fsck: bool) -> None:
     # An exception escaping a Pool initializer makes the Pool respawn the
     # worker forever: keep it and raise it with the first task instead.
-    global _checker, _init_error
+    global _checker, _epochs, _init_error
     try:
         workdir = Path(tempfile.mkdtemp(prefix="w", dir=workroot))
-        _checker = StateChecker(RunDir(Path(run_path)), workdir, fsck=fsck)
+        run = RunDir(Path(run_path))
+        _checker = StateChecker(run, workdir, fsck=fsck)
+        _epochs = _EpochCursor(run.log)
     except BaseException as e:  # noqa: BLE001
         _init_error = e
+
+
+def _init_pool_worker(run_path: str, workroot: str, fsck: bool) -> None:
+    _init_worker(run_path, workroot, fsck)
+    # An orderly pool exit (close + join) ends the checker's helper
+    # processes; on terminate they die with the worker (PDEATHSIG).
+    multiprocessing.util.Finalize(None, _close_worker, exitpriority=10)
 
 
 def _check_chunk(states: list[State]) -> list[dict[str, Any]]:
@@ -83,6 +131,20 @@ def _check_chunk(states: list[State]) -> list[dict[str, Any]]:
         raise _init_error
     assert _checker is not None
     return [state_record(s, _checker.check(s)) for s in states]
+
+
+def _task(chunk: list[State]) -> Task:
+    return chunk[0].epoch.index, [(s.key.kept, s.key.torn, s.ordinal) for s in chunk]
+
+
+def _check_task(task: Task) -> list[dict[str, Any]]:
+    if _init_error is not None:
+        raise _init_error
+    assert _epochs is not None
+    index, items = task
+    epoch = _epochs.get(index)
+    return _check_chunk([State(StateKey(index, kept, torn), epoch, ordinal)
+                         for kept, torn, ordinal in items])
 
 
 # --- the parent --------------------------------------------------------------
@@ -176,12 +238,14 @@ def check_run(
             else:
                 ctx = multiprocessing.get_context("fork")
                 init_args = (str(run.path), str(workroot), opts.fsck)
-                with ctx.Pool(jobs, _init_worker, init_args) as pool:
-                    for records in pool.imap(_check_chunk, chunks):
+                with ctx.Pool(jobs, _init_pool_worker, init_args) as pool:
+                    for records in pool.imap(_check_task, map(_task, chunks)):
                         emit(records)
+                    pool.close()
+                    pool.join()
             stats = enum.stats
     finally:
-        shutil.rmtree(workroot, ignore_errors=True)
+        _remove_workroot(workroot)
     result = summarise(run, states_path, opts)
     result["states"]["generated"] = stats.generated
     result["states"]["folded"] = stats.folded
@@ -191,10 +255,24 @@ def check_run(
 
 
 def _close_worker() -> None:
-    global _checker
+    global _checker, _epochs
     if _checker is not None:
         _checker.close()
         _checker = None
+    if _epochs is not None:
+        _epochs.close()
+        _epochs = None
+
+
+def _remove_workroot(workroot: Path) -> None:
+    """Remove the workers' folders.  After an interrupt, a killed worker's
+    debugfs may take a moment to die (PDEATHSIG) and write one more file:
+    retry briefly."""
+    for _ in range(20):
+        shutil.rmtree(workroot, ignore_errors=True)
+        if not workroot.exists():
+            return
+        time.sleep(0.05)
 
 
 def _tmp_parent() -> str:
