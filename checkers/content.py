@@ -2,7 +2,8 @@
 among the oracle's states.  Works for every SUT: it needs only the
 recovered content digest.
 
-``oracle[i]`` is the digest after transaction i (0 = after setup).  At the
+``oracle[i]`` is the digest after transaction i (0 = after setup; -1, the
+empty database, is before it).  At the
 crash point, transactions 1..acked were acknowledged (``txn-ack`` marks) and
 transactions up to ``begun`` had started (``txn-begin``): the recovered
 content must equal ``oracle[j]`` for some j with ``acked <= j <= begun``.
@@ -14,11 +15,19 @@ from collections.abc import Sequence
 
 from checkers.verdict import Verdict, failed, passed, skipped
 
+# The digest of a database with no rows (a sum over nothing): the content
+# before the set-up transaction, transaction index -1.  A SUT that may lose
+# acknowledged work (e.g. WAL with synchronous=NORMAL) can lose the set-up
+# itself: that is a durability loss, not an atomicity one.
+BEFORE_SETUP = "0" * 32
+
 
 def matching_indices(digest: str, oracle: Sequence[str]) -> list[int]:
     """Every transaction index whose oracle state has this digest (several
-    when a transaction left the content unchanged)."""
-    return [i for i, d in enumerate(oracle) if d == digest]
+    when a transaction left the content unchanged), -1 for the empty
+    database before set-up."""
+    before = [-1] if digest == BEFORE_SETUP else []
+    return before + [i for i, d in enumerate(oracle) if d == digest]
 
 
 def judge_content(digest: str, oracle: Sequence[str], acked: int, begun: int) -> list[Verdict]:
@@ -48,11 +57,11 @@ def judge_content(digest: str, oracle: Sequence[str], acked: int, begun: int) ->
         first_lost = below[-1] + 1
         lost = f"transactions {first_lost}..{acked}"
         if first_lost == acked:
-            lost = f"transaction {acked}"
+            lost = "the set-up" if acked == 0 else f"transaction {acked}"
         return [
             atomic,
             failed("DB-DURABLE",
-                   f"content is the state after transaction {below[-1]}, but {lost} had been "
+                   f"content is {_state_name(below[-1])}, but {lost} had been "
                    "acknowledged: an acknowledged commit was lost",
                    expected=window, actual=below[-1]),
             passed("DB-PREFIX", "no unissued transaction visible", expected=window,
@@ -67,6 +76,10 @@ def judge_content(digest: str, oracle: Sequence[str], acked: int, begun: int) ->
                f"(last begun: {begun})",
                expected=window, actual=above[0]),
     ]
+
+
+def _state_name(j: int) -> str:
+    return "the empty database before set-up" if j == -1 else f"the state after transaction {j}"
 
 
 def _ranges(xs: list[int]) -> str:

@@ -49,3 +49,12 @@ def test_unchanged_content_matches_several_indices() -> None:
 def test_bad_window_is_a_bug() -> None:
     with pytest.raises(ValueError):
         judge_content("s1", ORACLE, acked=3, begun=2)
+
+
+def test_lost_setup_is_a_durability_loss_not_an_atomicity_one() -> None:
+    """An empty database is the state before set-up (index -1): with the
+    set-up acknowledged (acked 0) it fails DB-DURABLE only."""
+    vs = judge_content("0" * 32, ORACLE, acked=0, begun=1)
+    assert by_id(vs) == {"DB-ATOMIC": "pass", "DB-DURABLE": "fail", "DB-PREFIX": "pass"}
+    assert vs[1].actual == -1
+    assert "empty database before set-up, but the set-up had been acknowledged" in vs[1].explanation
