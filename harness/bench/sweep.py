@@ -1,0 +1,221 @@
+"""Crash states checked per second, where the time goes, and memory
+(``crashlab bench --only sweep``).
+
+1. ext4 + SQLite tier: real fuse recordings of sqlite-wal-full and
+   sqlite-delete-extra (the default matrix's workload), every reorder state
+   checked by ``check_run`` with 2 workers on the fast path; the reference
+   path (a full image copy and fresh e2fsck/debugfs processes per state) on
+   the first states of the same run for the ratio.  Printed: wall states/s
+   and CPU ms per state (parent, workers and their e2fsprogs processes):
+   this machine is shared, so ``2 cores / CPU per state`` is what two idle
+   cores would do.
+2. DHL raw tier: a dhl-cc-raw recording (no file system), the same.
+3. A per-stage profile of one worker (one process, wall ms per state).
+4. Memory: peak RSS summed over the parent, its workers and their helper
+   processes (sampled after every chunk from /proc), after 10^4 and after
+   10^5 states of one long DHL raw check: flat means equal.
+   ``CRASHLAB_BENCH_SWEEP_STATES`` lowers the big count on a slow machine.
+"""
+
+from __future__ import annotations
+
+import os
+import resource
+import shutil
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any, TypeVar
+
+from harness.logformat import LogReader
+from harness.rundir import RunDir
+from harness.states import Enumeration, Options
+from harness.sweep.check import CheckOptions, check_run, default_window
+from harness.sweep.worker import RECOVERY_ENV, StateChecker
+
+NAME = "sweep"
+JOBS = 2
+MULTI = "insert:txns=10,ops=3,tables=3,warmup=100,seed=1"
+PROFILE_STATES = 1000
+REFERENCE_STATES = 300
+T = TypeVar("T")
+
+
+def _cpu() -> float:
+    s = resource.getrusage(resource.RUSAGE_SELF)
+    c = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return s.ru_utime + s.ru_stime + c.ru_utime + c.ru_stime
+
+
+def _tree_rss_kb(pid: int) -> int:
+    """VmRSS of ``pid`` and all its descendants, in KiB."""
+    total = 0
+    stack = [pid]
+    while stack:
+        p = stack.pop()
+        try:
+            for line in Path(f"/proc/{p}/status").read_text().splitlines():
+                if line.startswith("VmRSS:"):
+                    total += int(line.split()[1])
+            for task in Path(f"/proc/{p}/task").iterdir():
+                stack.extend(int(c) for c in (task / "children").read_text().split())
+        except (OSError, ValueError):
+            continue
+    return total
+
+
+def _check(run: RunDir, out: Path, *, mode: str = "fast", max_states: int | None = None,
+           on_progress: Callable[[int, int], None] | None = None) -> tuple[int, float, float]:
+    """(states checked, wall s, CPU s) of one reorder check."""
+    old = os.environ.get(RECOVERY_ENV)
+    os.environ[RECOVERY_ENV] = mode
+    try:
+        shutil.rmtree(out, ignore_errors=True)
+        c0, t0 = _cpu(), time.perf_counter()
+        r = check_run(run, CheckOptions(states=Options(strategy="reorder"), jobs=JOBS,
+                                        max_states=max_states), out, on_progress=on_progress)
+        return r["states"]["checked"], time.perf_counter() - t0, _cpu() - c0
+    finally:
+        if old is None:
+            os.environ.pop(RECOVERY_ENV, None)
+        else:
+            os.environ[RECOVERY_ENV] = old
+
+
+def _rate(label: str, n: int, wall: float, cpu: float) -> float:
+    print(f"  {label}: {n} states in {wall:.1f} s = {n / wall:,.0f} states/s wall; "
+          f"CPU {cpu / n * 1000:.2f} ms/state -> {JOBS * n / cpu:,.0f} states/s on "
+          f"{JOBS} idle cores")
+    return n / wall
+
+
+def _timed(stages: dict[str, float], name: str, fn: Callable[..., T]) -> Callable[..., T]:
+    def wrapper(*a: Any, **k: Any) -> T:  # noqa: ANN401
+        t = time.perf_counter()
+        try:
+            return fn(*a, **k)
+        finally:
+            stages[name] = stages.get(name, 0.0) + time.perf_counter() - t
+    return wrapper
+
+
+def _profile(run: RunDir, work: Path, n: int) -> None:
+    """Wall ms per state of each stage in one worker (sequential, so the
+    helper processes' time is inside the stage that waits for them)."""
+    import harness.recover.ext4fast as ext4fast
+    import harness.sweep.worker as worker
+
+    stages: dict[str, float] = {}
+    sc = StateChecker(run, work / "profile", fast=True)
+    img = sc.image
+    img.advance = _timed(stages, "materialise: advance durable image", img.advance)  # type: ignore[method-assign]
+    img.scratch = _timed(stages, "materialise: scratch (restore + overlay)", img.scratch)  # type: ignore[method-assign]
+    ck = sc.checker
+    sc.checker = SimpleNamespace(  # type: ignore[assignment]
+        content_key=_timed(stages, "db: content key (hash extracted files)", ck.content_key),
+        examine=_timed(stages, "db: examine (SUT recovery + checks, cache misses)", ck.examine),
+        judge=_timed(stages, "db: judge verdicts", ck.judge),
+    )
+    saved = (ext4fast.recover_ext4, worker.recover_fs)
+    ext4fast.recover_ext4 = _timed(stages, "fs: reference fallback (full copy + e2fsprogs)",
+                                   ext4fast.recover_ext4)
+    worker.recover_fs = _timed(stages, "fs: recover (raw: move the image)", worker.recover_fs)
+    fast = sc.fast_ext4
+    if fast is not None:
+        fast._fsck_key = _timed(stages, "fs: e2fsck cache key", fast._fsck_key)  # type: ignore[method-assign]
+        fast._fast = _timed(stages, "fs: fast path total", fast._fast)  # type: ignore[method-assign]
+        real_debugfs = fast._debugfs
+
+        def debugfs() -> Any:  # noqa: ANN401
+            s = real_debugfs()
+            if not hasattr(s, "_timed"):
+                s.request = _timed(stages, "fs: debugfs open/jr/rdump/blocks/close",  # type: ignore[method-assign]
+                                   s.request)
+                s._timed = True
+            return s
+        fast._debugfs = debugfs  # type: ignore[method-assign]
+    count = 0
+    t0 = time.perf_counter()
+    try:
+        with LogReader(run.log) as r:
+            for state in Enumeration(r, default_window(run, Options(strategy="reorder"))):
+                sc.check(state)
+                count += 1
+                if count >= n:
+                    break
+    finally:
+        ext4fast.recover_ext4, worker.recover_fs = saved
+        wall = time.perf_counter() - t0
+        extra = dict(fast.stats) if fast is not None else {}
+        sc.close()
+    if "fs: fast path total" in stages:
+        inner = sum(v for k, v in stages.items() if k in (
+            "fs: debugfs open/jr/rdump/blocks/close", "fs: e2fsck cache key"))
+        stages["fs: e2fsck -fn runs (amortised) + undo parse + file walk"] = \
+            stages.pop("fs: fast path total") - inner
+    accounted = sum(stages.values())
+    stages["enumeration, state_record, rest"] = wall - accounted
+    print(f"  profile, one process, {count} states, {count / wall:,.0f} states/s wall:")
+    for k, v in sorted(stages.items(), key=lambda kv: -kv[1]):
+        print(f"    {v / count * 1000:6.3f} ms/state {100 * v / wall:5.1f}%  {k}")
+    if extra:
+        print(f"    fast path: {extra['fast']} states, {extra['fallback']} fell back to the "
+              f"reference; e2fsck -fn run {extra['fsck_run']}, reused {extra['fsck_cached']}; "
+              f"DB facts reused {sc.cache_hits}")
+
+
+def _memory(run: RunDir, out: Path, small: int, big: int) -> None:
+    me = os.getpid()
+    peak = 0
+    at_small: int | None = None
+
+    def sample(generated: int, checked: int) -> None:
+        nonlocal peak, at_small
+        peak = max(peak, _tree_rss_kb(me))
+        if at_small is None and checked >= small:
+            at_small = peak
+
+    n, wall, _ = _check(run, out, max_states=big, on_progress=sample)
+    print(f"  peak RSS of parent + {JOBS} workers + helpers: after {small:,} states "
+          f"{(at_small or peak) / 1024:.1f} MiB, after {n:,} states {peak / 1024:.1f} MiB "
+          f"({n / wall:,.0f} states/s)")
+
+
+def run() -> None:
+    from harness.record.fuse import FuseBackend
+    from harness.sweep.matrix import Cell
+    from harness.sweep.sweep import record_cell
+
+    ok, why = FuseBackend.available()
+    if not ok or os.geteuid() != 0:
+        print(f"skipped: recording needs root and the fuse backend ({why})")
+        return
+    big = int(os.environ.get("CRASHLAB_BENCH_SWEEP_STATES", "100000"))
+    small = min(10_000, big // 10)
+    parent = "/dev/shm" if os.path.isdir("/dev/shm") else None
+    d = Path(tempfile.mkdtemp(prefix="crashlab-bench-sweep-", dir=parent))
+    try:
+        print("ext4 + SQLite tier (fuse recording, reorder, every state):")
+        for sut in ("sqlite-wal-full", "sqlite-delete-extra"):
+            run_ = record_cell(Cell(sut, MULTI), d / sut, "fuse", False)
+            fast = _rate(f"{sut} fast", *_check(run_, d / f"{sut}.check"))
+            ref = _rate(f"{sut} reference (first {REFERENCE_STATES})",
+                        *_check(run_, d / f"{sut}.ref", mode="reference",
+                                max_states=REFERENCE_STATES))
+            print(f"  {sut}: fast / reference = {fast / ref:.1f}x")
+        _profile(RunDir(d / "sqlite-delete-extra"), d, PROFILE_STATES)
+        print("DHL raw tier (dhl-cc-raw, no file system, reorder):")
+        raw = record_cell(Cell("dhl-cc-raw", MULTI, fs="raw"), d / "dhl-cc-raw", "fuse", False)
+        _rate("dhl-cc-raw", *_check(raw, d / "raw.check"))
+        _profile(raw, d, PROFILE_STATES)
+        # About 46 reorder states per transaction: enough transactions for
+        # `big` states.
+        txns = big // 40 + 10
+        print(f"memory (dhl-cc-raw, insert:txns={txns}, reorder, {JOBS} workers):")
+        huge = record_cell(Cell("dhl-cc-raw", f"insert:txns={txns},ops=3,tables=3,warmup=100,"
+                                "seed=1", fs="raw"), d / "dhl-huge", "fuse", False)
+        _memory(huge, d / "huge.check", small, big)
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
