@@ -117,8 +117,8 @@ def check_cmd(run: Path, jobs: int, max_states: int | None, no_fsck: bool, resum
             hook = _hook(bar, task)
         result = check_run(rd, opts, out, resume=resume, on_progress=hook)
     cell = Cell(sut.name, rd.meta()["workload"], rd.meta()["fs"], (opts.states.strategy,))
-    exp = evaluate(cell.expectation(), {k: v["fail"] for k, v in result["verdicts"].items()},
-                   result["states"]["checked"])
+    failures = {k: v["fail"] for k, v in result["verdicts"].items()}
+    exp = evaluate(cell.expectation(opts.states.strategy), failures, result["states"]["checked"])
     row = {**result, "expectation": {"ok": exp.ok, "broken": exp.broken}}
     _print_table(f"crashlab check {run}", [row])
     for line in exp.broken:

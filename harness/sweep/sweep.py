@@ -76,7 +76,7 @@ def cell_record(cell: Cell, strategy: str, result: dict[str, Any],
         "states": result["states"],
         "verdicts": result["verdicts"],
         "expectation": {
-            "guaranteed": list(cell.expectation().guaranteed),
+            "guaranteed": list(cell.expectation(strategy).guaranteed),
             "must_violate_any": list(cell.must_violate_any),
             "ok": exp.ok,
             "broken": exp.broken,
@@ -124,7 +124,7 @@ def run_sweep(
                     if on_progress else None,
                 )
             failures = {k: v["fail"] for k, v in result["verdicts"].items()}
-            exp = evaluate(cell.expectation(), failures, result["states"]["checked"])
+            exp = evaluate(cell.expectation(strategy), failures, result["states"]["checked"])
             results.append(exp)
             cell_records.append(cell_record(cell, strategy, result, exp))
             for v in result["violations"]:
