@@ -44,14 +44,15 @@ class DebugfsError(CrashlabError):
 
 
 class DebugfsSession:
-    """A debugfs process; :meth:`request` runs commands, one output each."""
+    """A debugfs process (started with ``options``, e.g. ``-n``);
+    :meth:`request` runs commands, one output each."""
 
-    def __init__(self, *, timeout: float = 60.0) -> None:
+    def __init__(self, *options: str, timeout: float = 60.0) -> None:
         env = {**os.environ, "PAGER": "__none__", "DEBUGFS_PAGER": "__none__",
                "SS_READLINE_PATH": "", "LC_ALL": "C"}
         try:
             self.proc: subprocess.Popen[bytes] | None = subprocess.Popen(
-                ["debugfs"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                ["debugfs", *options], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                 stderr=subprocess.STDOUT, env=env, preexec_fn=_die_with_parent,
             )
         except FileNotFoundError:
