@@ -211,3 +211,26 @@ def _check_loops() -> set[str]:
 
 def _others_checking() -> bool:
     return bool(_check_loops())
+
+
+def test_dhl_run_level_checks_are_wired(tmp_path: Path) -> None:
+    """A DHL check also judges the run as a whole: the trace invariants once,
+    REC-CRASHSAFE on a sample of states; NOLOG's trace fails DHL-T2 and the
+    violation points at the log."""
+    wl = "insert:txns=6,ops=3,tables=3,warmup=100"
+    cc = record_cell(Cell("dhl-cc-raw", wl, "raw"), tmp_path / "cc", "fuse", False)
+    opts = CheckOptions(states=Options(strategy="prefix"), jobs=2, crashsafe_sample=3)
+    result = check_run(cc, opts, tmp_path / "cc-check")
+    for inv in ("DHL-T2", "CC-NEXT", "CC-MONO"):
+        assert result["verdicts"][inv] == {"pass": 1, "fail": 0, "skip": 0}, inv
+    assert result["verdicts"]["REC-CRASHSAFE"]["pass"] == 3
+    run_lines = (tmp_path / "cc-check" / "run.jsonl").read_text().splitlines()
+    assert json.loads(run_lines[0])["id"] == "trace" and len(run_lines) == 4
+    assert result["states"]["checked"] == len(
+        (tmp_path / "cc-check" / STATES_NAME).read_text().splitlines())
+
+    nolog = record_cell(Cell("dhl-nolog-raw", wl, "raw"), tmp_path / "nolog", "fuse", False)
+    result = check_run(nolog, opts, tmp_path / "nolog-check")
+    t2 = [v for v in result["violations"] if v["invariant"] == "DHL-T2"]
+    assert t2 and t2[0]["state"] == "trace"
+    assert t2[0]["repro"] == f"crashlab log show {nolog.path}"

@@ -63,6 +63,9 @@ def _run_options(f: Any) -> Any:  # noqa: ANN401
                      help="skip the read-only e2fsck per state (FS-RECOVER then only sees "
                           "whether journal replay succeeded)"),
         click.option("--resume", is_flag=True, help="continue an interrupted check/sweep"),
+        click.option("--crashsafe-sample", type=int, default=4, show_default=True,
+                     help="DHL: crash recovery itself on this many sampled states "
+                          "(REC-CRASHSAFE); 0 to skip"),
         click.option("--progress/--no-progress", default=None,
                      help="progress bar (default: when stderr is a terminal)"),
     ]):
@@ -102,12 +105,13 @@ def _verdict_table(title: str, rows: list[dict[str, Any]]) -> Table:
 @click.option("--out", type=click.Path(path_type=Path), default=None,
               help="output folder (default RUN/check/<strategy>-<options digest>)")
 def check_cmd(run: Path, jobs: int, max_states: int | None, no_fsck: bool, resume: bool,
-              progress: bool | None, out: Path | None, **kw: Any) -> int:
+              crashsafe_sample: int, progress: bool | None, out: Path | None,
+              **kw: Any) -> int:
     """Check every crash state of one recorded run."""
     rd = RunDir(run)
     sut = get_sut(rd.meta().get("sut", ""))
     opts = CheckOptions(states=options_from(kw), max_states=max_states, jobs=jobs,
-                        fsck=not no_fsck)
+                        fsck=not no_fsck, crashsafe_sample=crashsafe_sample)
     show = console.is_terminal if progress is None else progress
     with progress_bar(show) as bar:
         hook = None
@@ -148,14 +152,15 @@ def _hook(bar: Progress, task: Any) -> Any:  # noqa: ANN401
 @_run_options
 def sweep_cmd(matrix_name: str, out: Path | None, backend: str, shard_spec: str | None,
               jobs: int, max_states: int | None, no_fsck: bool, resume: bool,
-              progress: bool | None) -> int:
+              crashsafe_sample: int, progress: bool | None) -> int:
     """Record and check every cell of a matrix; write summary.json,
     violations.jsonl and junit.xml."""
     cells = shard(matrix(matrix_name), shard_spec)
     if out is None:
         stamp = datetime.datetime.now(datetime.UTC).strftime("%Y%m%d-%H%M%S")
         out = RESULTS_DIR / f"{matrix_name}-{stamp}"
-    opts = SweepOptions(backend=backend, jobs=jobs, max_states=max_states, fsck=not no_fsck)
+    opts = SweepOptions(backend=backend, jobs=jobs, max_states=max_states, fsck=not no_fsck,
+                        crashsafe_sample=crashsafe_sample)
     show = console.is_terminal if progress is None else progress
     with progress_bar(show) as bar:
         tasks: dict[str, Any] = {}

@@ -32,18 +32,20 @@ from pathlib import Path
 from typing import Any
 
 from checkers.invariants import INVARIANTS
-from harness.atomic import write_json_atomic
+from harness.atomic import write_json_atomic, write_text_atomic
 from harness.errors import CrashlabError
 from harness.logformat import LogReader
 from harness.rundir import RunDir
 from harness.states import Enumeration, Options, State
 from harness.states.epochs import Epoch, iter_epochs
 from harness.states.stateid import StateKey
+from harness.sweep.runlevel import TRACE_ID, run_level_records
 from harness.sweep.worker import StateChecker, state_record
 
 CHUNK = 32  # states per task: small enough to balance two workers, large enough to amortise IPC
 STATES_NAME = "states.jsonl"
 RESULT_NAME = "result.json"
+RUN_NAME = "run.jsonl"  # run-level records (harness/sweep/runlevel.py)
 
 
 @dataclass
@@ -52,13 +54,18 @@ class CheckOptions:
     max_states: int | None = None  # stop after checking this many states
     jobs: int = 0  # worker processes; 0 = every core
     fsck: bool = True  # a full read-only e2fsck per state for FS-RECOVER
+    crashsafe_sample: int = 4  # DHL: states whose recovery is itself crashed (REC-CRASHSAFE)
 
     def tag(self) -> str:
         """Names the output folder: the strategy and a digest of every
         option that changes which states are checked or how."""
-        d = asdict(self.states) | {"max_states": self.max_states, "fsck": self.fsck}
+        d = asdict(self.states) | self.extra_options()
         h = hashlib.sha256(json.dumps(d, sort_keys=True).encode()).hexdigest()[:8]
         return f"{self.states.strategy}-{h}"
+
+    def extra_options(self) -> dict[str, Any]:
+        return {"max_states": self.max_states, "fsck": self.fsck,
+                "crashsafe_sample": self.crashsafe_sample}
 
 
 def default_window(run: RunDir, opts: Options) -> Options:
@@ -244,6 +251,11 @@ def check_run(
                     pool.close()
                     pool.join()
             stats = enum.stats
+        run_path = out / RUN_NAME
+        if not (resume and run_path.exists()):
+            records = run_level_records(run, states_path, workroot, opts.crashsafe_sample)
+            write_text_atomic(run_path, "".join(json.dumps(r, sort_keys=True) + "\n"
+                                                for r in records))
     finally:
         _remove_workroot(workroot)
     result = summarise(run, states_path, opts)
@@ -282,29 +294,42 @@ def _tmp_parent() -> str:
     return "/dev/shm" if os.path.isdir("/dev/shm") else tempfile.gettempdir()
 
 
+def _violation(run: RunDir, rec: dict[str, Any], v: dict[str, Any]) -> dict[str, Any]:
+    """One violations.jsonl record; a trace-level one (DHL-T2, CC-NEXT,
+    CC-MONO) names log entries, not a state, and is shown with `log show`."""
+    repro = (f"crashlab log show {run.path}" if rec["id"] == TRACE_ID
+             else f"crashlab repro {run.path} {rec['id']}")
+    return {
+        "state": rec["id"],
+        "acked": rec.get("acked"),
+        "begun": rec.get("begun"),
+        "category": INVARIANTS[v["invariant"]].category,
+        **v,
+        "dropped": rec.get("dropped", []),
+        "torn": rec.get("torn", []),
+        "repro": repro,
+    }
+
+
 def summarise(run: RunDir, states_path: Path, opts: CheckOptions) -> dict[str, Any]:
-    """Per-invariant counts and the failures of one run, from states.jsonl."""
+    """Per-invariant counts and the failures of one run, from states.jsonl
+    and the run-level records of run.jsonl (not counted as states)."""
     meta = run.meta()
     counts: dict[str, dict[str, int]] = {}
     violations: list[dict[str, Any]] = []
     checked = 0
-    with open(states_path) as f:
-        for line in f:
-            rec = json.loads(line)
-            checked += 1
-            for inv, status in rec["v"].items():
-                counts.setdefault(inv, {"pass": 0, "fail": 0, "skip": 0})[status] += 1
-            for v in rec.get("fail", []):
-                violations.append({
-                    "state": rec["id"],
-                    "acked": rec["acked"],
-                    "begun": rec["begun"],
-                    "category": INVARIANTS[v["invariant"]].category,
-                    **v,
-                    "dropped": rec.get("dropped", []),
-                    "torn": rec.get("torn", []),
-                    "repro": f"crashlab repro {run.path} {rec['id']}",
-                })
+    run_path = states_path.with_name(RUN_NAME)
+    for path in (states_path, run_path):
+        if not path.exists():
+            continue
+        with open(path) as f:
+            for line in f:
+                rec = json.loads(line)
+                checked += path == states_path
+                for inv, status in rec["v"].items():
+                    counts.setdefault(inv, {"pass": 0, "fail": 0, "skip": 0})[status] += 1
+                for v in rec.get("fail", []):
+                    violations.append(_violation(run, rec, v))
     if opts.max_states is None and checked == 0:
         raise CrashlabError(f"{run.path}: no crash state in the window (empty log?)")
     return {
@@ -313,7 +338,7 @@ def summarise(run: RunDir, states_path: Path, opts: CheckOptions) -> dict[str, A
         "workload": meta.get("workload"),
         "fs": meta.get("fs"),
         "strategy": opts.states.strategy,
-        "options": asdict(opts.states) | {"max_states": opts.max_states, "fsck": opts.fsck},
+        "options": asdict(opts.states) | opts.extra_options(),
         "states": {"checked": checked},
         "verdicts": {k: counts[k] for k in sorted(counts)},
         "violations": violations,

@@ -42,6 +42,7 @@ class SweepOptions:
     jobs: int = 0
     max_states: int | None = None
     fsck: bool = True
+    crashsafe_sample: int = 4
     base_states: Options = Options()
 
 
@@ -111,6 +112,7 @@ def run_sweep(
             copts = CheckOptions(
                 states=dataclasses.replace(opts.base_states, strategy=strategy),
                 max_states=opts.max_states, jobs=opts.jobs, fsck=opts.fsck,
+                crashsafe_sample=opts.crashsafe_sample,
             )
             label = f"{cell.sut} {strategy}"
             check_dir = run.path / "check" / copts.tag()
