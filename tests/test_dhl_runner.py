@@ -8,13 +8,11 @@ from __future__ import annotations
 
 import json
 import os
-import resource
-import signal
 import subprocess
-import tempfile
 from pathlib import Path
 
 import pytest
+from runner_support import expected_marks, fail_a_commit, runner, shm_dir
 
 from dhl import Database
 from workloads.generate import write_opstream
@@ -50,16 +48,8 @@ def _built():
 
 @pytest.fixture
 def shm():
-    base = Path("/dev/shm") if Path("/dev/shm").is_dir() else None
-    with tempfile.TemporaryDirectory(prefix="crashlab-dhlrun-", dir=base) as d:
-        yield Path(d)
-
-
-def expected_marks(ntxns: int) -> list[str]:
-    out = ["setup-done"]
-    for k in range(1, ntxns + 1):
-        out += [f"txn-begin:{k}", f"txn-ack:{k}"]
-    return out + ["workload-end"]
+    with shm_dir("crashlab-dhlrun-") as d:
+        yield d
 
 
 def dhl_digest(path: Path, mode: str) -> str:
@@ -198,42 +188,15 @@ def test_fdatasync_option(shm):
     assert dhl_digest(shm / "db", "cc") == Oracle(spec).final
 
 
-def _fsize_limit(limit: int):
-    def apply() -> None:
-        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # EFBIG instead of death
-        resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
-    return apply
-
-
 @pytest.mark.parametrize("sut_name", ["dhl-tc", "dhl-cc", "dhl-tc-opt", "dhl-cc-opt"])
 def test_failed_commit_is_never_acknowledged(shm, sut_name):
     """A file-size limit makes the commit that grows the database past it
     fail (EFBIG): the runner stops with a commit error, that transaction has
     txn-begin but no txn-ack, and the reopened (recovered) database holds
     the state before it."""
-    spec = parse_spec("insert:txns=300,size=3000")
-    ops = write_opstream(spec, shm / "ops")
-    marks = shm / "marks"
-    marks.touch()
-    env = dict(os.environ, CRASHLAB_MARK=str(marks))
-    cmd = runner_command(get_sut(sut_name), ops, shm / "db")
-    proc = subprocess.run(cmd, capture_output=True, text=True, env=env,
-                          preexec_fn=_fsize_limit(200 * 1024))
-    assert proc.returncode == 1
-    lines = marks.read_text().splitlines()
-    last = lines[-1]
-    assert last.startswith("txn-begin:"), lines[-3:]
-    k = int(last.split(":")[1])
-    assert 5 < k < spec.txns
-    assert f"txn-ack:{k}" not in lines
-    assert lines == expected_marks(k - 1)[:-1] + [last]
-    assert proc.stderr.startswith(f"crashlab-runner: txn {k}: commit failed: commit: ")
+    proc, k, spec = fail_a_commit(sut_name, shm)
     assert "DHL_EIO" in proc.stderr and len(proc.stderr.splitlines()) == 1
     assert dhl_digest(shm / "db", dhl_mode(sut_name)) == Oracle(spec).digests[k - 1]
-
-
-def _runner(args, env=None):
-    return subprocess.run([str(runner_path()), *args], capture_output=True, text=True, env=env)
 
 
 def test_bad_input_exits_nonzero_with_one_line(shm):
@@ -256,7 +219,7 @@ def test_bad_input_exits_nonzero_with_one_line(shm):
         ([*base, "--db", str(shm)], 1, "Is a directory"),
     ]
     for args, code, needle in cases:
-        proc = _runner(args, env)
+        proc = runner(args, env)
         assert proc.returncode == code, (args, proc.stderr)
         assert proc.stderr.startswith("crashlab-runner: ")
         lines = proc.stderr.splitlines()

@@ -6,17 +6,15 @@ from __future__ import annotations
 
 import json
 import os
-import resource
-import signal
 import subprocess
-import tempfile
 from pathlib import Path
 
 import pytest
+from runner_support import expected_marks, fail_a_commit, runner, shm_dir
 
 from workloads.generate import write_opstream
 from workloads.oracle import Oracle, sqlite_digest
-from workloads.run import run_workload, runner_command, runner_path
+from workloads.run import run_workload, runner_path
 from workloads.spec import parse_spec
 from workloads.suts import SUTS, get_sut
 
@@ -44,16 +42,8 @@ def _built():
 
 @pytest.fixture
 def shm():
-    base = Path("/dev/shm") if Path("/dev/shm").is_dir() else None
-    with tempfile.TemporaryDirectory(prefix="crashlab-wl-", dir=base) as d:
-        yield Path(d)
-
-
-def expected_marks(ntxns: int) -> list[str]:
-    out = ["setup-done"]
-    for k in range(1, ntxns + 1):
-        out += [f"txn-begin:{k}", f"txn-ack:{k}"]
-    return out + ["workload-end"]
+    with shm_dir("crashlab-wl-") as d:
+        yield d
 
 
 def run_clean(tmp: Path, sut_name: str, text: str, *, asan: bool = False) -> dict:
@@ -140,10 +130,6 @@ def test_dm_channel_runs_dmsetup_message(shm):
     assert "dmsetup message lw0 failed" in proc.stderr
 
 
-def _runner(args, env=None):
-    return subprocess.run([str(runner_path()), *args], capture_output=True, text=True, env=env)
-
-
 def test_bad_input_exits_nonzero_with_one_line(shm):
     ops = write_opstream(parse_spec("insert:txns=3"), shm / "ops")
     cases = [
@@ -161,13 +147,13 @@ def test_bad_input_exits_nonzero_with_one_line(shm):
         (["--ops", str(shm / "missing"), "--db", str(shm / "db")], 2, "No such file"),
     ]
     for args, code, needle in cases:
-        proc = _runner(args)
+        proc = runner(args)
         assert proc.returncode == code, (args, proc.stderr)
         assert proc.stderr.startswith("crashlab-runner: ")
         assert needle in proc.stderr.splitlines()[0], proc.stderr
     data = ops.read_bytes()
     (shm / "cut").write_bytes(data[:-5])
-    proc = _runner(["--ops", str(shm / "cut"), "--db", str(shm / "db3")])
+    proc = runner(["--ops", str(shm / "cut"), "--db", str(shm / "db3")])
     assert proc.returncode == 2 and "op stream" in proc.stderr
     assert len(proc.stderr.splitlines()) == 1
 
@@ -182,35 +168,11 @@ def test_runner_refuses_a_stream_that_disagrees_with_the_database(shm):
     assert "txn 0: insert" in proc.stderr and "UNIQUE" in proc.stderr
 
 
-def _fsize_limit(limit: int):
-    def apply() -> None:
-        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # EFBIG instead of death
-        resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
-    return apply
-
-
 @pytest.mark.parametrize("sut_name", ["sqlite-delete-full", "sqlite-wal-full",
                                       "sqlite-truncate-full"])
 def test_failed_commit_is_never_acknowledged(shm, sut_name):
     """A file-size limit makes the commit that grows the database past it
     fail (EFBIG): the runner stops with a commit error, that transaction has
     txn-begin but no txn-ack, and the database holds the state before it."""
-    spec = parse_spec("insert:txns=300,size=3000")
-    ops = write_opstream(spec, shm / "ops")
-    marks = shm / "marks"
-    marks.touch()
-    env = dict(os.environ, CRASHLAB_MARK=str(marks))
-    cmd = runner_command(get_sut(sut_name), ops, shm / "db")
-    proc = subprocess.run(cmd, capture_output=True, text=True, env=env,
-                          preexec_fn=_fsize_limit(200 * 1024))
-    assert proc.returncode == 1
-    lines = marks.read_text().splitlines()
-    last = lines[-1]
-    assert last.startswith("txn-begin:"), lines[-3:]
-    k = int(last.split(":")[1])
-    assert 5 < k < spec.txns
-    assert f"txn-ack:{k}" not in lines
-    assert lines == expected_marks(k - 1)[:-1] + [last]
-    assert proc.stderr.startswith(f"crashlab-runner: txn {k}: commit failed: ")
-    assert len(proc.stderr.splitlines()) == 1
+    proc, k, spec = fail_a_commit(sut_name, shm)
     assert sqlite_digest(shm / "db") == Oracle(spec).digests[k - 1]
