@@ -82,19 +82,19 @@ def _print_table(title: str, rows: list[dict[str, Any]]) -> None:
 
 
 def _verdict_table(title: str, rows: list[dict[str, Any]]) -> Table:
-    invs = sorted({k for r in rows for k in r["verdicts"]})
+    """One row per cell and strategy; the failures column names only the
+    invariants that failed, with the number of failing states (the full
+    matrix is in report.html)."""
     t = Table(title=title)
-    for col in ("SUT", "workload", "fs", "strategy", "states", "folded"):
-        t.add_column(col)
-    for inv in invs:
-        t.add_column(inv, justify="right")
-    t.add_column("expectation")
+    for col in ("SUT", "workload", "fs", "strategy", "states", "folded", "failures",
+                "expectation"):
+        t.add_column(col, overflow="fold")
     for r in rows:
-        cells = [str(r["verdicts"].get(i, {}).get("fail", "-")) for i in invs]
+        fails = [f"{inv} {c['fail']}" for inv, c in sorted(r["verdicts"].items()) if c["fail"]]
         exp = r["expectation"]
         status = "[green]held[/]" if exp["ok"] else "[red]BROKEN[/]"
         t.add_row(r["sut"], r["workload"], r["fs"], r["strategy"], str(r["states"]["checked"]),
-                  str(r["states"].get("folded", 0)), *cells, status)
+                  str(r["states"].get("folded", 0)), ", ".join(fails) or "none", status)
     return t
 
 
