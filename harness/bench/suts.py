@@ -1,0 +1,230 @@
+"""Every SUT through crashlab-runner, plain and recorded, in one run.
+
+Every SQLite and DHL SUT runs the same insert/update/delete op streams
+(TXNS transactions of one 100-byte operation each):
+
+- plain: on one ext4 loop device over a tmpfs copy of the ext4 base image
+  (raw SUTs: each run on a fresh bare loop device over a zero-filled tmpfs
+  file, no file system); txn/s is the best of REPEATS fresh runs;
+- recorded: the same runs under the recorder (harness.record, backend auto),
+  one recording per SUT (raw SUTs: one per SUT x kind, since the runner
+  formats a blank device).  That one recording gives both the recorded
+  txn/s (a single run) and the device figures: every write and flush the
+  block device saw between txn-begin:1 and the last txn-ack, ext4's
+  journal included.  (SUTs that do not sync leave data in the page cache,
+  which reaches the device after the window: their device figures are low.)
+
+txn/s, syncs/txn and KiB/txn handed to the OS come from the runner's own
+--stats (counting VFS / DHL counters; measured transactions only, not open,
+warm-up or close).  "rec/plain" is recorded txn/s over best plain txn/s:
+the share of plain speed kept under recording.  Ratios measured in the same
+run are what transfers to other machines.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+import shutil
+import subprocess
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from harness.images import ensure_image
+from harness.logformat import LogReader
+from harness.record.backends import select_backend
+from harness.record.recorder import record, tmp_parent
+from harness.sysops import loop_attach, loop_detach, loop_mounted, signals_deferred
+from workloads.generate import write_opstream
+from workloads.run import runner_command, runner_path
+from workloads.spec import parse_spec
+from workloads.suts import SUTS, Sut
+
+NAME = "suts"
+TXNS = 500
+# Plain runs per SUT x kind, interleaved; the best rate is shown: on this
+# shared host other jobs' I/O stalls single runs by up to 10x (measured), and
+# the fastest run is the one least disturbed.
+REPEATS = 3
+KINDS = {
+    "insert": f"insert:txns={TXNS}",
+    "update": f"update:txns={TXNS},order=rand",
+    "delete": f"delete:txns={TXNS},order=rand",
+}
+
+
+def _suts() -> list[Sut]:
+    """DHL SUTs first (file, then raw), then every SQLite SUT."""
+    dhl = [s for s in SUTS.values() if s.engine == "dhl"]
+    return sorted(dhl, key=lambda s: s.raw) + [s for s in SUTS.values() if s.engine != "dhl"]
+
+
+def _stats_path(work: Path, sut: Sut, kind: str, rep: int | str) -> Path:
+    """Where the runner's --stats go: ``rep`` is a plain run's number or
+    "rec" for the recorded run."""
+    return work / f"stats-{sut.name}-{kind}-{rep}.json"
+
+
+@contextmanager
+def _bare_loop(image: Path) -> Iterator[str]:
+    """Attach ``image`` to a loop device (buffered) and yield its name;
+    detach exactly that device on success, error and SIGINT/SIGTERM."""
+    with signals_deferred():
+        dev = loop_attach(image, direct_io=False)
+    try:
+        yield dev
+    finally:
+        with signals_deferred():
+            loop_detach(dev)
+
+
+def _plain(work: Path) -> None:
+    """REPEATS runs of every SUT x kind, unrecorded: file SUTs on one loop
+    ext4, raw SUTs each on a fresh bare loop device."""
+    base, _ = ensure_image("ext4")
+    raw_base, _ = ensure_image("raw")
+    image = work / "plain.img"
+    shutil.copyfile(base, image)
+    mnt = work / "plain-mnt"
+    mnt.mkdir()
+    try:
+        with loop_mounted(image, mnt, "ext4"):
+            for rep in range(REPEATS):
+                for sut in _suts():
+                    if sut.raw:
+                        continue
+                    for kind in KINDS:
+                        db = mnt / f"{sut.name}-{kind}-{rep}.db"
+                        cmd = runner_command(sut, work / f"{kind}.ops", db,
+                                             stats=_stats_path(work, sut, kind, rep))
+                        subprocess.run(cmd, check=True, capture_output=True, text=True)
+    finally:
+        mnt.rmdir()
+        image.unlink()
+    dev_img = work / "raw.img"
+    for rep in range(REPEATS):
+        for sut in _suts():
+            if not sut.raw:
+                continue
+            for kind in KINDS:
+                shutil.copyfile(raw_base, dev_img)
+                try:
+                    with _bare_loop(dev_img) as dev:
+                        cmd = runner_command(sut, work / f"{kind}.ops", dev,
+                                             stats=_stats_path(work, sut, kind, rep))
+                        subprocess.run(cmd, check=True, capture_output=True, text=True)
+                finally:
+                    dev_img.unlink()
+
+
+def _device_figures(log: Path) -> list[tuple[float, float]]:
+    """(device KiB, flushes) per measured transaction of each runner run in
+    ``log``, in order: the window of one run is txn-begin:1 .. txn-ack:TXNS."""
+    out = []
+    counting = False
+    nbytes = flushes = 0
+    with LogReader(log) as r:
+        for e in r.entries():
+            if e.is_mark:
+                if e.label == "txn-begin:1":
+                    counting, nbytes, flushes = True, 0, 0
+                elif e.label == f"txn-ack:{TXNS}" and counting:
+                    counting = False
+                    out.append((nbytes / 1024 / TXNS, flushes / TXNS))
+                continue
+            if counting:
+                flushes += e.is_flush
+                if e.is_write:
+                    nbytes += e.nr_sectors * r.sectorsize
+    return out
+
+
+def _record_one(cmd: list[str], out: Path, fs: str) -> list[tuple[float, float]]:
+    """Record ``cmd`` on a fresh ``fs`` into ``out``; return its device
+    figures (one per runner run) and delete the recording."""
+    try:
+        run = record(cmd, out, fs=fs, backend="auto")
+        if run.meta()["exit_status"] != 0:
+            raise RuntimeError(f"the recorded runner failed ({shlex.join(cmd)[:200]})")
+        return _device_figures(run.log)
+    finally:
+        shutil.rmtree(out, ignore_errors=True)
+
+
+def _recorded(work: Path) -> dict[tuple[str, str], tuple[float, float]]:
+    """Every SUT x kind recorded once, writing its --stats under "rec";
+    returns device (KiB, flushes) per txn for each."""
+    figures: dict[tuple[str, str], tuple[float, float]] = {}
+    for sut in _suts():
+        if sut.raw:
+            for kind in KINDS:
+                cmd = runner_command(sut, work / f"{kind}.ops", None, db_env="CRASHLAB_DEV",
+                                     stats=_stats_path(work, sut, kind, "rec"))
+                figs = _record_one(cmd, work / f"run-{sut.name}-{kind}", "raw")
+                figures[(sut.name, kind)] = figs[0]
+            continue
+        # Databases in the cwd the recorder gives: the recorded mount point.
+        script = " && ".join(
+            shlex.join(runner_command(sut, work / f"{kind}.ops", f"{sut.name}-{kind}.db",
+                                      stats=_stats_path(work, sut, kind, "rec")))
+            for kind in KINDS)
+        figs = _record_one(["sh", "-c", script], work / f"run-{sut.name}", "ext4")
+        for kind, fig in zip(KINDS, figs, strict=True):
+            figures[(sut.name, kind)] = fig
+    return figures
+
+
+def _rate(stats: dict) -> float:
+    return stats["transactions"] / max(stats["elapsed_us"], 1) * 1e6
+
+
+def _figures(work: Path, sut: Sut, kind: str) -> tuple[float, float, float]:
+    """(best plain transactions/s, syncs/txn, KiB handed to the OS/txn) from
+    the --stats of the REPEATS plain runs (the counts are the same in every
+    run)."""
+    runs = [json.loads(_stats_path(work, sut, kind, r).read_text()) for r in range(REPEATS)]
+    n, w = runs[0]["transactions"], runs[0]["workload"]
+    return max(_rate(s) for s in runs), w["fsyncs"] / n, w["bytes_written"] / n / 1024
+
+
+def run() -> None:
+    runner_path()  # fails early with "run make build"
+    with tempfile.TemporaryDirectory(prefix="crashlab-bench-suts-", dir=tmp_parent()) as tmp:
+        work = Path(tmp)
+        for kind, text in KINDS.items():
+            write_opstream(parse_spec(text), work / f"{kind}.ops")
+        _plain(work)
+        try:
+            dev = _recorded(work)
+            note = select_backend("auto")[1]
+        except Exception as e:  # the plain figures still stand
+            dev, note = {}, f"unavailable ({e})"
+        print(f"{TXNS} transactions of one 100-byte operation each; plain = best of {REPEATS} "
+              f"runs, ext4 on a loop device over tmpfs (raw: bare loop device); rec = one "
+              f"recorded run, also the source of the dev columns; recorder: {note}")
+        print(f"{'SUT':22s} {'kind':6s} {'plain tx/s':>10s} {'rec tx/s':>8s} {'rec/plain':>9s} "
+              f"{'syncs/txn':>9s} {'KiB/txn':>7s} {'dev KiB/txn':>11s} {'dev flush/txn':>13s}")
+        rates: dict[tuple[str, str], float] = {}
+        for sut in _suts():
+            for kind in KINDS:
+                tps, syncs, kib = _figures(work, sut, kind)
+                rates[(sut.name, kind)] = tps
+                rec_path = _stats_path(work, sut, kind, "rec")
+                d = dev.get((sut.name, kind))
+                if d and rec_path.exists():
+                    rtps = _rate(json.loads(rec_path.read_text()))
+                    rtxt = f"{rtps:8.0f} {rtps / tps:9.2f}"
+                    dtxt = f"{d[0]:11.1f} {d[1]:13.2f}"
+                else:
+                    rtxt, dtxt = f"{'-':>8s} {'-':>9s}", f"{'-':>11s} {'-':>13s}"
+                print(f"{sut.name:22s} {kind:6s} {tps:10.0f} {rtxt} {syncs:9.2f} {kib:7.1f} "
+                      f"{dtxt}")
+        for kind in KINDS:
+            cc = rates[("dhl-cc", kind)]
+            print(f"{kind}: dhl-cc / sqlite-wal-full {cc / rates[('sqlite-wal-full', kind)]:.2f}x, "
+                  f"/ sqlite-delete-full {cc / rates[('sqlite-delete-full', kind)]:.2f}x, "
+                  f"dhl-cc-opt / dhl-nolog "
+                  f"{rates[('dhl-cc-opt', kind)] / rates[('dhl-nolog', kind)]:.2f}x, "
+                  f"dhl-cc-raw / dhl-cc {rates[('dhl-cc-raw', kind)] / cc:.2f}x")
