@@ -183,7 +183,8 @@ def sweep_cmd(matrix_name: str, out: Path | None, backend: str, shard_spec: str 
         for line in c["expectation"]["broken"]:
             click.echo(f"expectation broken: {c['sut']} {c['workload']} {c['strategy']}: {line}",
                        err=True)
-    click.echo(f"results: {out} (summary.json, violations.jsonl, junit.xml)")
+    click.echo(f"report: {out / 'report.html'} (also report.md, summary.json, "
+               "violations.jsonl, junit.xml)")
     return code
 
 
