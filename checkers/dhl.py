@@ -8,11 +8,18 @@ The protocol of :mod:`checkers.engines`: ``content_key``, ``examine``,
   header), the read-rule digest for DHL-READ, and the newest commit record
   with its count of slot headers (a short count is what CC-ROLLBACK is
   about);
-* **after DHL recovery**, on a copy (recovery writes): DB-OPEN,
+* **after DHL recovery**, on a copy in memory (recovery writes): DB-OPEN,
   DB-INTEGRITY (``dhl_check``), the content digest for DB-ATOMIC/DURABLE/
   PREFIX, DHL-INV (no slot header above the FCC), CC-COUNT (headers with
   TID == FCC vs the recorded transaction size), CC-ROLLBACK, and
   REC-IDEMPOTENT (recover a copy of the recovered copy: no byte changes).
+
+The image is read once; every open, recovery and re-recovery runs on
+in-memory copies through libdhl's ``dhl_mem_io`` (:class:`MemIO`), labelled
+with the scratch paths the file-based procedure used, so error messages
+name the same files.  Slot headers come from one ``dhl_image_headers`` call
+per image; pages whose headers are all zero are left out of the lists below
+(they hold no TID, so no count or search changes).
 
 Slot headers are decoded by libdhl (``dhl_image_headers``), the tree walk is
 ``dhl_reachable``: this module never restates the page layout.  The facts
@@ -29,8 +36,6 @@ skipped with that reason.
 
 from __future__ import annotations
 
-import filecmp
-import shutil
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -39,12 +44,16 @@ import xxhash
 
 from checkers.content import judge_content, matching_indices
 from checkers.verdict import Verdict, failed, passed, skipped
-from dhl.binding import Database, DhlError, Headers, file_headers, valid_slot
-from harness.materialize import sparse_copy
+from dhl.binding import Database, DhlError, Headers, MemIO, valid_slot
 from workloads.oracle import Oracle
 
-WORK = "dhl-check"  # scratch folder made next to the examined file
+WORK = "dhl-check"  # the (virtual) scratch folder beside the examined file: labels only
 MAX_LISTED = 8  # pages named in one explanation
+
+# The image, its recovered copy and the re-recovered copy of examine(),
+# reused from state to state: fresh megabyte buffers cost more in page
+# faults than all the checking (one process examines one image at a time).
+_IMAGE, _RECOVERED, _AGAIN = MemIO(), MemIO(), MemIO()
 
 
 @dataclass(frozen=True)
@@ -101,9 +110,8 @@ def content_key(files: Path, db_name: str) -> bytes:
     if not p.exists():
         h.update(b"\1")
         return h.digest()
-    with open(p, "rb") as f:
-        while chunk := f.read(1 << 20):
-            h.update(chunk)
+    with _IMAGE.read_file(p).view() as v:
+        h.update(v)
     return h.digest()
 
 
@@ -125,22 +133,26 @@ def _err(e: Exception) -> str:
     return str(e)
 
 
-def stored_headers(db: Database, path: Path) -> list[Headers]:
-    """Every page's two slot headers exactly as stored in ``path``."""
+def stored_headers(db: Database, image: MemIO) -> list[Headers]:
+    """The slot headers of ``image`` (opened as ``db``) as stored, in page
+    order, all-zero pages left out (see the module docstring)."""
     i = db.info()
-    return file_headers(path, i.page_size, i.ntrees)
+    return image.headers(i.page_size, i.ntrees, nonzero=True)
 
 
 def pagecount_at(hs: Sequence[Headers], tid: int) -> int:
     """The page count transaction ``tid`` saw: the meta slot with the
     greatest TID <= tid (the read rule applied to page 0)."""
+    if not hs or hs[0].pgno != 0:
+        return 0  # page 0 all zero: no meta slot
     s = valid_slot(hs[0].tid[0], hs[0].tid[1], tid)
     return hs[0].aux[s] if s >= 0 else 0
 
 
 def pages_with(hs: Sequence[Headers], tid: int, limit: int) -> tuple[int, ...]:
-    """One entry per slot header carrying ``tid`` in pages below ``limit``."""
-    return tuple(h.pgno for h in hs[:limit] for t in h.tid if t == tid)
+    """One entry per slot header carrying ``tid`` (not INV) in pages below
+    ``limit``; ``hs`` in page order, pages may be left out."""
+    return tuple(h.pgno for h in hs if h.pgno < limit for t in h.tid if t == tid)
 
 
 def newest_commit(hs: Sequence[Headers]) -> tuple[int, int, int]:
@@ -170,16 +182,20 @@ def committed_fcc(hs: Sequence[Headers]) -> int:
     return 0
 
 
-def examine_before(image: Path) -> tuple[Before, bool]:
+def examine_before(image: Path, data: MemIO | None = None) -> tuple[Before, bool]:
     """Read the crash image without recovery (``readonly``: nothing is
-    written).  Returns the facts and whether it is a NOLOG database."""
+    written).  ``data``: the image already read into memory.  Returns the
+    facts and whether it is a NOLOG database."""
+    if data is None:
+        data = MemIO().read_file(image)
     try:
-        db, nolog = open_image(image, readonly=True)
+        db, nolog = open_image(image, readonly=True, io=data)
     except DhlError as e:
         return Before(error=_err(e)), False
     with db:
         info = db.info()
-        hs = stored_headers(db, image)
+        hs = stored_headers(db, data)
+        by_page = {h.pgno: h for h in hs}
         newest, size, count = newest_commit(hs) if not nolog else (info.fcc, 0, 0)
         fcc = info.fcc
         missing = []
@@ -187,7 +203,8 @@ def examine_before(image: Path) -> tuple[Before, bool]:
         for r in reached:
             if r.slot == -2:
                 continue  # a committed slot exists but is impossible: DB-INTEGRITY's business
-            t = hs[r.pgno].tid if r.pgno < len(hs) else (0, 0)
+            h = by_page.get(r.pgno)
+            t = h.tid if h is not None else (0, 0)
             if not any(x and x <= fcc for x in (t if not nolog else t[:1])):
                 missing.append((r.pgno, r.parent, t[0], t[1]))
         try:
@@ -200,20 +217,31 @@ def examine_before(image: Path) -> tuple[Before, bool]:
 
 
 def examine_after(image: Path, recovered: Path, before: Before, nolog: bool, *,
-                  recover: bool = True, idempotence: bool = True) -> After:
-    """Recover a copy of ``image`` into ``recovered`` and look at the result.
-    With ``recover=False``, ``recovered`` is taken as some recovery's output
-    as is (tests feed it the output of a deliberately broken recovery): it is
-    then opened read-only and the DB-level facts are what a reader sees.
+                  recover: bool = True, idempotence: bool = True,
+                  data: MemIO | None = None, work: tuple[MemIO, MemIO] | None = None
+                  ) -> After:
+    """Recover a copy of ``image`` (in memory; ``recovered`` names it, no
+    file is written) and look at the result.  ``data``: the image already in
+    memory; ``work``: two buffers to reuse for the copies.  With
+    ``recover=False``, the file ``recovered`` is taken as some recovery's
+    output as is (tests feed it the output of a deliberately broken
+    recovery): it is then opened read-only and the DB-level facts are what a
+    reader sees.
 
     The image-level facts come from the stored slot headers, not from the
     engine's choice: the FCC after recovery is the newest commit record left
     in the image (what the next open will trust), its transaction size is
     the one recorded there."""
-    if recover:
-        sparse_copy(image, recovered)
+    mem, again = work if work is not None else (MemIO(), MemIO())
+    if not recover:
+        mem.read_file(recovered)
+    elif data is None:
+        mem.read_file(image)
+    else:
+        with data.view() as v:
+            mem.load(v)
     try:
-        db = Database(recovered, "nolog" if nolog else "tc", readonly=not recover)
+        db = Database(recovered, "nolog" if nolog else "tc", readonly=not recover, io=mem)
     except DhlError as e:
         return After(error=_err(e))
     with db:
@@ -227,63 +255,54 @@ def examine_after(image: Path, recovered: Path, before: Before, nolog: bool, *,
             digest, scan_error = db.digest(), None
         except DhlError as e:
             digest, scan_error = None, _err(e)
-        hs = stored_headers(db, recovered)
+        hs = stored_headers(db, mem)
     fcc, size, _ = newest_commit(hs) if not nolog else (info.fcc, 0, 0)
     above = tuple((h.pgno, s, h.tid[s]) for h in hs for s in range(2) if h.tid[s] > fcc)
     count_fcc = pages_with(hs, fcc, pagecount_at(hs, fcc)) if fcc else ()
-    count_newest = pages_with(hs, before.newest, len(hs)) if before.newest > fcc else ()
+    count_newest = pages_with(hs, before.newest, mem.size) if before.newest > fcc else ()
     changed: tuple[int, ...] | None = None
     idem_error = None
     if idempotence and not nolog:
-        changed, idem_error = _second_recovery(recovered, info.page_size)
+        changed, idem_error = _second_recovery(recovered, mem, again, info.page_size)
     return After(fcc=fcc, txn_size=size, engine_fcc=info.fcc, rolled_back=bool(rec.rolled_back),
                  integrity=integrity, digest=digest, scan_error=scan_error, above_fcc=above,
                  count_fcc=count_fcc, count_newest=count_newest, idempotent_changed=changed,
                  idempotent_error=idem_error)
 
 
-def _second_recovery(recovered: Path, page_size: int) -> tuple[tuple[int, ...] | None, str | None]:
-    """Recover a copy of the recovered image: which pages changed."""
-    again = recovered.with_name(recovered.name + ".again")
-    sparse_copy(recovered, again)
+def _second_recovery(recovered: Path, mem: MemIO, again: MemIO, page_size: int
+                     ) -> tuple[tuple[int, ...] | None, str | None]:
+    """Recover a copy (``again``, labelled ``<recovered>.again``) of the
+    recovered image ``mem``: which pages changed."""
+    with mem.view() as v:
+        again.load(v)
     try:
-        try:
-            Database(again, "tc").close()
-        except DhlError as e:
-            return None, _err(e)
-        if filecmp.cmp(recovered, again, shallow=False):
-            return (), None
-        return _changed_pages(recovered, again, page_size), None
-    finally:
-        again.unlink(missing_ok=True)
+        Database(recovered.with_name(recovered.name + ".again"), "tc", io=again).close()
+    except DhlError as e:
+        return None, _err(e)
+    if not again.writes or again.same_as(mem):
+        return (), None
+    return _changed_pages(mem.data, again.data, page_size), None
 
 
-def _changed_pages(a: Path, b: Path, page_size: int) -> tuple[int, ...]:
-    out = []
-    with open(a, "rb") as fa, open(b, "rb") as fb:
-        p = 0
-        while True:
-            x, y = fa.read(page_size), fb.read(page_size)
-            if not x and not y:
-                return tuple(out)
-            if x != y:
-                out.append(p)
-            p += 1
+def _changed_pages(a: bytes, b: bytes, page_size: int) -> tuple[int, ...]:
+    """Pages (of ``page_size`` bytes; the last may be partial) that differ."""
+    n = -(-max(len(a), len(b)) // page_size)
+    return tuple(p for p in range(n) if a[p * page_size: (p + 1) * page_size]
+                 != b[p * page_size: (p + 1) * page_size])
 
 
 def examine(db_path: Path) -> DhlFacts:
     """Examine the crash image ``db_path`` before and after DHL recovery.
-    ``db_path`` is not modified: recovery runs on copies in a scratch folder
-    beside it (``dhl-check/``), removed afterwards."""
+    ``db_path`` is read once and not modified: recovery runs on in-memory
+    copies, labelled as files of a scratch folder beside it (``dhl-check/``)
+    that is never created."""
     if not db_path.exists():
         return DhlFacts(exists=False)
-    work = db_path.parent / WORK
-    work.mkdir(exist_ok=True)
-    try:
-        before, nolog = examine_before(db_path)
-        after = examine_after(db_path, work / "recovered.db", before, nolog)
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
+    _IMAGE.read_file(db_path)
+    before, nolog = examine_before(db_path, _IMAGE)
+    after = examine_after(db_path, db_path.parent / WORK / "recovered.db", before, nolog,
+                          data=_IMAGE, work=(_RECOVERED, _AGAIN))
     return DhlFacts(exists=True, nolog=nolog, before=before, after=after)
 
 

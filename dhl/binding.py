@@ -69,7 +69,28 @@ class _PageInfo(C.Structure):
                 ("slot", _Slot * 2)]
 
 
+class _Mem(C.Structure):
+    """Mirror of ``struct dhl_mem``."""
+
+    _fields_ = [("data", C.c_void_p), ("size", C.c_uint64), ("cap", C.c_uint64),
+                ("writes", C.c_uint64), ("syncs", C.c_uint64)]
+
+
 _SCAN_CB = C.CFUNCTYPE(C.c_int, C.c_void_p, C.c_int64, C.POINTER(C.c_uint8), C.c_size_t)
+
+
+_PREAD = C.CFUNCTYPE(C.c_int, C.c_void_p, C.c_void_p, C.c_size_t, C.c_uint64,
+                     C.POINTER(C.c_size_t))
+_PWRITE = C.CFUNCTYPE(C.c_int, C.c_void_p, C.c_void_p, C.c_size_t, C.c_uint64)
+_SYNC = C.CFUNCTYPE(C.c_int, C.c_void_p, C.c_int)
+_SIZE = C.CFUNCTYPE(C.c_int, C.c_void_p, C.POINTER(C.c_uint64))
+
+
+class _Io(C.Structure):
+    """Mirror of ``struct dhl_io``."""
+
+    _fields_ = [("ctx", C.c_void_p), ("pread", _PREAD), ("pwrite", _PWRITE), ("sync", _SYNC),
+                ("size", _SIZE), ("close", C.c_void_p)]
 
 
 def library_path() -> Path:
@@ -117,12 +138,13 @@ def lib() -> C.CDLL:
         "dhl_image_headers": (C.c_int, [C.c_char_p, u32, u32, u32, u32, C.POINTER(u32)]),
         "dhl_reachable": (C.c_int, [P, C.POINTER(u32), C.POINTER(u32), C.POINTER(C.c_int32), u32,
                                     C.POINTER(u32)]),
+        "dhl_mem_io": (None, [C.POINTER(_Io), C.POINTER(_Mem)]),
         "dhl_abi_size": (sz, [C.c_int]),
     }
     for name, (res, args) in sig.items():
         f = getattr(L, name)
         f.restype, f.argtypes = res, args
-    for i, st in enumerate((_Options, Counters, Recovery, Info, _PageInfo)):
+    for i, st in enumerate((_Options, Counters, Recovery, Info, _PageInfo, _Mem)):
         if L.dhl_abi_size(i) != C.sizeof(st):
             raise RuntimeError(f"{path}: struct {st.__name__} size mismatch (rebuild?)")
     _lib = L
@@ -147,16 +169,30 @@ class Headers:
     aux: tuple[int, int]
 
 
-def image_headers(data: bytes, page_size: int, first_pgno: int, ntrees: int) -> list[Headers]:
+def image_headers(data: bytes, page_size: int, first_pgno: int, ntrees: int, *,
+                  nonzero: bool = False) -> list[Headers]:
     """Decode the slot headers of the consecutive page images in ``data``
-    (``len(data) // page_size`` pages, the first being ``first_pgno``)."""
-    n = len(data) // page_size
+    (``len(data) // page_size`` pages, the first being ``first_pgno``) in one
+    libdhl call.  With ``nonzero``, pages whose six decoded values are all 0
+    (never written, or zeroed) are left out of the list: a crash image is
+    mostly such pages, and they carry no TID for any count."""
+    return _decode_headers(data, len(data) // page_size, page_size, first_pgno, ntrees, nonzero)
+
+
+def _decode_headers(data: bytes | C.Array[C.c_char] | None, n: int, page_size: int,
+                    first_pgno: int, ntrees: int, nonzero: bool) -> list[Headers]:
     out = (C.c_uint32 * (6 * n + 1))()
     rc = lib().dhl_image_headers(data, page_size, first_pgno, n, ntrees, out)
     if rc:
         raise DhlError(rc, f"bad page size {page_size} or tree count {ntrees}")
-    return [Headers(first_pgno + i, (out[6 * i], out[6 * i + 1]), (out[6 * i + 2], out[6 * i + 3]),
-                    (out[6 * i + 4], out[6 * i + 5])) for i in range(n)]
+    if nonzero:
+        # the trailing all-zero pages are cut at C speed (rstrip), the rest
+        # are tested one by one
+        n = -(-len(bytes(out)[: 24 * n].rstrip(b"\0")) // 24)
+    v = out[: 6 * n]
+    return [Headers(first_pgno + i, (v[6 * i], v[6 * i + 1]), (v[6 * i + 2], v[6 * i + 3]),
+                    (v[6 * i + 4], v[6 * i + 5]))
+            for i in range(n) if not nonzero or any(v[6 * i: 6 * i + 6])]
 
 
 def file_headers(path: str | os.PathLike[str], page_size: int, ntrees: int,
@@ -194,20 +230,6 @@ class PageInfo:
     is_data: bool
     valid_slot: int          # by the read rule at the connection's FCC; -1 none
     slots: tuple[SlotHeader, SlotHeader]  # page 0: meta slots, nrec = page count
-
-
-_PREAD = C.CFUNCTYPE(C.c_int, C.c_void_p, C.c_void_p, C.c_size_t, C.c_uint64,
-                     C.POINTER(C.c_size_t))
-_PWRITE = C.CFUNCTYPE(C.c_int, C.c_void_p, C.c_void_p, C.c_size_t, C.c_uint64)
-_SYNC = C.CFUNCTYPE(C.c_int, C.c_void_p, C.c_int)
-_SIZE = C.CFUNCTYPE(C.c_int, C.c_void_p, C.POINTER(C.c_uint64))
-
-
-class _Io(C.Structure):
-    """Mirror of ``struct dhl_io``."""
-
-    _fields_ = [("ctx", C.c_void_p), ("pread", _PREAD), ("pwrite", _PWRITE), ("sync", _SYNC),
-                ("size", _SIZE), ("close", C.c_void_p)]
 
 
 @dataclass(frozen=True)
@@ -272,6 +294,90 @@ class CaptureIO:
         self.close()
 
 
+class MemIO:
+    """A database image held in memory, opened through libdhl's
+    ``dhl_mem_io`` (pass it as ``Database(..., io=)``): recovery and checks
+    run on the buffer, no file is read or written.  The buffer is reused by
+    :meth:`load` and :meth:`read_file` (no handle may be open on it then):
+    checkers examining thousands of images pay no fresh allocation each.
+
+    Bytes past ``size`` are kept zero, so a write past the end leaves a
+    zero-filled gap as on a file; writes may grow the image up to the
+    buffer's capacity (at least the ``cap`` asked, default the image size)."""
+
+    def __init__(self, image: bytes | bytearray | memoryview = b"", cap: int | None = None
+                 ) -> None:
+        self.mem = _Mem(None, 0, 0, 0, 0)
+        self.struct = _Io()
+        self._buf = bytearray()
+        self._arr: C.Array[C.c_char] | None = None
+        lib().dhl_mem_io(C.byref(self.struct), C.byref(self.mem))
+        self.load(image, cap)
+
+    def _reserve(self, n: int, cap: int | None) -> None:
+        """Make room for an image of ``n`` bytes and empty the buffer."""
+        want = max(1, n, cap or 0)
+        if want > len(self._buf):
+            self._arr = None  # drop the export so the old buffer can go
+            self._buf = bytearray(want)
+            self._arr = (C.c_char * want).from_buffer(self._buf)
+            self.mem.data, self.mem.cap = C.addressof(self._arr), want
+        elif self.mem.size > n:
+            self._buf[n: self.mem.size] = bytes(self.mem.size - n)
+        self.mem.size = self.mem.writes = self.mem.syncs = 0
+
+    def load(self, image: bytes | bytearray | memoryview, cap: int | None = None) -> MemIO:
+        """Replace the image by a copy of ``image``."""
+        n = len(image)
+        self._reserve(n, cap)
+        self._buf[:n] = image
+        self.mem.size = n
+        return self
+
+    def read_file(self, path: str | os.PathLike[str]) -> MemIO:
+        """Replace the image by the content of the file ``path``."""
+        with open(path, "rb", buffering=0) as f:
+            n = os.fstat(f.fileno()).st_size
+            self._reserve(n, None)
+            view = memoryview(self._buf)
+            got = 0
+            while got < n and (k := f.readinto(view[got:n])):
+                got += k
+            view.release()
+        self.mem.size = got
+        return self
+
+    @property
+    def size(self) -> int:
+        return int(self.mem.size)
+
+    @property
+    def writes(self) -> int:
+        """pwrite calls since the image was loaded."""
+        return int(self.mem.writes)
+
+    def view(self) -> memoryview:
+        """The image as it is now, without a copy (release before :meth:`load`)."""
+        return memoryview(self._buf)[: self.size]
+
+    @property
+    def data(self) -> bytes:
+        """A copy of the image as it is now."""
+        return bytes(self._buf[: self.size])
+
+    def same_as(self, other: MemIO) -> bool:
+        """Whether both images hold the same bytes."""
+        if self.size != other.size:
+            return False
+        if len(self._buf) == len(other._buf):
+            return self._buf == other._buf  # tails are zero: one memcmp, no copy
+        return self.data == other.data
+
+    def headers(self, page_size: int, ntrees: int, *, nonzero: bool = False) -> list[Headers]:
+        """:func:`image_headers` of the image, without a copy."""
+        return _decode_headers(self._arr, self.size // page_size, page_size, 0, ntrees, nonzero)
+
+
 @dataclass(frozen=True)
 class Reached:
     """A page reached by walking the committed trees (:meth:`Database.reachable`)."""
@@ -288,7 +394,7 @@ class Database:
     def __init__(self, path: str | os.PathLike[str], mode: str = "tc", *, create: bool = False,
                  truncate: bool = False, page_size: int = 0, ntrees: int = 0,
                  readonly: bool = False, recover: bool = True, fdatasync: bool = False,
-                 cache_pages: int = 0, io: CaptureIO | None = None) -> None:
+                 cache_pages: int = 0, io: CaptureIO | MemIO | None = None) -> None:
         if mode not in MODES:
             raise ValueError(f"unknown DHL mode {mode!r} (one of {', '.join(MODES)})")
         L = lib()

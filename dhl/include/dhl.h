@@ -262,13 +262,28 @@ int dhl_reachable(dhl *db, uint32_t *pages, uint32_t *parents, int32_t *slots, u
 int dhl_image_headers(const void *buf, uint32_t ps, uint32_t first_pgno, uint32_t npages,
                       uint32_t ntrees, uint32_t *out);
 
+/* An in-memory store for dhl_mem_io: data[0..size) is the database image,
+** writes may grow it up to cap bytes.  The caller owns data (and keeps it
+** and this struct alive while a handle uses them). */
+struct dhl_mem {
+    uint8_t *data;
+    uint64_t size;   /* bytes of the image */
+    uint64_t cap;    /* bytes data can hold; a write past it fails (ENOSPC) */
+    uint64_t writes; /* pwrite calls so far */
+    uint64_t syncs;  /* sync calls so far (nothing to do in memory) */
+};
+/* dhl_mem_io: fill *io with an I/O over m (no allocation, close is NULL):
+** pass it in dhl_options.io to open, recover and check an image held in
+** memory.  A read past size is short, as on a file. */
+void dhl_mem_io(struct dhl_io *io, struct dhl_mem *m);
+
 /* dhl_valid_slot: the read rule: among slots with TID != INV and TID <=
 ** fcc, the one with the greater TID; -1 if neither. */
 int dhl_valid_slot(uint32_t tid0, uint32_t tid1, uint32_t fcc);
 
 /* dhl_abi_size: sizeof the public structs, so bindings can verify their
 ** mirrors: 0 dhl_options, 1 dhl_counters, 2 dhl_recovery, 3 dhl_info,
-** 4 dhl_page_info.  0 for an unknown index. */
+** 4 dhl_page_info, 5 dhl_mem.  0 for an unknown index. */
 size_t dhl_abi_size(int which);
 
 #ifdef __cplusplus

@@ -54,6 +54,7 @@ size_t dhl_abi_size(int which)
     case 2: return sizeof(struct dhl_recovery);
     case 3: return sizeof(struct dhl_info);
     case 4: return sizeof(struct dhl_page_info);
+    case 5: return sizeof(struct dhl_mem);
     default: return 0;
     }
 }
