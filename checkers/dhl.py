@@ -50,10 +50,11 @@ from workloads.oracle import Oracle
 WORK = "dhl-check"  # the (virtual) scratch folder beside the examined file: labels only
 MAX_LISTED = 8  # pages named in one explanation
 
-# The image, its recovered copy and the re-recovered copy of examine(),
-# reused from state to state: fresh megabyte buffers cost more in page
-# faults than all the checking (one process examines one image at a time).
-_IMAGE, _RECOVERED, _AGAIN = MemIO(), MemIO(), MemIO()
+# The image (recovered in place once its unrecovered facts are taken) and
+# the re-recovered copy of examine(), reused from state to state: fresh
+# megabyte buffers cost more in page faults than all the checking (one
+# process examines one image at a time).
+_IMAGE, _AGAIN = MemIO(), MemIO()
 
 
 @dataclass(frozen=True)
@@ -222,7 +223,8 @@ def examine_after(image: Path, recovered: Path, before: Before, nolog: bool, *,
                   ) -> After:
     """Recover a copy of ``image`` (in memory; ``recovered`` names it, no
     file is written) and look at the result.  ``data``: the image already in
-    memory; ``work``: two buffers to reuse for the copies.  With
+    memory; ``work``: two buffers to reuse for the copies (the first may be
+    ``data`` itself, recovered in place when the caller is done with it).  With
     ``recover=False``, the file ``recovered`` is taken as some recovery's
     output as is (tests feed it the output of a deliberately broken
     recovery): it is then opened read-only and the DB-level facts are what a
@@ -237,7 +239,7 @@ def examine_after(image: Path, recovered: Path, before: Before, nolog: bool, *,
         mem.read_file(recovered)
     elif data is None:
         mem.read_file(image)
-    else:
+    elif data is not mem:
         with data.view() as v:
             mem.load(v)
     try:
@@ -262,7 +264,11 @@ def examine_after(image: Path, recovered: Path, before: Before, nolog: bool, *,
     count_newest = pages_with(hs, before.newest, mem.size) if before.newest > fcc else ()
     changed: tuple[int, ...] | None = None
     idem_error = None
-    if idempotence and not nolog:
+    if idempotence and not nolog and recover and not mem.writes:
+        # recovery left the image as it was: recovering it again is the same
+        # (deterministic) computation on the same bytes, again writing nothing
+        changed = ()
+    elif idempotence and not nolog:
         changed, idem_error = _second_recovery(recovered, mem, again, info.page_size)
     return After(fcc=fcc, txn_size=size, engine_fcc=info.fcc, rolled_back=bool(rec.rolled_back),
                  integrity=integrity, digest=digest, scan_error=scan_error, above_fcc=above,
@@ -302,7 +308,7 @@ def examine(db_path: Path) -> DhlFacts:
     _IMAGE.read_file(db_path)
     before, nolog = examine_before(db_path, _IMAGE)
     after = examine_after(db_path, db_path.parent / WORK / "recovered.db", before, nolog,
-                          data=_IMAGE, work=(_RECOVERED, _AGAIN))
+                          data=_IMAGE, work=(_IMAGE, _AGAIN))
     return DhlFacts(exists=True, nolog=nolog, before=before, after=after)
 
 
