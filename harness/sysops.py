@@ -11,7 +11,7 @@ import signal
 import subprocess
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from types import FrameType
 
@@ -109,23 +109,35 @@ class Interrupted(KeyboardInterrupt):
     """SIGINT or SIGTERM arrived while recording."""
 
 
+Handler = Callable[[int, FrameType | None], None]
+
+
 @contextlib.contextmanager
-def signals_raise() -> Iterator[None]:
-    """While active, SIGINT and SIGTERM raise :class:`Interrupted` in the main
-    thread (so that ``finally`` blocks tear everything down)."""
+def _on_stop_signals(handler: Handler) -> Iterator[None]:
+    """While active, ``handler`` receives SIGINT and SIGTERM; the previous
+    handlers come back afterwards.  Signal handlers belong to the main
+    thread: elsewhere this does nothing."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
-
-    def handler(signum: int, frame: FrameType | None) -> None:
-        raise Interrupted(signal.Signals(signum).name)
-
     old = {s: signal.signal(s, handler) for s in (signal.SIGINT, signal.SIGTERM)}
     try:
         yield
     finally:
         for s, h in old.items():
             signal.signal(s, h)
+
+
+@contextlib.contextmanager
+def signals_raise() -> Iterator[None]:
+    """While active, SIGINT and SIGTERM raise :class:`Interrupted` in the main
+    thread (so that ``finally`` blocks tear everything down)."""
+
+    def handler(signum: int, frame: FrameType | None) -> None:
+        raise Interrupted(signal.Signals(signum).name)
+
+    with _on_stop_signals(handler):
+        yield
 
 
 @contextlib.contextmanager
@@ -133,20 +145,9 @@ def signals_deferred() -> Iterator[None]:
     """While active (a teardown), SIGINT and SIGTERM are noted, not raised;
     one that arrived is raised as :class:`Interrupted` afterwards, unless an
     exception is already on its way out."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
     pending: list[int] = []
-
-    def handler(signum: int, frame: FrameType | None) -> None:
-        pending.append(signum)
-
-    old = {s: signal.signal(s, handler) for s in (signal.SIGINT, signal.SIGTERM)}
-    try:
+    with _on_stop_signals(lambda signum, frame: pending.append(signum)):
         yield
-    finally:
-        for s, h in old.items():
-            signal.signal(s, h)
     if pending:
         raise Interrupted(signal.Signals(pending[0]).name)
 
