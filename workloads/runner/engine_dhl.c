@@ -19,7 +19,6 @@
 #include <dhl.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,6 +26,7 @@
 #include <unistd.h>
 
 #include "engine.h"
+#include "errorf.h"
 
 struct engine {
   dhl *db;
@@ -37,14 +37,8 @@ struct engine {
   char err[512];
 };
 
-/* Set e->err; returns -1. */
-static int fail(engine *e, const char *fmt, ...) {
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(e->err, sizeof e->err, fmt, ap);
-  va_end(ap);
-  return -1;
-}
+/* Set X->err from a printf format; returns -1. */
+#define fail(x, ...) errorf((x)->err, sizeof (x)->err, __VA_ARGS__)
 
 /* e->err = WHAT: libdhl's message and code name, when RC is an error;
 ** returns 0 for DHL_OK, else -1. */

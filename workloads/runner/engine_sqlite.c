@@ -5,7 +5,6 @@
 ** the tables are created.  All file I/O goes through the counting VFS.
 */
 #include <sqlite3.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,6 +12,7 @@
 
 #include "countvfs.h"
 #include "engine.h"
+#include "errorf.h"
 
 struct engine {
   sqlite3 *db;
@@ -27,14 +27,8 @@ static const char *const JOURNAL_MODES[] = {"DELETE", "TRUNCATE", "PERSIST", "WA
                                             "MEMORY", "OFF", NULL};
 static const char *const SYNC_LEVELS[] = {"OFF", "NORMAL", "FULL", "EXTRA", NULL};
 
-/* Set e->err; returns -1. */
-static int fail(engine *e, const char *fmt, ...) {
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(e->err, sizeof e->err, fmt, ap);
-  va_end(ap);
-  return -1;
-}
+/* Set X->err from a printf format; returns -1. */
+#define fail(x, ...) errorf((x)->err, sizeof (x)->err, __VA_ARGS__)
 
 /* e->err = WHAT: SQLite's message and extended result code; returns -1. */
 static int fail_db(engine *e, const char *what) {

@@ -1,7 +1,7 @@
 #include "opstream.h"
+#include "errorf.h"
 
 #include <errno.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,14 +17,8 @@ static uint64_t get64(const uint8_t *p) {
   return (uint64_t)get32(p) | (uint64_t)get32(p + 4) << 32;
 }
 
-/* Set s->err from a printf format; returns -1 for the caller to pass on. */
-static int fail(ops_stream *s, const char *fmt, ...) {
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(s->err, sizeof s->err, fmt, ap);
-  va_end(ap);
-  return -1;
-}
+/* Set X->err from a printf format; returns -1. */
+#define fail(x, ...) errorf((x)->err, sizeof (x)->err, __VA_ARGS__)
 
 /* Check the header of the stream already in s->data. */
 static int read_header(ops_stream *s) {
