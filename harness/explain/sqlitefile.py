@@ -56,12 +56,24 @@ def explain_db(offset: int, data: bytes, page_size: int) -> str:
     return "; ".join([pages, *parts])
 
 
+def _records(offset: int, data: bytes, header: int, size: int) -> list[tuple[int, int]]:
+    """The fixed-size records (journal records, WAL frames) after a
+    ``header``-byte file header that bytes ``[offset, offset+len(data))``
+    touch: ``(record number from 0, where it starts within data)``; the
+    start is negative for a record that began before ``data``."""
+    end = offset + len(data)
+    if end <= header:
+        return []
+    first = (max(offset, header) - header) // size
+    last = (end - header - 1) // size
+    return [(k, header + k * size - offset) for k in range(first, last + 1)]
+
+
 def explain_journal(offset: int, data: bytes, page_size: int,
                     header_size: int = DEFAULT_JOURNAL_HEADER) -> str:
     """Rollback journal bytes: the header (nRec, the database size before the
     transaction) and records ``[page number][page][checksum]``."""
     parts: list[str] = []
-    end = offset + len(data)
     if offset < header_size:
         if offset == 0 and len(data) >= 28 and data[:8] == JOURNAL_MAGIC:
             nrec, _, dbsize, sector, psize = struct.unpack_from(">IIIII", data, 8)
@@ -74,19 +86,14 @@ def explain_journal(offset: int, data: bytes, page_size: int,
             parts.append(f"journal header without magic (not hot; db was {dbsize} pages)")
         else:
             parts.append("journal header")
-    rec = page_size + 8
-    if end > header_size:
-        lo = max(offset, header_size) - header_size
-        first, last = lo // rec, (end - header_size - 1) // rec
-        named: list[str] = []
-        for k in range(first, last + 1):
-            at = header_size + k * rec - offset
-            if 0 <= at and at + 4 <= len(data):
-                named.append(f"{k + 1} (page {struct.unpack_from('>I', data, at)[0]})")
-            else:
-                named.append(f"{k + 1}")
-        which = "record" if first == last else "records"
-        parts.append(f"{which} {', '.join(named)}")
+    named: list[str] = []
+    for k, at in _records(offset, data, header_size, page_size + 8):
+        if 0 <= at and at + 4 <= len(data):
+            named.append(f"{k + 1} (page {struct.unpack_from('>I', data, at)[0]})")
+        else:
+            named.append(f"{k + 1}")
+    if named:
+        parts.append(f"{'record' if len(named) == 1 else 'records'} {', '.join(named)}")
     return "journal " + "; ".join(parts) if not parts[0].startswith("journal") else "; ".join(
         parts)
 
@@ -95,7 +102,6 @@ def explain_wal(offset: int, data: bytes, page_size: int) -> str:
     """WAL bytes: the 32-byte header and frames ``[24-byte header][page]``;
     a frame header names its page and, on a commit frame, the database size."""
     parts: list[str] = []
-    end = offset + len(data)
     if offset < WAL_HEADER:
         if offset == 0 and len(data) >= 16 and struct.unpack_from(">I", data)[0] in WAL_MAGICS:
             _, _, psize, ckpt = struct.unpack_from(">IIII", data)
@@ -103,20 +109,16 @@ def explain_wal(offset: int, data: bytes, page_size: int) -> str:
             page_size = psize or page_size
         else:
             parts.append("WAL header")
-    frame = WAL_FRAME_HEADER + page_size
-    if end > WAL_HEADER:
-        lo = max(offset, WAL_HEADER) - WAL_HEADER
-        first, last = lo // frame, (end - WAL_HEADER - 1) // frame
-        named: list[str] = []
-        for k in range(first, last + 1):
-            at = WAL_HEADER + k * frame - offset
-            if 0 <= at and at + 8 <= len(data):
-                pgno, commit = struct.unpack_from(">II", data, at)
-                c = f", commit: db {commit} pages" if commit else ""
-                named.append(f"{k + 1} (page {pgno}{c})")
-            else:
-                named.append(f"{k + 1}")
-        parts.append(f"{'frame' if first == last else 'frames'} {', '.join(named)}")
+    named: list[str] = []
+    for k, at in _records(offset, data, WAL_HEADER, WAL_FRAME_HEADER + page_size):
+        if 0 <= at and at + 8 <= len(data):
+            pgno, commit = struct.unpack_from(">II", data, at)
+            c = f", commit: db {commit} pages" if commit else ""
+            named.append(f"{k + 1} (page {pgno}{c})")
+        else:
+            named.append(f"{k + 1}")
+    if named:
+        parts.append(f"{'frame' if len(named) == 1 else 'frames'} {', '.join(named)}")
     return "WAL " + "; ".join(parts) if not parts[0].startswith("WAL") else "; ".join(parts)
 
 
