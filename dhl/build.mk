@@ -1,5 +1,5 @@
 # dhl/: the DHL engine — libdhl (static + shared), its C tests, and the same
-# tests built with clang under AddressSanitizer + UBSan.
+# tests built with gcc under AddressSanitizer + UBSan.
 DHL_DIR     := dhl
 DHL_BUILD   := $(DHL_DIR)/build
 DHL_SRC     := $(sort $(wildcard $(DHL_DIR)/src/*.c))
@@ -9,7 +9,7 @@ DHL_LIBS    := -lxxhash
 DHL_TESTS   := $(patsubst $(DHL_DIR)/tests/%.c,%,$(sort $(wildcard $(DHL_DIR)/tests/test_*.c)))
 DHL_TEST_HDR := $(wildcard $(DHL_DIR)/tests/*.h)
 DHL_OBJ     := $(patsubst $(DHL_DIR)/src/%.c,$(DHL_BUILD)/obj/%.o,$(DHL_SRC))
-DHL_ASAN_CC ?= clang
+DHL_ASAN_CC ?= $(CC)
 
 $(DHL_BUILD)/obj/%.o: $(DHL_DIR)/src/%.c $(DHL_HDR) $(DHL_DIR)/build.mk
 	@mkdir -p $(@D)

@@ -1,8 +1,10 @@
 # harness: the fuse recording daemon (harness/fuse/logfuse.c), and its
 # sanitizer build, exercised by a real recording in `make ctest`
 # (harness/fuse/ctest.sh; skipped where root, /dev/fuse or loop are missing).
-FUSE_CFLAGS := $(shell pkg-config --cflags fuse3)
-FUSE_LIBS   := $(shell pkg-config --libs fuse3)
+# pkg-config flags use `=` (evaluated when a recipe runs), not `:=`: on a fresh
+# machine `make test` parses this file before set-up has installed libfuse3-dev.
+FUSE_CFLAGS = $(shell pkg-config --cflags fuse3)
+FUSE_LIBS   = $(shell pkg-config --libs fuse3)
 
 harness/build/logfuse: harness/fuse/logfuse.c harness/fuse/logwrites.h
 	@mkdir -p $(@D)
