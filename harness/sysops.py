@@ -106,7 +106,12 @@ def wait_pid(proc: subprocess.Popen[bytes], timeout: float, what: str) -> int:
 
 
 class Interrupted(KeyboardInterrupt):
-    """SIGINT or SIGTERM arrived while recording."""
+    """SIGINT or SIGTERM arrived (``args[0]`` is the signal's name); it
+    unwinds like Ctrl-C so that every ``finally`` tears down what it built."""
+
+    @property
+    def signum(self) -> int:
+        return int(signal.Signals[self.args[0]]) if self.args else int(signal.SIGINT)
 
 
 Handler = Callable[[int, FrameType | None], None]
@@ -138,6 +143,26 @@ def signals_raise() -> Iterator[None]:
 
     with _on_stop_signals(handler):
         yield
+
+
+def raise_on_sigterm() -> None:
+    """From now on (main thread), SIGTERM raises :class:`Interrupted` as
+    Ctrl-C raises KeyboardInterrupt: ``timeout`` and CI runners send it, and
+    the default action would kill the process with its workers, helpers and
+    work folder left behind."""
+
+    def handler(signum: int, frame: FrameType | None) -> None:
+        raise Interrupted(signal.Signals(signum).name)
+
+    signal.signal(signal.SIGTERM, handler)
+
+
+def worker_signals() -> None:
+    """In a forked pool worker: SIGTERM (what ``Pool.terminate`` sends) ends
+    it at once, and a terminal's Ctrl-C is left to the parent, which stops
+    the pool in order; the worker inherited the parent's handlers."""
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
 @contextlib.contextmanager

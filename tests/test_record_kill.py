@@ -5,14 +5,13 @@ mount or daemon behind, and the log written up to then still reads."""
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
+from support import CRASHLAB, procs_mentioning
 
 from harness.logformat import LogReader
 from harness.record.fuse import FuseBackend
@@ -20,46 +19,6 @@ from harness.record.recorder import record
 
 OK, WHY = FuseBackend.available()
 pytestmark = [pytest.mark.root, pytest.mark.skipif(not OK, reason=f"fuse backend: {WHY}")]
-CRASHLAB = Path(sys.executable).with_name("crashlab")
-
-
-def loops() -> set[str]:
-    out = subprocess.run(["losetup", "-a"], capture_output=True, text=True).stdout
-    return set(out.splitlines())
-
-
-def mounts() -> set[str]:
-    return set(Path("/proc/mounts").read_text().splitlines())
-
-
-def procs_mentioning(text: str) -> list[int]:
-    pids = []
-    for p in Path("/proc").iterdir():
-        if p.name.isdigit() and p.name != str(os.getpid()):
-            try:
-                if text.encode() in (p / "cmdline").read_bytes():
-                    pids.append(int(p.name))
-            except OSError:
-                continue
-    return pids
-
-
-@pytest.fixture
-def private_tmp(tmp_path, monkeypatch):
-    """A private parent for working directories; afterwards nothing may
-    refer to it: no loop device, no mount, no process, no leftover file."""
-    parent = Path("/dev/shm") / f"crashlab-kill-{os.getpid()}-{tmp_path.name}"
-    parent.mkdir()
-    monkeypatch.setenv("CRASHLAB_TMPDIR", str(parent))
-    loops0, mounts0 = loops(), mounts()
-    yield parent
-    new_loops = {line for line in loops() - loops0 if str(parent) in line}
-    new_mounts = {line for line in mounts() - mounts0 if str(parent) in line}
-    assert not new_loops and not new_mounts
-    assert not any(str(parent) in line for line in loops() | mounts())
-    assert procs_mentioning(str(parent)) == []
-    assert list(parent.iterdir()) == []
-    parent.rmdir()
 
 
 def reads(log: Path) -> list[str]:
@@ -113,7 +72,7 @@ def test_recorder_interrupted(tmp_path, private_tmp, sig):
         if proc.poll() is None:
             proc.kill()
             proc.wait()
-    assert proc.returncode == 130, err
+    assert proc.returncode == 128 + sig, err
     assert "interrupted" in err
     for pid in daemons:
         assert not Path(f"/proc/{pid}").exists()

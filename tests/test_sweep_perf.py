@@ -23,6 +23,7 @@ import uuid
 from pathlib import Path
 
 import pytest
+from support import alive, tagged
 
 from harness.images import ensure_image
 from harness.logformat import LogReader
@@ -35,30 +36,6 @@ from harness.states.synth import write_epochs_log
 from harness.sweep.check import RESULT_NAME, STATES_NAME, CheckOptions, check_run
 
 ROOT = Path(__file__).resolve().parent.parent
-
-
-def _alive(pid: int) -> bool:
-    """True while ``pid`` exists and is not a zombie."""
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except FileNotFoundError:
-        return False
-
-
-def _tagged(token: str) -> list[int]:
-    """PIDs of live processes whose environment holds ``token``."""
-    found = []
-    for d in Path("/proc").iterdir():
-        if not d.name.isdigit():
-            continue
-        try:
-            env = (d / "environ").read_bytes()
-        except OSError:
-            continue
-        if token.encode() in env and _alive(int(d.name)):
-            found.append(int(d.name))
-    return found
 
 
 # --- no root: images, undo files, the session ------------------------------
@@ -128,7 +105,7 @@ def test_debugfs_session_ends_on_close_error_and_kill() -> None:
     out = dbg.request(["no-such-request", "open /nonexistent.img"])
     assert "Unknown request" in out[0] and "nonexistent" in out[1]
     dbg.close()
-    assert not _alive(pid)
+    assert not alive(pid)
     dbg.close()  # idempotent
     with pytest.raises(DebugfsError):
         dbg.request(["open x"])
@@ -137,7 +114,7 @@ def test_debugfs_session_ends_on_close_error_and_kill() -> None:
     os.kill(dbg.pid, signal.SIGKILL)
     with pytest.raises(DebugfsError):
         dbg.request(["params"])
-    assert not _alive(dbg.pid)
+    assert not alive(dbg.pid)
 
 
 def test_debugfs_dies_with_its_parent(tmp_path: Path) -> None:
@@ -149,14 +126,14 @@ def test_debugfs_dies_with_its_parent(tmp_path: Path) -> None:
                          cwd=ROOT)
     assert p.stdout is not None
     child = int(p.stdout.readline())
-    assert _alive(child)
+    assert alive(child)
     p.kill()
     p.wait()
     for _ in range(100):
-        if not _alive(child):
+        if not alive(child):
             break
         time.sleep(0.02)
-    assert not _alive(child)
+    assert not alive(child)
 
 
 # --- root: recorded runs, fast vs reference --------------------------------
@@ -236,7 +213,7 @@ def test_interrupted_check_leaves_no_debugfs_and_no_folder(
                          stderr=subprocess.PIPE, text=True, start_new_session=True)
     assert p.stdout is not None
     p.stdout.readline()  # a first chunk is done: workers and their debugfs run
-    assert len(_tagged(token)) >= 3  # parent, 2 workers (+ debugfs)
+    assert len(tagged(token)) >= 3  # parent, 2 workers (+ debugfs)
     os.killpg(p.pid, signal.SIGINT)
     try:
         p.wait(timeout=60)
@@ -246,9 +223,9 @@ def test_interrupted_check_leaves_no_debugfs_and_no_folder(
         pytest.fail("check did not stop on SIGINT")
     assert p.returncode != 0
     deadline = time.monotonic() + 5
-    while _tagged(token) and time.monotonic() < deadline:
+    while tagged(token) and time.monotonic() < deadline:
         time.sleep(0.05)
-    assert _tagged(token) == []
+    assert tagged(token) == []
     assert list(work.iterdir()) == []
     shutil.rmtree(work)
 
@@ -283,4 +260,4 @@ def test_fast_path_is_taken(runs: dict[str, RunDir], tmp_path: Path, sut: str) -
         pid = sc.fast_ext4.session.pid if sc.fast_ext4.session else None
     finally:
         sc.close()
-    assert pid is not None and not _alive(pid)
+    assert pid is not None and not alive(pid)

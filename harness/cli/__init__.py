@@ -8,6 +8,7 @@ import sys
 import click
 
 from harness.errors import CrashlabError
+from harness.sysops import Interrupted, raise_on_sigterm
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -30,11 +31,16 @@ def _register() -> None:
 def main() -> None:
     """Entry point: bad input becomes one line on stderr and exit code 2."""
     _register()
+    raise_on_sigterm()
     try:
         rc = cli.main(standalone_mode=False)
-    except click.exceptions.Abort:
-        click.echo("crashlab: interrupted", err=True)
-        sys.exit(130)
+    except (click.exceptions.Abort, KeyboardInterrupt) as e:
+        # click turns KeyboardInterrupt into Abort; the signal rides along.
+        cause = e.__cause__ if isinstance(e, click.exceptions.Abort) else e
+        signum = cause.signum if isinstance(cause, Interrupted) else 2
+        click.echo(f"crashlab: interrupted ({'SIGTERM' if signum == 15 else 'SIGINT'});"
+                   " `--resume` continues", err=True)
+        sys.exit(128 + signum)
     except click.ClickException as e:
         e.show()
         sys.exit(2 if isinstance(e, click.UsageError) else e.exit_code)

@@ -41,6 +41,7 @@ from harness.states.epochs import Epoch, iter_epochs
 from harness.states.stateid import StateKey
 from harness.sweep.runlevel import TRACE_ID, run_level_records
 from harness.sweep.worker import StateChecker, state_record
+from harness.sysops import worker_signals
 
 CHUNK = 32  # states per task: small enough to balance two workers, large enough to amortise IPC
 STATES_NAME = "states.jsonl"
@@ -127,6 +128,7 @@ def _init_worker(run_path: str, workroot: str, fsck: bool) -> None:
 
 
 def _init_pool_worker(run_path: str, workroot: str, fsck: bool) -> None:
+    worker_signals()
     _init_worker(run_path, workroot, fsck)
     # An orderly pool exit (close + join) ends the checker's helper
     # processes; on terminate they die with the worker (PDEATHSIG).

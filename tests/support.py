@@ -1,0 +1,60 @@
+"""Helpers shared by the test modules: what a run left behind on the machine
+(loop devices, mounts, processes), and the installed ``crashlab`` command."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+CRASHLAB = Path(sys.executable).with_name("crashlab")
+
+
+def loops() -> set[str]:
+    """Every attached loop device, one ``losetup -a`` line each."""
+    out = subprocess.run(["losetup", "-a"], capture_output=True, text=True).stdout
+    return set(out.splitlines())
+
+
+def mounts() -> set[str]:
+    return set(Path("/proc/mounts").read_text().splitlines())
+
+
+def alive(pid: int) -> bool:
+    """True while ``pid`` exists and is not a zombie."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+def procs_mentioning(text: str) -> list[int]:
+    """Live processes (not this one) whose command line holds ``text``."""
+    pids = []
+    for p in Path("/proc").iterdir():
+        if p.name.isdigit() and p.name != str(os.getpid()):
+            try:
+                if text.encode() in (p / "cmdline").read_bytes() and alive(int(p.name)):
+                    pids.append(int(p.name))
+            except OSError:
+                continue
+    return pids
+
+
+def tagged(token: str) -> list[int]:
+    """Live processes whose environment holds ``token`` (a test sets a unique
+    variable in the environment of what it starts; every descendant inherits
+    it, so this finds workers and helpers by what they are, not by name)."""
+    found = []
+    for d in Path("/proc").iterdir():
+        if not d.name.isdigit():
+            continue
+        try:
+            env = (d / "environ").read_bytes()
+        except OSError:
+            continue
+        if token.encode() in env and alive(int(d.name)):
+            found.append(int(d.name))
+    return found
