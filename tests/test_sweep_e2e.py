@@ -65,6 +65,14 @@ def test_safe_suts_have_no_violations(runs: dict[str, RunDir], sut: str, strateg
     # every invariant was judged (not skipped) on every state
     for inv in ("FS-RECOVER", "DB-OPEN", "DB-INTEGRITY", "DB-ATOMIC", "DB-DURABLE", "DB-PREFIX"):
         assert result["verdicts"][inv]["pass"] == result["states"]["checked"], inv
+    # coverage counts what the strategy visited (prefix: n+1 kept sets per epoch)
+    cov = result["coverage"]
+    epochs = cov["epochs"]
+    assert cov["kept_sets_checked"] == sum(e["kept_checked"] for e in epochs) > 0
+    if strategy == "prefix":
+        assert all(e["kept_checked"] == e["writes"] + 1 for e in epochs)
+    elif all(e["writes"] <= 10 for e in epochs):
+        assert cov["fraction"] == 1.0
 
 
 def test_sqlite_off_breaks_atomicity(runs: dict[str, RunDir], tmp_path: Path) -> None:

@@ -27,6 +27,7 @@ from rich.table import Table
 from harness.cli.statescmd import options_from, state_options
 from harness.report.expectations import evaluate
 from harness.rundir import RunDir
+from harness.states.coverage import describe
 from harness.sweep.check import CheckOptions, check_run, count_states, default_window
 from harness.sweep.matrix import MATRICES, Cell, matrix, shard
 from harness.sweep.sweep import SweepOptions, run_sweep
@@ -86,15 +87,17 @@ def _verdict_table(title: str, rows: list[dict[str, Any]]) -> Table:
     invariants that failed, with the number of failing states (the full
     matrix is in report.html)."""
     t = Table(title=title)
-    for col in ("SUT", "workload", "fs", "strategy", "states", "folded", "failures",
-                "expectation"):
+    for col in ("SUT", "workload", "fs", "strategy", "states", "folded", "kept sets",
+                "failures", "expectation"):
         t.add_column(col, overflow="fold")
     for r in rows:
         fails = [f"{inv} {c['fail']}" for inv, c in sorted(r["verdicts"].items()) if c["fail"]]
         exp = r["expectation"]
         status = "[green]held[/]" if exp["ok"] else "[red]BROKEN[/]"
         t.add_row(r["sut"], r["workload"], r["fs"], r["strategy"], str(r["states"]["checked"]),
-                  str(r["states"].get("folded", 0)), ", ".join(fails) or "none", status)
+                  str(r["states"].get("folded", 0)),
+                  describe(r["coverage"]) if r.get("coverage") else "-",
+                  ", ".join(fails) or "none", status)
     return t
 
 

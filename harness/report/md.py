@@ -174,13 +174,15 @@ def _cells(r: Report) -> list[str]:
         exp = "held" if c.expectation["ok"] else "**BROKEN**: " + "; ".join(
             c.expectation["broken"])
         rows.append([c.sut, f"`{c.workload}`", c.fs, c.strategy, c.states["generated"],
-                     c.states["folded"], c.states["checked"], fmt(c.seconds, 2), fmt(c.rate),
+                     c.states["folded"], c.states["checked"], c.coverage, fmt(c.seconds, 2),
+                     fmt(c.rate),
                      log, ", ".join(c.expectation["guaranteed"]) or "—",
                      ", ".join(c.expectation["must_violate_any"]) or "—", exp, f"`{c.run}`"])
     out += table(["SUT", "workload", "fs", "strategy", "generated", "folded", "checked",
-                  "check s", "states/s", "log (entries, writes, KB, flushes)", "guaranteed",
+                  "kept sets (of possible)", "check s", "states/s",
+                  "log (entries, writes, KB, flushes)", "guaranteed",
                   "must violate one of", "expectation", "run"], rows,
-                 numeric=[4, 5, 6, 7, 8])
+                 numeric=[4, 5, 6, 8, 9])
     return out
 
 

@@ -22,6 +22,7 @@ from harness.errors import CrashlabError
 from harness.report import papers
 from harness.report.iocost import RunCost, run_cost
 from harness.report.load import Sweep
+from harness.states.coverage import describe
 
 DEFAULT_PER_GROUP = 5
 KB = 1024.0
@@ -47,6 +48,8 @@ COMMON_OPTIONS = ("strategy", "window_start", "window_end", "dedup", "max_states
 STRATEGY_OPTIONS = {
     "reorder": ("max_exhaustive", "max_drop", "sample", "seed"),
     "torn": ("tear_unit", "torn_pattern", "max_tears", "max_subset_blocks"),
+    "torn-reorder": ("max_exhaustive", "max_drop", "sample", "seed", "tear_unit",
+                     "torn_pattern", "max_tears", "max_subset_blocks"),
 }
 
 
@@ -139,6 +142,7 @@ class CellInfo:
     options: dict[str, Any] | None
     seconds: float | None
     log: dict[str, Any] | None
+    coverage: str = "—"  # kept sets visited / possible (harness/states/coverage.py)
 
     @property
     def rate(self) -> float | None:
@@ -377,6 +381,7 @@ def build_report(sweep: Sweep, *, per_group: int = DEFAULT_PER_GROUP) -> Report:
             c["verdicts"], c["expectation"], (res or {}).get("options"),
             float(t) if isinstance(t, int | float) else None,
             (meta or {}).get("log"),
+            describe(c["coverage"]) if c.get("coverage") else "—",
         ))
     invariants = _order_invariants(inv_ids)
     matrix: dict[str, list[MatrixRow]] = {s: [] for s in strategies}

@@ -12,10 +12,11 @@ header-only pass before any state is produced.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from harness.errors import CrashlabError
 from harness.logformat import LogReader
+from harness.states.coverage import EpochCoverage, possible_kept_sets
 from harness.states.dedup import Folder
 from harness.states.epochs import Epoch, iter_epochs
 from harness.states.model import State
@@ -31,6 +32,7 @@ class Stats:
     generated: int = 0  # states the strategy produced inside the window
     folded: int = 0  # of those, folded into an earlier identical state
     emitted: int = 0  # generated - folded
+    coverage: list[EpochCoverage] = field(default_factory=list)  # epochs walked in full
 
 
 def resolve_window(reader: LogReader, opts: Options) -> tuple[int | None, int | None]:
@@ -96,12 +98,16 @@ class Enumeration:
         opts = self.opts
         stats = self.stats
         folder = self._folder
+        kept_sets: set[int] = set()
+        generated = 0
         for kept, torn in epoch_states(epoch, opts):
             state = State(StateKey(epoch.index, kept, torn), epoch, stats.generated)
             cut = state.cut
             if (a is not None and cut.hi <= a) or (b is not None and cut.lo > b):
                 continue
             stats.generated += 1
+            generated += 1
+            kept_sets.add(kept)
             if folder is not None:
                 into = folder.fold(state)
                 if into is not None:
@@ -111,6 +117,9 @@ class Enumeration:
                     continue
             stats.emitted += 1
             yield state
+        if generated:
+            stats.coverage.append(EpochCoverage(epoch.index, epoch.nr_writes, len(kept_sets),
+                                                possible_kept_sets(epoch), generated))
 
     def __iter__(self) -> Iterator[State]:
         for _, states in self.epochs():

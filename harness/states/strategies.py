@@ -12,11 +12,14 @@ per epoch, in a fixed order.  Counts per epoch of n writes (no FUA writes):
   dropped writes (1, 2, ...), each size in ``itertools.combinations`` order
   of the dropped writes.  n <= ``max_exhaustive``: every subset (2^n states).
   Larger epochs: every subset dropping at most ``max_drop`` writes
-  (sum_{i<=k} C(n,i) + n - k states), or with ``sample`` = M, M distinct
-  seeded random subsets besides the prefixes (fewer if 20*M draws do not
-  find M).  A set that would drop a FUA write before its last kept write is
-  not a state (see :mod:`harness.states.model`): skipped, or in samples
-  repaired by keeping that FUA write.
+  (sum_{i<=k} C(n,i) + n - k states), or with ``sample`` = M, a budget of M
+  distinct seeded random subsets besides the prefixes, stratified by size:
+  the budget is shared evenly among the sizes 1..n-1 of the kept set, so
+  small and large drops are drawn alike (a uniform draw of all 2^n subsets
+  would almost only give sizes near n/2).  Fewer than M when a size has
+  fewer subsets than its share.  A set that would drop a FUA write before
+  its last kept write is not a state (see :mod:`harness.states.model`):
+  skipped, or in samples repaired by keeping that FUA write.
 * ``torn``: for each m, ``pm`` then write m torn on top of ``pm``: the
   write's data is cut into tear blocks (``tear_unit`` bytes, aligned on the
   device, 512 by default: one 4 KiB page = 8 blocks), and the persisted
@@ -26,6 +29,13 @@ per epoch, in a fixed order.  Counts per epoch of n writes (no FUA writes):
   ones fall back to ``ends``).  With more than ``max_tears`` split points,
   ``max_tears`` evenly spaced ones are used.  A write of one block cannot
   tear.  prefix pattern, every write B blocks: (n+1) + n(B-1) states.
+* ``torn-reorder``: every kept set of ``reorder`` (same options), and for
+  each one that is not the whole epoch, one more state with one dropped
+  write torn on top of it: the write and its persisted blocks (one of the
+  ``torn_pattern`` patterns) drawn with the seed, so the IDs are stable.
+  Reordering and tearing together: a device that persisted later writes
+  while an earlier one was only partly written.  2x reorder's count at
+  most.
 """
 
 from __future__ import annotations
@@ -40,7 +50,8 @@ from harness.logformat import Entry
 from harness.states.epochs import Epoch
 from harness.states.stateid import UNIT, is_prefix_mask, run_mask
 
-STRATEGIES = ("prefix", "reorder", "torn", "persistence-points")
+STRATEGIES = ("prefix", "reorder", "torn", "torn-reorder", "persistence-points")
+TEARING = ("torn", "torn-reorder")  # the strategies whose states tear writes
 TORN_PATTERNS = ("prefix", "ends", "subset")
 
 Torn = tuple[tuple[int, int], ...]
@@ -53,7 +64,7 @@ class Options:
     strategy: str = "prefix"
     max_exhaustive: int = 10  # reorder: every subset of epochs with at most this many writes
     max_drop: int = 2  # reorder, larger epochs: subsets dropping at most this many writes
-    sample: int | None = None  # reorder, larger epochs: M seeded random subsets instead
+    sample: int | None = None  # reorder, larger epochs: a budget of M seeded subsets instead
     seed: int = 0
     tear_unit: int = 512  # torn: bytes that persist all or nothing (power of two >= 512)
     torn_pattern: str = "prefix"
@@ -129,22 +140,38 @@ def reorder_states(epoch: Epoch, opts: Options) -> Iterator[tuple[int, Torn]]:
 
 
 def _sampled(epoch: Epoch, m: int, seed: str) -> Iterator[tuple[int, Torn]]:
-    """Up to ``m`` distinct non-prefix kept sets drawn with ``random.Random(seed)``
-    (a str seed is hashed with SHA-512: the same on every machine)."""
-    rng = random.Random(seed)
+    """Up to ``m`` distinct non-prefix kept sets, stratified by size: size k
+    (1 <= k < n) gets ``m // (n-1)`` draws, the first ``m % (n-1)`` sizes
+    one more; each draw is a uniform k-subset from ``random.Random`` seeded
+    with ``seed:k`` (a str seed is hashed with SHA-512: the same on every
+    machine).  A draw that drops a FUA write before its last kept write is
+    repaired by keeping that write (its size then grows)."""
     n = epoch.nr_writes
+    if n < 2:
+        return
+    sizes = list(range(1, n))
+    share, extra = divmod(m, len(sizes))
     seen: set[int] = set()
-    for _ in range(20 * m):
-        if len(seen) >= m:
-            return
-        kept = rng.getrandbits(n)
-        last = kept.bit_length() - 1
-        if last > 0:
-            kept |= epoch.fua_mask & ((1 << last) - 1)
-        if is_prefix_mask(kept) or kept in seen:
+    for i, k in enumerate(sizes):
+        want = share + (i < extra)
+        if not want:
             continue
-        seen.add(kept)
-        yield kept, ()
+        rng = random.Random(f"{seed}:{k}")
+        got = 0
+        for _ in range(20 * want):
+            if got >= want:
+                break
+            kept = 0
+            for w in rng.sample(range(n), k):
+                kept |= 1 << w
+            last = kept.bit_length() - 1
+            if last > 0:
+                kept |= epoch.fua_mask & ((1 << last) - 1)
+            if is_prefix_mask(kept) or kept in seen:
+                continue
+            seen.add(kept)
+            got += 1
+            yield kept, ()
 
 
 def tear_blocks(entry: Entry, sectorsize: int, tear_unit: int) -> list[int]:
@@ -204,6 +231,29 @@ def torn_states(epoch: Epoch, opts: Options) -> Iterator[tuple[int, Torn]]:
                 yield kept, ((m, units),)
 
 
+def torn_reorder_states(epoch: Epoch, opts: Options) -> Iterator[tuple[int, Torn]]:
+    full = epoch.full_mask
+    for kept, _ in reorder_states(epoch, opts):
+        yield kept, ()
+        if kept == full:
+            continue
+        rng = random.Random(f"{opts.seed}:{epoch.index}:{kept}")
+        last = kept.bit_length() - 1
+        # A torn write must be allowed to be incomplete: not a FUA write that
+        # completed before the last kept one, and tearing it must not make
+        # an earlier FUA write "lost before a persisted write".
+        dropped = [w for w in range(epoch.nr_writes) if not kept >> w & 1
+                   and not (epoch.fua_mask >> w & 1 and w < last)
+                   and _fua_ok(epoch, kept | 1 << w)]
+        rng.shuffle(dropped)
+        for w in dropped:
+            blocks = tear_blocks(epoch.writes[w], epoch.sectorsize, opts.tear_unit)
+            patterns = list(tear_patterns(blocks, opts))
+            if patterns:
+                yield kept, ((w, rng.choice(patterns)),)
+                break
+
+
 def epoch_states(epoch: Epoch, opts: Options) -> Iterator[tuple[int, Torn]]:
     """The strategy's (kept, torn) pairs for one epoch."""
     if opts.strategy == "prefix":
@@ -212,4 +262,6 @@ def epoch_states(epoch: Epoch, opts: Options) -> Iterator[tuple[int, Torn]]:
         return persistence_point_states(epoch)
     if opts.strategy == "reorder":
         return reorder_states(epoch, opts)
+    if opts.strategy == "torn-reorder":
+        return torn_reorder_states(epoch, opts)
     return torn_states(epoch, opts)

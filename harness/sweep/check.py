@@ -36,7 +36,7 @@ from harness.atomic import write_json_atomic, write_text_atomic
 from harness.errors import CrashlabError
 from harness.logformat import LogReader
 from harness.rundir import RunDir
-from harness.states import Enumeration, Options, State
+from harness.states import Enumeration, Options, State, coverage
 from harness.states.epochs import Epoch, iter_epochs
 from harness.states.stateid import StateKey
 from harness.sweep.runlevel import TRACE_ID, run_level_records
@@ -263,6 +263,7 @@ def check_run(
     result = summarise(run, states_path, opts)
     result["states"]["generated"] = stats.generated
     result["states"]["folded"] = stats.folded
+    result["coverage"] = coverage.summary(stats.coverage)
     write_json_atomic(out / RESULT_NAME, result)
     result["timing"] = {"seconds": round(time.monotonic() - t0, 3), "resumed_from": done}
     return result

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 
 from harness.errors import CrashlabError
 from harness.report.expectations import Expectation
+from harness.states.strategies import TEARING
 from workloads.suts import SUTS, get_sut
 
 # Mobibench's shape: one statement on each of 3 tables per transaction, so a
@@ -95,7 +96,7 @@ class Cell:
         promised = sut.promises
         if sut.engine == "dhl" and self.sut.removesuffix("-raw") != "dhl-nolog":
             promised = (*promised, *DHL_PROMISES)
-        if self.fs != "raw" and strategy != "torn":
+        if self.fs != "raw" and strategy not in TEARING:
             promised = ("FS-RECOVER", *promised)
         return Expectation(tuple(i for i in promised if i not in self.waived),
                            self.must_violate_any)

@@ -75,6 +75,8 @@ def cell_record(cell: Cell, strategy: str, result: dict[str, Any],
         "strategy": strategy,
         "run": f"runs/{cell.name}",
         "states": result["states"],
+        # totals only: the per-epoch figures stay in the run's result.json
+        "coverage": {k: v for k, v in result.get("coverage", {}).items() if k != "epochs"},
         "verdicts": result["verdicts"],
         "expectation": {
             "guaranteed": list(cell.expectation(strategy).guaranteed),
