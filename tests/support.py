@@ -1,5 +1,6 @@
 """Helpers shared by the test modules: what a run left behind on the machine
-(loop devices, mounts, processes), and the installed ``crashlab`` command."""
+(loop devices, mounts, processes), the installed ``crashlab`` command, C
+builds, and the recordings a test module shares."""
 
 from __future__ import annotations
 
@@ -8,6 +9,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+from harness.rundir import RunDir
+from harness.sweep.matrix import Cell
+from harness.sweep.sweep import record_cell
+
+ROOT = Path(__file__).resolve().parent.parent
 CRASHLAB = Path(sys.executable).with_name("crashlab")
 
 
@@ -58,3 +64,21 @@ def tagged(token: str) -> list[int]:
         if token.encode() in env and alive(int(d.name)):
             found.append(int(d.name))
     return found
+
+
+def crashlab(*args: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:
+    """Run the installed ``crashlab`` command from the repository root."""
+    return subprocess.run([str(CRASHLAB), *args], capture_output=True, text=True,
+                          timeout=timeout, cwd=ROOT)
+
+
+def build(*targets: str) -> None:
+    """``make`` these targets (tests that run a C program rebuild it first)."""
+    subprocess.run(["make", "-s", *targets], cwd=ROOT, check=True)
+
+
+def record_runs(root: Path, workloads: dict[str, str]) -> dict[str, RunDir]:
+    """One fuse recording on ext4 per SUT (``{sut: workload spec}``), each in
+    ``root/<sut>``: the runs a test module shares."""
+    return {sut: record_cell(Cell(sut, wl), root / sut, "fuse", False)
+            for sut, wl in workloads.items()}

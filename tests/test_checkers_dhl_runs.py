@@ -9,19 +9,17 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from support import crashlab
 
 from checkers.dhl_trace import trace_verdicts
 from harness.logformat import LogReader
 from harness.rundir import RunDir
 
 pytestmark = [pytest.mark.root, pytest.mark.timeout(600)]
-CRASHLAB = [str(Path(sys.executable).with_name("crashlab"))]
 WORKLOAD = "insert:txns=4,ops=20,tables=2,warmup=100"
 
 
@@ -43,12 +41,6 @@ def scratch() -> Iterator[Path]:
     d.mkdir(parents=True, exist_ok=True)
     yield d
     shutil.rmtree(d, ignore_errors=True)
-
-
-def crashlab(*args: str) -> subprocess.CompletedProcess[str]:
-    p = subprocess.run(CRASHLAB + list(args), capture_output=True, text=True, timeout=600,
-                       cwd=Path(__file__).resolve().parents[1])
-    return p
 
 
 def record(scratch: Path, sut: str, fs: str = "raw") -> Path:

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 from runner_support import expected_marks, fail_a_commit, runner, shm_dir
+from support import build
 
 from dhl import Database
 from workloads.generate import write_opstream
@@ -41,9 +42,8 @@ def dhl_mode(sut_name: str) -> str:
 
 @pytest.fixture(scope="module", autouse=True)
 def _built():
-    subprocess.run(["make", "-s", "workloads/build/crashlab-runner",
-                    "workloads/build/crashlab-runner-asan", "dhl/build/libdhl.so"],
-                   cwd=ROOT, check=True)
+    build("workloads/build/crashlab-runner", "workloads/build/crashlab-runner-asan",
+          "dhl/build/libdhl.so")
 
 
 @pytest.fixture

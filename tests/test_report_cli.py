@@ -5,15 +5,10 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 
 import pytest
+from support import crashlab
 from test_report_synth import make_sweep
-
-
-def crashlab(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-c", "from harness.cli import main; main()", *args],
-                          capture_output=True, text=True)
 
 
 def one_error(p: subprocess.CompletedProcess, fragment: str) -> None:

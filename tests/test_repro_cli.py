@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from support import record_runs
 
 from harness.record.fuse import FuseBackend
 from harness.rundir import RunDir
@@ -39,7 +40,7 @@ def checked(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[RunDir,
     root = tmp_path_factory.mktemp("repro")
     out = {}
     for sut, wl in (("sqlite-delete-full", DURABLE_WL), ("sqlite-off", ATOMIC_WL)):
-        run = record_cell(Cell(sut, wl), root / sut, "fuse", False)
+        run = record_runs(root, {sut: wl})[sut]
         result = check_run(run, CheckOptions(states=Options(strategy="prefix"), jobs=2),
                            root / f"{sut}-check")
         out[sut] = (run, result)

@@ -16,12 +16,11 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from support import CRASHLAB, tagged
+from support import CRASHLAB, record_runs, tagged
 
 from harness.record.fuse import FuseBackend
 from harness.rundir import RunDir
-from harness.sweep.matrix import MULTI, Cell, matrix
-from harness.sweep.sweep import record_cell
+from harness.sweep.matrix import MULTI, matrix
 
 OK, WHY = FuseBackend.available()
 pytestmark = [pytest.mark.root, pytest.mark.skipif(not OK, reason=f"fuse backend: {WHY}")]
@@ -29,8 +28,8 @@ pytestmark = [pytest.mark.root, pytest.mark.skipif(not OK, reason=f"fuse backend
 
 @pytest.fixture(scope="module")
 def run(tmp_path_factory: pytest.TempPathFactory) -> RunDir:
-    root = tmp_path_factory.mktemp("sigterm")
-    return record_cell(Cell("sqlite-delete-extra", MULTI), root / "run", "fuse", False)
+    return record_runs(tmp_path_factory.mktemp("sigterm"), {"sqlite-delete-extra": MULTI})[
+        "sqlite-delete-extra"]
 
 
 def _start(args: list[str], private_tmp: Path, token: str) -> subprocess.Popen[str]:

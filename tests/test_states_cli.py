@@ -3,17 +3,10 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
+
+from support import crashlab
 
 from harness.states.synth import write_epochs_log
-
-
-def crashlab(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-c", "from harness.cli import main; main()", *args],
-        capture_output=True, text=True,
-    )
 
 
 def test_states_command(tmp_path):

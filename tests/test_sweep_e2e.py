@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from support import record_runs
 
 from harness.record.fuse import FuseBackend
 from harness.rundir import RunDir
@@ -35,15 +36,12 @@ CRASHLAB = Path(sys.executable).with_name("crashlab")
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, RunDir]:
     """One recording per SUT, shared by the tests of this module."""
-    root = tmp_path_factory.mktemp("runs")
-    cells = {
+    return record_runs(tmp_path_factory.mktemp("runs"), {
         "sqlite-wal-full": MULTI,
         "sqlite-delete-extra": MULTI,
         "sqlite-off": MULTI,
         "sqlite-delete-full": SINGLE,
-    }
-    return {sut: record_cell(Cell(sut, wl), root / sut, "fuse", False)
-            for sut, wl in cells.items()}
+    })
 
 
 def check(run: RunDir, strategy: str, out: Path, **kw: Any) -> dict[str, Any]:  # noqa: ANN401

@@ -23,7 +23,7 @@ import uuid
 from pathlib import Path
 
 import pytest
-from support import alive, tagged
+from support import alive, record_runs, tagged
 
 from harness.images import ensure_image
 from harness.logformat import LogReader
@@ -146,15 +146,10 @@ needs_fuse = pytest.mark.skipif(not OK, reason=f"fuse backend: {WHY}")
 
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, RunDir]:
-    from harness.sweep.matrix import Cell
-    from harness.sweep.sweep import record_cell
-
-    d = tmp_path_factory.mktemp("perfruns")
-    cells = {
+    return record_runs(tmp_path_factory.mktemp("perfruns"), {
         "sqlite-off": "insert:txns=5,ops=3,tables=2,warmup=50,seed=1",
         "sqlite-delete-extra": "insert:txns=4,ops=3,tables=2,warmup=50,seed=1",
-    }
-    return {s: record_cell(Cell(s, w), d / s, "fuse", False) for s, w in cells.items()}
+    })
 
 
 def _check(run: RunDir, strategy: str, out: Path, mode: str, max_states: int | None,

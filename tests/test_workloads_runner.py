@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 from pathlib import Path
 
 import pytest
 from runner_support import expected_marks, fail_a_commit, runner, shm_dir
+from support import build
 
 from workloads.generate import write_opstream
 from workloads.oracle import Oracle, sqlite_digest
@@ -35,9 +35,7 @@ WORKLOADS = [
 
 @pytest.fixture(scope="module", autouse=True)
 def _built():
-    subprocess.run(["make", "-s", "workloads/build/crashlab-runner",
-                    "workloads/build/crashlab-runner-asan"],
-                   cwd=Path(__file__).resolve().parent.parent, check=True)
+    build("workloads/build/crashlab-runner", "workloads/build/crashlab-runner-asan")
 
 
 @pytest.fixture
