@@ -37,7 +37,6 @@ from __future__ import annotations
 import bisect
 import os
 import shutil
-import tempfile
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -45,6 +44,7 @@ from pathlib import Path
 from checkers.dhl import committed_fcc, open_image
 from checkers.verdict import Verdict, failed, passed, skipped
 from dhl.binding import Headers, image_headers
+from harness.env import work_folder
 from harness.explain.ext4 import _extents, debugfs
 from harness.images import verified_base_for_run
 from harness.logformat import LogReader
@@ -296,8 +296,7 @@ def trace_verdicts(run: RunDir, workdir: Path | None = None) -> list[Verdict]:
         return [skipped(i, why) for i in IDS]
     base = verified_base_for_run(run)
     own = workdir is None
-    work = Path(tempfile.mkdtemp(prefix="crashlab-trace-", dir="/dev/shm"
-                                 if os.path.isdir("/dev/shm") else None)) if own else workdir
+    work = work_folder("crashlab-trace-") if own else workdir
     try:
         final = work / "final.img"
         replay(base, run.log, final)

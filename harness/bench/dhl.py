@@ -12,11 +12,11 @@ modes in the same run are what transfers to other machines.
 from __future__ import annotations
 
 import random
-import tempfile
 import time
 from pathlib import Path
 
 from dhl import Database
+from harness.env import temporary_folder, tmp_parent
 
 NAME = "dhl"
 N = 1000
@@ -41,14 +41,13 @@ def _phase(db: Database, op: str, keys: list[int], value: bytes) -> tuple[float,
 
 
 def _engine() -> None:
-    base = Path("/dev/shm") if Path("/dev/shm").is_dir() else Path(tempfile.gettempdir())
     rng = random.Random(1)
     keys = list(range(N))
     upd = rng.sample(keys, N)
-    print(f"DHL engine on a file in {base} (4 KiB pages, {N} autocommit txns per op, "
+    print(f"DHL engine on a file in {tmp_parent()} (4 KiB pages, {N} autocommit txns per op, "
           "1 record of 100 B each, 3 trees)")
     print(f"{'mode':8} {'op':7} {'txn/s':>9} {'syncs/txn':>10} {'KiB/txn':>8}")
-    with tempfile.TemporaryDirectory(dir=base, prefix="dhl-bench-") as d:
+    with temporary_folder("dhl-bench-") as d:
         results = {}
         for mode in MODES:
             with Database(Path(d) / f"{mode}.dhl", mode, create=True, ntrees=3) as db:

@@ -11,13 +11,12 @@ import shutil
 import statistics
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
+from harness.env import temporary_folder
 from harness.images import ensure_image
 from harness.logformat import LogReader
 from harness.record.fuse import FuseBackend
-from harness.record.recorder import tmp_parent
 from harness.sysops import loop_mounted
 
 NAME = "record"
@@ -90,9 +89,7 @@ def run() -> None:
         print(f"skipped: the fuse backend is unavailable ({why})")
         return
     base, _ = ensure_image("ext4")
-    parent = tmp_parent()
-    with tempfile.TemporaryDirectory(prefix="crashlab-bench-", dir=parent) as tmp:
-        work = Path(tmp)
+    with temporary_folder("crashlab-bench-") as work:
         for mode in ("delete", "wal"):
             plain, fuse = [], []
             info: dict[str, object] = {}

@@ -16,6 +16,7 @@ import tracemalloc
 from itertools import islice
 from pathlib import Path
 
+from harness.env import temporary_folder
 from harness.logformat import LogReader
 from harness.states import Enumeration, Options, OverlayImage
 from harness.states.synth import write_epochs_log
@@ -57,8 +58,7 @@ def _peak(log: Path, count: int) -> int:
 
 def _overlay_rate(log: Path, count: int) -> tuple[int, float]:
     """States/s of OverlayImage.goto (apply + undo) on a tmpfs image."""
-    shm = Path("/dev/shm") if os.path.isdir("/dev/shm") else Path(tempfile.gettempdir())
-    with tempfile.TemporaryDirectory(dir=shm) as d:
+    with temporary_folder("crashlab-bench-states-") as d:
         img = Path(d) / "img"
         with open(img, "wb") as f:
             f.truncate(256 * 4096)

@@ -27,15 +27,15 @@ import json
 import shlex
 import shutil
 import subprocess
-import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from harness.env import temporary_folder
 from harness.images import ensure_image
 from harness.logformat import LogReader
 from harness.record.backends import select_backend
-from harness.record.recorder import record, tmp_parent
+from harness.record.recorder import record
 from harness.sysops import loop_attach, loop_detach, loop_mounted, signals_deferred
 from workloads.generate import write_opstream
 from workloads.run import runner_command, runner_path
@@ -191,8 +191,7 @@ def _figures(work: Path, sut: Sut, kind: str) -> tuple[float, float, float]:
 
 def run() -> None:
     runner_path()  # fails early with "run make build"
-    with tempfile.TemporaryDirectory(prefix="crashlab-bench-suts-", dir=tmp_parent()) as tmp:
-        work = Path(tmp)
+    with temporary_folder("crashlab-bench-suts-") as work:
         for kind, text in KINDS.items():
             write_opstream(parse_spec(text), work / f"{kind}.ops")
         _plain(work)

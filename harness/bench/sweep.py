@@ -22,18 +22,18 @@ from __future__ import annotations
 import os
 import resource
 import shutil
-import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any, TypeVar
 
+from harness.env import bench_sweep_states, recovery_path, work_folder
 from harness.logformat import LogReader
 from harness.rundir import RunDir
 from harness.states import Enumeration, Options
 from harness.sweep.check import CheckOptions, check_run, default_window
-from harness.sweep.worker import RECOVERY_ENV, StateChecker
+from harness.sweep.worker import StateChecker
 
 NAME = "sweep"
 JOBS = 2
@@ -69,19 +69,12 @@ def _tree_rss_kb(pid: int) -> int:
 def _check(run: RunDir, out: Path, *, mode: str = "fast", max_states: int | None = None,
            on_progress: Callable[[int, int], None] | None = None) -> tuple[int, float, float]:
     """(states checked, wall s, CPU s) of one reorder check."""
-    old = os.environ.get(RECOVERY_ENV)
-    os.environ[RECOVERY_ENV] = mode
-    try:
+    with recovery_path(mode):
         shutil.rmtree(out, ignore_errors=True)
         c0, t0 = _cpu(), time.perf_counter()
         r = check_run(run, CheckOptions(states=Options(strategy="reorder"), jobs=JOBS,
                                         max_states=max_states), out, on_progress=on_progress)
         return r["states"]["checked"], time.perf_counter() - t0, _cpu() - c0
-    finally:
-        if old is None:
-            os.environ.pop(RECOVERY_ENV, None)
-        else:
-            os.environ[RECOVERY_ENV] = old
 
 
 def _rate(label: str, n: int, wall: float, cpu: float) -> float:
@@ -192,10 +185,9 @@ def run() -> None:
     if not ok or os.geteuid() != 0:
         print(f"skipped: recording needs root and the fuse backend ({why})")
         return
-    big = int(os.environ.get("CRASHLAB_BENCH_SWEEP_STATES", "100000"))
+    big = bench_sweep_states()
     small = min(10_000, big // 10)
-    parent = "/dev/shm" if os.path.isdir("/dev/shm") else None
-    d = Path(tempfile.mkdtemp(prefix="crashlab-bench-sweep-", dir=parent))
+    d = work_folder("crashlab-bench-sweep-")
     try:
         print("ext4 + SQLite tier (fuse recording, reorder, every state):")
         for sut in ("sqlite-wal-full", "sqlite-delete-extra"):

@@ -12,7 +12,6 @@ import contextlib
 import shutil
 import subprocess
 import sys
-import tempfile
 from collections.abc import Iterator
 from dataclasses import asdict
 from pathlib import Path
@@ -22,6 +21,7 @@ import click
 
 from checkers.verdict import Verdict
 from harness.atomic import write_json_atomic
+from harness.env import temporary_folder, work_folder
 from harness.errors import CrashlabError
 from harness.explain.sqlitefile import describe_files
 from harness.explain.state import Explanation, WriteInfo, explain_state
@@ -36,10 +36,6 @@ DEFAULT_SHOWN = 40  # writes listed unless --all-writes
 STYLE = {"kept": "green", "dropped": "red", "torn": "yellow", "unwritten": "bright_black"}
 
 
-def _tmp_parent() -> str:
-    return "/dev/shm" if Path("/dev/shm").is_dir() else tempfile.gettempdir()
-
-
 @contextlib.contextmanager
 def _folder(out: Path | None, keep_tmp: bool) -> Iterator[Path]:
     """``out`` (created), or a temporary folder removed afterwards."""
@@ -47,7 +43,7 @@ def _folder(out: Path | None, keep_tmp: bool) -> Iterator[Path]:
         out.mkdir(parents=True, exist_ok=True)
         yield out
         return
-    tmp = Path(tempfile.mkdtemp(prefix="crashlab-repro-", dir=_tmp_parent()))
+    tmp = work_folder("crashlab-repro-")
     try:
         yield tmp
     finally:
@@ -185,8 +181,7 @@ def repro_cmd(run: Path, state_id: str, out: Path | None, shell: bool, all_write
         state_from_id(reader, state_id)  # bad IDs fail here, before any work
     interactive = shell and sys.stdin.isatty()
     with _folder(out, keep_tmp=False) as folder, \
-            tempfile.TemporaryDirectory(prefix="crashlab-repro-work-", dir=_tmp_parent()) as wd:
-        work = Path(wd)
+            temporary_folder("crashlab-repro-work-") as work:
         checker = StateChecker(rd, work / "check", fsck=not no_fsck)
         try:
             checker.keep = folder

@@ -23,6 +23,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from types import TracebackType
 
+from harness.env import dm_log_size
 from harness.errors import CrashlabError
 from harness.logformat import LogReader
 from harness.record.backend import Backend, Device, check_label
@@ -84,7 +85,7 @@ class DmBackend(Backend):
 
     @contextlib.contextmanager
     def attach(self, image: Path, log: Path, workdir: Path) -> Iterator[Device]:
-        size = int(os.environ.get("CRASHLAB_DM_LOG_SIZE", DEFAULT_LOG_SIZE))
+        size = dm_log_size(DEFAULT_LOG_SIZE)
         # The log device must read as zeros beyond what the kernel writes.
         with open(log, "wb") as f:
             f.truncate(size)

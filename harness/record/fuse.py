@@ -16,6 +16,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from types import TracebackType
 
+from harness.env import logfuse_path
 from harness.errors import CrashlabError
 from harness.record.backend import Backend, Device, check_label
 from harness.sysops import (
@@ -34,11 +35,6 @@ ROOT = Path(__file__).resolve().parents[2]
 # max_write (which would split it into two writes).
 QUEUE_SETTINGS = {"nomerges": "2", "max_sectors_kb": "1024"}
 DAEMON_EXIT_S = 30.0
-
-
-def logfuse_path() -> Path:
-    """The daemon binary (``make build``); CRASHLAB_LOGFUSE overrides."""
-    return Path(os.environ.get("CRASHLAB_LOGFUSE", ROOT / "harness" / "build" / "logfuse"))
 
 
 def write_mark(mark_file: Path, label: str) -> None:

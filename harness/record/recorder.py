@@ -21,12 +21,12 @@ import platform
 import shutil
 import signal
 import subprocess
-import tempfile
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from harness.env import temporary_folder, tmp_parent, work_folder
 from harness.errors import CrashlabError
 from harness.images import ensure_image
 from harness.logformat import LogReader
@@ -39,16 +39,6 @@ META_KEYS = frozenset(
     {"backend", "backend_choice", "fs", "kernel", "image", "command", "exit_status", "signal",
      "interrupted", "versions", "marks", "log", "wall_time_s", "started"}
 )
-
-
-def tmp_parent() -> Path:
-    """Where working directories go: CRASHLAB_TMPDIR, else /dev/shm (tmpfs,
-    so the working image costs no disk I/O), else the system temp dir."""
-    env = os.environ.get("CRASHLAB_TMPDIR")
-    if env:
-        return Path(env)
-    shm = Path("/dev/shm")
-    return shm if shm.is_dir() else Path(tempfile.gettempdir())
 
 
 def _first_line(cmd: list[str]) -> str | None:
@@ -120,9 +110,8 @@ def record(
     if run.log.exists() or run.meta_path.exists():
         raise CrashlabError(f"{out}: already holds a recorded run")
     versions = tool_versions()
-    parent = tmp_parent()
-    parent.mkdir(parents=True, exist_ok=True)
-    workdir = Path(tempfile.mkdtemp(prefix="crashlab-rec-", dir=parent))
+    tmp_parent().mkdir(parents=True, exist_ok=True)
+    workdir = work_folder("crashlab-rec-")
     started = datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
     t0 = time.monotonic()
     work_log = workdir / "writes.log"
@@ -212,8 +201,8 @@ def record_workload(sut: str, workload: str, out: Path, *, fs: str = "ext4",
     the runner's own counts (``runner``: writes and syncs per transaction)."""
     from workloads.run import workload_command
 
-    with tempfile.TemporaryDirectory(prefix="crashlab-wl-", dir=tmp_parent()) as tmp:
-        cmd, extra, stats = workload_command(sut, workload, Path(tmp), fs)
+    with temporary_folder("crashlab-wl-") as tmp:
+        cmd, extra, stats = workload_command(sut, workload, tmp, fs)
         run = record(cmd, out, fs=fs, backend=backend, extra_meta=extra)
         if stats.exists():
             run.write_meta({**run.meta(), "runner": json.loads(stats.read_text())})

@@ -33,6 +33,7 @@ from typing import Any
 
 from checkers.invariants import INVARIANTS
 from harness.atomic import write_json_atomic, write_text_atomic
+from harness.env import work_folder
 from harness.errors import CrashlabError
 from harness.logformat import LogReader
 from harness.rundir import RunDir
@@ -220,7 +221,7 @@ def check_run(
     (out / RESULT_NAME).unlink(missing_ok=True)
     jobs = opts.jobs or os.cpu_count() or 1
     t0 = time.monotonic()
-    workroot = Path(tempfile.mkdtemp(prefix="crashlab-check-", dir=_tmp_parent()))
+    workroot = work_folder("crashlab-check-")
     try:
         with LogReader(run.log) as reader, open(states_path, "ab") as sink:
             enum = Enumeration(reader, opts.states)
@@ -288,13 +289,6 @@ def _remove_workroot(workroot: Path) -> None:
         if not workroot.exists():
             return
         time.sleep(0.05)
-
-
-def _tmp_parent() -> str:
-    env = os.environ.get("CRASHLAB_TMPDIR")
-    if env:
-        return env
-    return "/dev/shm" if os.path.isdir("/dev/shm") else tempfile.gettempdir()
 
 
 def _violation(run: RunDir, rec: dict[str, Any], v: dict[str, Any]) -> dict[str, Any]:

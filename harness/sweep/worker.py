@@ -7,7 +7,6 @@ log order."""
 
 from __future__ import annotations
 
-import os
 import shutil
 from collections import OrderedDict
 from pathlib import Path
@@ -15,6 +14,7 @@ from typing import Any
 
 from checkers.engines import checker_for
 from checkers.verdict import Verdict, failed, passed
+from harness.env import reference_recovery
 from harness.images import verified_base_for_run
 from harness.materialize import DurableImage, sparse_copy
 from harness.recover.ext4fast import FastExt4
@@ -24,10 +24,6 @@ from harness.states import State
 from workloads.run import oracle_from_meta, spec_from_meta
 
 CACHE_SIZE = 4096
-# CRASHLAB_RECOVERY=reference checks every state through the reference
-# path (a full image copy and fresh e2fsprogs processes per state) instead
-# of the fast one; verdicts are identical (tests/test_sweep_perf*.py).
-RECOVERY_ENV = "CRASHLAB_RECOVERY"
 
 
 def fs_verdict(rec: FsRecovery) -> Verdict | None:
@@ -67,7 +63,10 @@ class StateChecker:
         self.cache: OrderedDict[bytes, Any] = OrderedDict()
         self.cache_hits = 0
         if fast is None:
-            fast = os.environ.get(RECOVERY_ENV, "fast") != "reference"
+            # CRASHLAB_RECOVERY=reference: a full image copy and fresh
+            # e2fsprogs processes per state; verdicts are identical
+            # (tests/test_sweep_perf.py).
+            fast = not reference_recovery()
         self.fast_ext4 = FastExt4(workdir, fsck=fsck) if fast and self.fs == "ext4" else None
 
     def close(self) -> None:

@@ -1,0 +1,92 @@
+"""Every environment variable crashlab reads, and the one rule for where
+working folders go.  Nothing else in crashlab reads ``os.environ`` for its
+own settings (the variables crashlab *sets* for a recorded workload — the
+mark channel, the mount point, the device — are the recording's contract,
+documented in harness/record/README.md).
+
+Variables, who reads them, and their defaults:
+
+* ``CRASHLAB_TMPDIR`` (record, check, repro, bench): the parent of every
+  working folder (``/dev/shm``, a tmpfs, else the system temp folder);
+* ``CRASHLAB_RECOVERY`` (check): ``fast`` (default) or ``reference``, the
+  ext4 recovery path;
+* ``CRASHLAB_LOGFUSE`` (record, fuse backend): the FUSE recording daemon
+  (``harness/build/logfuse``);
+* ``CRASHLAB_DM_LOG_SIZE`` (record, dm backend): bytes of the sparse log
+  device (4 GiB);
+* ``CRASHLAB_BENCH_SWEEP_STATES`` (bench): states of the sweep memory
+  benchmark (100000).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+TMPDIR = "CRASHLAB_TMPDIR"
+RECOVERY = "CRASHLAB_RECOVERY"
+LOGFUSE = "CRASHLAB_LOGFUSE"
+DM_LOG_SIZE = "CRASHLAB_DM_LOG_SIZE"
+BENCH_SWEEP_STATES = "CRASHLAB_BENCH_SWEEP_STATES"
+
+
+def tmp_parent() -> Path:
+    """Where working folders go: ``$CRASHLAB_TMPDIR``, else ``/dev/shm`` (a
+    tmpfs: crash images and logs written there cost no disk I/O), else the
+    system temp folder."""
+    env = os.environ.get(TMPDIR)
+    if env:
+        return Path(env)
+    shm = Path("/dev/shm")
+    return shm if shm.is_dir() else Path(tempfile.gettempdir())
+
+
+def work_folder(prefix: str) -> Path:
+    """A new private working folder under :func:`tmp_parent`; the caller
+    removes it."""
+    return Path(tempfile.mkdtemp(prefix=prefix, dir=tmp_parent()))
+
+
+@contextlib.contextmanager
+def temporary_folder(prefix: str) -> Iterator[Path]:
+    """A working folder under :func:`tmp_parent`, removed on exit."""
+    with tempfile.TemporaryDirectory(prefix=prefix, dir=tmp_parent()) as d:
+        yield Path(d)
+
+
+@contextlib.contextmanager
+def recovery_path(mode: str) -> Iterator[None]:
+    """Within: ``CRASHLAB_RECOVERY=mode`` (for this process and the check
+    workers it forks), then as before."""
+    old = os.environ.get(RECOVERY)
+    os.environ[RECOVERY] = mode
+    try:
+        yield
+    finally:
+        if old is None:
+            os.environ.pop(RECOVERY, None)
+        else:
+            os.environ[RECOVERY] = old
+
+
+def reference_recovery() -> bool:
+    """True when ``CRASHLAB_RECOVERY=reference`` asks for the e2fsprogs
+    reference path instead of the fast ext4 path."""
+    return os.environ.get(RECOVERY, "fast") == "reference"
+
+
+def logfuse_path() -> Path:
+    return Path(os.environ.get(LOGFUSE, ROOT / "harness" / "build" / "logfuse"))
+
+
+def dm_log_size(default: int) -> int:
+    return int(os.environ.get(DM_LOG_SIZE, default))
+
+
+def bench_sweep_states() -> int:
+    return int(os.environ.get(BENCH_SWEEP_STATES, "100000"))

@@ -1,0 +1,61 @@
+"""One module reads crashlab's environment variables (harness/env.py), and
+every working folder follows its one rule (CRASHLAB_TMPDIR)."""
+
+from __future__ import annotations
+
+import ast
+import tempfile
+from pathlib import Path
+
+import pytest
+from support import ROOT
+
+from harness import env
+
+PACKAGES = ("harness", "checkers", "workloads")
+
+
+def _environment_reads(tree: ast.AST) -> list[int]:
+    """Lines that read the environment: ``os.environ.get``, ``os.getenv``,
+    ``os.environ[...]`` loads (copying the whole environment for a child
+    process is not a read of a setting)."""
+    lines = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+            f = node.func
+            if f.attr == "getenv" or (f.attr == "get" and ast.unparse(f.value) == "os.environ"):
+                lines.append(node.lineno)
+        if (isinstance(node, ast.Subscript) and isinstance(node.ctx, ast.Load)
+                and ast.unparse(node.value) == "os.environ"):
+            lines.append(node.lineno)
+    return lines
+
+
+def test_only_harness_env_reads_the_environment() -> None:
+    readers = {}
+    for pkg in PACKAGES:
+        for f in (ROOT / pkg).rglob("*.py"):
+            if f == ROOT / "harness" / "env.py":
+                continue
+            found = _environment_reads(ast.parse(f.read_text()))
+            if found:
+                readers[str(f.relative_to(ROOT))] = found
+    assert readers == {}, "read the environment through harness/env.py"
+
+
+def test_the_scan_finds_a_read() -> None:
+    assert _environment_reads(ast.parse("import os\nx = os.environ.get('A')\ny = os.getenv('B')\n"
+                                        "z = os.environ['C']\n")) == [2, 3, 4]
+
+
+def test_work_folders_follow_crashlab_tmpdir(tmp_path: Path,
+                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(env.TMPDIR, str(tmp_path))
+    made = env.work_folder("crashlab-x-")
+    assert made.parent == tmp_path and made.name.startswith("crashlab-x-")
+    with env.temporary_folder("crashlab-y-") as d:
+        assert d.parent == tmp_path
+    assert not d.exists()
+    monkeypatch.delenv(env.TMPDIR)
+    shm = Path("/dev/shm")
+    assert env.tmp_parent() == (shm if shm.is_dir() else Path(tempfile.gettempdir()))
