@@ -298,13 +298,15 @@ def _changed_pages(a: bytes, b: bytes, page_size: int) -> tuple[int, ...]:
                  != b[p * page_size: (p + 1) * page_size])
 
 
-def examine(db_path: Path) -> DhlFacts:
+def examine(db_path: Path, *, blockdev: bool = False) -> DhlFacts:
     """Examine the crash image ``db_path`` before and after DHL recovery.
     ``db_path`` is read once and not modified: recovery runs on in-memory
     copies, labelled as files of a scratch folder beside it (``dhl-check/``)
-    that is never created."""
+    that is never created.  ``blockdev``: the image is the block device the
+    SUT ran on, and the engine sees it as one (as the SUT's recovery did)."""
     if not db_path.exists():
         return DhlFacts(exists=False)
+    _IMAGE.blockdev = _AGAIN.blockdev = blockdev
     _IMAGE.read_file(db_path)
     before, nolog = examine_before(db_path, _IMAGE)
     after = examine_after(db_path, db_path.parent / WORK / "recovered.db", before, nolog,

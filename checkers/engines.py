@@ -5,8 +5,10 @@ file system (with its journal/WAL sidecars beside it):
 
 * ``content_key(files, db_name) -> bytes``: a digest of the files as
   extracted; equal keys recover and examine identically (a cache key);
-* ``examine(db_path) -> facts``: run the engine's own recovery and look at
-  the result (independent of the crash point's marks, hence cacheable);
+* ``examine(db_path, *, blockdev) -> facts``: run the engine's own recovery
+  and look at the result (independent of the crash point's marks, hence
+  cacheable); ``blockdev``: the file is an image of the block device the
+  SUT ran on (the raw tier), so the engine must see a block device;
 * ``judge(facts, oracle, acked, begun) -> list[Verdict]``: the verdicts.
 """
 

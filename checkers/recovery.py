@@ -65,13 +65,15 @@ def _is_nolog(image: Path) -> bool:
     return False
 
 
-def capture_recovery(image: Path, workdir: Path) -> tuple[list[IoOp], str | None]:
-    """Recover a copy of ``image`` through :class:`CaptureIO`: the writes
-    and syncs recovery issued, and the open error if it failed."""
+def capture_recovery(image: Path, workdir: Path, *, blockdev: bool = False
+                     ) -> tuple[list[IoOp], str | None]:
+    """Recover a copy of ``image`` through :class:`CaptureIO` (a block
+    device's when ``blockdev``): the writes and syncs recovery issued, and
+    the open error if it failed."""
     copy = workdir / "capture.db"
     sparse_copy(image, copy)
     try:
-        with CaptureIO(copy) as io:
+        with CaptureIO(copy, blockdev=blockdev) as io:
             try:
                 Database(copy, "tc", io=io).close()
             except DhlError as e:
@@ -163,10 +165,12 @@ def _pages(writes: Sequence[IoOp], which: Sequence[int], page_size: int) -> str:
 
 
 def crashsafe_verdict(image_path: Path, workdir: Path, limit: int = DEFAULT_LIMIT, *,
-                      ops: Sequence[IoOp] | None = None) -> Verdict:
+                      ops: Sequence[IoOp] | None = None, blockdev: bool = False) -> Verdict:
     """REC-CRASHSAFE for one crash image: crash DHL recovery at up to
     ``limit`` points of its own writes and recover again.  ``image_path`` is
     not modified; scratch files go to ``workdir`` and are removed.
+    ``blockdev``: the image is a block device's (the SUT ran on the raw
+    device), so recovery runs as on a block device.
 
     ``ops`` replaces the captured recovery writes (tests use it to play the
     writes of a deliberately broken recovery)."""
@@ -176,7 +180,7 @@ def crashsafe_verdict(image_path: Path, workdir: Path, limit: int = DEFAULT_LIMI
     work.mkdir(parents=True, exist_ok=True)
     try:
         if ops is None:
-            ops, err = capture_recovery(image_path, work)
+            ops, err = capture_recovery(image_path, work, blockdev=blockdev)
             if err is not None:
                 return skipped("REC-CRASHSAFE", f"recovery itself fails: {err}")
         writes = [op for op in ops if op.kind == "write"]

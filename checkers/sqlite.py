@@ -47,9 +47,10 @@ def content_key(files: Path, db_name: str) -> bytes:
     return h.digest()
 
 
-def examine(db: Path) -> DbFacts:
+def examine(db: Path, *, blockdev: bool = False) -> DbFacts:
     """Open ``db`` (running SQLite's recovery), check its integrity and
-    compute its content digest."""
+    compute its content digest.  ``blockdev`` plays no part: SQLite always
+    runs on a file of a file system."""
     if not db.exists():
         return DbFacts(exists=False)
     try:

@@ -9,6 +9,7 @@ use another build of the library.
 from __future__ import annotations
 
 import ctypes as C
+import errno
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -49,7 +50,7 @@ class Counters(C.Structure):
 class Recovery(C.Structure):
     _fields_ = [(n, C.c_uint32) for n in
                 ("max_commit_tid", "max_commit_size", "max_commit_count", "fcc", "txn_size",
-                 "rolled_back", "invalid_headers", "scanned_pages")]
+                 "rolled_back", "invalid_headers", "scanned_pages", "max_tid", "next_tid")]
 
 
 class Info(C.Structure):
@@ -73,7 +74,7 @@ class _Mem(C.Structure):
     """Mirror of ``struct dhl_mem``."""
 
     _fields_ = [("data", C.c_void_p), ("size", C.c_uint64), ("cap", C.c_uint64),
-                ("writes", C.c_uint64), ("syncs", C.c_uint64)]
+                ("writes", C.c_uint64), ("syncs", C.c_uint64), ("blockdev", C.c_uint64)]
 
 
 _SCAN_CB = C.CFUNCTYPE(C.c_int, C.c_void_p, C.c_int64, C.POINTER(C.c_uint8), C.c_size_t)
@@ -90,7 +91,7 @@ class _Io(C.Structure):
     """Mirror of ``struct dhl_io``."""
 
     _fields_ = [("ctx", C.c_void_p), ("pread", _PREAD), ("pwrite", _PWRITE), ("sync", _SYNC),
-                ("size", _SIZE), ("close", C.c_void_p)]
+                ("size", _SIZE), ("close", C.c_void_p), ("blockdev", C.c_int)]
 
 
 def library_path() -> Path:
@@ -144,7 +145,7 @@ def lib() -> C.CDLL:
     for name, (res, args) in sig.items():
         f = getattr(L, name)
         f.restype, f.argtypes = res, args
-    for i, st in enumerate((_Options, Counters, Recovery, Info, _PageInfo, _Mem)):
+    for i, st in enumerate((_Options, Counters, Recovery, Info, _PageInfo, _Mem, _Io)):
         if L.dhl_abi_size(i) != C.sizeof(st):
             raise RuntimeError(f"{path}: struct {st.__name__} size mismatch (rebuild?)")
     _lib = L
@@ -248,9 +249,10 @@ class CaptureIO:
     shim that lets a checker crash DHL's own recovery.  Writes also reach the
     file; a sync is only recorded (the file is a scratch copy)."""
 
-    def __init__(self, path: str | os.PathLike[str]) -> None:
+    def __init__(self, path: str | os.PathLike[str], *, blockdev: bool = False) -> None:
         self.fd = os.open(path, os.O_RDWR)
         self.ops: list[IoOp] = []
+        self.blockdev = blockdev
 
         def pread(_ctx: object, buf: int, n: int, off: int, got: C._Pointer) -> int:
             try:
@@ -263,6 +265,8 @@ class CaptureIO:
 
         def pwrite(_ctx: object, buf: int, n: int, off: int) -> int:
             data = C.string_at(buf, n)
+            if blockdev and off + n > os.fstat(self.fd).st_size:
+                return -errno.ENOSPC  # a device does not grow
             try:
                 os.pwrite(self.fd, data, off)
             except OSError as e:
@@ -280,7 +284,7 @@ class CaptureIO:
 
         # the CFUNCTYPE objects must outlive every call: keep them on self
         self._fns = (_PREAD(pread), _PWRITE(pwrite), _SYNC(sync), _SIZE(size))
-        self.struct = _Io(None, *self._fns, None)
+        self.struct = _Io(None, *self._fns, None, int(blockdev))
 
     def close(self) -> None:
         if self.fd >= 0:
@@ -303,11 +307,14 @@ class MemIO:
 
     Bytes past ``size`` are kept zero, so a write past the end leaves a
     zero-filled gap as on a file; writes may grow the image up to the
-    buffer's capacity (at least the ``cap`` asked, default the image size)."""
+    buffer's capacity (at least the ``cap`` asked, default the image size).
+    With ``blockdev`` the image is a block device's: its size is fixed and
+    the engine sees a block device (``struct dhl_io.blockdev``), as the
+    SUT did when it ran on the raw recorded device."""
 
-    def __init__(self, image: bytes | bytearray | memoryview = b"", cap: int | None = None
-                 ) -> None:
-        self.mem = _Mem(None, 0, 0, 0, 0)
+    def __init__(self, image: bytes | bytearray | memoryview = b"", cap: int | None = None,
+                 *, blockdev: bool = False) -> None:
+        self.mem = _Mem(None, 0, 0, 0, 0, int(blockdev))
         self.struct = _Io()
         self._buf = bytearray()
         self._arr: C.Array[C.c_char] | None = None
@@ -350,6 +357,15 @@ class MemIO:
     @property
     def size(self) -> int:
         return int(self.mem.size)
+
+    @property
+    def blockdev(self) -> bool:
+        """Whether the image is a block device's (see the class comment)."""
+        return bool(self.mem.blockdev)
+
+    @blockdev.setter
+    def blockdev(self, value: bool) -> None:
+        self.mem.blockdev = self.struct.blockdev = int(value)
 
     @property
     def writes(self) -> int:

@@ -116,6 +116,7 @@ struct dhl_io {
     int (*sync)(void *ctx, int datasync);
     int (*size)(void *ctx, uint64_t *bytes);  /* current size in bytes */
     int (*close)(void *ctx);                  /* may be NULL */
+    int blockdev; /* 1: a block device (fixed size; formatting cannot empty it) */
 };
 
 struct dhl_options {
@@ -146,7 +147,9 @@ struct dhl_recovery {
     uint32_t txn_size;        /* its transaction size */
     uint32_t rolled_back;     /* 1 if max_commit_tid was incomplete and rolled back */
     uint32_t invalid_headers; /* slot headers with TID > fcc (repaired unless NORECOVER) */
-    uint32_t scanned_pages;
+    uint32_t scanned_pages;   /* every page of the file or device */
+    uint32_t max_tid;         /* greatest TID of any slot header found */
+    uint32_t next_tid;        /* the TID the next write transaction takes */
 };
 
 typedef struct dhl dhl;
@@ -271,10 +274,13 @@ struct dhl_mem {
     uint64_t cap;    /* bytes data can hold; a write past it fails (ENOSPC) */
     uint64_t writes; /* pwrite calls so far */
     uint64_t syncs;  /* sync calls so far (nothing to do in memory) */
+    uint64_t blockdev; /* 1: the image is a block device: size is fixed, a
+                       ** write past it fails (ENOSPC) as on the device */
 };
 /* dhl_mem_io: fill *io with an I/O over m (no allocation, close is NULL):
 ** pass it in dhl_options.io to open, recover and check an image held in
-** memory.  A read past size is short, as on a file. */
+** memory.  A read past size is short, as on a file.  io->blockdev is
+** m->blockdev: the engine then sees the kind of store the image came from. */
 void dhl_mem_io(struct dhl_io *io, struct dhl_mem *m);
 
 /* dhl_valid_slot: the read rule: among slots with TID != INV and TID <=
@@ -283,7 +289,7 @@ int dhl_valid_slot(uint32_t tid0, uint32_t tid1, uint32_t fcc);
 
 /* dhl_abi_size: sizeof the public structs, so bindings can verify their
 ** mirrors: 0 dhl_options, 1 dhl_counters, 2 dhl_recovery, 3 dhl_info,
-** 4 dhl_page_info, 5 dhl_mem.  0 for an unknown index. */
+** 4 dhl_page_info, 5 dhl_mem, 6 dhl_io.  0 for an unknown index. */
 size_t dhl_abi_size(int which);
 
 #ifdef __cplusplus

@@ -1,5 +1,6 @@
 /*
-** commit.c — the commit protocols.  A write transaction T = FCC + 1 builds
+** commit.c — the commit protocols.  A write transaction T = next_tid (FCC +
+** 1, or above every TID recovery found on the store: see recover.c) builds
 ** the next image of every dirty page (its other slot header gets TID T) and
 ** writes them so that the commit record — FCC = T with the transaction size,
 ** i.e. the number of slot headers carrying TID T — reaches storage:
@@ -61,8 +62,8 @@ int dhl__commit(dhl *db)
         return dhl__err(db, DHL_EFULL, "transaction writes %u pages, more than %u", nslots,
                         DHL_MAX_TXN_PAGES);
     }
-    uint32_t T = db->fcc + 1;
-    if (T == DHL_TID_INV) {
+    uint32_t T = db->next_tid;
+    if (T == DHL_TID_INV || T <= db->fcc) {
         dhl__rollback(db);
         return dhl__err(db, DHL_EFULL, "transaction IDs exhausted");
     }
@@ -132,6 +133,7 @@ int dhl__commit(dhl *db)
 
     /* Committed: install the new images and the new state. */
     db->fcc = T;
+    db->next_tid = T + 1;
     db->txn_size = nslots;
     if (write_hdr) {
         memcpy(db->hdr, hdr, db->ps);

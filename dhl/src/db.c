@@ -55,13 +55,36 @@ size_t dhl_abi_size(int which)
     case 3: return sizeof(struct dhl_info);
     case 4: return sizeof(struct dhl_page_info);
     case 5: return sizeof(struct dhl_mem);
+    case 6: return sizeof(struct dhl_io);
     default: return 0;
     }
 }
 
 static bool pow2_ok(uint32_t ps) { return ps >= DHL_MIN_PAGE_SIZE && ps <= DHL_MAX_PAGE_SIZE && !(ps & (ps - 1)); }
 
-/* format: write a new empty database (header page, transaction 1). */
+/* wipe: zero every page after the header page that is not zero already.
+** A file is emptied by truncation; a block device cannot be, and pages of
+** an older database (or anything else) left on it would hold slot headers
+** that recovery could count toward this database's transactions.  Zero
+** pages are only read, so formatting a fresh device writes nothing more. */
+static int wipe(dhl *db)
+{
+    uint64_t n = dhl__file_pages(db);
+    uint8_t *buf = malloc(db->ps), *zero = calloc(1, db->ps);
+    int rc = (buf && zero) ? DHL_OK : dhl__err(db, DHL_ENOMEM, "out of memory");
+    for (uint64_t p = 1; !rc && p < n && p <= UINT32_MAX; p++) {
+        if ((rc = dhl__read(db, (uint32_t)p, buf, NULL)))
+            break;
+        if (memcmp(buf, zero, db->ps) != 0)
+            rc = dhl__write(db, (uint32_t)p, zero);
+    }
+    free(buf);
+    free(zero);
+    return rc;
+}
+
+/* format: write a new empty database (header page, transaction 1) on an
+** emptied store. */
 static int format(dhl *db, const struct dhl_options *o)
 {
     db->ps = o->page_size ? o->page_size : DHL_DEFAULT_PAGE_SIZE;
@@ -81,7 +104,9 @@ static int format(dhl *db, const struct dhl_options *o)
     put32(db->hdr + DHL_HDR_VERSION, DHL_FORMAT_VERSION);
     struct meta m = {.tid = 1, .commit = 1, .page_count = 1};
     dhl__meta_encode(db, db->hdr, 0, &m);
-    int rc = dhl__write(db, 0, db->hdr);
+    int rc = wipe(db);
+    if (!rc)
+        rc = dhl__write(db, 0, db->hdr);
     if (!rc)
         rc = dhl__sync(db);
     if (rc)
@@ -90,6 +115,7 @@ static int format(dhl *db, const struct dhl_options *o)
     memset(&db->mslot[1], 0, sizeof db->mslot[1]);
     db->valid_meta = 0;
     db->fcc = 1;
+    db->next_tid = 2;
     db->txn_size = 1;
     db->committed = db->work = m;
     db->rec.fcc = 1;
@@ -166,7 +192,7 @@ static int open_inner(const char *path, const struct dhl_options *opts, dhl **ou
     int rc;
     if (o.io) {
         db->io = *o.io;
-        db->regular = true;
+        db->blockdev = o.io->blockdev != 0;
     } else if (!path) {
         return dhl__err(db, DHL_EINVAL, "no path and no io");
     } else if ((rc = dhl__posix_io(db, path, create, trunc))) {

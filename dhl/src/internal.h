@@ -62,7 +62,8 @@ struct dhl {
     struct dhl_io io;
     bool own_io;
     int fd;
-    bool regular;       /* size of the backing store bounds the scan */
+    bool blockdev;      /* the store is a block device (informational: the
+                        ** engine does the same on both kinds of store) */
     uint32_t ps, ntrees, hflags;
     enum dhl_mode mode;
     uint32_t oflags;
@@ -74,6 +75,8 @@ struct dhl {
     int valid_meta;
     struct meta committed, work;  /* database-wide state */
     uint32_t fcc, txn_size;
+    uint32_t next_tid;  /* TID of the next write transaction: above every
+                        ** TID ever seen on the store, so none is reused */
     struct dhl_recovery rec;
 
     struct page **pages;   /* cache indexed by page number */

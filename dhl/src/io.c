@@ -119,9 +119,9 @@ int dhl__posix_io(dhl *db, const char *path, bool create, bool truncate)
     }
     c->fd = fd;
     c->blockdev = S_ISBLK(st.st_mode);
-    db->io = (struct dhl_io){c, px_pread, px_pwrite, px_sync, px_size, px_close};
+    db->io = (struct dhl_io){c, px_pread, px_pwrite, px_sync, px_size, px_close, c->blockdev};
     db->own_io = true;
-    db->regular = !c->blockdev;
+    db->blockdev = c->blockdev;
     return DHL_OK;
 }
 

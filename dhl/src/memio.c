@@ -26,7 +26,8 @@ static int mem_pread(void *ctx, void *buf, size_t n, uint64_t off, size_t *got)
 static int mem_pwrite(void *ctx, const void *buf, size_t n, uint64_t off)
 {
     struct dhl_mem *m = ctx;
-    if (off > m->cap || n > m->cap - off)
+    uint64_t end = m->blockdev ? m->size : m->cap;
+    if (off > end || n > end - off)
         return -ENOSPC;
     memcpy(m->data + off, buf, n);
     if (off + n > m->size)
@@ -52,5 +53,5 @@ static int mem_size(void *ctx, uint64_t *bytes)
 /* dhl_mem_io: see dhl.h. */
 void dhl_mem_io(struct dhl_io *io, struct dhl_mem *m)
 {
-    *io = (struct dhl_io){m, mem_pread, mem_pwrite, mem_sync, mem_size, NULL};
+    *io = (struct dhl_io){m, mem_pread, mem_pwrite, mem_sync, mem_size, NULL, m->blockdev != 0};
 }

@@ -13,6 +13,16 @@
 ** it only ever invalidates headers of the rolled-back or never-committed
 ** transaction, so a crash in the middle leaves fewer of them, and running it
 ** again reaches the same FCC.  NOLOG databases have no recovery.
+**
+** Every page of the store is scanned, a file or a block device alike: a
+** block device is not truncated when a transaction is rolled back or a new
+** database is formatted on it, so pages past the page count can hold slot
+** headers of a rolled-back transaction or of an older database.  Left
+** alone, such a header with the TID a later transaction takes would be
+** counted toward it and make a partial transaction look complete.  Two
+** rules close that: recovery invalidates every header above the FCC on the
+** whole store, and the next transaction's TID is above every TID recovery
+** saw (next_tid), so a TID is never used twice on a store.
 */
 #include "internal.h"
 
@@ -47,6 +57,7 @@ int dhl__recover(dhl *db, bool write)
     if (db->hflags & DHL_FLAG_NOLOG) {
         db->valid_meta = 0;
         db->fcc = db->mslot[0].tid;
+        db->next_tid = db->fcc + 1;
         db->txn_size = 0;
         db->rec.fcc = db->fcc;
         goto state;
@@ -64,7 +75,7 @@ int dhl__recover(dhl *db, bool write)
     if (minpc != UINT32_MAX && minpc > fpages)
         return dhl__err(db, DHL_ETRUNC, "file is truncated: %llu pages, the database has at least %u",
                         (unsigned long long)fpages, minpc);
-    uint64_t scan = db->regular ? fpages : (maxpc < fpages ? maxpc : fpages);
+    uint64_t scan = fpages;
     if (scan < 1)
         scan = 1;
     if (scan > UINT32_MAX)
@@ -141,6 +152,11 @@ int dhl__recover(dhl *db, bool write)
     db->txn_size = cd[chosen].size;
     db->rec.fcc = db->fcc;
     db->rec.txn_size = db->txn_size;
+    for (uint32_t i = 0; i < 2 * np; i++)
+        if (tid[i] > db->rec.max_tid)
+            db->rec.max_tid = tid[i];
+    db->next_tid = (db->rec.max_tid > db->fcc ? db->rec.max_tid : db->fcc) + 1;
+    db->rec.next_tid = db->next_tid;
 
     /* Invalidate every slot header above the FCC. */
     uint32_t bad_pages = 0;

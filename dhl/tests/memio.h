@@ -117,7 +117,7 @@ static inline int md_size(void *ctx, uint64_t *bytes)
 
 static inline struct dhl_io md_io(struct memdisk *d)
 {
-    return (struct dhl_io){d, md_pread, md_pwrite, md_sync, md_size, NULL};
+    return (struct dhl_io){d, md_pread, md_pwrite, md_sync, md_size, NULL, 0};
 }
 
 static inline void md_clear_log(struct memdisk *d)

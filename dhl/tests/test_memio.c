@@ -45,7 +45,7 @@ static void same_db(enum dhl_mode mode)
     CHECK_RC(db, dhl_digest(db, want));
     dhl_close(db);
 
-    struct dhl_mem m = {malloc(d.size), d.size, d.size, 0, 0};
+    struct dhl_mem m = {malloc(d.size), d.size, d.size, 0, 0, 0};
     CHECK(m.data);
     memcpy(m.data, d.data, d.size);
     struct dhl_io io;
@@ -78,9 +78,10 @@ static void same_db(enum dhl_mode mode)
 static void store_contract(void)
 {
     uint8_t data[32] = {1, 2, 3, 4};
-    struct dhl_mem m = {data, 4, sizeof data, 0, 0};
+    struct dhl_mem m = {data, 4, sizeof data, 0, 0, 0};
     struct dhl_io io;
     dhl_mem_io(&io, &m);
+    CHECK(io.blockdev == 0);
     uint8_t buf[16];
     size_t got = 99;
     CHECK(io.pread(io.ctx, buf, 16, 2, &got) == 0 && got == 2 && buf[0] == 3 && buf[1] == 4);
@@ -92,6 +93,16 @@ static void store_contract(void)
     CHECK(io.pwrite(io.ctx, "abcd", 4, UINT64_MAX - 1) == -ENOSPC);
     CHECK(io.sync(io.ctx, 1) == 0 && m.syncs == 1 && m.writes == 1);
     CHECK(dhl_abi_size(5) == sizeof(struct dhl_mem));
+    CHECK(dhl_abi_size(6) == sizeof(struct dhl_io));
+
+    /* A block device: the size is fixed, a write past it fails (no growth). */
+    uint8_t dev[32] = {0};
+    struct dhl_mem b = {dev, 16, sizeof dev, 0, 0, 1};
+    dhl_mem_io(&io, &b);
+    CHECK(io.blockdev == 1);
+    CHECK(io.pwrite(io.ctx, "abcd", 4, 12) == 0 && b.size == 16);
+    CHECK(io.pwrite(io.ctx, "abcd", 4, 14) == -ENOSPC && b.size == 16);
+    CHECK(io.pwrite(io.ctx, "abcd", 4, 16) == -ENOSPC);
 }
 
 int main(void)

@@ -76,7 +76,7 @@ def run_level_records(run: RunDir, states_path: Path, workroot: Path,
                 checker.check(state_from_id(reader, sid))
                 db = keep / "files" / meta["db"]
                 if db.exists():
-                    v = crashsafe_verdict(db, _fresh(workroot / "cs"))
+                    v = crashsafe_verdict(db, _fresh(workroot / "cs"), blockdev=checker.blockdev)
                 else:
                     v = skipped("REC-CRASHSAFE", "the file system did not recover the database")
                 out.append(record(sid, [v]))

@@ -56,6 +56,9 @@ class StateChecker:
         self.fs: str = self.meta["fs"]
         self.oracle = oracle_from_meta(self.meta)
         self.db_name: str = self.meta["db"]
+        # On the raw tier the database is the recorded block device itself:
+        # the checkers run the SUT's recovery as on a block device.
+        self.blockdev = self.fs == "raw"
         self.fsck = fsck
         self.workdir = workdir
         workdir.mkdir(parents=True, exist_ok=True)
@@ -136,7 +139,7 @@ class StateChecker:
             self.cache.move_to_end(key)
             self.cache_hits += 1
             return facts
-        facts = self.checker.examine(files / self.db_name)
+        facts = self.checker.examine(files / self.db_name, blockdev=self.blockdev)
         self.cache[key] = facts
         if len(self.cache) > CACHE_SIZE:
             self.cache.popitem(last=False)
