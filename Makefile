@@ -14,12 +14,13 @@ BUILD :=
 CTEST :=
 include $(sort $(wildcard */build.mk))
 
-.PHONY: help setup build test ctest pytest lint sweep bench images repro report clean
+.PHONY: help setup build test ctest pytest lint sweep bench images repro report clean mutants
 
 help:
 	@echo "make sweep   set up, build, run the default crash sweep, print where the report is"
 	@echo "make test    set up, build, run the whole test suite"
 	@echo "make bench   print the benchmark figures"
+	@echo "make mutants build each mutant of tests/mutants/, run the cells that must kill it"
 	@echo "make images  build the base file-system images"
 	@echo "make repro RUN=... STATE=...   materialise and explain one crash state"
 
@@ -41,10 +42,13 @@ ctest: build $(CTEST)
 pytest: build
 	$(PY) -m pytest -q -ra $(PYTEST_ARGS)
 
-test: setup build lint ctest pytest
+test: setup build lint ctest pytest mutants
 
 sweep: build images
 	$(CRASHLAB) sweep --matrix default
+
+mutants: build images
+	$(CRASHLAB) mutants
 
 bench: build images
 	$(CRASHLAB) bench

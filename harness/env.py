@@ -15,7 +15,11 @@ Variables, who reads them, and their defaults:
 * ``CRASHLAB_DM_LOG_SIZE`` (record, dm backend): bytes of the sparse log
   device (4 GiB);
 * ``CRASHLAB_BENCH_SWEEP_STATES`` (bench): states of the sweep memory
-  benchmark (100000).
+  benchmark (100000);
+* ``CRASHLAB_RUNNER`` (record): the workload runner binary instead of
+  ``workloads/build/crashlab-runner`` (mutation testing runs a mutant's);
+  ``DHL_LIB`` does the same for libdhl (read by ``dhl/binding.py``, which
+  does not depend on the harness).
 """
 
 from __future__ import annotations
@@ -33,6 +37,8 @@ RECOVERY = "CRASHLAB_RECOVERY"
 LOGFUSE = "CRASHLAB_LOGFUSE"
 DM_LOG_SIZE = "CRASHLAB_DM_LOG_SIZE"
 BENCH_SWEEP_STATES = "CRASHLAB_BENCH_SWEEP_STATES"
+RUNNER = "CRASHLAB_RUNNER"
+DHL_LIB = "DHL_LIB"
 
 
 def tmp_parent() -> Path:
@@ -90,3 +96,9 @@ def dm_log_size(default: int) -> int:
 
 def bench_sweep_states() -> int:
     return int(os.environ.get(BENCH_SWEEP_STATES, "100000"))
+
+
+def runner_override() -> Path | None:
+    """``$CRASHLAB_RUNNER``: a runner binary to use instead of the built one."""
+    env = os.environ.get(RUNNER)
+    return Path(env) if env else None

@@ -18,6 +18,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from harness.env import runner_override
 from harness.errors import CrashlabError
 from harness.record.backend import DEV_ENV
 from workloads.generate import write_opstream
@@ -30,8 +31,10 @@ DB_NAME = "crashlab.db"
 
 
 def runner_path(*, asan: bool = False) -> Path:
-    """The built ``crashlab-runner`` (or its ASan+UBSan build)."""
-    path = BUILD_DIR / ("crashlab-runner-asan" if asan else "crashlab-runner")
+    """The built ``crashlab-runner`` (or its ASan+UBSan build), unless
+    ``CRASHLAB_RUNNER`` names another (a mutant's)."""
+    override = runner_override()
+    path = override or BUILD_DIR / ("crashlab-runner-asan" if asan else "crashlab-runner")
     if not path.exists():
         raise CrashlabError(f"{path} is not built: run `make build`")
     return path

@@ -21,9 +21,19 @@ def cli() -> None:
 def _register() -> None:
     # Imported here so that `crashlab --help` stays cheap and so that each
     # stage's module owns its own options.
-    from harness.cli import benchcmd, checkcmd, logcmd, recordcmd, reportcmd, reprocmd, statescmd
+    from harness.cli import (
+        benchcmd,
+        checkcmd,
+        logcmd,
+        mutantscmd,
+        recordcmd,
+        reportcmd,
+        reprocmd,
+        statescmd,
+    )
 
-    for module in (recordcmd, logcmd, statescmd, checkcmd, reprocmd, reportcmd, benchcmd):
+    for module in (recordcmd, logcmd, statescmd, checkcmd, reprocmd, reportcmd, benchcmd,
+                   mutantscmd):
         for command in module.COMMANDS:
             cli.add_command(command)
 

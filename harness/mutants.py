@@ -1,0 +1,188 @@
+"""Mutation testing: a checker is as good as the bugs it kills.
+
+``tests/mutants/`` keeps realistic bugs of the DHL engine and the workload
+runner as patches (``NAME.patch``, a unified diff applied with ``patch -p1``
+to a copy of the sources), and ``catalogue.toml`` says for each one what the
+bug is and which cells should kill it: the smallest cells of the default
+matrix that exercise the mutated code.  ``crashlab mutants`` (``make
+mutants``) builds every mutant into ``build/mutants/<name>-<digest>/``
+(libdhl.so and crashlab-runner; cached by the digest of the patch and the
+sources), runs its cells as a sweep in a child process whose environment
+points the recorder at the mutant runner (``CRASHLAB_RUNNER``) and the
+checkers at the mutant libdhl (``DHL_LIB``: the SUT's own recovery runs
+inside the checkers), and prints a kill table: which invariants failed in
+how many states.  A mutant is *killed* when a cell breaks its expectation,
+*survives* otherwise; a survivor either carries a ``harmless`` reason in the
+catalogue or fails the command (exit 1).
+
+What this does not check: that the judges (the checkers' own reading of the
+images) are independent of libdhl.  A mutant of the read rule also changes
+what the in-process judges read; they catch it through the oracle, not by
+disagreement.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from harness.env import DHL_LIB, RUNNER
+from harness.errors import CrashlabError
+from harness.sweep import matrix as mx
+from harness.sweep.matrix import Cell
+
+ROOT = Path(__file__).resolve().parent.parent
+MUTANTS_DIR = ROOT / "tests" / "mutants"
+CATALOGUE = MUTANTS_DIR / "catalogue.toml"
+BUILD_ROOT = ROOT / "build" / "mutants"
+# What a mutant build copies: the C sources it may patch and their rules.
+SOURCES = ("Makefile", "dhl/build.mk", "dhl/include", "dhl/src", "workloads/build.mk",
+           "workloads/runner")
+TARGETS = ("dhl/build/libdhl.so", "workloads/build/crashlab-runner")
+
+
+@dataclass(frozen=True)
+class Mutant:
+    name: str
+    what: str  # the bug, in one line
+    cells: tuple[Cell, ...]  # the smallest cells that should kill it
+    harmless: str | None = None  # why surviving is fine, if it is
+
+    @property
+    def patch(self) -> Path:
+        return MUTANTS_DIR / f"{self.name}.patch"
+
+
+@dataclass
+class Outcome:
+    mutant: Mutant
+    status: str  # "killed", "survived", "harmless", "error"
+    killers: dict[str, int] = field(default_factory=dict)  # invariant -> failing states
+    cells: list[str] = field(default_factory=list)  # the cells that killed it
+    detail: str = ""
+
+
+def _workload(text: str) -> str:
+    """A workload as the catalogue names it: a matrix constant (MULTI,
+    DHL_UPDATE...) or a spec."""
+    return str(getattr(mx, text)) if text.isupper() else text
+
+
+def _cell(d: dict[str, Any]) -> Cell:
+    return Cell(d["sut"], _workload(d["workload"]), d.get("fs", "ext4"),
+                tuple(d.get("strategies", ("prefix", "reorder"))),
+                mx.UNSAFE.get(d["sut"], ()))
+
+
+def catalogue() -> list[Mutant]:
+    """Every mutant of the catalogue, each with its patch file."""
+    data = tomllib.loads(CATALOGUE.read_text())
+    out = []
+    for name, d in data.items():
+        m = Mutant(name, d["what"], tuple(_cell(c) for c in d["cells"]), d.get("harmless"))
+        if not m.patch.exists():
+            raise CrashlabError(f"{CATALOGUE}: mutant {name} has no {m.patch.name}")
+        out.append(m)
+    return out
+
+
+def _digest(m: Mutant) -> str:
+    h = hashlib.sha256(m.patch.read_bytes())
+    for rel in SOURCES:
+        p = ROOT / rel
+        for f in sorted([p] if p.is_file() else p.rglob("*")):
+            if f.is_file() and "build" not in f.relative_to(ROOT).parts:
+                h.update(str(f.relative_to(ROOT)).encode() + b"\0" + f.read_bytes())
+    return h.hexdigest()[:12]
+
+
+def build(m: Mutant) -> Path:
+    """Build ``m`` (or reuse its cached build); return its folder, which
+    holds ``dhl/build/libdhl.so`` and ``workloads/build/crashlab-runner``."""
+    d = BUILD_ROOT / f"{m.name}-{_digest(m)}"
+    if all((d / t).exists() for t in TARGETS):
+        return d
+    tmp = d.with_name(d.name + ".partial")
+    shutil.rmtree(tmp, ignore_errors=True)
+    for rel in SOURCES:
+        src, dst = ROOT / rel, tmp / rel
+        dst.parent.mkdir(parents=True, exist_ok=True)
+        if src.is_dir():
+            shutil.copytree(src, dst, ignore=shutil.ignore_patterns("build"))
+        else:
+            shutil.copy2(src, dst)
+    p = subprocess.run(["patch", "-p1", "--forward", "--batch", "-i", str(m.patch)], cwd=tmp,
+                       capture_output=True, text=True)
+    if p.returncode != 0:
+        raise CrashlabError(f"mutant {m.name}: {m.patch.name} does not apply: "
+                            f"{(p.stdout + p.stderr).strip().splitlines()[-1]}")
+    mk = subprocess.run(["make", "-s", *TARGETS], cwd=tmp, capture_output=True, text=True)
+    if mk.returncode != 0:
+        raise CrashlabError(f"mutant {m.name} does not build: "
+                            f"{mk.stderr.strip().splitlines()[-1]}")
+    shutil.rmtree(d, ignore_errors=True)
+    os.replace(tmp, d)
+    return d
+
+
+def _judge(m: Mutant, summary: dict[str, Any]) -> Outcome:
+    """Killed when a cell broke its expectation; the killers are the
+    promised invariants that failed (or the unsafe SUT's weakness missing)."""
+    out = Outcome(m, "survived")
+    for c in summary["cells"]:
+        exp = c["expectation"]
+        if exp["ok"]:
+            continue
+        out.status = "killed"
+        out.cells.append(f"{c['sut']} {c['strategy']}")
+        for inv in exp["guaranteed"]:
+            n = c["verdicts"].get(inv, {}).get("fail", 0)
+            if n:
+                out.killers[inv] = out.killers.get(inv, 0) + n
+        if not any(c["verdicts"].get(i, {}).get("fail", 0) for i in exp["guaranteed"]):
+            out.killers["expectation"] = out.killers.get("expectation", 0) + 1
+            out.detail = "; ".join(exp["broken"])
+    if out.status == "survived" and m.harmless:
+        out.status, out.detail = "harmless", m.harmless
+    return out
+
+
+def run_mutant(m: Mutant, out: Path, jobs: int) -> Outcome:
+    """Build ``m`` and sweep its cells in a child process (a fresh libdhl
+    is loaded only by a fresh process); judge the sweep's summary."""
+    try:
+        d = build(m)
+    except CrashlabError as e:
+        return Outcome(m, "error", detail=str(e))
+    env = {**os.environ, DHL_LIB: str(d / TARGETS[0]), RUNNER: str(d / TARGETS[1])}
+    folder = out / m.name
+    p = subprocess.run([sys.executable, "-m", "harness.mutants", m.name, str(folder), str(jobs)],
+                       env=env, capture_output=True, text=True, cwd=ROOT)
+    summary = folder / "summary.json"
+    if p.returncode not in (0, 1) or not summary.exists():
+        tail = (p.stderr.strip().splitlines() or ["no output"])[-1]
+        return Outcome(m, "error", detail=f"the sweep exited {p.returncode}: {tail}")
+    return _judge(m, json.loads(summary.read_text()))
+
+
+def _sweep_cells(name: str, out: Path, jobs: int) -> int:
+    """In the child: record and check the mutant's cells (the environment
+    already points at its binaries); the sweep's exit code."""
+    from harness.sweep.sweep import SweepOptions, run_sweep
+
+    m = next(x for x in catalogue() if x.name == name)
+    _, code = run_sweep(f"mutant-{name}", list(m.cells), out, SweepOptions(backend="fuse",
+                                                                          jobs=jobs))
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(_sweep_cells(sys.argv[1], Path(sys.argv[2]), int(sys.argv[3])))

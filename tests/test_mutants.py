@@ -1,0 +1,48 @@
+"""The mutant catalogue is consistent: every patch has an entry and every
+entry a patch, every patch applies to today's sources, and every mutant's
+cells are cells of the default matrix (so what `make mutants` kills, the
+default sweep kills too).  `make mutants` itself (part of `make test`)
+builds and runs them."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from harness.mutants import MUTANTS_DIR, ROOT, SOURCES, catalogue
+from harness.sweep.matrix import matrix
+
+
+def test_every_patch_has_an_entry_and_every_entry_a_patch() -> None:
+    names = {m.name for m in catalogue()}
+    patches = {p.stem for p in MUTANTS_DIR.glob("*.patch")}
+    assert names == patches
+    assert len(names) >= 12
+
+
+@pytest.mark.parametrize("name", sorted(p.stem for p in MUTANTS_DIR.glob("*.patch")))
+def test_patch_applies_to_todays_sources(name: str, tmp_path: Path) -> None:
+    for rel in SOURCES:
+        src, dst = ROOT / rel, tmp_path / rel
+        dst.parent.mkdir(parents=True, exist_ok=True)
+        if src.is_dir():
+            shutil.copytree(src, dst, ignore=shutil.ignore_patterns("build"))
+        else:
+            shutil.copy2(src, dst)
+    p = subprocess.run(["patch", "-p1", "--dry-run", "--forward", "--batch", "-i",
+                        str(MUTANTS_DIR / f"{name}.patch")], cwd=tmp_path, capture_output=True,
+                       text=True)
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert "offset" not in p.stdout and "fuzz" not in p.stdout, p.stdout  # refresh the patch
+
+
+def test_mutant_cells_are_default_cells() -> None:
+    default = {(c.sut, c.workload, c.fs): set(c.strategies) for c in matrix("default")}
+    for m in catalogue():
+        for c in m.cells:
+            key = (c.sut, c.workload, c.fs)
+            assert key in default, f"{m.name}: {key} is not a default cell"
+            assert set(c.strategies) <= default[key], f"{m.name}: {c.strategies}"
