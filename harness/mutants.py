@@ -55,6 +55,7 @@ class Mutant:
     what: str  # the bug, in one line
     cells: tuple[Cell, ...]  # the smallest cells that should kill it
     harmless: str | None = None  # why surviving is fine, if it is
+    tests: tuple[str, ...] = ()  # pytest node IDs that should fail on it (no cell can)
 
     @property
     def patch(self) -> Path:
@@ -87,7 +88,8 @@ def catalogue() -> list[Mutant]:
     data = tomllib.loads(CATALOGUE.read_text())
     out = []
     for name, d in data.items():
-        m = Mutant(name, d["what"], tuple(_cell(c) for c in d["cells"]), d.get("harmless"))
+        m = Mutant(name, d["what"], tuple(_cell(c) for c in d.get("cells", ())),
+                   d.get("harmless"), tuple(d.get("tests", ())))
         if not m.patch.exists():
             raise CrashlabError(f"{CATALOGUE}: mutant {name} has no {m.patch.name}")
         out.append(m)
@@ -163,6 +165,8 @@ def run_mutant(m: Mutant, out: Path, jobs: int) -> Outcome:
     except CrashlabError as e:
         return Outcome(m, "error", detail=str(e))
     env = {**os.environ, DHL_LIB: str(d / TARGETS[0]), RUNNER: str(d / TARGETS[1])}
+    if m.tests:
+        return _run_tests(m, env)
     folder = out / m.name
     p = subprocess.run([sys.executable, "-m", "harness.mutants", m.name, str(folder), str(jobs)],
                        env=env, capture_output=True, text=True, cwd=ROOT)
@@ -171,6 +175,21 @@ def run_mutant(m: Mutant, out: Path, jobs: int) -> Outcome:
         tail = (p.stderr.strip().splitlines() or ["no output"])[-1]
         return Outcome(m, "error", detail=f"the sweep exited {p.returncode}: {tail}")
     return _judge(m, json.loads(summary.read_text()))
+
+
+def _run_tests(m: Mutant, env: dict[str, str]) -> Outcome:
+    """Killed when one of the mutant's tests fails with its libdhl and runner."""
+    p = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                        *m.tests], env=env, capture_output=True, text=True, cwd=ROOT)
+    if p.returncode == 1:
+        failed = [line.split(" ", 1)[1].split(" - ")[0] for line in p.stdout.splitlines()
+                  if line.startswith("FAILED ")]
+        return Outcome(m, "killed", {f"test {t.split('::')[-1]}": 1 for t in failed},
+                       detail="; ".join(failed))
+    if p.returncode == 0:
+        return _judge(m, {"cells": []})
+    tail = (p.stdout.strip().splitlines() or ["no output"])[-1]
+    return Outcome(m, "error", detail=f"pytest exited {p.returncode}: {tail}")
 
 
 def _sweep_cells(name: str, out: Path, jobs: int) -> int:

@@ -77,8 +77,8 @@ def build(*targets: str) -> None:
     subprocess.run(["make", "-s", *targets], cwd=ROOT, check=True)
 
 
-def record_runs(root: Path, workloads: dict[str, str]) -> dict[str, RunDir]:
-    """One fuse recording on ext4 per SUT (``{sut: workload spec}``), each in
-    ``root/<sut>``: the runs a test module shares."""
-    return {sut: record_cell(Cell(sut, wl), root / sut, "fuse", False)
+def record_runs(root: Path, workloads: dict[str, str], fs: str = "ext4") -> dict[str, RunDir]:
+    """One fuse recording on ``fs`` per SUT (``{sut: workload spec}``), each
+    in ``root/<sut>``: the runs a test module shares."""
+    return {sut: record_cell(Cell(sut, wl, fs), root / sut, "fuse", False)
             for sut, wl in workloads.items()}

@@ -25,7 +25,7 @@ def _row(o: Outcome) -> dict[str, object]:
     return {"mutant": o.mutant.name, "what": o.mutant.what, "status": o.status,
             "killers": o.killers, "cells": o.cells, "detail": o.detail,
             "ran": [f"{c.sut} {c.workload} {c.fs} {'+'.join(c.strategies)}"
-                    for c in o.mutant.cells]}
+                    for c in o.mutant.cells] + list(o.mutant.tests)}
 
 
 @click.command("mutants")
