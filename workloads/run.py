@@ -102,7 +102,8 @@ def check_sut_fs(sut: Sut, fs: str) -> None:
 
 
 def workload_command(
-    sut_name: str, spec_text: str, workdir: Path, fs: str | None = None
+    sut_name: str, spec_text: str, workdir: Path, fs: str | None = None, *,
+    from_txn: int | None = None,
 ) -> tuple[list[str], dict[str, Any], Path]:
     """For ``crashlab record --sut --workload``: write the op stream into
     ``workdir`` (which must lie outside the recorded file system) and return
@@ -110,7 +111,9 @@ def workload_command(
     recorder sets to the mount point; for a raw SUT the device the recorder
     names in ``DEV_ENV``), the meta.json entries and where the runner's
     --stats report will be.  ``fs``, when given, is checked against the SUT
-    (:func:`check_sut_fs`)."""
+    (:func:`check_sut_fs`).  ``from_txn`` continues the workload at that
+    transaction on the database already there (after a crash: the runner's
+    --from-txn)."""
     sut, spec = get_sut(sut_name), parse_spec(spec_text)
     if fs is not None:
         check_sut_fs(sut, fs)
@@ -120,4 +123,8 @@ def workload_command(
         cmd = runner_command(sut, ops, None, db_env=DEV_ENV, stats=stats)
     else:
         cmd = runner_command(sut, ops, DB_NAME, stats=stats)
-    return cmd, workload_meta(sut, spec), stats
+    meta = workload_meta(sut, spec)
+    if from_txn is not None:
+        cmd += ["--from-txn", str(from_txn)]
+        meta["continues_at"] = from_txn
+    return cmd, meta, stats

@@ -27,9 +27,11 @@ from rich.table import Table
 from harness.cli.statescmd import options_from, state_options
 from harness.report.expectations import evaluate
 from harness.rundir import RunDir
+from harness.states import STRATEGIES
 from harness.states.coverage import describe
-from harness.sweep.check import CheckOptions, check_run, count_states, default_window
+from harness.sweep.check import CheckOptions, check_run, count_states, default_window, options_for
 from harness.sweep.matrix import MATRICES, Cell, matrix, shard
+from harness.sweep.multicrash import COMPOSITE, Composite
 from harness.sweep.sweep import SweepOptions, run_sweep
 from workloads.suts import get_sut
 
@@ -55,6 +57,11 @@ def progress_bar(enabled: bool) -> Iterator[Progress | None]:
         yield p
 
 
+def _check_state_options(f: Any) -> Any:  # noqa: ANN401
+    """The enumeration options, with the composite strategies as choices."""
+    return state_options(f, (*STRATEGIES, *COMPOSITE))
+
+
 def _run_options(f: Any) -> Any:  # noqa: ANN401
     for d in reversed([
         click.option("--jobs", "-j", type=int, default=0, show_default=True,
@@ -69,6 +76,13 @@ def _run_options(f: Any) -> Any:  # noqa: ANN401
                           "(REC-CRASHSAFE); 0 to skip"),
         click.option("--progress/--no-progress", default=None,
                      help="progress bar (default: when stderr is a terminal)"),
+        click.option("--max-first", type=int, default=Composite.max_first, show_default=True,
+                     help="multicrash, recovery-crash: first-crash states continued"),
+        click.option("--depth", type=int, default=Composite.depth, show_default=True,
+                     help="multicrash: crashes in a row"),
+        click.option("--then", "then", type=click.Choice(STRATEGIES),
+                     default=Composite.then, show_default=True,
+                     help="multicrash, recovery-crash: strategy of the continuations' states"),
     ]):
         f = d(f)
     return f
@@ -103,29 +117,33 @@ def _verdict_table(title: str, rows: list[dict[str, Any]]) -> Table:
 
 @click.command("check")
 @click.argument("run", type=click.Path(path_type=Path, exists=True, file_okay=False))
-@state_options
+@_check_state_options
 @_run_options
 @click.option("--out", type=click.Path(path_type=Path), default=None,
               help="output folder (default RUN/check/<strategy>-<options digest>)")
 def check_cmd(run: Path, jobs: int, max_states: int | None, no_fsck: bool, resume: bool,
               crashsafe_sample: int, progress: bool | None, out: Path | None,
-              **kw: Any) -> int:
+              max_first: int, depth: int, then: str, **kw: Any) -> int:
     """Check every crash state of one recorded run."""
     rd = RunDir(run)
     sut = get_sut(rd.meta().get("sut", ""))
-    opts = CheckOptions(states=options_from(kw), max_states=max_states, jobs=jobs,
-                        fsck=not no_fsck, crashsafe_sample=crashsafe_sample)
+    strategy = kw["strategy"]
+    kw["strategy"] = then if strategy in COMPOSITE else strategy
+    base = CheckOptions(states=options_from(kw), max_states=max_states, jobs=jobs,
+                        fsck=not no_fsck, crashsafe_sample=crashsafe_sample,
+                        composite=Composite(then=then, max_first=max_first, depth=depth))
+    opts = options_for(strategy, base)
     show = console.is_terminal if progress is None else progress
     with progress_bar(show) as bar:
         hook = None
-        if bar is not None:
+        if bar is not None and opts.composite is None:
             total = count_states(rd, default_window(rd, opts.states))
             task = bar.add_task(f"{sut.name} {opts.states.strategy}", total=total, rate=0.0)
             hook = _hook(bar, task)
         result = check_run(rd, opts, out, resume=resume, on_progress=hook)
-    cell = Cell(sut.name, rd.meta()["workload"], rd.meta()["fs"], (opts.states.strategy,))
+    cell = Cell(sut.name, rd.meta()["workload"], rd.meta()["fs"], (strategy,))
     failures = {k: v["fail"] for k, v in result["verdicts"].items()}
-    exp = evaluate(cell.expectation(opts.states.strategy), failures, result["states"]["checked"])
+    exp = evaluate(cell.expectation(strategy), failures, result["states"]["checked"])
     row = {**result, "expectation": {"ok": exp.ok, "broken": exp.broken}}
     _print_table(f"crashlab check {run}", [row])
     for line in exp.broken:
@@ -155,7 +173,8 @@ def _hook(bar: Progress, task: Any) -> Any:  # noqa: ANN401
 @_run_options
 def sweep_cmd(matrix_name: str, out: Path | None, backend: str, shard_spec: str | None,
               jobs: int, max_states: int | None, no_fsck: bool, resume: bool,
-              crashsafe_sample: int, progress: bool | None) -> int:
+              crashsafe_sample: int, progress: bool | None, max_first: int, depth: int,
+              then: str) -> int:
     """Record and check every cell of a matrix; write summary.json,
     violations.jsonl and junit.xml."""
     cells = shard(matrix(matrix_name), shard_spec)
@@ -163,7 +182,9 @@ def sweep_cmd(matrix_name: str, out: Path | None, backend: str, shard_spec: str 
         stamp = datetime.datetime.now(datetime.UTC).strftime("%Y%m%d-%H%M%S")
         out = RESULTS_DIR / f"{matrix_name}-{stamp}"
     opts = SweepOptions(backend=backend, jobs=jobs, max_states=max_states, fsck=not no_fsck,
-                        crashsafe_sample=crashsafe_sample)
+                        crashsafe_sample=crashsafe_sample,
+                        composite=Composite(then=then, max_first=max_first, depth=depth,
+                                            backend=backend))
     show = console.is_terminal if progress is None else progress
     with progress_bar(show) as bar:
         tasks: dict[str, Any] = {}

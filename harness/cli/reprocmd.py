@@ -29,6 +29,7 @@ from harness.images import verified_base_for_run
 from harness.logformat import LogReader
 from harness.rundir import RunDir
 from harness.states import State, state_from_id
+from harness.sweep.multicrash import resolve
 from harness.sweep.worker import StateChecker
 from workloads.suts import Sut
 
@@ -173,7 +174,8 @@ def repro_cmd(run: Path, state_id: str, out: Path | None, shell: bool, all_write
     """Materialise crash state STATE of run RUN, explain it, check it."""
     if not run.is_dir():
         raise CrashlabError(f"{run}: no such run directory")
-    rd = RunDir(run)
+    rd, state_id = resolve(RunDir(run), state_id)  # a multicrash ID names a continuation
+    run = rd.path
     meta = rd.meta()
     if not rd.log.exists():
         raise CrashlabError(f"{run}: no write log ({rd.log.name})")

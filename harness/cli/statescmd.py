@@ -21,10 +21,12 @@ from harness.states import STRATEGIES, TORN_PATTERNS, Enumeration, Options, Stat
 _D = Options()
 
 
-def state_options(f: Callable[..., Any]) -> Callable[..., Any]:
-    """Click options for :class:`harness.states.Options` (defaults shown)."""
+def state_options(f: Callable[..., Any], strategies: tuple[str, ...] = STRATEGIES
+                  ) -> Callable[..., Any]:
+    """Click options for :class:`harness.states.Options` (defaults shown);
+    ``strategies``: the ``--strategy`` choices."""
     decorators = [
-        click.option("--strategy", type=click.Choice(STRATEGIES), default=_D.strategy,
+        click.option("--strategy", type=click.Choice(strategies), default=_D.strategy,
                      show_default=True, help="which crash states to enumerate"),
         click.option("--max-exhaustive", type=int, default=_D.max_exhaustive, show_default=True,
                      help="reorder: every subset of epochs with at most this many writes"),

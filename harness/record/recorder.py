@@ -79,6 +79,7 @@ def record(
     extra_meta: Mapping[str, Any] | None = None,
     env: Mapping[str, str] | None = None,
     final_image: Path | None = None,
+    base: tuple[Path, str] | None = None,
 ) -> RunDir:
     """Record ``command`` run on a fresh copy of the ``fs`` base image and
     return the run directory ``out`` (created; it must not hold a run yet).
@@ -93,7 +94,9 @@ def record(
     copy of the working image after teardown (tests compare it with a replay).
     ``fs="raw"`` records the bare device (a zero-filled base image, nothing
     mounted): the command gets its path in CRASHLAB_DEV (``DEV_ENV``) and runs
-    in an empty scratch directory.
+    in an empty scratch directory.  ``base`` = (image, sha256) records on
+    that image instead of the ``fs`` base image (a crash state, to continue
+    a workload after a crash).
 
     A failing command still leaves the log and meta.json (``exit_status``);
     an interrupt (SIGINT/SIGTERM) tears everything down, writes meta.json
@@ -104,7 +107,7 @@ def record(
     if clash:
         raise CrashlabError(f"extra_meta may not set {', '.join(clash)}")
     be, choice = select_backend(backend)
-    base, digest = ensure_image(fs)
+    base, digest = base or ensure_image(fs)
     out.mkdir(parents=True, exist_ok=True)
     run = RunDir(out)
     if run.log.exists() or run.meta_path.exists():
@@ -195,15 +198,20 @@ def _write_meta(
 
 
 def record_workload(sut: str, workload: str, out: Path, *, fs: str = "ext4",
-                    backend: str = "auto") -> RunDir:
+                    backend: str = "auto", base: tuple[Path, str] | None = None,
+                    from_txn: int | None = None,
+                    extra_meta: Mapping[str, Any] | None = None) -> RunDir:
     """Record crashlab-runner running WORKLOAD on SUT.  meta.json gets the
     SUT, the canonical spec and seed (the oracle is rebuilt from them) and
-    the runner's own counts (``runner``: writes and syncs per transaction)."""
+    the runner's own counts (``runner``: writes and syncs per transaction).
+    ``base`` and ``from_txn`` continue the workload on a crash state (see
+    :func:`record` and :func:`workloads.run.workload_command`)."""
     from workloads.run import workload_command
 
     with temporary_folder("crashlab-wl-") as tmp:
-        cmd, extra, stats = workload_command(sut, workload, tmp, fs)
-        run = record(cmd, out, fs=fs, backend=backend, extra_meta=extra)
+        cmd, extra, stats = workload_command(sut, workload, tmp, fs, from_txn=from_txn)
+        run = record(cmd, out, fs=fs, backend=backend, extra_meta={**extra, **(extra_meta or {})},
+                     base=base)
         if stats.exists():
             run.write_meta({**run.meta(), "runner": json.loads(stats.read_text())})
     return run

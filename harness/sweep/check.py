@@ -40,6 +40,7 @@ from harness.rundir import RunDir
 from harness.states import Enumeration, Options, State, coverage
 from harness.states.epochs import Epoch, iter_epochs
 from harness.states.stateid import StateKey
+from harness.sweep.multicrash import COMPOSITE, Composite, check_composite, resolve
 from harness.sweep.runlevel import TRACE_ID, run_level_records
 from harness.sweep.worker import StateChecker, state_record
 from harness.sysops import worker_signals
@@ -57,17 +58,40 @@ class CheckOptions:
     jobs: int = 0  # worker processes; 0 = every core
     fsck: bool = True  # a full read-only e2fsck per state for FS-RECOVER
     crashsafe_sample: int = 4  # DHL: states whose recovery is itself crashed (REC-CRASHSAFE)
+    # multicrash / recovery-crash (harness/sweep/multicrash.py): ``states``
+    # is then the strategy of the continuations' states
+    composite: Composite | None = None
+
+    @property
+    def strategy(self) -> str:
+        """The strategy's name: the composite one, or the log strategy."""
+        return self.composite.kind if self.composite else self.states.strategy
 
     def tag(self) -> str:
         """Names the output folder: the strategy and a digest of every
         option that changes which states are checked or how."""
         d = asdict(self.states) | self.extra_options()
         h = hashlib.sha256(json.dumps(d, sort_keys=True).encode()).hexdigest()[:8]
-        return f"{self.states.strategy}-{h}"
+        return f"{self.strategy}-{h}"
 
     def extra_options(self) -> dict[str, Any]:
-        return {"max_states": self.max_states, "fsck": self.fsck,
-                "crashsafe_sample": self.crashsafe_sample}
+        extra: dict[str, Any] = {"max_states": self.max_states, "fsck": self.fsck,
+                                 "crashsafe_sample": self.crashsafe_sample}
+        if self.composite:
+            extra["composite"] = asdict(self.composite)
+        return extra
+
+
+def options_for(strategy: str, base: CheckOptions) -> CheckOptions:
+    """``base`` for one strategy: a log strategy, or a composite one
+    (multicrash, recovery-crash), whose continuations use ``then``."""
+    if strategy in COMPOSITE:
+        comp = dataclasses.replace(base.composite or Composite(), kind=strategy)
+        return dataclasses.replace(base, states=dataclasses.replace(base.states,
+                                                                    strategy=comp.then),
+                                   composite=comp)
+    return dataclasses.replace(base, states=dataclasses.replace(base.states, strategy=strategy),
+                               composite=None)
 
 
 def default_window(run: RunDir, opts: Options) -> Options:
@@ -140,7 +164,7 @@ def _check_chunk(states: list[State]) -> list[dict[str, Any]]:
     if _init_error is not None:
         raise _init_error
     assert _checker is not None
-    return [state_record(s, _checker.check(s)) for s in states]
+    return [state_record(s, _checker.check(s), _checker.marks(s)) for s in states]
 
 
 def _task(chunk: list[State]) -> Task:
@@ -211,6 +235,8 @@ def check_run(
 ) -> dict[str, Any]:
     """Check the states of ``run``; return (and write) ``result.json``.
     ``on_progress(generated, checked)`` is called after every chunk."""
+    if opts.composite is not None:
+        return _check_composite(run, opts, out or run.path / "check" / opts.tag(), resume)
     opts.states = default_window(run, opts.states)
     out = out or run.path / "check" / opts.tag()
     out.mkdir(parents=True, exist_ok=True)
@@ -270,6 +296,36 @@ def check_run(
     return result
 
 
+def _check_composite(run: RunDir, opts: CheckOptions, out: Path, resume: bool
+                     ) -> dict[str, Any]:
+    """multicrash / recovery-crash: continue the run after its first
+    crashes and check the continuations (harness/sweep/multicrash.py)."""
+    comp = opts.composite
+    assert comp is not None
+    out.mkdir(parents=True, exist_ok=True)
+    t0 = time.monotonic()
+    deeper = dataclasses.replace(comp, depth=comp.depth - 1) if comp.depth > 2 else None
+    then = dataclasses.replace(opts, composite=deeper)
+
+    def check_nested(nested: RunDir, nested_out: Path) -> dict[str, Any]:
+        return check_run(nested, dataclasses.replace(then), nested_out, resume=resume)
+
+    work = work_folder("crashlab-multicrash-")
+    try:
+        extra = check_composite(run, comp, out, check_nested, work, resume=resume)
+    finally:
+        _remove_workroot(work)
+    states_path = out / STATES_NAME
+    result = summarise(run, states_path, opts, allow_empty=True)
+    result["multicrash"] = extra
+    done = [c for c in extra["continuations"] if "error" not in c]
+    result["states"]["generated"] = sum(c["generated"] for c in done)
+    result["states"]["folded"] = sum(c["folded"] for c in done)
+    write_json_atomic(out / RESULT_NAME, result)
+    result["timing"] = {"seconds": round(time.monotonic() - t0, 3), "resumed_from": 0}
+    return result
+
+
 def _close_worker() -> None:
     global _checker, _epochs
     if _checker is not None:
@@ -294,8 +350,10 @@ def _remove_workroot(workroot: Path) -> None:
 def _violation(run: RunDir, rec: dict[str, Any], v: dict[str, Any]) -> dict[str, Any]:
     """One violations.jsonl record; a trace-level one (DHL-T2, CC-NEXT,
     CC-MONO) names log entries, not a state, and is shown with `log show`."""
-    repro = (f"crashlab log show {run.path}" if rec["id"] == TRACE_ID
-             else f"crashlab repro {run.path} {rec['id']}")
+    if rec["id"].rsplit("/", 1)[-1] == TRACE_ID:  # a continuation's trace: its own log
+        repro = f"crashlab log show {resolve(run, rec['id'])[0].path}"
+    else:
+        repro = f"crashlab repro {run.path} {rec['id']}"
     return {
         "state": rec["id"],
         "acked": rec.get("acked"),
@@ -308,7 +366,8 @@ def _violation(run: RunDir, rec: dict[str, Any], v: dict[str, Any]) -> dict[str,
     }
 
 
-def summarise(run: RunDir, states_path: Path, opts: CheckOptions) -> dict[str, Any]:
+def summarise(run: RunDir, states_path: Path, opts: CheckOptions, *,
+              allow_empty: bool = False) -> dict[str, Any]:
     """Per-invariant counts and the failures of one run, from states.jsonl
     and the run-level records of run.jsonl (not counted as states)."""
     meta = run.meta()
@@ -327,14 +386,14 @@ def summarise(run: RunDir, states_path: Path, opts: CheckOptions) -> dict[str, A
                     counts.setdefault(inv, {"pass": 0, "fail": 0, "skip": 0})[status] += 1
                 for v in rec.get("fail", []):
                     violations.append(_violation(run, rec, v))
-    if opts.max_states is None and checked == 0:
+    if opts.max_states is None and checked == 0 and not allow_empty:
         raise CrashlabError(f"{run.path}: no crash state in the window (empty log?)")
     return {
         "run": str(run.path),
         "sut": meta.get("sut"),
         "workload": meta.get("workload"),
         "fs": meta.get("fs"),
-        "strategy": opts.states.strategy,
+        "strategy": opts.strategy,
         "options": asdict(opts.states) | opts.extra_options(),
         "states": {"checked": checked},
         "verdicts": {k: counts[k] for k in sorted(counts)},

@@ -108,10 +108,16 @@ def _cell(sut: str, workload: str, strategies: tuple[str, ...] = ("prefix", "reo
     return Cell(sut, workload, fs, strategies, UNSAFE.get(sut, ()))
 
 
+# Crash, recover and continue, then crash again; and crash during recovery
+# (harness/sweep/multicrash.py): a rolled-back transaction's leftovers, or a
+# half-done recovery, only show this way.
+TWICE = ("multicrash", "recovery-crash")
+
+
 def _default() -> list[Cell]:
     cells = [
-        _cell("sqlite-wal-full", MULTI),
-        _cell("sqlite-delete-extra", MULTI),
+        _cell("sqlite-wal-full", MULTI, ("prefix", "reorder", *TWICE)),
+        _cell("sqlite-delete-extra", MULTI, ("prefix", "reorder", *TWICE)),
         _cell("sqlite-delete-full", SINGLE, ("prefix",)),
         _cell("sqlite-off", MULTI),
         _cell("sqlite-wal-normal", MULTI, ("prefix",)),
@@ -123,8 +129,10 @@ def _default() -> list[Cell]:
     # Torn writes for TC, the one mode that promises to survive them.
     for sut in ("dhl-tc-raw", "dhl-cc-raw", "dhl-tc-opt-raw", "dhl-cc-opt-raw"):
         for wl in (DHL_INSERT, DHL_UPDATE, DHL_DELETE):
-            torn = ("torn",) if sut == "dhl-tc-raw" and wl == DHL_INSERT else ()
-            cells.append(_cell(sut, wl, ("prefix", "reorder", *torn), "raw"))
+            more: tuple[str, ...] = ()
+            if wl == DHL_INSERT:  # the workload whose transactions split pages
+                more = ("torn",) if sut == "dhl-tc-raw" else TWICE
+            cells.append(_cell(sut, wl, ("prefix", "reorder", *more), "raw"))
     # One DHL SUT on a file system: the database grows a file (the engine's
     # file-size check) and the trace checks map pages through ext4 extents.
     cells.append(_cell("dhl-cc", DHL_UPDATE))

@@ -30,8 +30,9 @@ from harness.report.expectations import ExpectationResult, evaluate, exit_code
 from harness.report.junit import write_junit
 from harness.rundir import RunDir
 from harness.states import Options
-from harness.sweep.check import CheckOptions, check_run
+from harness.sweep.check import CheckOptions, check_run, options_for
 from harness.sweep.matrix import Cell
+from harness.sweep.multicrash import Composite
 
 Progress = Callable[[str, int, int], None]  # (cell label, generated, checked)
 
@@ -44,6 +45,7 @@ class SweepOptions:
     fsck: bool = True
     crashsafe_sample: int = 4
     base_states: Options = Options()
+    composite: Composite = Composite()  # options of multicrash / recovery-crash cells
 
 
 def record_cell(cell: Cell, run_dir: Path, backend: str, resume: bool) -> RunDir:
@@ -111,11 +113,11 @@ def run_sweep(
         timing[cell.name] = {"record_s": round(time.monotonic() - t0, 3)}
         for strategy in cell.strategies:
             t1 = time.monotonic()
-            copts = CheckOptions(
-                states=dataclasses.replace(opts.base_states, strategy=strategy),
-                max_states=opts.max_states, jobs=opts.jobs, fsck=opts.fsck,
-                crashsafe_sample=opts.crashsafe_sample,
-            )
+            copts = options_for(strategy, CheckOptions(
+                states=opts.base_states, max_states=opts.max_states, jobs=opts.jobs,
+                fsck=opts.fsck, crashsafe_sample=opts.crashsafe_sample,
+                composite=dataclasses.replace(opts.composite, backend=opts.backend),
+            ))
             label = f"{cell.sut} {strategy}"
             check_dir = run.path / "check" / copts.tag()
             done = check_dir / "result.json"

@@ -59,6 +59,10 @@ class StateChecker:
         # On the raw tier the database is the recorded block device itself:
         # the checkers run the SUT's recovery as on a block device.
         self.blockdev = self.fs == "raw"
+        # A continuation (multicrash) starts from a crash state whose
+        # acknowledged and recovered transactions hold for its whole log.
+        cont = self.meta.get("continues") or {}
+        self.floor = (int(cont.get("acked", 0)), int(cont.get("recovered_txn", 0)))
         self.fsck = fsck
         self.workdir = workdir
         workdir.mkdir(parents=True, exist_ok=True)
@@ -94,7 +98,14 @@ class StateChecker:
         if not rec.ok:
             return verdicts
         facts = self._facts(files)
-        return verdicts + self.checker.judge(facts, self.oracle, state.cut.acked, state.cut.begun)
+        acked, begun = self.marks(state)
+        return verdicts + self.checker.judge(facts, self.oracle, acked, begun)
+
+    def marks(self, state: State) -> tuple[int, int]:
+        """(acknowledged, begun) at the state's crash: its cut's, raised to
+        the floor a continuation inherits from its first crash."""
+        acked = max(state.cut.acked, self.floor[0])
+        return acked, max(state.cut.begun, self.floor[1], acked)
 
     def _recover(self, state: State, img: Path, files: Path) -> FsRecovery:
         """File-system recovery of the scratch image ``img`` into ``files``;
@@ -146,12 +157,14 @@ class StateChecker:
         return facts
 
 
-def state_record(state: State, verdicts: list[Verdict]) -> dict[str, Any]:
-    """The line a state leaves in states.jsonl."""
+def state_record(state: State, verdicts: list[Verdict], marks: tuple[int, int]
+                 ) -> dict[str, Any]:
+    """The line a state leaves in states.jsonl (``marks``: the acknowledged
+    and begun transactions it was judged against)."""
     rec: dict[str, Any] = {
         "id": state.id,
-        "acked": state.cut.acked,
-        "begun": state.cut.begun,
+        "acked": marks[0],
+        "begun": marks[1],
         "v": {v.invariant: v.status for v in verdicts},
     }
     fails = [v.to_json() for v in verdicts if v.failed]

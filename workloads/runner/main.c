@@ -8,6 +8,9 @@
 ** The database is --db PATH, or with --db-env NAME the path held by the
 ** environment variable NAME (the recorder's raw tier puts the recorded block
 ** device in CRASHLAB_DEV: it exists only once recording has started).
+** --from-txn K continues a workload on a database a crash left behind: the
+** set-up and transactions before K are skipped (opening the database runs
+** the engine's recovery first).
 ** Any failure prints one line "crashlab-runner: ..." on stderr and exits 1
 ** (2 for bad arguments or a malformed op stream); a failed commit is never
 ** followed by its txn-ack.
@@ -44,7 +47,7 @@ static void usage_error(const char *fmt, const char *arg) {
   fprintf(stderr, "\nusage: crashlab-runner --ops FILE (--db PATH | --db-env NAME) "
           "[--engine sqlite|dhl] [--journal-mode M] [--synchronous S] [--dhl-mode M] "
           "[--sync fsync|fdatasync] [--page-size N] [--marks FILE] [--latency FILE] "
-          "[--stats FILE]\n");
+          "[--stats FILE] [--from-txn K]\n");
   exit(2);
 }
 
@@ -121,8 +124,10 @@ int main(int argc, char **argv) {
     {"marks", required_argument, 0, 'm'},        {"latency", required_argument, 0, 'l'},
     {"stats", required_argument, 0, 'S'},        {"db-env", required_argument, 0, 'E'},
     {"dhl-mode", required_argument, 0, 'M'},     {"sync", required_argument, 0, 'y'},
+    {"from-txn", required_argument, 0, 'F'},
     {0, 0, 0, 0},
   };
+  uint32_t from_txn = 0;
   int c;
   opterr = 0;
   while ((c = getopt_long(argc, argv, "", LONG, NULL)) != -1) {
@@ -146,6 +151,14 @@ int main(int argc, char **argv) {
       case 'E': db_env = optarg; break;
       case 'M': opt.dhl_mode = optarg; break;
       case 'y': opt.sync = optarg; break;
+      case 'F': {
+        char *end;
+        unsigned long v = strtoul(optarg, &end, 10);
+        if (*optarg == '\0' || *end != '\0' || v < 1 || v > UINT32_MAX)
+          usage_error("bad --from-txn %s", optarg);
+        from_txn = (uint32_t)v;
+        break;
+      }
       default: usage_error("unknown or incomplete option %s", argv[optind - 1]);
     }
   }
@@ -180,12 +193,17 @@ int main(int argc, char **argv) {
   char label[64];
   ops_record r;
   int rc;
+  int skipping = from_txn > 0;
   while ((rc = ops_next(&s, &r)) == 1) {
+    if (skipping) { /* --from-txn: nothing before transaction from_txn runs */
+      if (r.type == OPS_BEGIN && r.txn >= from_txn) skipping = 0;
+      else continue;
+    }
     int bad = 0;
     const char *what = "";
     switch (r.type) {
       case OPS_BEGIN:
-        if (r.txn == 1) {
+        if (r.txn == 1 || r.txn == from_txn) {
           vt->counters(e, &c_start);
           t_start = now_us();
         }
