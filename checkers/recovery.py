@@ -18,6 +18,7 @@ recovery crash state); ``crashsafe_verdict`` is the entry point.
 from __future__ import annotations
 
 import itertools
+import math
 import os
 import random
 import shutil
@@ -126,26 +127,34 @@ def recovery_states(ops: Sequence[IoOp], limit: int, seed: int = 0) -> Iterator[
 
 
 def _subsets(idx: list[int], seed: int) -> Iterator[tuple[int, ...]]:
-    """Subsets of one epoch's writes (order kept): all of them when few;
-    otherwise every prefix, every single drop, then a seeded sample."""
+    """Proper subsets of one epoch's writes (order kept), stratified by
+    size: sizes 0..k-1 take turns, so that a limit cuts every size alike
+    (not the small subsets first).  Within a size: every combination in a
+    seeded order when they are few, seeded distinct draws otherwise."""
     k = len(idx)
-    if k <= EXHAUSTIVE_MAX:
-        for r in range(k + 1):
-            yield from itertools.combinations(idx, r)
+    rnd = random.Random(seed)
+    per_size = [_of_size(idx, r, rnd) for r in range(k)]
+    while per_size:
+        for it in list(per_size):
+            s = next(it, None)
+            if s is None:
+                per_size.remove(it)
+            else:
+                yield s
+
+
+def _of_size(idx: list[int], r: int, rnd: random.Random) -> Iterator[tuple[int, ...]]:
+    """The subsets of ``idx`` with ``r`` elements: all in a seeded order
+    when there are at most 2**EXHAUSTIVE_MAX, else distinct seeded draws."""
+    if math.comb(len(idx), r) <= 1 << EXHAUSTIVE_MAX:
+        every = list(itertools.combinations(idx, r))
+        rnd.shuffle(every)
+        yield from every
         return
     seen: set[tuple[int, ...]] = set()
-    for r in range(k):
-        seen.add(tuple(idx[:r]))
-        yield tuple(idx[:r])
-    for j in range(k):
-        s = tuple(idx[:j] + idx[j + 1:])
+    while True:  # the caller's limit ends it
+        s = tuple(sorted(rnd.sample(idx, r)))
         if s not in seen:
-            seen.add(s)
-            yield s
-    rnd = random.Random(seed)
-    for _ in range(1 << 16):  # enough draws for any sane limit
-        s = tuple(i for i in idx if rnd.random() < 0.5)
-        if s not in seen and len(s) < k:
             seen.add(s)
             yield s
 

@@ -374,6 +374,7 @@ def summarise(run: RunDir, states_path: Path, opts: CheckOptions, *,
     counts: dict[str, dict[str, int]] = {}
     violations: list[dict[str, Any]] = []
     checked = 0
+    crashsafe = {"states": 0, "recovery_states": 0}
     run_path = states_path.with_name(RUN_NAME)
     for path in (states_path, run_path):
         if not path.exists():
@@ -382,6 +383,9 @@ def summarise(run: RunDir, states_path: Path, opts: CheckOptions, *,
             for line in f:
                 rec = json.loads(line)
                 checked += path == states_path
+                if "REC-CRASHSAFE" in rec["v"]:
+                    crashsafe["states"] += 1
+                    crashsafe["recovery_states"] += rec.get("recovery_states", 0)
                 for inv, status in rec["v"].items():
                     counts.setdefault(inv, {"pass": 0, "fail": 0, "skip": 0})[status] += 1
                 for v in rec.get("fail", []):
@@ -398,4 +402,7 @@ def summarise(run: RunDir, states_path: Path, opts: CheckOptions, *,
         "states": {"checked": checked},
         "verdicts": {k: counts[k] for k in sorted(counts)},
         "violations": violations,
+        # REC-CRASHSAFE: states whose recovery was crashed, and the crash
+        # states of recovery that were recovered again for them
+        **({"crashsafe": crashsafe} if crashsafe["states"] else {}),
     }

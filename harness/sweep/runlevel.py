@@ -3,10 +3,12 @@ time, for DHL SUTs:
 
 * DHL-T2, CC-NEXT, CC-MONO: over the successive images of every database
   page in the log, once per run (``checkers.dhl_trace``);
-* REC-CRASHSAFE: DHL recovery's own writes crashed at every point and
-  recovered again — costly (one enumeration per state), so it runs on an
-  evenly spaced, deterministic sample of the run's checked states
-  (``checkers.recovery``).
+* REC-CRASHSAFE: DHL recovery's own writes crashed at many points and
+  recovered again — costly (one enumeration per state), so it runs on a
+  deterministic sample of the run's checked states, spread over the run,
+  among the states whose recovery writes something (a state whose recovery
+  writes nothing cannot be interrupted: it is tried and passed over, and
+  counted) (``checkers.recovery``).
 
 Their records have the shape of states.jsonl lines (``id`` is ``trace`` for
 the trace checks, the state ID for a sampled state) and go to run.jsonl.
@@ -20,7 +22,7 @@ from typing import Any
 
 from checkers.dhl_trace import trace_verdicts
 from checkers.recovery import crashsafe_verdict
-from checkers.verdict import Verdict, skipped
+from checkers.verdict import Verdict
 from harness.logformat import LogReader
 from harness.rundir import RunDir
 from harness.states import state_from_id
@@ -28,33 +30,34 @@ from harness.sweep.worker import StateChecker
 from workloads.suts import get_sut
 
 TRACE_ID = "trace"
+# REC-CRASHSAFE: states tried, per sampled state, before giving up on
+# finding states whose recovery writes (most states of a CC run need one).
+TRIES_PER_SAMPLE = 16
 
 
 def record(rec_id: str, verdicts: list[Verdict]) -> dict[str, Any]:
     out: dict[str, Any] = {"id": rec_id, "v": {v.invariant: v.status for v in verdicts}}
+    for v in verdicts:  # REC-CRASHSAFE: how many crash states of recovery were recovered
+        if v.invariant == "REC-CRASHSAFE" and v.status == "pass" and isinstance(v.actual, int):
+            out["recovery_states"] = v.actual
     fails = [v.to_json() for v in verdicts if v.failed]
     if fails:
         out["fail"] = fails
     return out
 
 
-def sample_ids(states_path: Path, k: int) -> list[str]:
-    """``k`` state IDs spread evenly over states.jsonl (first and last
-    included), in file order."""
+def spread_ids(states_path: Path) -> list[str]:
+    """Every state ID of states.jsonl, in an order that spreads over the run
+    from the start: the middle, then the quarters, the eighths... (the
+    bit-reversed order of the positions), so that any first k are evenly
+    spread and the first and last states, which seldom need recovery, come
+    late."""
     with open(states_path) as f:
-        n = sum(1 for _ in f)
-    if k <= 0 or n == 0:
-        return []
-    k = min(k, n)
-    want = sorted({round(i * (n - 1) / (k - 1)) for i in range(k)}) if k > 1 else [0]
-    ids: list[str] = []
-    with open(states_path) as f:
-        for i, line in enumerate(f):
-            if ids and len(ids) == len(want):
-                break
-            if i == want[len(ids)]:
-                ids.append(json.loads(line)["id"])
-    return ids
+        ids = [json.loads(line)["id"] for line in f]
+    n = len(ids)
+    bits = max(1, (n - 1).bit_length())
+    order = sorted(range(n), key=lambda i: int(f"{i:0{bits}b}"[::-1], 2))
+    return [ids[i] for i in order[1:] + order[:1]] if n > 1 else ids
 
 
 def run_level_records(run: RunDir, states_path: Path, workroot: Path,
@@ -64,22 +67,26 @@ def run_level_records(run: RunDir, states_path: Path, workroot: Path,
     if get_sut(meta["sut"]).engine != "dhl":
         return []
     out = [record(TRACE_ID, trace_verdicts(run, _fresh(workroot / "trace")))]
-    ids = sample_ids(states_path, crashsafe_sample)
-    if not ids:
+    if crashsafe_sample <= 0:
         return out
     keep = _fresh(workroot / "keep")
     checker = StateChecker(run, _fresh(workroot / "crashsafe"), fsck=False)
     checker.keep = keep
+    found = 0
     try:
         with LogReader(run.log) as reader:
-            for sid in ids:
+            for sid in spread_ids(states_path)[: TRIES_PER_SAMPLE * crashsafe_sample]:
                 checker.check(state_from_id(reader, sid))
                 db = keep / "files" / meta["db"]
-                if db.exists():
-                    v = crashsafe_verdict(db, _fresh(workroot / "cs"), blockdev=checker.blockdev)
-                else:
-                    v = skipped("REC-CRASHSAFE", "the file system did not recover the database")
+                if not db.exists():
+                    continue  # the file system lost the database: nothing to recover
+                v = crashsafe_verdict(db, _fresh(workroot / "cs"), blockdev=checker.blockdev)
+                if v.status == "pass" and v.actual == 0:
+                    continue  # recovery wrote nothing: it cannot be interrupted
                 out.append(record(sid, [v]))
+                found += 1
+                if found == crashsafe_sample:
+                    break
     finally:
         checker.close()
     return out
