@@ -42,8 +42,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from checkers.dhl import committed_fcc, open_image
+from checkers.invariants import TRACE_LEVEL
 from checkers.verdict import Verdict, failed, passed, skipped
-from dhl.binding import Headers, image_headers
+from dhl.binding import DhlError, Headers, image_headers
 from harness.env import work_folder
 from harness.explain.ext4 import _extents, debugfs
 from harness.images import verified_base_for_run
@@ -53,7 +54,7 @@ from harness.replay import replay
 from harness.rundir import RunDir
 
 MAX_LISTED = 8
-IDS = ("DHL-T2", "CC-NEXT", "CC-MONO")
+IDS = TRACE_LEVEL
 
 
 @dataclass(frozen=True)
@@ -288,7 +289,18 @@ def _block_size(image: Path) -> int:
 
 def trace_verdicts(run: RunDir, workdir: Path | None = None) -> list[Verdict]:
     """DHL-T2, CC-NEXT and CC-MONO for a recorded DHL run (any SUT with
-    engine "dhl"); the final image is rebuilt in a scratch folder."""
+    engine "dhl"); the final image is rebuilt in a scratch folder.  A final
+    image the engine cannot open (the workload ran to its end: a correct SUT
+    always leaves an openable database) fails all three, with the reason:
+    a broken SUT gets verdicts, never an exception."""
+    try:
+        return _trace_verdicts(run, workdir)
+    except DhlError as e:
+        why = f"the run's final image cannot be opened, so its pages cannot be traced: {e}"
+        return [failed(i, why) for i in IDS]
+
+
+def _trace_verdicts(run: RunDir, workdir: Path | None) -> list[Verdict]:
     meta = run.meta()
     fs, db_name = meta["fs"], meta["db"]
     if fs not in ("raw", "ext4"):

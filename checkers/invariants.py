@@ -54,6 +54,8 @@ INVARIANTS: dict[str, Invariant] = {
 }
 
 DB_LEVEL = ("DB-OPEN", "DB-INTEGRITY", "DB-ATOMIC", "DB-DURABLE", "DB-PREFIX", "FS-RECOVER")
+# judged once per run over the write trace (checkers/dhl_trace.py)
+TRACE_LEVEL = ("DHL-T2", "CC-NEXT", "CC-MONO")
 
 
 def invariant(inv_id: str) -> Invariant:

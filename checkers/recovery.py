@@ -183,6 +183,15 @@ def crashsafe_verdict(image_path: Path, workdir: Path, limit: int = DEFAULT_LIMI
 
     ``ops`` replaces the captured recovery writes (tests use it to play the
     writes of a deliberately broken recovery)."""
+    try:
+        return _crashsafe(image_path, workdir, limit, ops, blockdev)
+    except DhlError as e:  # a broken image gets a verdict, never an exception
+        return skipped("REC-CRASHSAFE", f"the crash image cannot be opened ({e}): "
+                                        "DB-OPEN judges it")
+
+
+def _crashsafe(image_path: Path, workdir: Path, limit: int, ops: Sequence[IoOp] | None,
+               blockdev: bool) -> Verdict:
     if _is_nolog(image_path):
         return skipped("REC-CRASHSAFE", "NOLOG database: no recovery")
     work = workdir / "rec-crashsafe"

@@ -96,6 +96,18 @@ def _print_table(title: str, rows: list[dict[str, Any]]) -> None:
     out.print(_verdict_table(title, rows))
 
 
+STATUS_STYLE = {"held": "[green]held[/]", "broken": "[red]BROKEN[/]",
+                "unverified": "[red]UNVERIFIED[/]"}
+
+
+def _print_broken(where: str, exp: dict[str, Any]) -> None:
+    """One stderr line per broken or unverified promise of a cell."""
+    for line in exp.get("broken", []):
+        click.echo(f"expectation broken: {where}{line}", err=True)
+    for line in exp.get("unverified", []):
+        click.echo(f"expectation unverified: {where}{line}", err=True)
+
+
 def _verdict_table(title: str, rows: list[dict[str, Any]]) -> Table:
     """One row per cell and strategy; the failures column names only the
     invariants that failed, with the number of failing states (the full
@@ -107,7 +119,7 @@ def _verdict_table(title: str, rows: list[dict[str, Any]]) -> Table:
     for r in rows:
         fails = [f"{inv} {c['fail']}" for inv, c in sorted(r["verdicts"].items()) if c["fail"]]
         exp = r["expectation"]
-        status = "[green]held[/]" if exp["ok"] else "[red]BROKEN[/]"
+        status = STATUS_STYLE[exp.get("status", "held" if exp["ok"] else "broken")]
         t.add_row(r["sut"], r["workload"], r["fs"], r["strategy"], str(r["states"]["checked"]),
                   str(r["states"].get("folded", 0)),
                   describe(r["coverage"]) if r.get("coverage") else "-",
@@ -142,12 +154,12 @@ def check_cmd(run: Path, jobs: int, max_states: int | None, no_fsck: bool, resum
             hook = _hook(bar, task)
         result = check_run(rd, opts, out, resume=resume, on_progress=hook)
     cell = Cell(sut.name, rd.meta()["workload"], rd.meta()["fs"], (strategy,))
-    failures = {k: v["fail"] for k, v in result["verdicts"].items()}
-    exp = evaluate(cell.expectation(strategy), failures, result["states"]["checked"])
-    row = {**result, "expectation": {"ok": exp.ok, "broken": exp.broken}}
+    exp = evaluate(cell.expectation(strategy), result["verdicts"], result["states"]["checked"],
+                   result.get("skips"))
+    row = {**result, "expectation": {"ok": exp.ok, "status": exp.status, "broken": exp.broken,
+                                     "unverified": exp.unverified}}
     _print_table(f"crashlab check {run}", [row])
-    for line in exp.broken:
-        click.echo(f"expectation broken: {line}", err=True)
+    _print_broken("", row["expectation"])
     click.echo(f"{len(result['violations'])} violations; states and verdicts in "
                f"{out or run / 'check' / opts.tag()}")
     return 0 if exp.ok else 1
@@ -204,9 +216,7 @@ def sweep_cmd(matrix_name: str, out: Path | None, backend: str, shard_spec: str 
         )
     _print_table(f"crashlab sweep {matrix_name}", summary["cells"])
     for c in summary["cells"]:
-        for line in c["expectation"]["broken"]:
-            click.echo(f"expectation broken: {c['sut']} {c['workload']} {c['strategy']}: {line}",
-                       err=True)
+        _print_broken(f"{c['sut']} {c['workload']} {c['strategy']}: ", c["expectation"])
     click.echo(f"report: {out / 'report.html'} (also report.md, summary.json, "
                "violations.jsonl, junit.xml)")
     return code

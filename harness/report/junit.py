@@ -1,5 +1,7 @@
 """junit.xml: one test case per SUT × workload × strategy (× fs) cell; a
-cell fails when its expectation breaks."""
+cell fails when its expectation is broken (type ExpectationBroken) or
+unverified (type ExpectationUnverified: a promised invariant judged in no
+state).  Each case's output gives pass/fail/skip per invariant."""
 
 from __future__ import annotations
 
@@ -22,11 +24,15 @@ def write_junit(path: Path, sweep: str, cells: list[dict[str, Any]]) -> None:
             suite, "testcase", classname=f"crashlab.{c['sut']}",
             name=f"{c['workload']} [{c['fs']}, {c['strategy']}]",
         )
-        if not c["expectation"]["ok"]:
-            msg = "; ".join(c["expectation"]["broken"])
-            fail = ET.SubElement(case, "failure", message=msg, type="ExpectationBroken")
+        exp = c["expectation"]
+        if not exp["ok"]:
+            broken = exp.get("status", "broken") == "broken"
+            msg = "; ".join(exp["broken"] + exp.get("unverified", []))
+            fail = ET.SubElement(case, "failure", message=msg,
+                                 type="ExpectationBroken" if broken else "ExpectationUnverified")
             fail.text = msg
-        counts = ", ".join(f"{k}: {v.get('fail', 0)} failed" for k, v in c["verdicts"].items())
+        counts = ", ".join(f"{k}: {v.get('pass', 0)} passed, {v.get('fail', 0)} failed, "
+                           f"{v.get('skip', 0)} skipped" for k, v in c["verdicts"].items())
         ET.SubElement(case, "system-out").text = (
             f"{c['states']['checked']} states checked ({c['states']['folded']} folded). {counts}"
         )

@@ -58,12 +58,12 @@ def _headline(r: Report) -> list[str]:
         out.append(f"**Every expectation held** ({r.held} of {len(r.cells)} cells) — "
                    "exit status **0**.")
     else:
-        out.append(f"**✗ EXPECTATIONS BROKEN** in {len(r.broken_cells)} of {len(r.cells)} "
-                   "cells — exit status **1**:")
+        out.append(f"**✗ EXPECTATIONS BROKEN OR UNVERIFIED** in {len(r.broken_cells)} of "
+                   f"{len(r.cells)} cells — exit status **1**:")
         out.append("")
         for c in r.broken_cells:
-            out.append(f"- **{c.sut}** `{c.workload}` [{c.fs}, {c.strategy}]: "
-                       + "; ".join(c.expectation["broken"]))
+            out.append(f"- **{c.sut}** `{c.workload}` [{c.fs}, {c.strategy}] "
+                       f"**{c.status}**: " + "; ".join(c.problems))
     out += ["", f"{r.states_checked} crash states checked ({r.states_generated} generated, "
             f"{r.states_folded} folded as duplicates); {r.violations_total} failing "
             "(state, invariant) pairs in `violations.jsonl`.", ""]
@@ -77,7 +77,8 @@ def _matrix(r: Report) -> list[str]:
         out += [f"### strategy `{strategy}`", ""]
         header = ["SUT", "workload", "fs", "states", *r.invariants, "expectation"]
         rows = [[row.sut, f"`{row.workload}`", row.fs, row.checked,
-                 *(_mark(c) for c in row.cells), "held" if row.ok else "**BROKEN**"]
+                 *(_mark(c) for c in row.cells),
+                 "held" if row.ok else f"**{row.status.upper()}**"]
                 for row in r.matrix[strategy]]
         out += table(header, rows, numeric=[3])
     return out
@@ -171,8 +172,8 @@ def _cells(r: Report) -> list[str]:
     for c in r.cells:
         log = (f"{c.log['entries']}, {c.log['writes']}, {fmt(c.log['bytes_written'] / 1024)}, "
                f"{c.log['flushes']}") if c.log else "n/a"
-        exp = "held" if c.expectation["ok"] else "**BROKEN**: " + "; ".join(
-            c.expectation["broken"])
+        exp = "held" if c.expectation["ok"] else f"**{c.status.upper()}**: " + "; ".join(
+            c.problems)
         rows.append([c.sut, f"`{c.workload}`", c.fs, c.strategy, c.states["generated"],
                      c.states["folded"], c.states["checked"], c.coverage, fmt(c.seconds, 2),
                      fmt(c.rate),

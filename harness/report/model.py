@@ -90,6 +90,7 @@ class MatrixRow:
     ok: bool
     broken: list[str]
     cells: list[MatrixCell]
+    status: str = "held"  # held, broken or unverified
 
 
 @dataclass
@@ -143,6 +144,17 @@ class CellInfo:
     seconds: float | None
     log: dict[str, Any] | None
     coverage: str = "—"  # kept sets visited / possible (harness/states/coverage.py)
+    skips: dict[str, dict[str, int]] = field(default_factory=dict)  # promised: reason -> n
+
+    @property
+    def status(self) -> str:
+        """held, broken or unverified (a promised invariant judged nowhere)."""
+        return str(self.expectation.get("status", "held" if self.expectation["ok"] else "broken"))
+
+    @property
+    def problems(self) -> list[str]:
+        """What broke, then what was promised but not judged."""
+        return list(self.expectation["broken"]) + list(self.expectation.get("unverified", []))
 
     @property
     def rate(self) -> float | None:
@@ -382,12 +394,13 @@ def build_report(sweep: Sweep, *, per_group: int = DEFAULT_PER_GROUP) -> Report:
             float(t) if isinstance(t, int | float) else None,
             (meta or {}).get("log"),
             describe(c["coverage"]) if c.get("coverage") else "—",
+            c.get("skips") or {},
         ))
     invariants = _order_invariants(inv_ids)
     matrix: dict[str, list[MatrixRow]] = {s: [] for s in strategies}
     for c in cells:
         row = MatrixRow(c.sut, c.workload, c.fs, c.states["checked"], c.expectation["ok"],
-                        list(c.expectation.get("broken", [])), [])
+                        c.problems, [], c.status)
         for inv in invariants:
             v = c.verdicts.get(inv)
             row.cells.append(MatrixCell(inv, (v or {}).get("fail", 0), (v or {}).get("pass", 0),

@@ -375,6 +375,7 @@ def summarise(run: RunDir, states_path: Path, opts: CheckOptions, *,
     violations: list[dict[str, Any]] = []
     checked = 0
     crashsafe = {"states": 0, "recovery_states": 0}
+    skips: dict[str, dict[str, int]] = {}
     run_path = states_path.with_name(RUN_NAME)
     for path in (states_path, run_path):
         if not path.exists():
@@ -390,6 +391,9 @@ def summarise(run: RunDir, states_path: Path, opts: CheckOptions, *,
                     counts.setdefault(inv, {"pass": 0, "fail": 0, "skip": 0})[status] += 1
                 for v in rec.get("fail", []):
                     violations.append(_violation(run, rec, v))
+                for inv, why in rec.get("skip", {}).items():
+                    per = skips.setdefault(inv, {})
+                    per[why] = per.get(why, 0) + 1
     if opts.max_states is None and checked == 0 and not allow_empty:
         raise CrashlabError(f"{run.path}: no crash state in the window (empty log?)")
     return {
@@ -402,6 +406,7 @@ def summarise(run: RunDir, states_path: Path, opts: CheckOptions, *,
         "states": {"checked": checked},
         "verdicts": {k: counts[k] for k in sorted(counts)},
         "violations": violations,
+        "skips": {inv: skips[inv] for inv in sorted(skips)},  # invariant -> reason -> states
         # REC-CRASHSAFE: states whose recovery was crashed, and the crash
         # states of recovery that were recovered again for them
         **({"crashsafe": crashsafe} if crashsafe["states"] else {}),

@@ -40,6 +40,9 @@ def record(rec_id: str, verdicts: list[Verdict]) -> dict[str, Any]:
     for v in verdicts:  # REC-CRASHSAFE: how many crash states of recovery were recovered
         if v.invariant == "REC-CRASHSAFE" and v.status == "pass" and isinstance(v.actual, int):
             out["recovery_states"] = v.actual
+    skips = {v.invariant: v.explanation for v in verdicts if v.status == "skip"}
+    if skips:
+        out["skip"] = skips
     fails = [v.to_json() for v in verdicts if v.failed]
     if fails:
         out["fail"] = fails

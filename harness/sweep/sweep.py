@@ -83,9 +83,15 @@ def cell_record(cell: Cell, strategy: str, result: dict[str, Any],
         "expectation": {
             "guaranteed": list(cell.expectation(strategy).guaranteed),
             "must_violate_any": list(cell.must_violate_any),
+            "status": exp.status,
             "ok": exp.ok,
             "broken": exp.broken,
+            "unverified": exp.unverified,
         },
+        # why promised invariants were skipped, by reason (the report groups them)
+        "skips": {inv: result.get("skips", {}).get(inv, {})
+                  for inv in cell.expectation(strategy).guaranteed
+                  if result.get("skips", {}).get(inv)},
     }
 
 
@@ -129,8 +135,8 @@ def run_sweep(
                     on_progress=(lambda g, c, lab=label: on_progress(lab, g, c))
                     if on_progress else None,
                 )
-            failures = {k: v["fail"] for k, v in result["verdicts"].items()}
-            exp = evaluate(cell.expectation(strategy), failures, result["states"]["checked"])
+            exp = evaluate(cell.expectation(strategy), result["verdicts"],
+                           result["states"]["checked"], result.get("skips"))
             results.append(exp)
             cell_records.append(cell_record(cell, strategy, result, exp))
             for v in result["violations"]:

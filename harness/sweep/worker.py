@@ -167,6 +167,9 @@ def state_record(state: State, verdicts: list[Verdict], marks: tuple[int, int]
         "begun": marks[1],
         "v": {v.invariant: v.status for v in verdicts},
     }
+    skips = {v.invariant: v.explanation for v in verdicts if v.status == "skip"}
+    if skips:
+        rec["skip"] = skips
     fails = [v.to_json() for v in verdicts if v.failed]
     if fails:
         rec["fail"] = fails

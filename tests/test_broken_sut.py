@@ -1,0 +1,60 @@
+"""A broken SUT is what crashlab exists for: a run whose final image cannot
+be opened still gets a finished check and sweep, every output file, and
+failing verdicts with their reasons — never a traceback."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+from support import crashlab, record_runs
+
+from harness.logformat import LogReader
+from harness.record.fuse import FuseBackend
+from harness.rundir import RunDir
+from harness.sweep.matrix import DHL_INSERT, Cell
+from harness.sweep.sweep import SweepOptions, run_sweep
+
+OK, WHY = FuseBackend.available()
+pytestmark = [pytest.mark.root, pytest.mark.skipif(not OK, reason=f"fuse backend: {WHY}")]
+
+
+def _break_header(run: RunDir) -> None:
+    """The SUT's last write of the header page (page 0) wrote garbage: every
+    state after it, and the final image, has no DHL header."""
+    with LogReader(run.log) as r:
+        last = [e for e in r.entries() if e.nr_sectors and not e.is_discard
+                and e.sector == 0][-1]
+        size = r.sectorsize
+    fd = os.open(run.log, os.O_RDWR)
+    try:
+        os.pwrite(fd, b"\xa5" * (last.nr_sectors * size), last.offset + size)
+    finally:
+        os.close(fd)
+
+
+def test_check_and_sweep_finish_on_a_broken_sut(tmp_path: Path) -> None:
+    run = record_runs(tmp_path / "rec", {"dhl-cc-raw": DHL_INSERT}, fs="raw")["dhl-cc-raw"]
+    _break_header(run)
+    p = crashlab("check", str(run.path), "--strategy", "prefix", "--out", str(tmp_path / "c"))
+    assert p.returncode == 1, p.stderr
+    assert "Traceback" not in p.stderr
+    result = json.loads((tmp_path / "c" / "result.json").read_text())
+    assert result["verdicts"]["DHL-T2"]["fail"] == 1
+    trace = [json.loads(x) for x in (tmp_path / "c" / "run.jsonl").read_text().splitlines()][0]
+    assert "cannot be opened" in trace["fail"][0]["explanation"]
+    assert result["verdicts"]["DB-OPEN"]["fail"] > 0
+
+    cell = Cell("dhl-cc-raw", DHL_INSERT, "raw", ("prefix",))
+    out = tmp_path / "sweep"
+    shutil.copytree(run.path, out / "runs" / cell.name, ignore=shutil.ignore_patterns("check"))
+    summary, code = run_sweep("t", [cell], out, SweepOptions(backend="fuse", jobs=2),
+                              resume=True)
+    assert code == 1 and not summary["ok"]
+    for name in ("summary.json", "violations.jsonl", "junit.xml", "report.html", "report.md"):
+        assert (out / name).stat().st_size > 0, name
+    assert "DB-OPEN is guaranteed but failed" in " ".join(
+        summary["cells"][0]["expectation"]["broken"])
