@@ -102,7 +102,7 @@ def test_html_well_formed_with_headline_matrix_and_plots(sweep):
     root, want, _ = sweep
     page = parse_html(root / "report.html")
     text = " ".join(" ".join(page.text).split())
-    assert "EXPECTATIONS BROKEN in 1 of 3 cells — exit status 1" in text
+    assert "EXPECTATIONS BROKEN OR UNVERIFIED in 1 of 3 cells — exit status 1" in text
     assert "DB-ATOMIC is guaranteed but failed in 2 of 30 states" in text
     checked = sum(c["states"]["checked"] for c in want["summary"]["cells"])
     assert f"{checked} crash states checked" in text
