@@ -43,6 +43,12 @@ class RunDir:
         except json.JSONDecodeError as e:
             raise CrashlabError(f"{self.meta_path}: corrupt JSON ({e})") from None
 
+    @property
+    def log_order(self) -> str:
+        """What log order means for this run's crash states (the recording
+        backend's; runs from before it was recorded: the fuse backend's)."""
+        return str(self.meta().get("log_order", "completion"))
+
     def write_meta(self, meta: dict[str, Any]) -> None:
         write_json_atomic(self.meta_path, meta)
 

@@ -180,14 +180,14 @@ def repro_cmd(run: Path, state_id: str, out: Path | None, shell: bool, all_write
     if not rd.log.exists():
         raise CrashlabError(f"{run}: no write log ({rd.log.name})")
     with LogReader(rd.log) as reader:
-        state_from_id(reader, state_id)  # bad IDs fail here, before any work
+        state_from_id(reader, state_id, rd.log_order)  # bad IDs fail here, before any work
     interactive = shell and sys.stdin.isatty()
     with _folder(out, keep_tmp=False) as folder, \
             temporary_folder("crashlab-repro-work-") as work:
         checker = StateChecker(rd, work / "check", fsck=not no_fsck)
         try:
             checker.keep = folder
-            state: State = state_from_id(checker.image.reader, state_id)
+            state: State = state_from_id(checker.image.reader, state_id, rd.log_order)
             verdicts = checker.check(state)
             rec = checker.last_recovery
         finally:
@@ -196,7 +196,7 @@ def repro_cmd(run: Path, state_id: str, out: Path | None, shell: bool, all_write
         recovered = folder / "recovered.img"
         with LogReader(rd.log) as reader:
             x = explain_state(
-                reader, state_from_id(reader, state_id), fs=checker.fs,
+                reader, state_from_id(reader, state_id, rd.log_order), fs=checker.fs,
                 base=verified_base_for_run(rd), crash_image=folder / "crash.img",
                 recovered=recovered if rec.ok and checker.fs != "raw" else None,
                 db_name=checker.db_name, workdir=work / "explain",

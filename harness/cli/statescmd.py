@@ -17,6 +17,7 @@ import click
 from harness.logformat import LogReader
 from harness.rundir import resolve_log
 from harness.states import STRATEGIES, TORN_PATTERNS, Enumeration, Options, State, state_from_id
+from harness.states.model import LOG_ORDERS
 
 _D = Options()
 
@@ -46,6 +47,10 @@ def state_options(f: Callable[..., Any], strategies: tuple[str, ...] = STRATEGIE
         click.option("--window-end", default=None, metavar="MARK",
                      help="only states whose crash can lie before this mark"),
         click.option("--no-dedup", is_flag=True, help="do not fold identical states"),
+        click.option("--log-order", type=click.Choice(LOG_ORDERS), default=_D.log_order,
+                     show_default=True,
+                     help="what a write's log position means (a run's meta.json says; "
+                          "dm-log-writes: non-FUA writes logged at the next flush)"),
     ]
     for d in reversed(decorators):
         f = d(f)
@@ -66,6 +71,7 @@ def options_from(kw: dict[str, Any]) -> Options:
         window_start=kw.pop("window_start"),
         window_end=kw.pop("window_end"),
         dedup=not kw.pop("no_dedup"),
+        log_order=kw.pop("log_order"),
     )
 
 
@@ -99,7 +105,8 @@ def states_cmd(target: Path, count_only: bool, as_json: bool, show_id: str | Non
     opts = options_from(kw)
     with LogReader(resolve_log(target)) as reader:
         if show_id is not None:
-            click.echo(json.dumps(state_record(state_from_id(reader, show_id)), indent=2))
+            click.echo(json.dumps(state_record(state_from_id(reader, show_id, opts.log_order)),
+                                  indent=2))
             return
         en = Enumeration(reader, opts)
         for s in en:

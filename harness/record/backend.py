@@ -59,6 +59,9 @@ class Mounted:
 
 class Backend(ABC):
     name: ClassVar[str]
+    # What a write's position in this backend's log means for crash states
+    # (harness/states/model.py): "completion" or "dm-log-writes".
+    log_order: ClassVar[str] = "completion"
 
     @classmethod
     @abstractmethod

@@ -66,6 +66,7 @@ def log_end(log: Path) -> int:
 
 class DmBackend(Backend):
     name = "dm"
+    log_order = "dm-log-writes"  # the kernel logs non-FUA writes at the next flush
 
     @classmethod
     def available(cls) -> tuple[bool, str]:

@@ -149,7 +149,7 @@ def record(
             shutil.rmtree(workdir, ignore_errors=True)
         if run.log.exists():
             _write_meta(run, be.name, choice, fs, base, digest, command, status, interrupted,
-                        versions, extra_meta, started, wall)
+                        versions, extra_meta, started, wall, be.log_order)
         if left:
             raise CrashlabError(f"still mounted after teardown: {', '.join(left)} "
                                 f"(working directory {workdir} kept)")
@@ -170,6 +170,7 @@ def _write_meta(
     extra_meta: Mapping[str, Any] | None,
     started: str,
     wall: float,
+    log_order: str,
 ) -> None:
     try:
         with LogReader(run.log, salvage=True) as reader:
@@ -179,6 +180,7 @@ def _write_meta(
     meta: dict[str, Any] = {
         "backend": backend,
         "backend_choice": choice,
+        "log_order": log_order,
         "fs": fs,
         "kernel": platform.release(),
         "image": {"fs": fs, "path": str(base), "sha256": digest},

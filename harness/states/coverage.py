@@ -32,9 +32,13 @@ class EpochCoverage:
 
 
 def possible_kept_sets(epoch: Epoch) -> int:
-    """The number of valid kept sets of ``epoch``: the empty set, plus for
-    each last kept write l every choice of the earlier non-FUA writes
-    (earlier FUA writes must be kept)."""
+    """The number of valid kept sets of ``epoch``.  Completion order: the
+    empty set, plus for each last kept write l every choice of the earlier
+    non-FUA writes (earlier FUA writes must be kept).  dm-log-writes order:
+    any subset of the non-FUA writes times a prefix of the FUA writes."""
+    if epoch.log_order == "dm-log-writes":
+        fua = epoch.fua_mask.bit_count()
+        return (fua + 1) << (epoch.nr_writes - fua)
     total = 1
     fua_below = 0
     for last in range(epoch.nr_writes):

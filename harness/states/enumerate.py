@@ -85,7 +85,7 @@ class Enumeration:
         """Every epoch of the log up to the window's end, with the
         iterator of its states (empty for epochs outside the window)."""
         a, b = self._window
-        for epoch in iter_epochs(self.reader):
+        for epoch in iter_epochs(self.reader, self.opts.log_order):
             if b is not None and epoch.start > b:
                 return
             self.stats.epochs += 1

@@ -41,6 +41,9 @@ class Epoch:
     sectorsize: int = 512
     writes: list[Entry] = field(default_factory=list)
     fua_mask: int = 0  # bit w set: write w is FUA (durable where it appears)
+    # what the position of a write in the log means (harness/states/model.py):
+    # "completion" (log order is completion order) or "dm-log-writes"
+    log_order: str = "completion"
     marks_before: int = 0  # marks logged before this epoch
     acked_before: int = 0  # highest txn-ack:K before this epoch (0: none)
     begun_before: int = 0  # highest txn-begin:K before this epoch (0: none)
@@ -108,6 +111,7 @@ class Epoch:
             self.index + 1,
             start,
             sectorsize=self.sectorsize,
+            log_order=self.log_order,
             marks_before=self.marks_before + len(self.mark_at),
             acked_before=self.acked_upto[-1] if self.acked_upto else self.acked_before,
             begun_before=self.begun_upto[-1] if self.begun_upto else self.begun_before,
@@ -115,11 +119,11 @@ class Epoch:
         )
 
 
-def iter_epochs(reader: LogReader) -> Iterator[Epoch]:
+def iter_epochs(reader: LogReader, log_order: str = "completion") -> Iterator[Epoch]:
     """Yield the log's epochs in order, each once it is complete.  The last
     one (possibly empty, if the log ends with a FLUSH) has ``closed`` False
-    and ``end`` = the number of entries."""
-    epoch = Epoch(0, 0, sectorsize=reader.sectorsize)
+    and ``end`` = the number of entries.  ``log_order``: see :class:`Epoch`."""
+    epoch = Epoch(0, 0, sectorsize=reader.sectorsize, log_order=log_order)
     count = 0
     for entry in reader.entries():
         count = entry.index + 1

@@ -9,14 +9,14 @@ from harness.states.model import State, check_valid
 from harness.states.stateid import parse_id
 
 
-def state_from_id(reader: LogReader, state_id: str) -> State:
+def state_from_id(reader: LogReader, state_id: str, log_order: str = "completion") -> State:
     """Exactly the state ``state_id`` names in ``reader``'s log (any state
     the model allows, whatever strategy produced the ID).  Raises
     :class:`CrashlabError` (one line) for a malformed ID or one the log
-    cannot produce."""
+    cannot produce (under ``log_order``, the run's)."""
     key = parse_id(state_id)
     last = -1
-    for epoch in iter_epochs(reader):
+    for epoch in iter_epochs(reader, log_order):
         last = epoch.index
         if epoch.index == key.epoch:
             check_valid(epoch, key)

@@ -23,10 +23,23 @@ entry.  Marks give the cut its meaning for the checkers:
 
 Transactions are numbered from 1; 0 means none.
 
-**Validity (FUA).**  A FUA write before the state's last kept or torn write
-completed before the crash, so it is kept: it is never dropped or torn
-unless it is itself the last write of the state.  FUA says nothing of the
-writes before it (no flush): those stay volatile.
+**Validity (FUA) depends on what log order means** (the run's
+``log_order``, set by the recording backend):
+
+* ``completion`` (the fuse recorder logs each request when it completes):
+  a FUA write before the state's last kept or torn write completed before
+  the crash, so it is kept: it is never dropped or torn unless it is itself
+  the last write of the state.  FUA says nothing of the writes before it
+  (no flush): those stay volatile.
+* ``dm-log-writes`` (the kernel's target): non-FUA writes are logged when
+  the *next flush* completes, FUA writes when they complete, so a non-FUA
+  write after a FUA write in the log may have completed before it (the
+  kernel's own example: ``Wa,Wb,Wc,Cc,Ca,FLUSH,FUAd,Cb,CFLUSH`` is logged
+  ``c,a,flush,fuad,b``).  Only FUA writes are ordered among themselves: a
+  FUA write before the state's last kept or torn *FUA* write is kept; the
+  non-FUA writes of the epoch persist in any subset (``{b, not fuad}`` is a
+  state).  Such a state's crash lies before the lost FUA write completed:
+  its interval is that write's position.
 """
 
 from __future__ import annotations
@@ -38,6 +51,21 @@ from harness.errors import CrashlabError
 from harness.logformat import Entry, LogReader
 from harness.states.epochs import Epoch
 from harness.states.stateid import UNIT, StateKey, format_id, iter_bits, mask_runs
+
+COMPLETION, DM_LOG_WRITES = "completion", "dm-log-writes"
+LOG_ORDERS = (COMPLETION, DM_LOG_WRITES)
+
+
+def lost_fua(epoch: Epoch, kept: int, members: int) -> int:
+    """The FUA writes a state with these kept writes and ``members`` (kept
+    and torn) lacks although they completed before its last write: empty
+    for a valid state (see the module comment)."""
+    if epoch.log_order == DM_LOG_WRITES:
+        members &= epoch.fua_mask
+    last = members.bit_length() - 1
+    if last <= 0:
+        return 0
+    return epoch.fua_mask & ((1 << last) - 1) & ~kept
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,8 +95,11 @@ def compute_cut(epoch: Epoch, kept: int, torn_mask: int) -> Cut:
         lo = epoch.start
     else:
         lo = epoch.writes[last].index + 1
+    lost = epoch.fua_mask & ((1 << last) - 1) & ~kept if last > 0 else 0
     if last >= 0 and torn_mask >> last & 1 and epoch.fua_mask >> last & 1:
         lo = hi = epoch.writes[last].index
+    elif lost:  # dm-log-writes order only: the crash came before that FUA write completed
+        lo = hi = epoch.writes[(lost & -lost).bit_length() - 1].index
     else:
         later = epoch.fua_mask >> (last + 1)
         if later:
@@ -110,15 +141,13 @@ def check_valid(epoch: Epoch, key: StateKey) -> None:
             )
         if units == (1 << total) - 1:
             raise CrashlabError(f"state {sid}: write {write} torn with every unit kept (keep it)")
-    last = members.bit_length() - 1
-    if last >= 0:
-        lost_fua = epoch.fua_mask & ((1 << last) - 1) & ~key.kept
-        if lost_fua:
-            w = (lost_fua & -lost_fua).bit_length() - 1
-            raise CrashlabError(
-                f"state {sid}: FUA write {w} completed before write {last}, so it cannot be "
-                "dropped or torn"
-            )
+    lost = lost_fua(epoch, key.kept, members)
+    if lost:
+        w = (lost & -lost).bit_length() - 1
+        raise CrashlabError(
+            f"state {sid}: FUA write {w} completed before a persisted write later in the "
+            f"log ({epoch.log_order} order), so it cannot be dropped or torn"
+        )
 
 
 class State:

@@ -48,6 +48,7 @@ from itertools import combinations
 from harness.errors import CrashlabError
 from harness.logformat import Entry
 from harness.states.epochs import Epoch
+from harness.states.model import LOG_ORDERS, lost_fua
 from harness.states.stateid import UNIT, is_prefix_mask, run_mask
 
 STRATEGIES = ("prefix", "reorder", "torn", "torn-reorder", "persistence-points")
@@ -73,6 +74,7 @@ class Options:
     window_start: str | None = None  # first mark of the window (see enumerate.py)
     window_end: str | None = None  # last mark of the window
     dedup: bool = True  # fold states with identical overlays and mark context
+    log_order: str = "completion"  # the run's (harness/states/model.py): which states are valid
 
     def validate(self) -> None:
         """Raise :class:`CrashlabError` (one line) on a bad option."""
@@ -95,14 +97,16 @@ class Options:
             raise CrashlabError("max_exhaustive above 24 means > 16M states per epoch")
         if self.max_subset_blocks > 16:
             raise CrashlabError("max_subset_blocks above 16 means > 65k states per write")
+        if self.log_order not in LOG_ORDERS:
+            raise CrashlabError(f"unknown log order {self.log_order!r} "
+                                f"(choose from {', '.join(LOG_ORDERS)})")
         if self.sample is not None and self.sample < 1:
             raise CrashlabError(f"sample must be >= 1, not {self.sample}")
 
 
-def _fua_ok(epoch: Epoch, kept: int) -> bool:
-    """No FUA write before the last kept write is missing."""
-    last = kept.bit_length() - 1
-    return last <= 0 or not epoch.fua_mask & ((1 << last) - 1) & ~kept
+def _fua_ok(epoch: Epoch, kept: int, torn: int = 0) -> bool:
+    """No FUA write that completed before the state's last write is missing."""
+    return not lost_fua(epoch, kept, kept | torn)
 
 
 def prefix_states(epoch: Epoch) -> Iterator[tuple[int, Torn]]:
@@ -164,9 +168,7 @@ def _sampled(epoch: Epoch, m: int, seed: str) -> Iterator[tuple[int, Torn]]:
             kept = 0
             for w in rng.sample(range(n), k):
                 kept |= 1 << w
-            last = kept.bit_length() - 1
-            if last > 0:
-                kept |= epoch.fua_mask & ((1 << last) - 1)
+            kept |= lost_fua(epoch, kept, kept)
             if is_prefix_mask(kept) or kept in seen:
                 continue
             seen.add(kept)
@@ -238,13 +240,10 @@ def torn_reorder_states(epoch: Epoch, opts: Options) -> Iterator[tuple[int, Torn
         if kept == full:
             continue
         rng = random.Random(f"{opts.seed}:{epoch.index}:{kept}")
-        last = kept.bit_length() - 1
-        # A torn write must be allowed to be incomplete: not a FUA write that
-        # completed before the last kept one, and tearing it must not make
-        # an earlier FUA write "lost before a persisted write".
+        # A torn write is one that may be incomplete: the state with it torn
+        # must lose no FUA write that completed before its last write.
         dropped = [w for w in range(epoch.nr_writes) if not kept >> w & 1
-                   and not (epoch.fua_mask >> w & 1 and w < last)
-                   and _fua_ok(epoch, kept | 1 << w)]
+                   and _fua_ok(epoch, kept, 1 << w)]
         rng.shuffle(dropped)
         for w in dropped:
             blocks = tear_blocks(epoch.writes[w], epoch.sectorsize, opts.tear_unit)

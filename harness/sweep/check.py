@@ -95,8 +95,10 @@ def options_for(strategy: str, base: CheckOptions) -> CheckOptions:
 
 
 def default_window(run: RunDir, opts: Options) -> Options:
-    """Check from ``setup-done`` on when the run has that mark and no window
-    was given: before it the database does not exist yet."""
+    """The run's own facts in the options: its log order (which states are
+    valid) and, when the run has a ``setup-done`` mark and no window was
+    given, a window from it on (before it the database does not exist)."""
+    opts = dataclasses.replace(opts, log_order=run.log_order)
     if opts.window_start is None and "setup-done" in run.meta().get("marks", []):
         return dataclasses.replace(opts, window_start="setup-done")
     return opts
@@ -113,12 +115,13 @@ class _EpochCursor:
     """The log's epochs in order, for a worker: chunks arrive in log order,
     so the cursor only moves forward (an earlier epoch restarts it)."""
 
-    def __init__(self, log: Path) -> None:
+    def __init__(self, log: Path, log_order: str) -> None:
         self.reader = LogReader(log)
+        self.log_order = log_order
         self._restart()
 
     def _restart(self) -> None:
-        self._it = iter_epochs(self.reader)
+        self._it = iter_epochs(self.reader, self.log_order)
         self.epoch: Epoch | None = None
 
     def get(self, index: int) -> Epoch:
@@ -147,7 +150,7 @@ def _init_worker(run_path: str, workroot: str, fsck: bool) -> None:
         workdir = Path(tempfile.mkdtemp(prefix="w", dir=workroot))
         run = RunDir(Path(run_path))
         _checker = StateChecker(run, workdir, fsck=fsck)
-        _epochs = _EpochCursor(run.log)
+        _epochs = _EpochCursor(run.log, run.log_order)
     except BaseException as e:  # noqa: BLE001
         _init_error = e
 

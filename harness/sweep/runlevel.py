@@ -79,7 +79,7 @@ def run_level_records(run: RunDir, states_path: Path, workroot: Path,
     try:
         with LogReader(run.log) as reader:
             for sid in spread_ids(states_path)[: TRIES_PER_SAMPLE * crashsafe_sample]:
-                checker.check(state_from_id(reader, sid))
+                checker.check(state_from_id(reader, sid, run.log_order))
                 db = keep / "files" / meta["db"]
                 if not db.exists():
                     continue  # the file system lost the database: nothing to recover
