@@ -10,8 +10,18 @@ exactly the TIDs below W are committed).  Then:
 * DHL-T2: a write may overwrite (change) only one slot header, and only one
   that holds nothing (INV), or an uncommitted one (TID >= W), or a committed
   one that is older than the page's other slot header, itself committed —
-  never the only committed header, never the newer one;
-* CC-NEXT: the overwritten header never has TID W - 1;
+  never the only committed header, never the newer one.  And it may not
+  change a byte a committed slot owns — its header, its offset-array
+  entries, its records — as read by the independent decoder
+  (``checkers.dhl_format``, from FORMAT.md): swapping two offsets of the
+  committed slot, or writing a new record over one of its records, fails
+  even when every TID looks right.  A write that only zeroes TIDs (an
+  invalidation: recovery's, in a continuation's log) may zero only headers
+  above the FCC the pages held before it;
+* CC-NEXT: the overwritten header never has the TID of W's predecessor,
+  the transaction that wrote before W (W - 1 unless a rollback made the
+  engine skip TIDs; the first transaction's predecessor is the base
+  image's FCC);
 * CC-MONO: at every ``txn-ack`` mark, the FCC that recovery would choose
   from the pages as written so far (newest complete commit record) is not
   below the one at the previous ``txn-ack``.
@@ -42,6 +52,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from checkers.dhl import committed_fcc, open_image
+from checkers.dhl_format import changed_bytes
 from checkers.invariants import TRACE_LEVEL
 from checkers.verdict import Verdict, failed, passed, skipped
 from dhl.binding import DhlError, Headers, image_headers
@@ -106,10 +117,24 @@ class TraceResult:
     next: list[Finding] = field(default_factory=list)
     mono: list[Finding] = field(default_factory=list)
     fcc_at_ack: list[tuple[str, int]] = field(default_factory=list)
+    current: int = 0  # the transaction writing now
+    predecessor: int = 0  # the transaction that wrote before it
 
 
 def _tid(t: int) -> str:
     return "0 (INV)" if t == 0 else str(t)
+
+
+@dataclass(frozen=True)
+class PageWrite:
+    """One page as a log entry changed it: slot headers and bytes before
+    and after."""
+
+    pgno: int
+    old: Headers
+    new: Headers
+    before: bytes
+    after: bytes
 
 
 class PageTrace:
@@ -136,25 +161,34 @@ class PageTrace:
             self.headers[pgno] = image_headers(bytes(pg), self.ps, pgno, self.ntrees)[0]
         return pg
 
-    def write(self, dev_off: int, data: bytes) -> list[tuple[int, Headers, Headers]]:
-        """Apply one device write; ``(page, old headers, new headers)`` for
-        every database page it touched."""
-        touched: dict[int, Headers] = {}
+    def write(self, dev_off: int, data: bytes) -> list[PageWrite]:
+        """Apply one device write; one :class:`PageWrite` for every database
+        page it touched."""
+        touched: dict[int, tuple[Headers, bytes]] = {}
         for foff, at, n in self.pmap.pieces(dev_off, len(data)):
             pos = 0
             while pos < n:
                 pgno, inpage = divmod(foff + pos, self.ps)
                 k = min(n - pos, self.ps - inpage)
                 pg = self.page(pgno)
-                touched.setdefault(pgno, self.headers[pgno])
+                touched.setdefault(pgno, (self.headers[pgno], bytes(pg)))
                 pg[inpage:inpage + k] = data[at + pos:at + pos + k]
                 pos += k
         out = []
-        for pgno, old in touched.items():
-            new = image_headers(bytes(self.pages[pgno]), self.ps, pgno, self.ntrees)[0]
+        for pgno, (old, before) in touched.items():
+            after = bytes(self.pages[pgno])
+            new = image_headers(after, self.ps, pgno, self.ntrees)[0]
             self.headers[pgno] = new
-            out.append((pgno, old, new))
+            out.append(PageWrite(pgno, old, new, before, after))
         return out
+
+    def base_headers(self) -> list[Headers]:
+        """Headers of every page of the database in the base image (its
+        header page's larger page count)."""
+        self.page(0)
+        for p in range(max(self.headers[0].aux)):
+            self.page(p)
+        return self.all_headers()
 
     def all_headers(self) -> list[Headers]:
         """Headers of pages 0..max known page, dense (unknown pages: read
@@ -165,16 +199,48 @@ class PageTrace:
         return [self.headers[p] for p in range(top + 1)]
 
 
+def judge_bytes(entry: int, pw: PageWrite, res: TraceResult, ntrees: int,
+                fcc_before: int | None) -> None:
+    """DHL-T2 at byte level: the committed slot(s) of the page keep every
+    byte they own.  The slot the write gives a new non-zero TID is the one
+    being written; ``fcc_before`` (zeroing writes only) is the FCC before
+    the write."""
+    old, new = pw.old, pw.new
+    written = {s for s in range(2) if new.tid[s] and new.tid[s] != old.tid[s]}
+    w = max((new.tid[s] for s in written), default=0)
+    for s in range(2):
+        o = old.tid[s]
+        if not o or s in written:
+            continue
+        if new.tid[s] == 0 and o != 0:  # zeroed: an invalidation
+            if fcc_before is not None and o <= fcc_before:
+                res.t2.append(Finding(entry, pw.pgno, f"page {pw.pgno}: a write zeroed slot "
+                                                      f"{s} of TID {o}, committed (FCC "
+                                                      f"{fcc_before})"))
+            continue
+        if w and o >= w:
+            continue  # not committed when W wrote: W may replace it
+        what = changed_bytes(pw.before, pw.after, s, pw.pgno, ntrees)
+        if what:
+            by = f"transaction {w}" if w else "a write that set no TID"
+            res.t2.append(Finding(entry, pw.pgno, f"page {pw.pgno}: {by} changed bytes of the "
+                                                  f"committed slot {s} (TID {o}): "
+                                                  + ", ".join(what[:4])))
+
+
 def judge_write(entry: int, pgno: int, old: Headers, new: Headers, res: TraceResult,
                 nolog: bool) -> None:
-    """DHL-T2 and CC-NEXT for one page write."""
+    """DHL-T2 and CC-NEXT for one page write, at slot-header level."""
     changed = [s for s in range(2) if (old.tid[s], old.commit[s], old.aux[s])
                != (new.tid[s], new.commit[s], new.aux[s])]
     if not changed:
         return
     w = max(new.tid[s] for s in changed)
     if w == 0:
-        return  # an invalidation (recovery's repair), not a transaction's write
+        return  # an invalidation: judged by judge_bytes
+    if w > res.current:
+        res.predecessor, res.current = res.current, w
+    pred = res.predecessor if w == res.current else w - 1
     res.writes += 1
     where = "header page meta slot" if pgno == 0 else "slot header"
     if len(changed) == 2 and any(old.tid):
@@ -188,7 +254,7 @@ def judge_write(entry: int, pgno: int, old: Headers, new: Headers, res: TraceRes
             res.t2.append(Finding(entry, pgno, f"page {pgno}: {where} {s} went back from TID {o} "
                                                f"to TID {new.tid[s]} (a stale page image)"))
             continue
-        if o and o == w - 1:
+        if o and o == pred:
             res.next.append(Finding(entry, pgno, f"page {pgno}: transaction {w} overwrote "
                                                  f"{where} {s} of TID {o} (its predecessor)"))
         if o == 0 or o >= w or len(changed) == 2:
@@ -212,6 +278,7 @@ def trace_log(log: Path, base: Path, pmap: PageMap, page_size: int, ntrees: int,
     tr = PageTrace(base, pmap, page_size, ntrees, nolog)
     last_fcc: tuple[str, int, int] | None = None  # (mark, entry, fcc)
     try:
+        res.current = committed_fcc(tr.base_headers()) if not nolog else 0
         with LogReader(log) as reader:
             ss = reader.sectorsize
             for e in reader.entries():
@@ -229,8 +296,16 @@ def trace_log(log: Path, base: Path, pmap: PageMap, page_size: int, ntrees: int,
                     continue
                 if not e.has_payload:
                     continue
-                for pgno, old, new in tr.write(e.sector * ss, reader.payload(e)):
-                    judge_write(e.index, pgno, old, new, res, nolog)
+                pws = tr.write(e.sector * ss, reader.payload(e))
+                fcc_before = None
+                if not nolog and any(pw.new.tid[s] == 0 != pw.old.tid[s]
+                                     for pw in pws for s in range(2)):
+                    olds = {pw.pgno: pw.old for pw in pws}
+                    fcc_before = committed_fcc([olds.get(h.pgno, h) for h in tr.all_headers()])
+                for pw in pws:
+                    judge_write(e.index, pw.pgno, pw.old, pw.new, res, nolog)
+                    if not nolog:
+                        judge_bytes(e.index, pw, res, ntrees, fcc_before)
     finally:
         tr.close()
     return res
