@@ -22,6 +22,9 @@ class Verdict:
     expected: Any = None  # e.g. oracle transaction index range
     actual: Any = None  # e.g. recovered transaction index
     implicated: list[str] = field(default_factory=list)  # writes, pages, files
+    # a pass whose situation did not arise (CC-ROLLBACK with nothing to roll
+    # back): counted apart as "not exercised", so a pass means a real check
+    exercised: bool = True
 
     def __post_init__(self) -> None:
         if self.invariant not in INVARIANTS:
@@ -32,7 +35,10 @@ class Verdict:
         return self.status == "fail"
 
     def to_json(self) -> dict[str, Any]:
-        return {k: v for k, v in asdict(self).items() if v not in (None, [], "")}
+        out = {k: v for k, v in asdict(self).items() if v not in (None, [], "")}
+        if self.exercised:
+            del out["exercised"]
+        return out
 
 
 def passed(inv: str, explanation: str = "", **kw: Any) -> Verdict:  # noqa: ANN401

@@ -51,6 +51,10 @@ class Sut:
     # True: the database is the raw recorded block device (no file system);
     # such a SUT is recorded only with fs "raw", and every other one never is.
     raw: bool = False
+    # The commit record is written only after the transaction's pages are
+    # synced (DHL TC, TC_OPT): a short commit record never persists, so the
+    # rollback path (CC-ROLLBACK) has nothing to do and is not promised.
+    commit_after_sync: bool = False
 
     def runner_args(self) -> list[str]:
         """The engine arguments of ``crashlab-runner`` (without --ops/--db)."""
@@ -184,6 +188,7 @@ def _dhl(name: str, mode: str, description: str, guarantees: list[Guarantee],
                         ("--page-size", str(PAGE_SIZE))),
         guarantees=tuple(guarantees),
         raw=raw,
+        commit_after_sync=mode in ("tc", "tc_opt"),
     )
 
 

@@ -392,6 +392,8 @@ def summarise(run: RunDir, states_path: Path, opts: CheckOptions, *,
                     crashsafe["recovery_states"] += rec.get("recovery_states", 0)
                 for inv, status in rec["v"].items():
                     counts.setdefault(inv, {"pass": 0, "fail": 0, "skip": 0})[status] += 1
+                for inv in rec.get("ne", []):  # of the passes: not exercised
+                    counts[inv]["not_exercised"] = counts[inv].get("not_exercised", 0) + 1
                 for v in rec.get("fail", []):
                     violations.append(_violation(run, rec, v))
                 for inv, why in rec.get("skip", {}).items():

@@ -105,6 +105,8 @@ class Cell:
             promised = (*promised, *DHL_PROMISES)
             if self.fs not in TRACE_FS:
                 promised = tuple(i for i in promised if i not in TRACE_IDS)
+            if sut.commit_after_sync:
+                promised = tuple(i for i in promised if i != "CC-ROLLBACK")
         if self.fs != "raw" and strategy not in TEARING:
             promised = ("FS-RECOVER", *promised)
         return Expectation(tuple(i for i in promised if i not in self.waived),
