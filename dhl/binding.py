@@ -601,3 +601,32 @@ class Database:
 def open_db(path: str | os.PathLike[str], mode: str = "tc", **kw: object) -> Database:
     """Shorthand for Database(path, mode, **kw)."""
     return Database(path, mode, **kw)  # type: ignore[arg-type]
+
+
+def recovered_in_memory(image: bytes, mode: str = "tc", *, blockdev: bool = False
+                        ) -> bytes | str:
+    """``image`` after DHL recovery run on it in memory (as a block device's
+    with ``blockdev``), or the error code when it cannot be opened."""
+    mem = MemIO(image, blockdev=blockdev)
+    try:
+        Database("(memory)", mode, io=mem).close()
+    except DhlError as e:
+        return e.code
+    return mem.data
+
+
+def recovered_on_device(dev: str, image: bytes, mode: str = "tc") -> bytes | str:
+    """Write ``image`` to the block device ``dev``, recover it there and read
+    it back; or the error code when it cannot be opened."""
+    fd = os.open(dev, os.O_WRONLY)
+    try:
+        os.pwrite(fd, image, 0)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    try:
+        Database(dev, mode).close()
+    except DhlError as e:
+        return e.code
+    with open(dev, "rb", buffering=0) as f:
+        return f.read()

@@ -5,10 +5,12 @@ from __future__ import annotations
 import hashlib
 import subprocess
 from pathlib import Path
+from typing import Protocol, TypeVar
 
 from harness.errors import CrashlabError
 from harness.rundir import RunDir
 
+H = TypeVar("H", bound="Hasher")
 IMAGES_DIR = Path(__file__).resolve().parent.parent / "images"
 # "raw" is no file system: a zero-filled image for SUTs that run on the
 # recorded block device itself (images/build-image.sh says why 1 MiB).
@@ -21,12 +23,20 @@ def image_path(fs: str) -> Path:
     return IMAGES_DIR / f"{fs}.img"
 
 
-def file_sha256(path: Path) -> str:
-    h = hashlib.sha256()
+class Hasher(Protocol):
+    def update(self, data: bytes, /) -> None: ...
+
+
+def file_digest(path: Path, h: H) -> H:
+    """``h`` fed with the bytes of ``path`` (in 1 MiB chunks)."""
     with open(path, "rb") as f:
         while chunk := f.read(1 << 20):
             h.update(chunk)
-    return h.hexdigest()
+    return h
+
+
+def file_sha256(path: Path) -> str:
+    return file_digest(path, hashlib.sha256()).hexdigest()
 
 
 def ensure_image(fs: str) -> tuple[Path, str]:

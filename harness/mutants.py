@@ -106,6 +106,18 @@ def _digest(m: Mutant) -> str:
     return h.hexdigest()[:12]
 
 
+def copy_sources(dst: Path) -> None:
+    """Copy what a mutant build patches and compiles (``SOURCES``, without
+    build outputs) into ``dst``."""
+    for rel in SOURCES:
+        src, to = ROOT / rel, dst / rel
+        to.parent.mkdir(parents=True, exist_ok=True)
+        if src.is_dir():
+            shutil.copytree(src, to, ignore=shutil.ignore_patterns("build"))
+        else:
+            shutil.copy2(src, to)
+
+
 def build(m: Mutant) -> Path:
     """Build ``m`` (or reuse its cached build); return its folder, which
     holds ``dhl/build/libdhl.so`` and ``workloads/build/crashlab-runner``."""
@@ -114,13 +126,7 @@ def build(m: Mutant) -> Path:
         return d
     tmp = d.with_name(d.name + ".partial")
     shutil.rmtree(tmp, ignore_errors=True)
-    for rel in SOURCES:
-        src, dst = ROOT / rel, tmp / rel
-        dst.parent.mkdir(parents=True, exist_ok=True)
-        if src.is_dir():
-            shutil.copytree(src, dst, ignore=shutil.ignore_patterns("build"))
-        else:
-            shutil.copy2(src, dst)
+    copy_sources(tmp)
     p = subprocess.run(["patch", "-p1", "--forward", "--batch", "-i", str(m.patch)], cwd=tmp,
                        capture_output=True, text=True)
     if p.returncode != 0:

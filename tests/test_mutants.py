@@ -6,13 +6,12 @@ builds and runs them."""
 
 from __future__ import annotations
 
-import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
 
-from harness.mutants import MUTANTS_DIR, ROOT, SOURCES, catalogue
+from harness.mutants import MUTANTS_DIR, catalogue, copy_sources
 from harness.sweep.matrix import matrix
 
 
@@ -25,13 +24,7 @@ def test_every_patch_has_an_entry_and_every_entry_a_patch() -> None:
 
 @pytest.mark.parametrize("name", sorted(p.stem for p in MUTANTS_DIR.glob("*.patch")))
 def test_patch_applies_to_todays_sources(name: str, tmp_path: Path) -> None:
-    for rel in SOURCES:
-        src, dst = ROOT / rel, tmp_path / rel
-        dst.parent.mkdir(parents=True, exist_ok=True)
-        if src.is_dir():
-            shutil.copytree(src, dst, ignore=shutil.ignore_patterns("build"))
-        else:
-            shutil.copy2(src, dst)
+    copy_sources(tmp_path)
     p = subprocess.run(["patch", "-p1", "--dry-run", "--forward", "--batch", "-i",
                         str(MUTANTS_DIR / f"{name}.patch")], cwd=tmp_path, capture_output=True,
                        text=True)

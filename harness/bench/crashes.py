@@ -76,8 +76,7 @@ def _recovery_scan(work: Path) -> None:
 
 
 def _equivalence(work: Path) -> None:
-    from dhl import Database
-    from dhl.binding import DhlError, MemIO
+    from dhl.binding import recovered_in_memory, recovered_on_device
 
     run = record_cell(Cell("dhl-cc-raw", DHL_INSERT, "raw"), work / "raw", "fuse", False)
     base = Path(run.meta()["image"]["path"])
@@ -98,23 +97,9 @@ def _equivalence(work: Path) -> None:
                 os.close(fd)
                 data = crash.read_bytes()
                 t0 = time.perf_counter()
-                mem = MemIO(data, blockdev=True)
-                try:
-                    Database(work / "mem.db", "cc", io=mem).close()
-                    mine: bytes | str = mem.data
-                except DhlError as e:
-                    mine = e.code
+                mine = recovered_in_memory(data, "cc", blockdev=True)
                 t1 = time.perf_counter()
-                dfd = os.open(dev, os.O_WRONLY)
-                os.pwrite(dfd, data, 0)
-                os.fsync(dfd)
-                os.close(dfd)
-                try:
-                    Database(dev, "cc").close()
-                    with open(dev, "rb", buffering=0) as f:
-                        theirs: bytes | str = f.read()
-                except DhlError as e:
-                    theirs = e.code
+                theirs = recovered_on_device(dev, data, "cc")
                 t2 = time.perf_counter()
                 t_mem, t_dev = t_mem + t1 - t0, t_dev + t2 - t1
                 same += mine == theirs

@@ -50,7 +50,7 @@ import xxhash
 
 from harness.atomic import write_text_atomic
 from harness.errors import CrashlabError
-from harness.images import file_sha256
+from harness.images import file_digest, file_sha256
 from harness.logformat import LogReader
 from harness.materialize import sparse_copy
 from harness.record.recorder import record_workload
@@ -145,7 +145,7 @@ def first_crashes(run: RunDir, comp: Composite, work: Path
                     counts["violating"] += 1
                     continue
                 crash = keep / "crash.img"
-                key = _digest(crash)
+                key = file_digest(crash, xxhash.xxh3_128()).digest()
                 if key in seen:
                     counts["duplicates"] += 1
                     continue
@@ -159,14 +159,6 @@ def first_crashes(run: RunDir, comp: Composite, work: Path
     counts["distinct"] = len(candidates)
     counts["continued"] = len(chosen)
     return chosen, counts
-
-
-def _digest(path: Path) -> bytes:
-    h = xxhash.xxh3_128()
-    with open(path, "rb") as f:
-        while chunk := f.read(1 << 20):
-            h.update(chunk)
-    return h.digest()
 
 
 def _choose(cands: list[FirstCrash], k: int) -> list[FirstCrash]:
