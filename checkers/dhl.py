@@ -479,6 +479,23 @@ DB_IDS = ("DB-INTEGRITY", "DB-ATOMIC", "DB-DURABLE", "DB-PREFIX")
 AFTER_IDS = ("DHL-INV", "CC-COUNT", "CC-ROLLBACK", "REC-IDEMPOTENT")
 
 
+def _content_read_page_by_page(b: Before, digests: Sequence[str], acked: int, begun: int
+                               ) -> list[Verdict]:
+    """DB-ATOMIC, DB-DURABLE and DB-PREFIX of an image the engine cannot
+    open: judged on what the pages hold, read by the independent decoder
+    through the read rule (what survived on storage, acknowledged records
+    included), rather than skipped."""
+    if b.indep_digest is None:
+        why = f"the database does not open and its pages cannot be read ({b.indep_error})"
+        return [skipped(i, why) for i in ("DB-ATOMIC", "DB-DURABLE", "DB-PREFIX")]
+    out = []
+    for v in judge_content(b.indep_digest, digests, acked, begun):
+        v.explanation = (f"the database does not open; its pages read through the read rule "
+                         f"at FCC {b.indep_fcc}: {v.explanation}")
+        out.append(v)
+    return out
+
+
 def judge(facts: DhlFacts, oracle: Oracle | Sequence[str], acked: int, begun: int
           ) -> list[Verdict]:
     """Every database and image-level DHL verdict for one examined state."""
@@ -491,9 +508,11 @@ def judge(facts: DhlFacts, oracle: Oracle | Sequence[str], acked: int, begun: in
     pre = [judge_t1(b), judge_read(b, digests, acked, begun)]
     if a.error is not None or a.digest is None:
         why = a.error if a.error is not None else f"full scan failed: {a.scan_error}"
-        return [failed("DB-OPEN", f"opening (and recovering) failed: {why}")] + [
-            skipped(i, "database does not open (see DB-OPEN)") for i in DB_IDS] + pre + [
-            skipped(i, "recovery failed (see DB-OPEN)") for i in AFTER_IDS]
+        return [failed("DB-OPEN", f"opening (and recovering) failed: {why}"),
+                skipped("DB-INTEGRITY", "the database does not open (see DB-OPEN)"),
+                *_content_read_page_by_page(b, digests, acked, begun), *pre] + [
+            skipped(i, "recovery failed, there is no recovered image (see DB-OPEN)")
+            for i in AFTER_IDS]
     out = [passed("DB-OPEN", f"recovered to FCC {a.engine_fcc}"
                              + (" after rolling back an incomplete transaction"
                                 if a.rolled_back else ""))]
