@@ -43,9 +43,10 @@ from pathlib import Path
 import xxhash
 
 from checkers.content import judge_content, matching_indices
+from checkers.dhl_format import read_committed
 from checkers.verdict import Verdict, failed, passed, skipped
 from dhl.binding import Database, DhlError, Headers, MemIO, valid_slot
-from workloads.oracle import Oracle
+from workloads.oracle import Oracle, digest_rows
 
 WORK = "dhl-check"  # the (virtual) scratch folder beside the examined file: labels only
 MAX_LISTED = 8  # pages named in one explanation
@@ -72,6 +73,11 @@ class Before:
     reached: int = 0
     digest: str | None = None  # content read through the read rule
     read_error: str | None = None  # reading the content failed
+    # the same, read by the independent decoder (checkers/dhl_format.py)
+    indep_fcc: int = 0
+    indep_digest: str | None = None
+    indep_error: str | None = None
+    indep_no_committed: tuple[int, ...] = ()
 
     @property
     def short(self) -> bool:
@@ -224,7 +230,12 @@ def examine_before(image: Path, data: MemIO | None = None) -> tuple[Before, bool
             digest, read_error = db.digest(), None
         except DhlError as e:
             digest, read_error = None, _err(e)
+    with data.view() as v:
+        indep = read_committed(bytes(v))
     return Before(fcc=fcc, newest=newest, newest_size=size, newest_count=count,
+                  indep_fcc=indep.fcc, indep_error=indep.error,
+                  indep_digest=digest_rows(indep.rows) if indep.rows is not None else None,
+                  indep_no_committed=tuple(sorted(indep.no_committed)),
                   previous=previous_commit(hs, newest) if not nolog else 0,
                   t1_missing=tuple(missing), reached=len(reached), digest=digest,
                   read_error=read_error), nolog
@@ -340,9 +351,26 @@ def _window(acked: int, begun: int) -> str:
     return f"{acked}..{begun}" if begun > acked else f"{acked}"
 
 
+def _readers_disagree(b: Before) -> str | None:
+    """How libdhl's reading of the image and the independent decoder's
+    differ (None: they agree)."""
+    if b.indep_error is not None and b.digest is not None:
+        return f"the independent decoder cannot read it ({b.indep_error}) but libdhl can"
+    if b.indep_digest is not None and b.digest is not None and b.indep_digest != b.digest:
+        return (f"libdhl reads content {b.digest[:12]} at FCC {b.fcc}, the independent decoder "
+                f"{b.indep_digest[:12]} at FCC {b.indep_fcc}")
+    return None
+
+
 def judge_t1(b: Before) -> Verdict:
     if b.error is not None:
         return skipped("DHL-T1", f"the crash image has no readable committed state: {b.error}")
+    mine = sorted(m[0] for m in b.t1_missing)
+    if b.indep_error is None and mine != list(b.indep_no_committed):
+        return failed("DHL-T1", f"the two readers disagree on the reachable pages without a "
+                                f"committed slot header: libdhl {mine}, the independent decoder "
+                                f"{list(b.indep_no_committed)}",
+                      expected=list(b.indep_no_committed), actual=mine)
     if not b.t1_missing:
         return passed("DHL-T1", f"all {b.reached} reachable pages keep a committed slot header "
                                 f"(FCC {b.fcc})", actual=b.reached)
@@ -362,6 +390,10 @@ def judge_read(b: Before, oracle: Sequence[str], acked: int, begun: int) -> Verd
     if b.error is not None:
         return skipped("DHL-READ", f"the crash image has no readable committed state: {b.error}")
     w = _window(acked, begun)
+    differ = _readers_disagree(b)
+    if differ is not None:
+        return failed("DHL-READ", f"before recovery, the two readers disagree: {differ}",
+                      expected=w)
     if b.digest is None:
         return failed("DHL-READ", f"reading the crash image through the read rule at FCC {b.fcc} "
                                   f"(before recovery) failed: {b.read_error}",
@@ -447,6 +479,23 @@ DB_IDS = ("DB-INTEGRITY", "DB-ATOMIC", "DB-DURABLE", "DB-PREFIX")
 AFTER_IDS = ("DHL-INV", "CC-COUNT", "CC-ROLLBACK", "REC-IDEMPOTENT")
 
 
+def _content_read_page_by_page(b: Before, digests: Sequence[str], acked: int, begun: int
+                               ) -> list[Verdict]:
+    """DB-ATOMIC, DB-DURABLE and DB-PREFIX of an image the engine cannot
+    open: judged on what the pages hold, read by the independent decoder
+    through the read rule (what survived on storage, acknowledged records
+    included), rather than skipped."""
+    if b.indep_digest is None:
+        why = f"the database does not open and its pages cannot be read ({b.indep_error})"
+        return [skipped(i, why) for i in ("DB-ATOMIC", "DB-DURABLE", "DB-PREFIX")]
+    out = []
+    for v in judge_content(b.indep_digest, digests, acked, begun):
+        v.explanation = (f"the database does not open; its pages read through the read rule "
+                         f"at FCC {b.indep_fcc}: {v.explanation}")
+        out.append(v)
+    return out
+
+
 def judge(facts: DhlFacts, oracle: Oracle | Sequence[str], acked: int, begun: int
           ) -> list[Verdict]:
     """Every database and image-level DHL verdict for one examined state."""
@@ -459,9 +508,11 @@ def judge(facts: DhlFacts, oracle: Oracle | Sequence[str], acked: int, begun: in
     pre = [judge_t1(b), judge_read(b, digests, acked, begun)]
     if a.error is not None or a.digest is None:
         why = a.error if a.error is not None else f"full scan failed: {a.scan_error}"
-        return [failed("DB-OPEN", f"opening (and recovering) failed: {why}")] + [
-            skipped(i, "database does not open (see DB-OPEN)") for i in DB_IDS] + pre + [
-            skipped(i, "recovery failed (see DB-OPEN)") for i in AFTER_IDS]
+        return [failed("DB-OPEN", f"opening (and recovering) failed: {why}"),
+                skipped("DB-INTEGRITY", "the database does not open (see DB-OPEN)"),
+                *_content_read_page_by_page(b, digests, acked, begun), *pre] + [
+            skipped(i, "recovery failed, there is no recovered image (see DB-OPEN)")
+            for i in AFTER_IDS]
     out = [passed("DB-OPEN", f"recovered to FCC {a.engine_fcc}"
                              + (" after rolling back an incomplete transaction"
                                 if a.rolled_back else ""))]

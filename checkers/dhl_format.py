@@ -12,7 +12,7 @@ record bytes), so that a write that changes any of them can be caught.
 from __future__ import annotations
 
 import struct
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 SLOT_SIZE = 12  # u32 tid, u16 nrec, u16 free_off, u16 commit, u8 type, u8 0
 ARRAY = 24  # entry i of slot s at ARRAY + 4i + 2s
@@ -69,3 +69,123 @@ def changed_bytes(old: bytes, new: bytes, s: int, pgno: int, ntrees: int) -> lis
     """What of slot ``s``'s footprint (as ``old`` stored it) differs in
     ``new``: empty when a write left every byte of the slot in place."""
     return [what for a, b, what in footprint(old, s, pgno, ntrees) if old[a:b] != new[a:b]]
+
+
+# --- reading the committed state, independently of libdhl -------------------
+
+MAGIC = b"DHL format 1\0\0\0\0"
+NOLOG_FLAG = 1
+LEAF, INTERIOR = 1, 2
+
+
+@dataclass(frozen=True)
+class Meta:
+    tid: int
+    commit: int
+    page_count: int
+    roots: tuple[int, ...]
+
+
+@dataclass
+class Reading:
+    """What the independent reader saw in an image before recovery."""
+
+    fcc: int = 0
+    rows: list[tuple[int, int, bytes]] | None = None  # (tree, key, value); None: unreadable
+    error: str | None = None
+    no_committed: list[int] = field(default_factory=list)  # reached pages, no committed slot
+
+
+def _meta(page0: bytes, s: int, ntrees: int) -> Meta:
+    a, _ = meta_range(s, ntrees)
+    tid, commit, pc, _free = struct.unpack_from("<IIII", page0, a)
+    return Meta(tid, commit, pc, struct.unpack_from(f"<{ntrees}I", page0, a + 16))
+
+
+def valid(tid0: int, tid1: int, fcc: int) -> int:
+    """The read rule: of two TIDs, the greater one that is not INV (0) and
+    not above the FCC; -1 when neither is."""
+    ok = [s for s, t in ((0, tid0), (1, tid1)) if t and t <= fcc]
+    return max(ok, key=lambda s: (tid0, tid1)[s]) if ok else -1
+
+
+def _fcc(image: bytes, ps: int, ntrees: int) -> int:
+    """The newest complete commit record's TID (FORMAT.md, "TIDs, INV,
+    FCC" and "Recovery"): a commit record lies below the page count its
+    transaction saw, and is complete when that many slot headers carry its
+    TID there.  Only the newest may be incomplete."""
+    page0 = image[:ps]
+    metas = [_meta(page0, s, ntrees) for s in range(2)]
+    npages = len(image) // ps
+    tids = [[m.tid for m in metas]] + [[slot(image[p * ps:(p + 1) * ps], s).tid
+                                        for s in range(2)] for p in range(1, npages)]
+
+    def pagecount_at(t: int) -> int:
+        s = valid(metas[0].tid, metas[1].tid, t)
+        return metas[s].page_count if s >= 0 else 0
+
+    cands: list[tuple[int, int]] = []
+    for p in range(npages):
+        for s in range(2):
+            if p == 0:
+                t, c = metas[s].tid, metas[s].commit
+            else:
+                h = slot(image[p * ps:(p + 1) * ps], s)
+                t, c = h.tid, h.commit
+            if t and c and p < pagecount_at(t):
+                cands.append((t, c))
+    for i, (t, size) in enumerate(sorted(set(cands), reverse=True)[:2]):
+        count = sum(x == t for p in range(min(npages, pagecount_at(t))) for x in tids[p])
+        if count == size:
+            return t
+        if i == 1:
+            break
+    return 0
+
+
+def read_committed(image: bytes) -> Reading:
+    """The committed content of a DHL image as stored (no recovery), read
+    from the bytes with FORMAT.md's rules alone: the FCC, the read rule, the
+    tree walk from the valid meta slot's roots."""
+    if image[:16] != MAGIC:
+        return Reading(error="no DHL header (bad magic)")
+    ps, flags, ntrees = struct.unpack_from("<III", image, 16)
+    if ps < 512 or ps & (ps - 1) or not 1 <= ntrees <= 32:
+        return Reading(error=f"bad header: page size {ps}, {ntrees} trees")
+    nolog = bool(flags & NOLOG_FLAG)
+    page0 = image[:ps]
+    metas = [_meta(page0, s, ntrees) for s in range(2)]
+    fcc = metas[0].tid if nolog else _fcc(image, ps, ntrees)
+    m = 0 if nolog else valid(metas[0].tid, metas[1].tid, fcc)
+    if m < 0:
+        return Reading(fcc=fcc, error=f"no meta slot committed at FCC {fcc}")
+    out = Reading(fcc=fcc, rows=[])
+    rows = out.rows
+    assert rows is not None
+    for tree, root in enumerate(metas[m].roots):
+        todo = [root] if root else []
+        seen: set[int] = set()
+        while todo:
+            p = todo.pop()
+            if p in seen or p >= len(image) // ps or p == 0:
+                return Reading(fcc=fcc, error=f"tree {tree}: bad or repeated page {p}")
+            seen.add(p)
+            page = image[p * ps:(p + 1) * ps]
+            s = 0 if nolog else valid(slot(page, 0).tid, slot(page, 1).tid, fcc)
+            if s < 0:
+                out.no_committed.append(p)
+                continue
+            h = slot(page, s)
+            for i in range(h.nrec):
+                (off,) = struct.unpack_from("<H", page, ARRAY + 4 * i + 2 * s)
+                if off + REC_HDR > ps:
+                    return Reading(fcc=fcc, error=f"page {p}: record {i} offset {off} out of page")
+                key, vlen = struct.unpack_from("<qH", page, off)
+                value = page[off + REC_HDR:off + REC_HDR + vlen]
+                if h.type == INTERIOR:
+                    todo.append(struct.unpack_from("<I", value)[0])
+                elif h.type == LEAF:
+                    rows.append((tree, key, value))
+                else:
+                    return Reading(fcc=fcc, error=f"page {p}: bad page type {h.type}")
+    return out

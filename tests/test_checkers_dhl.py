@@ -185,8 +185,15 @@ def test_t1_page_without_committed_header(runs: dict[str, Run], tmp_path: Path) 
     t1 = next(v for v in vs if v.invariant == "DHL-T1")
     assert t1.failed and f"page {victim}" in t1.explanation and f"FCC {fcc}" in t1.explanation
     assert t1.implicated == [f"page {victim}"]
-    # the page's content is gone for readers and after recovery too
-    assert fails(vs) == {"DHL-T1", "DHL-READ", "DB-OPEN"}
+    # the page's content is gone for readers and after recovery too; the
+    # database does not open, and its pages read one by one miss that
+    # page's records: DB-ATOMIC is judged on them, not skipped
+    assert fails(vs) == {"DHL-T1", "DHL-READ", "DB-OPEN", "DB-ATOMIC"}
+    atomic = next(v for v in vs if v.invariant == "DB-ATOMIC")
+    assert "does not open; its pages read through the read rule" in atomic.explanation
+    skipped = {v.invariant: v.explanation for v in vs if v.status == "skip"}
+    assert skipped["DB-INTEGRITY"] == "the database does not open (see DB-OPEN)"
+    assert "no recovered image" in skipped["DHL-INV"]
 
 
 def test_read_rule_content_differs_from_recovered(runs: dict[str, Run], tmp_path: Path) -> None:

@@ -67,6 +67,12 @@ TORN_WAIVED = ("DB-OPEN", "DB-INTEGRITY", "DB-ATOMIC", "DHL-READ")
 DHL_PROMISES = ("DHL-T1", "DHL-T2", "DHL-READ", "DHL-INV", "CC-COUNT", "CC-ROLLBACK", "CC-NEXT",
                 "CC-MONO", "REC-IDEMPOTENT", "REC-CRASHSAFE")
 TORN_UNSAFE_DHL = {"dhl-cc", "dhl-cc-opt", "dhl-tc-opt"}
+# btrfs' copy-on-write fsync persists a file's new extents all or nothing,
+# which hides the partial transactions of in-place SUTs at the database
+# level.  Measured on MULTI: dhl-nolog prefix states fail only DHL-T1 (87 of
+# 102); sqlite-off shows no violation in 119 prefix and 2,724 reorder states.
+# Their btrfs cells are reported, not required to violate.
+COW_HIDES = {"dhl-nolog", "sqlite-off"}
 # The trace invariants need the database's pages mapped to device blocks,
 # which the checkers do on the raw device and through ext4's extents only: on
 # xfs and btrfs they are skipped, so a cell there cannot promise them (it
@@ -171,12 +177,8 @@ def _nightly() -> list[Cell]:
             for wl in (MULTI, UPDATE, DELETE, "app:gmail,txns=10,seed=1"):
                 cells.append(_cell(name, wl, every))
         for fs in ("xfs", "btrfs"):
-            if name == "dhl-nolog" and fs == "btrfs":
-                # btrfs' copy-on-write fsync persists the file's new extents
-                # all or nothing, which hides NOLOG's partial transactions at
-                # the database level (measured: prefix states of MULTI fail
-                # only DHL-T1, 87 of 102): reported, not required.
-                cells.append(Cell(name, MULTI, fs, ("prefix",)))
+            if name in COW_HIDES and fs == "btrfs":
+                cells.append(Cell(name, MULTI, fs, ("prefix",)))  # reported, not required
             else:
                 cells.append(_cell(name, MULTI, ("prefix",), fs))
     return cells

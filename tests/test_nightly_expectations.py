@@ -1,0 +1,37 @@
+"""Every "must violate" expectation of the nightly matrix on a file system
+other than ext4 is possible: each such cell is recorded and checked (its
+own strategies, a small budget) and must show the weakness it promises to
+show.  A new cell cannot ship with an impossible expectation; the ext4 and
+raw ones run in the default matrix and the suite already."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from harness.record.fuse import FuseBackend
+from harness.report.expectations import evaluate
+from harness.sweep.check import CheckOptions, check_run, options_for
+from harness.sweep.matrix import matrix
+from harness.sweep.sweep import record_cell
+
+OK, WHY = FuseBackend.available()
+CELLS = [c for c in matrix("nightly") if c.must_violate_any and c.fs not in ("ext4", "raw")]
+
+
+def test_the_nightly_matrix_has_such_cells() -> None:
+    assert {c.fs for c in CELLS} == {"xfs", "btrfs"}
+    assert not any(c.sut == "sqlite-off" and c.fs == "btrfs" for c in CELLS)  # measured: hidden
+
+
+@pytest.mark.root
+@pytest.mark.skipif(not OK, reason=f"fuse backend: {WHY}")
+@pytest.mark.parametrize("cell", CELLS, ids=lambda c: f"{c.sut}-{c.fs}")
+def test_must_violate_is_possible(cell, tmp_path: Path) -> None:
+    run = record_cell(cell, tmp_path / "run", "fuse", False)
+    for strategy in cell.strategies:
+        result = check_run(run, options_for(strategy, CheckOptions(jobs=2)), tmp_path / strategy)
+        exp = evaluate(cell.expectation(strategy), result["verdicts"],
+                       result["states"]["checked"], result.get("skips"))
+        assert not [b for b in exp.broken if "found none" in b], (cell.sut, cell.fs, exp.broken)
