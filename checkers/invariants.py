@@ -1,4 +1,4 @@
-"""The invariant IDs: the one definition (mirrors ../shared/design/INVARIANTS.md).
+"""The invariant IDs: the one definition (checkers/INVARIANTS.md explains them).
 
 Every verdict names one of these.  ``CATEGORY`` is how reports classify a
 violation: corruption, atomicity, durability, DHL-theorem, counting-commit,

@@ -124,7 +124,7 @@ def test_clean_run_under_asan(shm, sut_name):
 
 
 def test_sync_and_page_counts_follow_the_protocol(shm):
-    """One 100-byte insert per transaction into one leaf (DHL.md figures):
+    """One 100-byte insert per transaction into one leaf (dhl/DESIGN.md figures):
     TC 2 syncs, CC 1; CC writes the leaf and the header page, CC_OPT and
     NOLOG only the leaf; TC_OPT skips the empty ordering sync.  The warm-up
     rows create the root first, so no measured transaction changes the

@@ -4,7 +4,7 @@ checked with real SQLite.
 
 * known-safe SUTs give zero violations;
 * sqlite-off breaks atomicity, sqlite-delete-full loses an acknowledged
-  transaction (RECORDING-NOTES.md), and the expectations say so;
+  transaction (harness/record/NOTES.md), and the expectations say so;
 * checking is deterministic (any number of workers) and resumable;
 * the sweep's exit code follows the expectations; bad options exit 2.
 """
@@ -83,7 +83,7 @@ def test_sqlite_off_breaks_atomicity(runs: dict[str, RunDir], tmp_path: Path) ->
 
 
 def test_delete_full_loses_an_acknowledged_commit(runs: dict[str, RunDir], tmp_path: Path) -> None:
-    """RECORDING-NOTES.md: at txn-ack the -journal may still exist on disk
+    """harness/record/NOTES.md: at txn-ack the -journal may still exist on disk
     (the unlink is not directory-synced); recovery rolls the acknowledged
     transaction back."""
     result = check(runs["sqlite-delete-full"], "prefix", tmp_path)

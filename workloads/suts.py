@@ -1,7 +1,7 @@
 """The SUT registry: the one definition of every system under test, the
 runner arguments that make it, and its expected guarantee.
 
-For each SUT and each database-level invariant of INVARIANTS.md (DB-OPEN,
+For each SUT and each database-level invariant of checkers/INVARIANTS.md (DB-OPEN,
 DB-INTEGRITY, DB-ATOMIC, DB-DURABLE, DB-PREFIX) the registry says whether the
 SUT *promises* it after a power loss or only *may* keep it, and cites the
 documented rule the expectation rests on.  The setting assumed is the one
@@ -28,7 +28,7 @@ DOC_SYNC = "https://www.sqlite.org/pragma.html#pragma_synchronous"
 DOC_JOURNAL = "https://www.sqlite.org/pragma.html#pragma_journal_mode"
 DOC_ATOMIC = "https://www.sqlite.org/atomiccommit.html"
 DOC_WAL = "https://www.sqlite.org/wal.html"
-DOC_CRASHLAB = "crashlab ARCHITECTURE.md, Crash states"
+DOC_CRASHLAB = "crashlab README, What a sweep does"
 
 
 @dataclass(frozen=True)
@@ -93,7 +93,7 @@ _EXTRA_DIR = ("synchronous=EXTRA: 'like FULL with the addition that the director
               "in DELETE mode. EXTRA provides additional durability if the commit is followed "
               "closely by a power loss.' Under FULL the unlink (the commit point) may not be "
               "durable when COMMIT returns: the journal can reappear and roll the acknowledged "
-              "transaction back (observed on this machine, RECORDING-NOTES.md)")
+              "transaction back (observed on this machine, harness/record/NOTES.md)")
 _EXTRA_OK = ("synchronous=EXTRA syncs the directory after unlinking the journal, so the "
              "commit point is durable when COMMIT returns")
 _NORMAL_DELETE = ("synchronous=NORMAL: 'There is a very small (though non-zero) chance that a "
@@ -130,10 +130,10 @@ _SYNCED_COMMIT = ("synchronous=FULL syncs the database file before COMMIT return
 _PREFIX = ("a crash state holds only writes issued before the cut, and no SUT writes a "
            "transaction's rows before the transaction is issued")
 
-# --- DHL: the thesis (../shared/seeds/dhl-thesis-doubleheader-logging.txt)
-# as restated in ../shared/design/DHL.md and dhl/FORMAT.md ------------------
+# --- DHL: the thesis (Doubleheader Logging, §III)
+# as restated in dhl/DESIGN.md and dhl/FORMAT.md ------------------
 
-DOC_DHL = "DHL thesis §III (seeds/dhl-thesis-doubleheader-logging.txt); design/DHL.md"
+DOC_DHL = "DHL thesis §III (Doubleheader Logging); dhl/DESIGN.md"
 _DHL_TC = ("DHL traditional commit (thesis §3.2-3.3, Fig. 4): dirty pages are written "
            "with the new slot header beside the committed one, fsync, then the header page "
            "with FCC = T, fsync; 'if the system crashes after we flush the dirty page but "
@@ -148,7 +148,7 @@ _DHL_OPT = ("; metadata embedding (thesis §IV, after Kim et al.): FCC and the t
             "for the largest FCC")
 _DHL_DURABLE = ("dhl_commit returns only after the sync that makes the commit record durable "
                 "(the last of TC's two syncs, CC's only one), and recovery never rolls back "
-                "a complete commit record (T+1 never overwrites T's slot headers: DHL.md)")
+                "a complete commit record (T+1 never overwrites T's slot headers: dhl/DESIGN.md)")
 _DHL_NOLOG = ("DHL NOLOG, the thesis's OFF_OPT lower bound (§IV, Fig. 7-8): pages are "
               "rewritten in place through one slot header, the header page after them, one "
               "fsync, and there is no recovery (dhl/FORMAT.md: 'unsafe by design'); a power "

@@ -21,7 +21,7 @@
 ** is the order in which requests completed.  Like the kernel, it rewrites the
 ** super block's nr_entries after every FLUSH, FUA and MARK entry and at exit.
 **
-** Pitfalls this file follows (RECORDING-NOTES.md): direct_io on both files
+** Pitfalls this file follows (harness/record/NOTES.md): direct_io on both files
 ** and no writeback cache (otherwise writes reach the daemon late and merged);
 ** fsync is always implemented (an ENOSYS reply makes the kernel stop sending
 ** fsync and flushes vanish); setattr is a no-op that succeeds; the daemon

@@ -1,8 +1,8 @@
 """The seed papers' published I/O figures, for comparison beside ours.
 
-Every figure here is the papers' number, not a measurement of ours (source:
-../shared/design/WORKLOADS.md "Reference I/O figures", checked against the
-papers' text in ../shared/seeds/).  Both tables measure one 100-byte insert
+Every figure here is the papers' number, not a measurement of ours: WALDIO
+(USENIX ATC'15), Table 1, and the multi-block atomic write paper (MAW),
+Table I, as printed there.  Both tables measure one 100-byte insert
 per transaction on ext4, split into the ext4 data region and the ext4
 journal region, in KB.
 """

@@ -38,7 +38,7 @@ DHL_UPDATE = "update:txns=10,ops=6,tables=3,size=400,order=rand,warmup=30,seed=1
 DHL_DELETE = "delete:txns=10,ops=6,tables=3,size=400,order=rand,warmup=30,seed=1"
 
 # Known weaknesses a sweep must keep finding (see workloads/suts.py for the
-# documented rules and RECORDING-NOTES.md for the DELETE+FULL case).
+# documented rules and harness/record/NOTES.md for the DELETE+FULL case).
 UNSAFE = {
     "sqlite-delete-full": ("DB-DURABLE",),
     "sqlite-off": ("DB-ATOMIC", "DB-INTEGRITY", "DB-OPEN"),
@@ -51,7 +51,7 @@ UNSAFE = {
 }
 
 # DHL assumes a page write is atomic with respect to its slot-header area
-# (thesis §III; DHL.md "Known limits").  Torn 4 KiB writes break that, and
+# (thesis §III; dhl/DESIGN.md "Limits").  Torn 4 KiB writes break that, and
 # whenever the commit record can persist with a torn data page — in the same
 # epoch (CC, CC_OPT) or inside the torn page itself (TC_OPT, CC_OPT: the
 # record is embedded) — a transaction commits with garbage records.  Measured
@@ -60,9 +60,9 @@ UNSAFE = {
 # These SUTs' torn cells are checked and reported but not held to them.
 TORN_WAIVED = ("DB-OPEN", "DB-INTEGRITY", "DB-ATOMIC", "DHL-READ")
 
-# DHL's own invariants (INVARIANTS.md; the trace ones and REC-CRASHSAFE are
+# DHL's own invariants (checkers/INVARIANTS.md; the trace ones and REC-CRASHSAFE are
 # checked once per run, see harness/sweep/runlevel.py), which the design promises
-# for every mode with recovery (DHL.md: Theorems 1-2, counting commit,
+# for every mode with recovery (dhl/DESIGN.md: Theorems 1-2, counting commit,
 # idempotent recovery).  NOLOG has no recovery and promises none of them.
 DHL_PROMISES = ("DHL-T1", "DHL-T2", "DHL-READ", "DHL-INV", "CC-COUNT", "CC-ROLLBACK", "CC-NEXT",
                 "CC-MONO", "REC-IDEMPOTENT", "REC-CRASHSAFE")
