@@ -146,7 +146,15 @@ def _fcc(image: bytes, ps: int, ntrees: int) -> int:
 def read_committed(image: bytes) -> Reading:
     """The committed content of a DHL image as stored (no recovery), read
     from the bytes with FORMAT.md's rules alone: the FCC, the read rule, the
-    tree walk from the valid meta slot's roots."""
+    tree walk from the valid meta slot's roots.  Damaged bytes (a torn page)
+    give a Reading with the error, never an exception."""
+    try:
+        return _read_committed(image)
+    except (struct.error, IndexError) as e:
+        return Reading(error=f"undecodable bytes: {e}")
+
+
+def _read_committed(image: bytes) -> Reading:
     if image[:16] != MAGIC:
         return Reading(error="no DHL header (bad magic)")
     ps, flags, ntrees = struct.unpack_from("<III", image, 16)
@@ -183,6 +191,9 @@ def read_committed(image: bytes) -> Reading:
                 key, vlen = struct.unpack_from("<qH", page, off)
                 value = page[off + REC_HDR:off + REC_HDR + vlen]
                 if h.type == INTERIOR:
+                    if len(value) != 4:
+                        return Reading(fcc=fcc, error=f"page {p}: interior record {i} has a "
+                                                      f"{len(value)}-byte value")
                     todo.append(struct.unpack_from("<I", value)[0])
                 elif h.type == LEAF:
                     rows.append((tree, key, value))
