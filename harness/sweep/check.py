@@ -41,7 +41,7 @@ from harness.states import Enumeration, Options, State, coverage
 from harness.states.epochs import Epoch, iter_epochs
 from harness.states.stateid import StateKey
 from harness.sweep.multicrash import COMPOSITE, Composite, check_composite, resolve
-from harness.sweep.runlevel import TRACE_ID, run_level_records
+from harness.sweep.runlevel import CRASHSAFE_ID, TRACE_ID, run_level_records
 from harness.sweep.worker import StateChecker, state_record
 from harness.sysops import worker_signals
 
@@ -387,7 +387,7 @@ def summarise(run: RunDir, states_path: Path, opts: CheckOptions, *,
             for line in f:
                 rec = json.loads(line)
                 checked += path == states_path
-                if "REC-CRASHSAFE" in rec["v"]:
+                if "REC-CRASHSAFE" in rec["v"] and rec["id"].rsplit("/", 1)[-1] != CRASHSAFE_ID:
                     crashsafe["states"] += 1
                     crashsafe["recovery_states"] += rec.get("recovery_states", 0)
                 for inv, status in rec["v"].items():

@@ -22,7 +22,7 @@ from typing import Any
 
 from checkers.dhl_trace import trace_verdicts
 from checkers.recovery import crashsafe_verdict
-from checkers.verdict import Verdict
+from checkers.verdict import Verdict, skipped
 from harness.logformat import LogReader
 from harness.rundir import RunDir
 from harness.states import state_from_id
@@ -30,6 +30,7 @@ from harness.sweep.worker import StateChecker
 from workloads.suts import get_sut
 
 TRACE_ID = "trace"
+CRASHSAFE_ID = "crashsafe"  # the record when no sampled state needed recovery
 # REC-CRASHSAFE: states tried, per sampled state, before giving up on
 # finding states whose recovery writes (most states of a CC run need one).
 TRIES_PER_SAMPLE = 16
@@ -75,10 +76,11 @@ def run_level_records(run: RunDir, states_path: Path, workroot: Path,
     keep = _fresh(workroot / "keep")
     checker = StateChecker(run, _fresh(workroot / "crashsafe"), fsck=False)
     checker.keep = keep
-    found = 0
+    found = tried = 0
     try:
         with LogReader(run.log) as reader:
             for sid in spread_ids(states_path)[: TRIES_PER_SAMPLE * crashsafe_sample]:
+                tried += 1
                 checker.check(state_from_id(reader, sid, run.log_order))
                 db = keep / "files" / meta["db"]
                 if not db.exists():
@@ -92,6 +94,10 @@ def run_level_records(run: RunDir, states_path: Path, workroot: Path,
                     break
     finally:
         checker.close()
+    if not found:
+        out.append(record(CRASHSAFE_ID, [skipped(
+            "REC-CRASHSAFE", f"no recovery to crash: in none of the {tried} states tried did "
+                             "recovery write anything")]))
     return out
 
 
