@@ -39,6 +39,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import xxhash
 
@@ -47,6 +48,9 @@ from checkers.dhl_format import read_committed
 from checkers.verdict import Verdict, failed, passed, skipped
 from dhl.binding import Database, DhlError, Headers, MemIO, valid_slot
 from workloads.oracle import Oracle, digest_rows
+
+if TYPE_CHECKING:  # checkers.dhl_trace imports this module
+    from checkers.dhl_trace import RunFacts
 
 WORK = "dhl-check"  # the (virtual) scratch folder beside the examined file: labels only
 MAX_LISTED = 8  # pages named in one explanation
@@ -67,6 +71,7 @@ class Before:
     newest: int = 0  # TID of the newest commit record
     newest_size: int = 0  # its recorded transaction size
     newest_count: int = 0  # slot headers carrying that TID
+    newest_pages: tuple[int, ...] = ()  # every page carrying that TID, whatever the page count
     previous: int = 0  # TID of the newest commit record below it (what a rollback returns to)
     # reachable pages with no committed slot header: (page, parent, tid0, tid1)
     t1_missing: tuple[tuple[int, int, int, int], ...] = ()
@@ -100,6 +105,7 @@ class After:
     scan_error: str | None = None
     above_fcc: tuple[tuple[int, int, int], ...] = ()  # (page, slot, tid) with tid > fcc
     count_fcc: tuple[int, ...] = ()  # pages holding a slot header with TID == fcc
+    fcc_pages: tuple[int, ...] = ()  # every page carrying TID fcc, whatever the page count
     count_newest: tuple[int, ...] = ()  # pages still holding the pre-recovery newest TID
     idempotent_changed: tuple[int, ...] | None = None  # pages a second recovery changed
     idempotent_error: str | None = None
@@ -233,6 +239,7 @@ def examine_before(image: Path, data: MemIO | None = None) -> tuple[Before, bool
     with data.view() as v:
         indep = read_committed(bytes(v))
     return Before(fcc=fcc, newest=newest, newest_size=size, newest_count=count,
+                  newest_pages=pages_with(hs, newest, data.size) if newest else (),
                   indep_fcc=indep.fcc, indep_error=indep.error,
                   indep_digest=digest_rows(indep.rows) if indep.rows is not None else None,
                   indep_no_committed=tuple(sorted(indep.no_committed)),
@@ -285,6 +292,7 @@ def examine_after(image: Path, recovered: Path, before: Before, nolog: bool, *,
     fcc, size, _ = newest_commit(hs) if not nolog else (info.fcc, 0, 0)
     above = tuple((h.pgno, s, h.tid[s]) for h in hs for s in range(2) if h.tid[s] > fcc)
     count_fcc = pages_with(hs, fcc, pagecount_at(hs, fcc)) if fcc else ()
+    fcc_pages = pages_with(hs, fcc, mem.size) if fcc else ()
     count_newest = pages_with(hs, before.newest, mem.size) if before.newest > fcc else ()
     changed: tuple[int, ...] | None = None
     idem_error = None
@@ -292,7 +300,8 @@ def examine_after(image: Path, recovered: Path, before: Before, nolog: bool, *,
         changed, idem_error = _second_recovery(recovered, mem, again, info.page_size)
     return After(fcc=fcc, txn_size=size, engine_fcc=info.fcc, rolled_back=bool(rec.rolled_back),
                  integrity=integrity, digest=digest, scan_error=scan_error, above_fcc=above,
-                 count_fcc=count_fcc, count_newest=count_newest, idempotent_changed=changed,
+                 count_fcc=count_fcc, fcc_pages=fcc_pages, count_newest=count_newest,
+                 idempotent_changed=changed,
                  idempotent_error=idem_error)
 
 
@@ -421,27 +430,77 @@ def judge_inv(a: After) -> Verdict:
                   implicated=[f"page {x[0]}" for x in a.above_fcc[:MAX_LISTED]])
 
 
-def judge_count(a: After) -> Verdict:
+def by_trace(rf: RunFacts | None, tid: int, holding: Sequence[int]
+             ) -> tuple[frozenset[int], list[int]] | None:
+    """What the write trace says of transaction ``tid`` in an image whose
+    pages ``holding`` carry its TID: ``(pages it wrote, those of them that
+    lack its TID)`` — complete when the second is empty; None where the
+    trace does not know the transaction (no trace, or it precedes the log).
+    A fact of the log, independent of the engine's commit record and count."""
+    if rf is None or tid not in rf.txn_pages:
+        return None
+    wrote = rf.txn_pages[tid]
+    return wrote, sorted(wrote - set(holding))
+
+
+def judge_count(a: After, rf: RunFacts | None = None) -> Verdict:
     n = len(a.count_fcc)
-    if n == a.txn_size:
-        return passed("CC-COUNT", f"{n} slot headers carry FCC {a.fcc}, as recorded",
+    if n != a.txn_size:
+        return failed(
+            "CC-COUNT",
+            f"after recovery FCC {a.fcc} records transaction size {a.txn_size} but {n} slot "
+            f"headers carry TID {a.fcc} (pages {_pages(a.count_fcc) or 'none'}): the "
+            f"committed transaction is {'incomplete' if n < a.txn_size else 'over-counted'}",
+            expected=a.txn_size, actual=n,
+            implicated=[f"page {p}" for p in sorted(set(a.count_fcc))[:MAX_LISTED]])
+    trace = by_trace(rf, a.fcc, a.fcc_pages)
+    if trace is None:
+        return passed("CC-COUNT", f"{n} slot headers carry FCC {a.fcc}, as recorded "
+                                  "(the write trace does not know the transaction)",
                       expected=a.txn_size, actual=n)
-    return failed("CC-COUNT",
-                  f"after recovery FCC {a.fcc} records transaction size {a.txn_size} but {n} slot "
-                  f"headers carry TID {a.fcc} (pages {_pages(a.count_fcc) or 'none'}): the "
-                  f"committed transaction is {'incomplete' if n < a.txn_size else 'over-counted'}",
-                  expected=a.txn_size, actual=n,
-                  implicated=[f"page {p}" for p in sorted(set(a.count_fcc))[:MAX_LISTED]])
+    wrote, missing = trace
+    if missing:
+        return failed("CC-COUNT", f"after recovery transaction {a.fcc} is committed but "
+                                  f"incomplete by the write trace: it wrote pages "
+                                  f"{_pages(wrote)}, and pages {_pages(missing)} no longer carry "
+                                  f"TID {a.fcc}", expected=len(wrote), actual=n,
+                      implicated=[f"page {p}" for p in missing[:MAX_LISTED]])
+    if len(wrote) != a.txn_size:
+        return failed("CC-COUNT", f"the commit record of transaction {a.fcc} records size "
+                                  f"{a.txn_size}, but by the write trace it wrote {len(wrote)} "
+                                  f"pages ({_pages(wrote)}): the engine counts wrongly",
+                      expected=len(wrote), actual=a.txn_size)
+    return passed("CC-COUNT", f"{n} slot headers carry FCC {a.fcc}, as recorded and as the "
+                              "write trace says the transaction wrote", expected=a.txn_size,
+                  actual=n)
 
 
-def judge_rollback(b: Before, a: After) -> Verdict:
+def judge_rollback(b: Before, a: After, rf: RunFacts | None = None) -> Verdict:
+    """Whether recovery rolled back exactly when the newest transaction is
+    incomplete — by the write trace where it knows the transaction (the
+    pages it wrote that lack its TID), else by the commit record's count."""
     if b.error is not None:
         return skipped("CC-ROLLBACK", f"no readable committed state before recovery: {b.error}")
-    if not b.short:
-        return passed("CC-ROLLBACK", f"not exercised: the newest commit record (TID {b.newest}) "
+    t, prev = b.newest, b.previous
+    trace = by_trace(rf, t, b.newest_pages)
+    if trace is None:
+        short_ = b.short
+        why = (f"transaction {t}'s count did not match ({b.newest_count} slot headers, "
+               f"size {b.newest_size})")
+    else:
+        wrote, missing = trace
+        short_ = bool(missing)
+        why = (f"transaction {t} is incomplete by the write trace (pages {_pages(missing)} of "
+               f"the {len(wrote)} it wrote lack TID {t})")
+    if not short_:
+        if trace is not None and a.fcc < t:
+            return failed("CC-ROLLBACK", f"transaction {t} is complete by the write trace (all "
+                                         f"{len(trace[0])} pages it wrote carry TID {t}) but "
+                                         f"recovery rolled it back to FCC {a.fcc}",
+                          expected=t, actual=a.fcc)
+        return passed("CC-ROLLBACK", f"not exercised: the newest commit record (TID {t}) "
                                      f"is complete ({b.newest_count} of {b.newest_size}): "
                                      "nothing to roll back", exercised=False)
-    t, prev = b.newest, b.previous
     problems = []
     if a.fcc != prev:
         problems.append(f"FCC is {a.fcc}, expected {prev} (the commit record before {t})")
@@ -450,15 +509,32 @@ def judge_rollback(b: Before, a: After) -> Verdict:
                         f"{a.fcc}")
     if a.count_newest:
         problems.append(f"headers of TID {t} remain on pages {_pages(a.count_newest)}")
-    short = (f"transaction {t}'s count did not match ({b.newest_count} slot headers, "
-             f"size {b.newest_size})")
     if not problems:
-        return passed("CC-ROLLBACK", f"{short}: recovery rolled back to FCC {a.fcc}",
+        return passed("CC-ROLLBACK", f"{why}: recovery rolled back to FCC {a.fcc}",
                       expected=prev, actual=a.fcc)
-    return failed("CC-ROLLBACK", f"{short} but recovery did not roll it back: "
+    return failed("CC-ROLLBACK", f"{why} but recovery did not roll it back: "
                                  + "; ".join(problems),
                   expected=prev, actual=a.fcc,
                   implicated=[f"page {p}" for p in sorted(set(a.count_newest))[:MAX_LISTED]])
+
+
+def judge_mono(a: After, rf: RunFacts | None, acked: int) -> Verdict:
+    """CC-MONO on one image: recovery's FCC is not below the TID of the
+    last acknowledged transaction, as the write trace saw it written."""
+    if rf is None:
+        return skipped("CC-MONO", "the run has no write trace to name the acknowledged "
+                                  "transactions' TIDs (see the run's trace record)")
+    w = rf.writer_at(acked)
+    if w is None:
+        return passed("CC-MONO", f"not exercised: no acknowledgement of this log at or below "
+                                 f"transaction {acked}", exercised=False)
+    if a.engine_fcc >= w:
+        return passed("CC-MONO", f"recovered FCC {a.engine_fcc} is not below TID {w}, the "
+                                 f"last acknowledged transaction's", expected=w,
+                      actual=a.engine_fcc)
+    return failed("CC-MONO", f"recovery went back to FCC {a.engine_fcc}, below TID {w} that "
+                             f"the log wrote before the acknowledgement of transaction "
+                             f"{acked}", expected=f">= {w}", actual=a.engine_fcc)
 
 
 def judge_idempotent(a: After) -> Verdict:
@@ -476,7 +552,8 @@ def judge_idempotent(a: After) -> Verdict:
 
 
 DB_IDS = ("DB-INTEGRITY", "DB-ATOMIC", "DB-DURABLE", "DB-PREFIX")
-AFTER_IDS = ("DHL-INV", "CC-COUNT", "CC-ROLLBACK", "REC-IDEMPOTENT")
+AFTER_IDS = ("DHL-INV", "CC-COUNT", "CC-ROLLBACK", "REC-IDEMPOTENT", "CC-MONO")
+IDS = ("DB-OPEN", *DB_IDS, "DHL-T1", "DHL-READ", *AFTER_IDS)  # the per-state verdicts
 
 
 def _content_read_page_by_page(b: Before, digests: Sequence[str], acked: int, begun: int
@@ -496,9 +573,10 @@ def _content_read_page_by_page(b: Before, digests: Sequence[str], acked: int, be
     return out
 
 
-def judge(facts: DhlFacts, oracle: Oracle | Sequence[str], acked: int, begun: int
-          ) -> list[Verdict]:
-    """Every database and image-level DHL verdict for one examined state."""
+def judge(facts: DhlFacts, oracle: Oracle | Sequence[str], acked: int, begun: int, *,
+          run_facts: RunFacts | None = None) -> list[Verdict]:
+    """Every database and image-level DHL verdict for one examined state;
+    ``run_facts``: what the run's write trace says (checkers.dhl_trace)."""
     digests = oracle.digests if isinstance(oracle, Oracle) else oracle
     if not facts.exists:
         why = "the database file does not exist after recovery"
@@ -526,4 +604,5 @@ def judge(facts: DhlFacts, oracle: Oracle | Sequence[str], acked: int, begun: in
     if facts.nolog:
         why = "NOLOG database: one slot header, no FCC per transaction, no recovery"
         return out + [skipped(i, why) for i in AFTER_IDS]
-    return out + [judge_inv(a), judge_count(a), judge_rollback(b, a), judge_idempotent(a)]
+    return out + [judge_inv(a), judge_count(a, run_facts), judge_rollback(b, a, run_facts),
+                  judge_idempotent(a), judge_mono(a, run_facts, acked)]

@@ -26,80 +26,31 @@ exactly the TIDs below W are committed).  Then:
   from the pages as written so far (newest complete commit record) is not
   below the one at the previous ``txn-ack``.
 
-Mapping log blocks to database pages:
+Besides the three verdicts, the walk leaves per-run facts for the
+per-state judges of ``checkers/dhl.py`` (:class:`RunFacts`): the pages each
+transaction stamped with its TID, and the transaction whose writes preceded
+each ``txn-ack`` — facts of the log, not of the engine's counting.
 
-* raw-device runs (meta fs ``raw``): page n is at byte n × page size;
-* file-backed runs (ext4): the database file's extents are read with
-  ``debugfs stat`` from the run's final image after journal replay, and
-  device bytes map to file offsets through them.  Limits: the map is the
-  final one — blocks the file held only earlier (none for DHL, which never
-  truncates or frees pages) are not seen, and a block written before the
-  file owned it would be misread as a page write (the recorded file system
-  starts empty, so such writes are zeroing at most).  Other file systems
-  (xfs, btrfs) are not mapped: the checker says so (skip).
-
-Discards are ignored (DHL never discards).  The page size and tree count
-come from the final database.
+The harness prepares the history of the database file (``harness/filetrace.py``:
+replay, file-system recovery, block map); this module only decodes pages and
+judges.  Discards are ignored (DHL never discards).  The page size and tree
+count come from the final database.
 """
 
 from __future__ import annotations
 
-import bisect
-import os
-import shutil
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from checkers.dhl import committed_fcc, open_image
 from checkers.dhl_format import changed_bytes
 from checkers.invariants import TRACE_LEVEL
 from checkers.verdict import Verdict, failed, passed, skipped
 from dhl.binding import DhlError, Headers, image_headers
-from harness.env import work_folder
-from harness.explain.ext4 import _extents, debugfs
-from harness.images import verified_base_for_run
-from harness.logformat import LogReader
-from harness.recover.fs import recover_fs
-from harness.replay import replay
-from harness.rundir import RunDir
+from harness.filetrace import FileTrace, FileWrite
 
 MAX_LISTED = 8
 IDS = TRACE_LEVEL
-
-
-@dataclass(frozen=True)
-class PageMap:
-    """Device byte ranges that hold database file bytes:
-    ``(dev_start, dev_end, file_start)`` sorted by ``dev_start``."""
-
-    spans: tuple[tuple[int, int, int], ...]
-
-    @classmethod
-    def identity(cls, size: int) -> PageMap:
-        return cls(((0, size, 0),))
-
-    def pieces(self, dev_off: int, length: int) -> Iterator[tuple[int, int, int]]:
-        """``(file_off, start_in_data, n)`` for the parts of the device range
-        ``[dev_off, dev_off + length)`` that hold database bytes."""
-        starts = [s[0] for s in self.spans]
-        i = max(0, bisect.bisect_right(starts, dev_off) - 1)
-        end = dev_off + length
-        while i < len(self.spans) and self.spans[i][0] < end:
-            a, b, f = self.spans[i]
-            lo, hi = max(a, dev_off), min(b, end)
-            if lo < hi:
-                yield f + (lo - a), lo - dev_off, hi - lo
-            i += 1
-
-    def device_ranges(self, file_off: int, length: int) -> Iterator[tuple[int, int, int]]:
-        """``(dev_off, start_in_page, n)`` for a file byte range."""
-        end = file_off + length
-        for a, b, f in self.spans:
-            fa, fb = f, f + (b - a)
-            lo, hi = max(fa, file_off), min(fb, end)
-            if lo < hi:
-                yield a + (lo - fa), lo - file_off, hi - lo
 
 
 @dataclass
@@ -119,6 +70,30 @@ class TraceResult:
     fcc_at_ack: list[tuple[str, int]] = field(default_factory=list)
     current: int = 0  # the transaction writing now
     predecessor: int = 0  # the transaction that wrote before it
+    # pages on which a write put TID T into a slot header, per T
+    txn_pages: dict[int, set[int]] = field(default_factory=dict)
+    # txn-ack:K -> the transaction writing when the mark came (its TID)
+    ack_writer: dict[int, int] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class RunFacts:
+    """What the write trace says of a run, for judging its crash states
+    without the engine's own counting: the pages each transaction stamped
+    with its TID (``txn_pages``), the TID written just before each
+    ``txn-ack:K`` (``ack_writer``), and the first TID the log wrote
+    (``first``: older transactions precede the log, so the trace cannot
+    say which pages they wrote)."""
+
+    txn_pages: dict[int, frozenset[int]]
+    ack_writer: dict[int, int]
+    first: int
+
+    def writer_at(self, acked: int) -> int | None:
+        """The TID behind the newest acknowledgement at or below
+        transaction ``acked`` that this log holds (None: none)."""
+        ks = [k for k in self.ack_writer if k <= acked]
+        return self.ack_writer[max(ks)] if ks else None
 
 
 def _tid(t: int) -> str:
@@ -141,38 +116,31 @@ class PageTrace:
     """The successive images of every database page, starting from the base
     image, advanced write by write."""
 
-    def __init__(self, base: Path, pmap: PageMap, page_size: int, ntrees: int,
-                 nolog: bool = False) -> None:
-        self.base_fd = os.open(base, os.O_RDONLY)
-        self.pmap, self.ps, self.ntrees, self.nolog = pmap, page_size, ntrees, nolog
+    def __init__(self, history: FileTrace, page_size: int, ntrees: int) -> None:
+        self.history, self.ps, self.ntrees = history, page_size, ntrees
         self.pages: dict[int, bytearray] = {}
         self.headers: dict[int, Headers] = {}
-
-    def close(self) -> None:
-        os.close(self.base_fd)
 
     def page(self, pgno: int) -> bytearray:
         pg = self.pages.get(pgno)
         if pg is None:
-            pg = bytearray(self.ps)
-            for dev, at, n in self.pmap.device_ranges(pgno * self.ps, self.ps):
-                pg[at:at + n] = os.pread(self.base_fd, n, dev).ljust(n, b"\0")  # past the end: 0
+            pg = bytearray(self.history.read_base(pgno * self.ps, self.ps))
             self.pages[pgno] = pg
             self.headers[pgno] = image_headers(bytes(pg), self.ps, pgno, self.ntrees)[0]
         return pg
 
-    def write(self, dev_off: int, data: bytes) -> list[PageWrite]:
-        """Apply one device write; one :class:`PageWrite` for every database
-        page it touched."""
+    def write(self, w: FileWrite) -> list[PageWrite]:
+        """Apply one log entry's write; one :class:`PageWrite` for every
+        database page it touched."""
         touched: dict[int, tuple[Headers, bytes]] = {}
-        for foff, at, n in self.pmap.pieces(dev_off, len(data)):
-            pos = 0
+        for foff, data in w.pieces:
+            pos, n = 0, len(data)
             while pos < n:
                 pgno, inpage = divmod(foff + pos, self.ps)
                 k = min(n - pos, self.ps - inpage)
                 pg = self.page(pgno)
                 touched.setdefault(pgno, (self.headers[pgno], bytes(pg)))
-                pg[inpage:inpage + k] = data[at + pos:at + pos + k]
+                pg[inpage:inpage + k] = data[pos:pos + k]
                 pos += k
         out = []
         for pgno, (old, before) in touched.items():
@@ -240,6 +208,9 @@ def judge_write(entry: int, pgno: int, old: Headers, new: Headers, res: TraceRes
         return  # an invalidation: judged by judge_bytes
     if w > res.current:
         res.predecessor, res.current = res.current, w
+    for s in changed:
+        if new.tid[s]:
+            res.txn_pages.setdefault(new.tid[s], set()).add(pgno)
     pred = res.predecessor if w == res.current else w - 1
     res.writes += 1
     where = "header page meta slot" if pgno == 0 else "slot header"
@@ -271,44 +242,45 @@ def judge_write(entry: int, pgno: int, old: Headers, new: Headers, res: TraceRes
                                                f"older TID {v}"))
 
 
-def trace_log(log: Path, base: Path, pmap: PageMap, page_size: int, ntrees: int,
-              nolog: bool = False) -> TraceResult:
-    """Walk ``log`` over the database pages of ``base`` (through ``pmap``)."""
+def trace_pages(history: FileTrace, page_size: int, ntrees: int, nolog: bool = False
+                ) -> TraceResult:
+    """Walk the file's history page by page and judge every page write."""
     res = TraceResult()
-    tr = PageTrace(base, pmap, page_size, ntrees, nolog)
+    tr = PageTrace(history, page_size, ntrees)
     last_fcc: tuple[str, int, int] | None = None  # (mark, entry, fcc)
-    try:
-        res.current = committed_fcc(tr.base_headers()) if not nolog else 0
-        with LogReader(log) as reader:
-            ss = reader.sectorsize
-            for e in reader.entries():
-                if e.is_mark and e.label and e.label.startswith("txn-ack:"):
-                    res.acks += 1
-                    if nolog:
-                        continue
-                    fcc = committed_fcc(tr.all_headers())
-                    res.fcc_at_ack.append((e.label, fcc))
-                    if last_fcc is not None and fcc < last_fcc[2]:
-                        res.mono.append(Finding(e.index, 0, (
-                            f"at {e.label} (entry {e.index}) the committed FCC is {fcc}, below "
-                            f"{last_fcc[2]} at {last_fcc[0]} (entry {last_fcc[1]})")))
-                    last_fcc = (e.label, e.index, fcc)
-                    continue
-                if not e.has_payload:
-                    continue
-                pws = tr.write(e.sector * ss, reader.payload(e))
-                fcc_before = None
-                if not nolog and any(pw.new.tid[s] == 0 != pw.old.tid[s]
-                                     for pw in pws for s in range(2)):
-                    olds = {pw.pgno: pw.old for pw in pws}
-                    fcc_before = committed_fcc([olds.get(h.pgno, h) for h in tr.all_headers()])
-                for pw in pws:
-                    judge_write(e.index, pw.pgno, pw.old, pw.new, res, nolog)
-                    if not nolog:
-                        judge_bytes(e.index, pw, res, ntrees, fcc_before)
-    finally:
-        tr.close()
+    res.current = committed_fcc(tr.base_headers()) if not nolog else 0
+    for e in history.events():
+        if not isinstance(e, FileWrite):
+            if not e.label.startswith("txn-ack:"):
+                continue
+            res.acks += 1
+            if nolog:
+                continue
+            res.ack_writer[int(e.label.split(":", 1)[1])] = res.current
+            fcc = committed_fcc(tr.all_headers())
+            res.fcc_at_ack.append((e.label, fcc))
+            if last_fcc is not None and fcc < last_fcc[2]:
+                res.mono.append(Finding(e.entry, 0, (
+                    f"at {e.label} (entry {e.entry}) the committed FCC is {fcc}, below "
+                    f"{last_fcc[2]} at {last_fcc[0]} (entry {last_fcc[1]})")))
+            last_fcc = (e.label, e.entry, fcc)
+            continue
+        pws = tr.write(e)
+        fcc_before = None
+        if not nolog and any(pw.new.tid[s] == 0 != pw.old.tid[s]
+                             for pw in pws for s in range(2)):
+            olds = {pw.pgno: pw.old for pw in pws}
+            fcc_before = committed_fcc([olds.get(h.pgno, h) for h in tr.all_headers()])
+        for pw in pws:
+            judge_write(e.entry, pw.pgno, pw.old, pw.new, res, nolog)
+            if not nolog:
+                judge_bytes(e.entry, pw, res, ntrees, fcc_before)
     return res
+
+
+def run_facts(res: TraceResult) -> RunFacts:
+    return RunFacts({t: frozenset(p) for t, p in res.txn_pages.items()}, dict(res.ack_writer),
+                    min(res.txn_pages, default=0))
 
 
 def _entries(fs: Sequence[Finding]) -> list[str]:
@@ -348,60 +320,22 @@ def verdicts(res: TraceResult, nolog: bool = False) -> list[Verdict]:
 # --- a recorded run ------------------------------------------------------------
 
 
-def ext4_map(image: Path, file_path: str, block_size: int = 4096) -> PageMap:
-    """Device ranges of ``file_path`` in the (journal-replayed) ext4 image."""
-    ext, _ = _extents(debugfs(image, [f"stat {file_path}"]))
-    spans = sorted((p * block_size, (p + n) * block_size, lb * block_size) for lb, p, n in ext)
-    return PageMap(tuple(spans))
-
-
-def _block_size(image: Path) -> int:
-    for line in debugfs(image, ["stats"]).splitlines():
-        if line.startswith("Block size:"):
-            return int(line.split(":")[1])
-    return 4096
-
-
-def trace_verdicts(run: RunDir, workdir: Path | None = None) -> list[Verdict]:
-    """DHL-T2, CC-NEXT and CC-MONO for a recorded DHL run (any SUT with
-    engine "dhl"); the final image is rebuilt in a scratch folder.  A final
-    image the engine cannot open (the workload ran to its end: a correct SUT
-    always leaves an openable database) fails all three, with the reason:
-    a broken SUT gets verdicts, never an exception."""
+def judge_run(history: FileTrace | str) -> tuple[list[Verdict], RunFacts | None]:
+    """DHL-T2, CC-NEXT and CC-MONO for a recorded DHL run, from its database
+    file's history (or the reason the harness could not prepare one), and
+    the run's :class:`RunFacts` (None where there is no trace, and for
+    NOLOG, which has no FCC).  A final database the engine cannot open (the
+    workload ran to its end: a correct SUT always leaves an openable
+    database) fails all three, with the reason: a broken SUT gets verdicts,
+    never an exception."""
+    if isinstance(history, str):
+        return [skipped(i, history) for i in IDS], None
     try:
-        return _trace_verdicts(run, workdir)
-    except DhlError as e:
-        why = f"the run's final image cannot be opened, so its pages cannot be traced: {e}"
-        return [failed(i, why) for i in IDS]
-
-
-def _trace_verdicts(run: RunDir, workdir: Path | None) -> list[Verdict]:
-    meta = run.meta()
-    fs, db_name = meta["fs"], meta["db"]
-    if fs not in ("raw", "ext4"):
-        why = f"no block-to-page map for {fs} (raw and ext4 only)"
-        return [skipped(i, why) for i in IDS]
-    base = verified_base_for_run(run)
-    own = workdir is None
-    work = work_folder("crashlab-trace-") if own else workdir
-    try:
-        final = work / "final.img"
-        replay(base, run.log, final)
-        files = work / "files"
-        pmap: PageMap | None = None
-        if fs == "raw":
-            pmap = PageMap.identity(os.path.getsize(final))
-        rec = recover_fs(fs, final, files, workdir=work, db_name=db_name, fsck=False)
-        if not rec.ok:
-            return [skipped(i, f"the final image does not recover: {rec.detail}") for i in IDS]
-        if fs == "ext4":
-            pmap = ext4_map(final, "/" + db_name, _block_size(final))
-        assert pmap is not None
-        db, nolog = open_image(files / db_name, readonly=True)
+        db, nolog = open_image(history.final, readonly=True)
         with db:
             info = db.info()
-        res = trace_log(run.log, base, pmap, info.page_size, info.ntrees, nolog)
-        return verdicts(res, nolog)
-    finally:
-        if own:
-            shutil.rmtree(work, ignore_errors=True)
+        res = trace_pages(history, info.page_size, info.ntrees, nolog)
+    except DhlError as e:
+        why = f"the run's final image cannot be opened, so its pages cannot be traced: {e}"
+        return [failed(i, why) for i in IDS], None
+    return verdicts(res, nolog), None if nolog else run_facts(res)

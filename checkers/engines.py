@@ -9,7 +9,11 @@ file system (with its journal/WAL sidecars beside it):
   and look at the result (independent of the crash point's marks, hence
   cacheable); ``blockdev``: the file is an image of the block device the
   SUT ran on (the raw tier), so the engine must see a block device;
-* ``judge(facts, oracle, acked, begun) -> list[Verdict]``: the verdicts.
+* ``judge(facts, oracle, acked, begun, *, run_facts) -> list[Verdict]``:
+  the verdicts; ``run_facts`` is what the run-level stage learnt from the
+  whole log (DHL: the write trace's :class:`checkers.dhl_trace.RunFacts`);
+* ``IDS``: the invariants ``judge`` gives a verdict on (a state whose file
+  system does not recover gets each of them skipped, with that reason).
 """
 
 from __future__ import annotations

@@ -66,8 +66,13 @@ def examine(db: Path, *, blockdev: bool = False) -> DbFacts:
     return DbFacts(exists=True, integrity=integrity, digest=digest)
 
 
-def judge(facts: DbFacts, oracle: Oracle, acked: int, begun: int) -> list[Verdict]:
-    """The five database verdicts from what opening the database showed."""
+IDS = ("DB-OPEN", "DB-INTEGRITY", "DB-ATOMIC", "DB-DURABLE", "DB-PREFIX")  # per state
+
+
+def judge(facts: DbFacts, oracle: Oracle, acked: int, begun: int, *,
+          run_facts: object = None) -> list[Verdict]:
+    """The five database verdicts from what opening the database showed
+    (``run_facts``: the engine protocol's; SQLite has no run-level facts)."""
     if not facts.exists:
         why = "the database file does not exist after recovery"
         return [failed("DB-OPEN", why)] + [

@@ -12,10 +12,10 @@ from pathlib import Path
 import pytest
 from support import crashlab, record_runs
 
-from harness.logformat import LogReader
+from harness.logformat import LogReader, LogWriter
 from harness.record.fuse import FuseBackend
 from harness.rundir import RunDir
-from harness.sweep.matrix import DHL_INSERT, Cell
+from harness.sweep.matrix import DHL_INSERT, SINGLE, Cell
 from harness.sweep.sweep import SweepOptions, run_sweep
 
 OK, WHY = FuseBackend.available()
@@ -58,3 +58,42 @@ def test_check_and_sweep_finish_on_a_broken_sut(tmp_path: Path) -> None:
         assert (out / name).stat().st_size > 0, name
     assert "DB-OPEN is guaranteed but failed" in " ".join(
         summary["cells"][0]["expectation"]["broken"])
+
+
+def _zero_superblock_after(run: RunDir, label: str) -> None:
+    """Rewrite the run's log with a write of zeros over the ext4 superblock
+    (bytes 1024-2047; a 64 MiB image has one block group, so no backup)
+    right after the mark ``label``: every later state's file system is gone."""
+    src = run.log.with_suffix(".orig")
+    run.log.rename(src)
+    with LogReader(src) as r, LogWriter(run.log, r.sectorsize) as w:
+        for e in r.entries():
+            if e.is_mark:
+                w.mark(e.label)
+                if e.label == label:
+                    w.write(1024 // r.sectorsize, bytes(1024))
+            elif e.is_discard:
+                w.discard(e.sector, e.nr_sectors)
+            elif e.has_payload:
+                w.write(e.sector, r.payload(e), e.flags)
+            else:
+                w.flush()
+    src.unlink()
+
+
+def test_a_file_system_that_does_not_recover_skips_the_database_verdicts_saying_why(
+        tmp_path: Path) -> None:
+    run = record_runs(tmp_path / "rec", {"sqlite-wal-full": SINGLE})["sqlite-wal-full"]
+    _zero_superblock_after(run, "txn-ack:5")
+    p = crashlab("check", str(run.path), "--strategy", "prefix", "--out", str(tmp_path / "c"))
+    assert p.returncode == 1 and "Traceback" not in p.stderr, p.stderr
+    states = [json.loads(x) for x in (tmp_path / "c" / "states.jsonl").read_text().splitlines()]
+    gone = [s for s in states if s["v"].get("FS-RECOVER") == "fail"]
+    assert gone, "no state lost its file system"
+    for s in gone:  # every database verdict is there, skipped with the reason
+        assert set(s["v"]) == {"FS-RECOVER", "DB-OPEN", "DB-INTEGRITY", "DB-ATOMIC",
+                               "DB-DURABLE", "DB-PREFIX"}, s["v"]
+        assert all(s["v"][i] == "skip" and "file system did not recover" in s["skip"][i]
+                   for i in s["v"] if i != "FS-RECOVER")
+    result = json.loads((tmp_path / "c" / "result.json").read_text())
+    assert any("file system did not recover" in why for why in result["skips"]["DB-DURABLE"])

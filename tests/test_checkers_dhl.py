@@ -24,6 +24,7 @@ from checkers import dhl as ck
 from checkers import dhl_trace as tr
 from checkers.recovery import crashsafe_verdict
 from dhl.binding import CaptureIO, Database, IoOp
+from harness.filetrace import BlockMap, FileTrace
 from harness.logformat import LogWriter
 
 PS = 512
@@ -374,8 +375,8 @@ def write_log(run: Run, path: Path, edit: dict[int, bytes] | None = None,
 def trace(run: Run, log: Path) -> list:  # noqa: ANN001
     with Database(run.base, run.mode, readonly=True) as db:
         ntrees = db.info().ntrees
-    res = tr.trace_log(log, run.base, tr.PageMap.identity(1 << 30), PS, ntrees,
-                       run.mode == "nolog")
+    with FileTrace(run.base, log, BlockMap.identity(1 << 30), run.base) as history:
+        res = tr.trace_pages(history, PS, ntrees, run.mode == "nolog")
     return tr.verdicts(res, run.mode == "nolog")
 
 
@@ -466,7 +467,7 @@ def test_trace_cc_mono_fcc_goes_back(runs: dict[str, Run], tmp_path: Path) -> No
 
 
 def test_page_map_pieces() -> None:
-    m = tr.PageMap(((8192, 16384, 0), (32768, 36864, 8192)))
+    m = BlockMap(((8192, 16384, 0), (32768, 36864, 8192)))
     assert list(m.pieces(4096, 16384)) == [(0, 4096, 8192)]
     assert list(m.pieces(12288, 24576)) == [(4096, 0, 4096), (8192, 20480, 4096)]
     assert list(m.device_ranges(6144, 4096)) == [(14336, 0, 2048), (32768, 2048, 2048)]
@@ -491,3 +492,50 @@ def test_tc_modes_do_not_promise_a_rollback_they_cannot_do() -> None:
                           ("dhl-cc-raw", True), ("dhl-cc-opt-raw", True)):
         exp = Cell(sut, DHL_INSERT, "raw").expectation("reorder")
         assert ("CC-ROLLBACK" in exp.guaranteed) is promised, sut
+
+
+# --- judged by the write trace, not by the engine's counting --------------------
+
+FACTS = tr.RunFacts(txn_pages={9: frozenset({0, 4}), 10: frozenset({0, 1, 2})},
+                    ack_writer={3: 9, 4: 10}, first=9)
+
+
+def test_rollback_is_judged_by_the_pages_the_trace_saw_written() -> None:
+    """An engine whose commit record and count agree on a wrong size (page 0
+    left out) keeps an incomplete transaction: the count rule sees nothing
+    to roll back, the write trace sees page 0 missing."""
+    b = ck.Before(newest=10, newest_size=2, newest_count=2, newest_pages=(1, 2), previous=9)
+    kept = ck.After(fcc=10, engine_fcc=10, txn_size=2, count_fcc=(1, 2), fcc_pages=(1, 2))
+    assert ck.judge_rollback(b, kept).status == "pass"  # the engine's own rule: fooled
+    v = ck.judge_rollback(b, kept, FACTS)
+    assert v.failed and "incomplete by the write trace" in v.explanation and "0" in v.explanation
+    count = ck.judge_count(kept, FACTS)
+    assert count.failed and "incomplete by the write trace" in count.explanation
+
+
+def test_rolling_back_a_complete_transaction_fails() -> None:
+    b = ck.Before(newest=10, newest_size=4, newest_count=3, newest_pages=(0, 1, 2), previous=9)
+    assert b.short  # the engine's count says short: a wrong size was recorded
+    back = ck.After(fcc=9, engine_fcc=9, txn_size=2, count_fcc=(0, 4), fcc_pages=(0, 4))
+    assert ck.judge_rollback(b, back).status == "pass"  # by the count: a proper rollback
+    v = ck.judge_rollback(b, back, FACTS)
+    assert v.failed and "complete by the write trace" in v.explanation
+
+
+def test_a_commit_record_size_the_trace_contradicts_fails_cc_count() -> None:
+    a = ck.After(fcc=10, engine_fcc=10, txn_size=3, count_fcc=(0, 1, 2), fcc_pages=(0, 1, 2))
+    assert ck.judge_count(a, FACTS).status == "pass"
+    wrong = ck.After(fcc=9, engine_fcc=9, txn_size=1, count_fcc=(4,), fcc_pages=(0, 4))
+    assert ck.judge_count(wrong).status == "pass"  # count == recorded size
+    v = ck.judge_count(wrong, FACTS)
+    assert v.failed and "the engine counts wrongly" in v.explanation
+
+
+def test_cc_mono_per_image_against_the_acknowledged_tid() -> None:
+    a = ck.After(fcc=9, engine_fcc=9)
+    assert ck.judge_mono(a, FACTS, 3).status == "pass"
+    v = ck.judge_mono(a, FACTS, 4)  # transaction 4 was written as TID 10 and acknowledged
+    assert v.failed and "below TID 10" in v.explanation
+    idle = ck.judge_mono(a, FACTS, 2)
+    assert idle.status == "pass" and not idle.exercised
+    assert ck.judge_mono(a, None, 4).status == "skip"

@@ -30,6 +30,7 @@ from harness.logformat import LogReader
 from harness.rundir import RunDir
 from harness.states import State, state_from_id
 from harness.sweep.multicrash import resolve
+from harness.sweep.runlevel import prepare_run_level
 from harness.sweep.worker import StateChecker
 from workloads.suts import Sut
 
@@ -184,7 +185,9 @@ def repro_cmd(run: Path, state_id: str, out: Path | None, shell: bool, all_write
     interactive = shell and sys.stdin.isatty()
     with _folder(out, keep_tmp=False) as folder, \
             temporary_folder("crashlab-repro-work-") as work:
-        checker = StateChecker(rd, work / "check", fsck=not no_fsck)
+        # the run's facts from its whole log, as the check had them
+        level = prepare_run_level(rd, work)
+        checker = StateChecker(rd, work / "check", fsck=not no_fsck, run_facts=level.facts)
         try:
             checker.keep = folder
             state: State = state_from_id(checker.image.reader, state_id, rd.log_order)

@@ -41,7 +41,13 @@ from harness.states import Enumeration, Options, State, coverage
 from harness.states.epochs import Epoch, iter_epochs
 from harness.states.stateid import StateKey
 from harness.sweep.multicrash import COMPOSITE, Composite, check_composite, resolve
-from harness.sweep.runlevel import CRASHSAFE_ID, TRACE_ID, run_level_records
+from harness.sweep.runlevel import (
+    CRASHSAFE_ID,
+    TRACE_ID,
+    RunFacts,
+    prepare_run_level,
+    run_level_records,
+)
 from harness.sweep.worker import StateChecker, state_record
 from harness.sysops import worker_signals
 
@@ -142,22 +148,23 @@ _epochs: _EpochCursor | None = None
 _init_error: BaseException | None = None
 
 
-def _init_worker(run_path: str, workroot: str, fsck: bool) -> None:
+def _init_worker(run_path: str, workroot: str, fsck: bool, facts: RunFacts | None) -> None:
     # An exception escaping a Pool initializer makes the Pool respawn the
     # worker forever: keep it and raise it with the first task instead.
     global _checker, _epochs, _init_error
     try:
         workdir = Path(tempfile.mkdtemp(prefix="w", dir=workroot))
         run = RunDir(Path(run_path))
-        _checker = StateChecker(run, workdir, fsck=fsck)
+        _checker = StateChecker(run, workdir, fsck=fsck, run_facts=facts)
         _epochs = _EpochCursor(run.log, run.log_order)
     except BaseException as e:  # noqa: BLE001
         _init_error = e
 
 
-def _init_pool_worker(run_path: str, workroot: str, fsck: bool) -> None:
+def _init_pool_worker(run_path: str, workroot: str, fsck: bool, facts: RunFacts | None
+                      ) -> None:
     worker_signals()
-    _init_worker(run_path, workroot, fsck)
+    _init_worker(run_path, workroot, fsck, facts)
     # An orderly pool exit (close + join) ends the checker's helper
     # processes; on terminate they die with the worker (PDEATHSIG).
     multiprocessing.util.Finalize(None, _close_worker, exitpriority=10)
@@ -252,6 +259,8 @@ def check_run(
     t0 = time.monotonic()
     workroot = work_folder("crashlab-check-")
     try:
+        # the run-level stage's trace first: its facts judge every state
+        level = prepare_run_level(run, workroot)
         with LogReader(run.log) as reader, open(states_path, "ab") as sink:
             enum = Enumeration(reader, opts.states)
             chunks = _chunks(iter(enum), done, opts.max_states)
@@ -268,7 +277,7 @@ def check_run(
                     on_progress(enum.stats.generated, checked)
 
             if jobs == 1:
-                _init_worker(str(run.path), str(workroot), opts.fsck)
+                _init_worker(str(run.path), str(workroot), opts.fsck, level.facts)
                 try:
                     for chunk in chunks:
                         emit(_check_chunk(chunk))
@@ -276,7 +285,7 @@ def check_run(
                     _close_worker()
             else:
                 ctx = multiprocessing.get_context("fork")
-                init_args = (str(run.path), str(workroot), opts.fsck)
+                init_args = (str(run.path), str(workroot), opts.fsck, level.facts)
                 with ctx.Pool(jobs, _init_pool_worker, init_args) as pool:
                     for records in pool.imap(_check_task, map(_task, chunks)):
                         emit(records)
@@ -285,7 +294,8 @@ def check_run(
             stats = enum.stats
         run_path = out / RUN_NAME
         if not (resume and run_path.exists()):
-            records = run_level_records(run, states_path, workroot, opts.crashsafe_sample)
+            records = run_level_records(run, states_path, workroot, opts.crashsafe_sample,
+                                        level)
             write_text_atomic(run_path, "".join(json.dumps(r, sort_keys=True) + "\n"
                                                 for r in records))
     finally:

@@ -2,7 +2,11 @@
 time, for DHL SUTs:
 
 * DHL-T2, CC-NEXT, CC-MONO: over the successive images of every database
-  page in the log, once per run (``checkers.dhl_trace``);
+  page in the log, once per run (``checkers.dhl_trace``), from the database
+  file's history that this stage prepares (``harness.filetrace``) *before*
+  the states are checked: the walk also yields the run's facts (the pages
+  each transaction wrote, the transaction behind each acknowledgement) that
+  the per-state judges compare recovery against;
 * REC-CRASHSAFE: DHL recovery's own writes crashed at many points and
   recovered again — costly (one enumeration per state), so it runs on a
   deterministic sample of the run's checked states, spread over the run,
@@ -17,12 +21,16 @@ the trace checks, the state ID for a sampled state) and go to run.jsonl.
 from __future__ import annotations
 
 import json
+import shutil
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from checkers.dhl_trace import trace_verdicts
+from checkers.dhl_trace import RunFacts, judge_run
 from checkers.recovery import crashsafe_verdict
 from checkers.verdict import Verdict, skipped
+from harness import filetrace
+from harness.env import work_folder
 from harness.logformat import LogReader
 from harness.rundir import RunDir
 from harness.states import state_from_id
@@ -64,17 +72,54 @@ def spread_ids(states_path: Path) -> list[str]:
     return [ids[i] for i in order[1:] + order[:1]] if n > 1 else ids
 
 
+@dataclass(frozen=True)
+class RunLevel:
+    """The run-level stage's work done before the states are checked: the
+    trace verdicts (None: the SUT is not DHL) and the run's facts for the
+    per-state judges (None: no trace)."""
+
+    trace: list[Verdict] | None = None
+    facts: RunFacts | None = None
+
+
+def prepare_run_level(run: RunDir, workroot: Path) -> RunLevel:
+    """Walk the database file's history of a DHL run once: the trace
+    verdicts and the run's facts."""
+    if get_sut(run.meta()["sut"]).engine != "dhl":
+        return RunLevel()
+    work = _fresh(workroot / "trace")
+    history = filetrace.prepare(run, work)
+    try:
+        verdicts, facts = judge_run(history)
+    finally:
+        if isinstance(history, filetrace.FileTrace):
+            history.close()
+        shutil.rmtree(work, ignore_errors=True)
+    return RunLevel(verdicts, facts)
+
+
+def trace_verdicts(run: RunDir) -> list[Verdict]:
+    """DHL-T2, CC-NEXT and CC-MONO of a recorded DHL run (in a scratch
+    folder of its own)."""
+    work = work_folder("crashlab-trace-")
+    try:
+        return prepare_run_level(run, work).trace or []
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
 def run_level_records(run: RunDir, states_path: Path, workroot: Path,
-                      crashsafe_sample: int) -> list[dict[str, Any]]:
+                      crashsafe_sample: int, level: RunLevel) -> list[dict[str, Any]]:
     """The run-level records of ``run`` (none for a SUT that is not DHL)."""
     meta = run.meta()
-    if get_sut(meta["sut"]).engine != "dhl":
+    if level.trace is None:
         return []
-    out = [record(TRACE_ID, trace_verdicts(run, _fresh(workroot / "trace")))]
+    out = [record(TRACE_ID, level.trace)]
     if crashsafe_sample <= 0:
         return out
     keep = _fresh(workroot / "keep")
-    checker = StateChecker(run, _fresh(workroot / "crashsafe"), fsck=False)
+    checker = StateChecker(run, _fresh(workroot / "crashsafe"), fsck=False,
+                           run_facts=level.facts)
     checker.keep = keep
     found = tried = 0
     try:

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from checkers.engines import checker_for
-from checkers.verdict import Verdict, failed, passed
+from checkers.verdict import Verdict, failed, passed, skipped
 from harness.env import reference_recovery
 from harness.images import verified_base_for_run
 from harness.materialize import DurableImage, sparse_copy
@@ -50,8 +50,11 @@ class StateChecker:
     last_recovery: FsRecovery | None = None  # of the last state checked
 
     def __init__(self, run: RunDir, workdir: Path, *, fsck: bool = True,
-                 fast: bool | None = None) -> None:
+                 fast: bool | None = None, run_facts: object = None) -> None:
         self.run = run
+        # what the run-level stage learnt from the whole log, for the
+        # engine's judge (DHL: checkers.dhl_trace.RunFacts; None: none)
+        self.run_facts = run_facts
         self.meta = run.meta()
         self.sut, _ = spec_from_meta(self.meta)
         self.checker = checker_for(self.sut.engine)
@@ -98,10 +101,13 @@ class StateChecker:
         fsv = fs_verdict(rec)
         verdicts = [fsv] if fsv is not None else []
         if not rec.ok:
-            return verdicts
+            # nothing to open: every database verdict is skipped, saying so
+            why = "the file system did not recover, so there is no database (see FS-RECOVER)"
+            return verdicts + [skipped(i, why) for i in self.checker.IDS]
         facts = self._facts(files)
         acked, begun = self.marks(state)
-        return verdicts + self.checker.judge(facts, self.oracle, acked, begun)
+        return verdicts + self.checker.judge(facts, self.oracle, acked, begun,
+                                             run_facts=self.run_facts)
 
     def marks(self, state: State) -> tuple[int, int]:
         """(acknowledged, begun) at the state's crash: its cut's, raised to
