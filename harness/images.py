@@ -8,19 +8,18 @@ from pathlib import Path
 from typing import Protocol, TypeVar
 
 from harness.errors import CrashlabError
+from harness.fs import FILESYSTEMS, get_fs
 from harness.rundir import RunDir
 
 H = TypeVar("H", bound="Hasher")
 IMAGES_DIR = Path(__file__).resolve().parent.parent / "images"
-# "raw" is no file system: a zero-filled image for SUTs that run on the
-# recorded block device itself (images/build-image.sh says why 1 MiB).
-FILESYSTEMS = ("ext4", "xfs", "btrfs", "raw")
 
 
 def image_path(fs: str) -> Path:
-    if fs not in FILESYSTEMS:
-        raise CrashlabError(f"unknown file system {fs!r} (choose from {', '.join(FILESYSTEMS)})")
-    return IMAGES_DIR / f"{fs}.img"
+    """Where the base image of ``fs`` is kept ("raw": a zero-filled image for
+    SUTs on the recorded block device itself; images/build-image.sh says why
+    1 MiB)."""
+    return IMAGES_DIR / f"{get_fs(fs).name}.img"
 
 
 class Hasher(Protocol):

@@ -17,16 +17,29 @@ from types import FrameType
 
 from harness.errors import CrashlabError
 
+# What the e2fsprogs tools need to print plainly to a pipe.
+TOOL_ENV = {"DEBUGFS_PAGER": "__none__", "PAGER": "cat"}
 
-def run(cmd: list[str], what: str, *, timeout: float = 60) -> str:
-    """Run ``cmd``; return its stdout, or raise CrashlabError naming ``what``
-    with the command's stderr."""
+
+def tool(cmd: list[str], what: str, *, timeout: float = 120, stdin: str | None = None
+         ) -> subprocess.CompletedProcess[str]:
+    """Run the tool ``cmd`` (text in and out, captured) and return how it
+    went, whatever its exit status; CrashlabError naming ``what`` when the
+    tool is not installed or does not finish within ``timeout`` seconds.
+    The one way crashlab runs an external tool."""
     try:
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+        return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout,
+                              input=stdin, env={**os.environ, **TOOL_ENV})
     except FileNotFoundError:
         raise CrashlabError(f"{what}: {cmd[0]} not found (run `make setup`)") from None
     except subprocess.TimeoutExpired:
         raise CrashlabError(f"{what}: `{' '.join(cmd)}` timed out after {timeout:.0f} s") from None
+
+
+def run(cmd: list[str], what: str, *, timeout: float = 60) -> str:
+    """Run ``cmd``; return its stdout, or raise CrashlabError naming ``what``
+    with the command's stderr."""
+    proc = tool(cmd, what, timeout=timeout)
     if proc.returncode != 0:
         msg = proc.stderr.strip().replace("\n", "; ") or f"exit status {proc.returncode}"
         raise CrashlabError(f"{what}: {msg}")

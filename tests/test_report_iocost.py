@@ -6,8 +6,9 @@ import json
 
 from test_report_synth import BLOCK, ext4_super, write_log
 
+from harness.fs.ext4.superblock import ext4_journal_extents
 from harness.logformat import LogWriter
-from harness.report.iocost import ext4_journal_extents, run_cost
+from harness.report.iocost import run_cost
 
 
 def test_journal_extents_from_super_block():

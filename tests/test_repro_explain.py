@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from harness.explain import jbd2
-from harness.explain.ext4 import Ext4Explainer, journal_map, journal_superblock, read_layout
 from harness.explain.sqlitefile import describe_files, explain_db, explain_journal, explain_wal
+from harness.fs.ext4 import jbd2
+from harness.fs.ext4.explain import Ext4Explainer, journal_map, journal_superblock, read_layout
 
 BS = 4096
 

@@ -227,8 +227,12 @@ def test_dhl_run_level_checks_are_wired(tmp_path: Path) -> None:
     cc = record_cell(Cell("dhl-cc-raw", wl, "raw"), tmp_path / "cc", "fuse", False)
     opts = CheckOptions(states=Options(strategy="prefix"), jobs=2, crashsafe_sample=3)
     result = check_run(cc, opts, tmp_path / "cc-check")
-    for inv in ("DHL-T2", "CC-NEXT", "CC-MONO"):
+    for inv in ("DHL-T2", "CC-NEXT"):
         assert result["verdicts"][inv] == {"pass": 1, "fail": 0, "skip": 0}, inv
+    # CC-MONO: once over the trace, and on every state's recovered image
+    mono = result["verdicts"]["CC-MONO"]
+    assert mono["pass"] == result["states"]["checked"] + 1 and mono["fail"] == mono["skip"] == 0
+    assert 0 < mono["not_exercised"] < mono["pass"]  # before the first acknowledgement
     assert result["verdicts"]["REC-CRASHSAFE"]["pass"] == 3
     run_lines = (tmp_path / "cc-check" / "run.jsonl").read_text().splitlines()
     assert json.loads(run_lines[0])["id"] == "trace" and len(run_lines) == 4

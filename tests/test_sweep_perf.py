@@ -25,11 +25,11 @@ from pathlib import Path
 import pytest
 from support import alive, record_runs, tagged
 
+from harness.fs.ext4.debugfs import DebugfsError, DebugfsSession
+from harness.fs.ext4.undo import written_ranges
 from harness.images import ensure_image
 from harness.logformat import LogReader
 from harness.materialize import DurableImage, sparse_copy
-from harness.recover.debugfs import DebugfsError, DebugfsSession
-from harness.recover.undo import written_ranges
 from harness.rundir import RunDir
 from harness.states import Enumeration, Options
 from harness.states.synth import write_epochs_log
@@ -120,7 +120,7 @@ def test_debugfs_session_ends_on_close_error_and_kill() -> None:
 def test_debugfs_dies_with_its_parent(tmp_path: Path) -> None:
     """A worker killed outright (SIGKILL: no cleanup runs) takes its debugfs
     with it."""
-    code = ("import sys, time; from harness.recover.debugfs import DebugfsSession; "
+    code = ("import sys, time; from harness.fs.ext4.debugfs import DebugfsSession; "
             "d = DebugfsSession(); print(d.pid, flush=True); time.sleep(60)")
     p = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True,
                          cwd=ROOT)
@@ -239,7 +239,7 @@ def test_fast_path_is_taken(runs: dict[str, RunDir], tmp_path: Path, sut: str) -
     run = runs[sut]
     sc = StateChecker(run, tmp_path / "w", fast=True)
     try:
-        assert sc.fast_ext4 is not None
+        assert sc.fast is not None
         with LogReader(run.log) as r:
             states = Enumeration(r, default_window(run, Options(strategy="reorder")))
             n = 0
@@ -248,11 +248,11 @@ def test_fast_path_is_taken(runs: dict[str, RunDir], tmp_path: Path, sut: str) -
                 n += 1
                 if n == 300:
                     break
-        st = sc.fast_ext4.stats
+        st = sc.fast.stats
         assert st["fast"] >= 0.9 * n, st
         assert st["fsck_cached"] > st["fsck_run"], st
         assert sc.image.full_copies <= st["fallback"] + 1
-        pid = sc.fast_ext4.session.pid if sc.fast_ext4.session else None
+        pid = sc.fast.session.pid if sc.fast.session else None
     finally:
         sc.close()
     assert pid is not None and not alive(pid)

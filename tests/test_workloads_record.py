@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
+from harness.fs.ext4.recover import recover_ext4
 from harness.images import ensure_image
 from harness.logformat import LogReader
 from harness.record.fuse import FuseBackend
-from harness.recover.fs import recover_ext4
 from harness.replay import replay
 from harness.rundir import RunDir
 from workloads.oracle import sqlite_digest

@@ -20,6 +20,7 @@ from typing import Any
 
 from harness.env import runner_override
 from harness.errors import CrashlabError
+from harness.fs import NO_FS, get_fs
 from harness.record.backend import DEV_ENV
 from workloads.generate import write_opstream
 from workloads.oracle import Oracle
@@ -92,12 +93,13 @@ def oracle_from_meta(meta: Mapping[str, Any]) -> Oracle:
 
 
 def check_sut_fs(sut: Sut, fs: str) -> None:
-    """A raw SUT is recorded only on the raw device (fs "raw") and every
-    other SUT only on a file system; CrashlabError says which to use."""
-    if sut.raw and fs != "raw":
-        raise CrashlabError(f"SUT {sut.name} runs on the raw device: record it with --fs raw")
-    if not sut.raw and fs == "raw":
-        raise CrashlabError(f"SUT {sut.name} needs a file system: --fs raw is only for the "
+    """A raw SUT is recorded only on the raw device (no file system) and
+    every other SUT only on a file system; CrashlabError says which to use."""
+    has_files = get_fs(fs).has_files
+    if sut.raw and has_files:
+        raise CrashlabError(f"SUT {sut.name} runs on the raw device: record it with --fs {NO_FS}")
+    if not sut.raw and not has_files:
+        raise CrashlabError(f"SUT {sut.name} needs a file system: --fs {fs} is only for the "
                             "raw SUTs (" + ", ".join(n for n, s in SUTS.items() if s.raw) + ")")
 
 

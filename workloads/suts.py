@@ -55,6 +55,25 @@ class Sut:
     # synced (DHL TC, TC_OPT): a short commit record never persists, so the
     # rollback path (CC-ROLLBACK) has nothing to do and is not promised.
     commit_after_sync: bool = False
+    # The engine's mode: DHL's commit protocol, SQLite's journal mode.
+    mode: str = ""
+    # The engine recovers after a crash (DHL NOLOG does not): its own
+    # invariants (checkers/engines.py) are promised only then.
+    recovery: bool = True
+    # Its promises hold under sector-torn page writes (NOLOG promises no
+    # atomicity to begin with).  DHL assumes a page write is atomic
+    # with respect to its slot-header area (thesis §III; dhl/DESIGN.md
+    # "Limits"): whenever the commit record can persist with a torn data
+    # page — in the same epoch (CC, CC_OPT) or inside the torn page itself
+    # (TC_OPT, CC_OPT: the record is embedded) — a transaction commits with
+    # garbage records.  Measured on DHL_INSERT, raw, torn: CC/CC_OPT 107,
+    # TC_OPT 100 violations of DB-ATOMIC/INTEGRITY/OPEN; TC (a sync before a
+    # header-page-only commit) 0.
+    torn_safe: bool = True
+    # Overwrites database pages in place with no log (SQLite journal OFF,
+    # DHL NOLOG): a copy-on-write fsync (btrfs) hides its partial
+    # transactions at the database level.
+    in_place: bool = False
 
     def runner_args(self) -> list[str]:
         """The engine arguments of ``crashlab-runner`` (without --ops/--db)."""
@@ -172,6 +191,8 @@ def _sqlite(name: str, journal: str, sync: str, description: str,
         runner_options=(("--journal-mode", journal), ("--synchronous", sync),
                         ("--page-size", str(PAGE_SIZE))),
         guarantees=tuple(guarantees),
+        mode=journal.lower(),
+        in_place=journal == "OFF",
     )
 
 
@@ -189,6 +210,10 @@ def _dhl(name: str, mode: str, description: str, guarantees: list[Guarantee],
         guarantees=tuple(guarantees),
         raw=raw,
         commit_after_sync=mode in ("tc", "tc_opt"),
+        mode=mode,
+        recovery=mode != "nolog",
+        torn_safe=mode in ("tc", "nolog"),
+        in_place=mode == "nolog",
     )
 
 

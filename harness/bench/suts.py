@@ -57,8 +57,7 @@ KINDS = {
 
 def _suts() -> list[Sut]:
     """DHL SUTs first (file, then raw), then every SQLite SUT."""
-    dhl = [s for s in SUTS.values() if s.engine == "dhl"]
-    return sorted(dhl, key=lambda s: s.raw) + [s for s in SUTS.values() if s.engine != "dhl"]
+    return sorted(SUTS.values(), key=lambda s: (s.engine, s.raw))
 
 
 def _stats_path(work: Path, sut: Sut, kind: str, rep: int | str) -> Path:

@@ -97,8 +97,7 @@ def _timed(stages: dict[str, float], name: str, fn: Callable[..., T]) -> Callabl
 def _profile(run: RunDir, work: Path, n: int) -> None:
     """Wall ms per state of each stage in one worker (sequential, so the
     helper processes' time is inside the stage that waits for them)."""
-    import harness.recover.ext4fast as ext4fast
-    import harness.sweep.worker as worker
+    import harness.fs.ext4.fast as ext4fast
 
     stages: dict[str, float] = {}
     sc = StateChecker(run, work / "profile", fast=True)
@@ -111,11 +110,12 @@ def _profile(run: RunDir, work: Path, n: int) -> None:
         examine=_timed(stages, "db: examine (SUT recovery + checks, cache misses)", ck.examine),
         judge=_timed(stages, "db: judge verdicts", ck.judge),
     )
-    saved = (ext4fast.recover_ext4, worker.recover_fs)
+    saved = ext4fast.recover_ext4
     ext4fast.recover_ext4 = _timed(stages, "fs: reference fallback (full copy + e2fsprogs)",
                                    ext4fast.recover_ext4)
-    worker.recover_fs = _timed(stages, "fs: recover (raw: move the image)", worker.recover_fs)
-    fast = sc.fast_ext4
+    sc.fsobj = SimpleNamespace(  # type: ignore[assignment]
+        recover=_timed(stages, "fs: recover (raw: move the image)", sc.fsobj.recover))
+    fast = sc.fast
     if fast is not None:
         fast._fsck_key = _timed(stages, "fs: e2fsck cache key", fast._fsck_key)  # type: ignore[method-assign]
         fast._fast = _timed(stages, "fs: fast path total", fast._fast)  # type: ignore[method-assign]
@@ -139,7 +139,7 @@ def _profile(run: RunDir, work: Path, n: int) -> None:
                 if count >= n:
                     break
     finally:
-        ext4fast.recover_ext4, worker.recover_fs = saved
+        ext4fast.recover_ext4 = saved
         wall = time.perf_counter() - t0
         extra = dict(fast.stats) if fast is not None else {}
         sc.close()

@@ -8,7 +8,7 @@ from pathlib import Path
 import click
 
 from harness.errors import CrashlabError
-from harness.images import FILESYSTEMS
+from harness.fs import FILESYSTEMS
 from harness.record.backends import CHOICES, select_backend
 from harness.record.recorder import record, record_workload
 from workloads.run import check_sut_fs

@@ -19,6 +19,7 @@ from typing import Any
 
 import click
 
+from checkers.engines import engine_of
 from checkers.verdict import Verdict
 from harness.atomic import write_json_atomic
 from harness.env import temporary_folder, work_folder
@@ -32,7 +33,6 @@ from harness.states import State, state_from_id
 from harness.sweep.multicrash import resolve
 from harness.sweep.runlevel import prepare_run_level
 from harness.sweep.worker import StateChecker
-from workloads.suts import Sut
 
 DEFAULT_SHOWN = 40  # writes listed unless --all-writes
 STYLE = {"kept": "green", "dropped": "red", "torn": "yellow", "unwritten": "bright_black"}
@@ -99,24 +99,6 @@ def _verdict_line(v: Verdict) -> str:
     elif v.actual is not None:
         line += f"  (actual {v.actual})"
     return line
-
-
-def _shell_command(sut: Sut, files: Path, db_name: str) -> list[str]:
-    db = str(files / db_name)
-    if sut.engine == "dhl":
-        dhl = shutil.which("dhl") or str(Path(sys.executable).with_name("dhl"))
-        return [dhl, "dump", db]
-    return ["sqlite3", db]
-
-
-def _dhl_mode(sut: Sut) -> str:
-    """The DHL commit protocol among the SUT's runner options ("tc" if none)."""
-    from dhl.binding import MODES
-
-    for _, value in sut.runner_options:
-        if value.lower() in MODES:
-            return value.lower()
-    return "tc"
 
 
 def _report(run: Path, meta: dict[str, Any], x: Explanation, verdicts: list[Verdict],
@@ -201,12 +183,12 @@ def repro_cmd(run: Path, state_id: str, out: Path | None, shell: bool, all_write
             x = explain_state(
                 reader, state_from_id(reader, state_id, rd.log_order), fs=checker.fs,
                 base=verified_base_for_run(rd), crash_image=folder / "crash.img",
-                recovered=recovered if rec.ok and checker.fs != "raw" else None,
-                db_name=checker.db_name, workdir=work / "explain",
-                dhl_mode=_dhl_mode(checker.sut) if checker.sut.engine == "dhl" else "tc")
+                recovered=recovered if rec.ok and checker.fsobj.has_files else None,
+                db_name=checker.db_name, workdir=work / "explain", mode=checker.sut.mode)
         steps = rec.steps + ([rec.detail] if rec.detail else [])
+        engine = engine_of(checker.sut)
         files = describe_files(folder / "files", checker.db_name) \
-            if checker.sut.engine == "sqlite" else []
+            if engine.sidecar_files else []
         write_json_atomic(folder / "repro.json", {
             "run": str(run), "state": state_id,
             "explanation": asdict(x),
@@ -217,13 +199,13 @@ def repro_cmd(run: Path, state_id: str, out: Path | None, shell: bool, all_write
         })
         _report(run, meta, x, verdicts, steps, files, out,
                 None if all_writes else DEFAULT_SHOWN)
-        cmd = _shell_command(checker.sut, folder / "files", checker.db_name)
+        cmd = engine.shell_command(folder / "files" / checker.db_name)
         if shell and interactive and (folder / "files").exists():
             click.echo(f"shell: {' '.join(cmd)}  (its own recovery runs on these files)")
             subprocess.run(cmd)
         elif shell or out is not None:
             where = folder if out is not None else Path("DIR")
-            shown = " ".join(_shell_command(checker.sut, where / "files", checker.db_name))
+            shown = " ".join(engine.shell_command(where / "files" / checker.db_name))
             click.echo(f"shell: {shown}" + ("" if out is not None else "  (with --out DIR)"))
     return 1 if any(v.failed for v in verdicts) else 0
 

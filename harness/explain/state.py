@@ -4,26 +4,13 @@ it hit on the device, by file system."""
 
 from __future__ import annotations
 
-import shutil
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Protocol
 
-from harness.explain.dhl import DhlExplainer
-from harness.explain.ext4 import Ext4Explainer, journal_map, journal_superblock, read_layout
-from harness.explain.xfs import XfsExplainer
+from harness.explain.context import ExplainContext, write_data
+from harness.fs import get_fs
 from harness.logformat import Entry, LogReader
-from harness.materialize import DurableImage, sparse_copy
-from harness.recover.fs import recover_ext4
 from harness.states import State
-from harness.states.model import item_extents
-
-DB_PAGE_SIZE = 4096
-
-
-class Explainer(Protocol):
-    def explain(self, writes: Sequence[tuple[int, bytes]]) -> list[list[str]]: ...
 
 
 @dataclass
@@ -112,88 +99,18 @@ def classify(state: State) -> list[WriteInfo]:
     return out
 
 
-def _write_data(reader: LogReader, e: Entry) -> bytes:
-    return next(item_extents(reader, e, -1))[1]
-
-
-def ext4_explainer(reader: LogReader, base: Path, recovered: Path | None, state: State,
-                   flushes: list[int], db_name: str, workdir: Path) -> Ext4Explainer:
-    """Views: the state's recovered image, the run two flushes after the
-    state's epoch, and the end of the run (each journal-replayed)."""
-    layout = read_layout(base)
-    views: list[tuple[str, Path]] = []
-    if recovered is not None and recovered.exists():
-        views.append(("this state", recovered))
-    later = [f for f in flushes if f > state.epoch.end]
-    positions = [(later[1] + 1 if len(later) > 1 else reader.nr_entries, "a later flush"),
-                 (reader.nr_entries, "the end of the run")]
-    (workdir / "views").mkdir(parents=True, exist_ok=True)
-    img = DurableImage(base, reader.path, workdir / "views")
-    try:
-        for pos, what in positions:
-            if any(label.endswith(f"entry {pos}") for label, _ in views):
-                continue
-            img.advance(pos)
-            path = workdir / f"view-{pos}.img"
-            sparse_copy(img.path, path)
-            recover_ext4(path, workdir / f"view-{pos}-files", check=False)
-            shutil.rmtree(workdir / f"view-{pos}-files", ignore_errors=True)
-            views.append((f"{what}, entry {pos}", path))
-    finally:
-        img.close()
-    jsb = None
-    for _, v in views:
-        jsb = journal_superblock(layout, v)
-        if jsb is not None:
-            break
-    bs = layout.block_size
-    jwrites = (
-        (e.sector * reader.sectorsize, _write_data(reader, e))
-        for e in reader.entries()
-        if e.index <= state.epoch.end and e.is_write and e.has_payload
-        and layout.journal_block(e.sector * reader.sectorsize // bs) is not None
-    )
-    jmap = journal_map(layout, jsb, jwrites)
-    return Ext4Explainer(layout, views, db_name, DB_PAGE_SIZE, jsb, jmap)
-
-
-class RangeExplainer:
-    """File systems crashlab cannot yet map (xfs, btrfs): byte ranges only."""
-
-    def __init__(self, fs: str) -> None:
-        self.fs = fs
-
-    def explain(self, writes: Sequence[tuple[int, bytes]]) -> list[list[str]]:
-        return [[f"{self.fs} bytes {o}..{o + len(d)} (4 KiB block {o // 4096})"]
-                for o, d in writes]
-
-
 def explain_state(reader: LogReader, state: State, *, fs: str, base: Path,
                   crash_image: Path, recovered: Path | None, db_name: str, workdir: Path,
-                  dhl_mode: str = "tc") -> Explanation:
+                  mode: str = "tc") -> Explanation:
     """Explain ``state`` of the log in ``reader``; ``crash_image`` is its
     image before recovery, ``recovered`` after file-system recovery."""
     workdir.mkdir(parents=True, exist_ok=True)
     marks, flushes = marks_around(reader, state.cut.lo, state.cut.hi)
     writes = classify(state)
-    notes: list[str] = []
-    explainer: Explainer
-    if fs == "ext4":
-        explainer = ext4_explainer(reader, base, recovered, state, flushes, db_name, workdir)
-        if explainer.jsb is None:
-            notes.append("jbd2 superblock unreadable: journal blocks not decoded")
-    elif fs == "raw":
-        dx = DhlExplainer(crash_image, workdir, dhl_mode)
-        notes.append(dx.header())
-        explainer = dx
-    elif fs == "xfs" and recovered is not None and recovered.exists():
-        explainer = XfsExplainer(recovered, db_name, DB_PAGE_SIZE)
-        notes.append("xfs: blocks as xfs_db sees them in this state's recovered image")
-    else:
-        explainer = RangeExplainer(fs)
-        notes.append(f"{fs}: writes are shown as byte ranges only (no block map for {fs})")
+    explainer, notes = get_fs(fs).explainer(ExplainContext(
+        reader, state, base, crash_image, recovered, db_name, workdir, flushes, mode))
     entries = state.epoch.writes
-    data = [(w.offset, _write_data(reader, entries[w.write])) for w in writes]
+    data = [(w.offset, write_data(reader, entries[w.write])) for w in writes]
     for w, what in zip(writes, explainer.explain(data), strict=True):
         w.what = what
     c = state.cut

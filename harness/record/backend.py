@@ -7,8 +7,8 @@ A backend that works on a host block device implements :meth:`attach`: it
 attaches a working image and a log and yields a :class:`Device` (the block
 device to put the file system on, a ``mark`` callable, and the environment
 that tells a workload how to write marks itself).  The base class stacks the
-file system mount and the command on top of it — or, for ``fs == "raw"``, the
-command alone: it gets the device's path in ``DEV_ENV`` and writes to it
+file system mount and the command on top of it — or, with no file system
+(``raw``), the command alone: it gets the device's path in ``DEV_ENV`` and writes to it
 directly (a database on the raw device, no file system)."""
 
 from __future__ import annotations
@@ -21,15 +21,15 @@ from pathlib import Path
 from typing import ClassVar
 
 from harness.errors import CrashlabError
+from harness.fs import get_fs
 from harness.record.proc import run_command
 from harness.sysops import is_mounted, mount, signals_deferred, umount
 
 # A mark label: what fits in one 512-byte log header, no whitespace (the dm
 # backend passes it as one `dmsetup message` word), no NUL.
 MARK_MAX = 480
-# fs "raw": the environment variable that names the recorded block device.
+# no file system: the environment variable that names the recorded block device.
 DEV_ENV = "CRASHLAB_DEV"
-RAW = "raw"
 
 
 def check_label(label: str) -> bytes:
@@ -106,10 +106,11 @@ class Backend(ABC):
         env: Mapping[str, str],
     ) -> int:
         """Run ``command`` with cwd = the mounted file system and ``env`` plus
-        CRASHLAB_MNT and the mark channel; return its exit status.  With
-        ``fs == "raw"`` nothing is mounted: cwd is an empty scratch directory
-        and ``env`` gets DEV_ENV (the block device) and the mark channel."""
-        if fs == RAW:
+        CRASHLAB_MNT and the mark channel; return its exit status.  With no
+        file system (``raw``) nothing is mounted: cwd is an empty scratch
+        directory and ``env`` gets DEV_ENV (the block device) and the mark
+        channel."""
+        if not get_fs(fs).has_files:
             with self.attach(image, log, workdir) as dev:
                 cwd = workdir / "raw-cwd"
                 cwd.mkdir()

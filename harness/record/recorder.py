@@ -28,6 +28,7 @@ from typing import Any
 
 from harness.env import temporary_folder, tmp_parent, work_folder
 from harness.errors import CrashlabError
+from harness.fs import FILESYSTEMS, get_fs
 from harness.images import ensure_image
 from harness.logformat import LogReader
 from harness.record.backends import select_backend
@@ -51,17 +52,20 @@ def _first_line(cmd: list[str]) -> str | None:
 
 
 def tool_versions() -> dict[str, str | None]:
-    """Versions of what shapes a recording: SQLite, e2fsprogs, the other
-    mkfs tools, crashlab itself."""
+    """Versions of what shapes a recording: SQLite, each file system's
+    tools, crashlab itself."""
     sqlite = _first_line(["sqlite3", "--version"])
-    mke2fs = _first_line(["mke2fs", "-V"])
-    return {
+    out: dict[str, str | None] = {
         "crashlab": importlib.metadata.version("crashlab"),
         "sqlite3": sqlite.split()[0] if sqlite else None,
-        "e2fsprogs": mke2fs.split()[1] if mke2fs and len(mke2fs.split()) > 1 else None,
-        "xfsprogs": _first_line(["mkfs.xfs", "-V"]),
-        "btrfs-progs": _first_line(["btrfs", "--version"]),
     }
+    for name in FILESYSTEMS:
+        fs = get_fs(name)
+        if fs.version_tool is not None:
+            package, cmd = fs.version_tool
+            line = _first_line(cmd)
+            out[package] = fs.version(line) if line else None
+    return out
 
 
 def _mounts_under(path: Path) -> list[str]:

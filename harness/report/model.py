@@ -256,7 +256,7 @@ def _runner_options(meta: dict[str, Any] | None) -> dict[str, str]:
 
 
 def _mode_label(opts: dict[str, str]) -> str:
-    if opts.get("engine") == "sqlite" and "journal-mode" in opts:
+    if "journal-mode" in opts:  # SQLite's runner options
         return f"{opts['journal-mode']}, synchronous={opts.get('synchronous', '?')}"
     return ", ".join(f"{k}={v}" for k, v in opts.items() if k != "engine") or opts.get(
         "engine", "?")
@@ -270,7 +270,7 @@ def _matches_papers(workload: str, fs: str) -> bool:
         spec = parse_spec(workload)
     except CrashlabError:
         return False
-    return (fs == "ext4" and getattr(spec, "kind", None) == "insert"
+    return (fs == papers.PAPERS_FS and getattr(spec, "kind", None) == "insert"
             and getattr(spec, "ops", None) == 1 and getattr(spec, "size", None) == 100)
 
 

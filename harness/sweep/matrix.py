@@ -14,8 +14,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from checkers.engines import engine_of
 from checkers.invariants import TRACE_LEVEL as TRACE_IDS
 from harness.errors import CrashlabError
+from harness.fs import DEFAULT_FS, FILESYSTEMS, NO_FS, get_fs
 from harness.report.expectations import Expectation
 from harness.states.strategies import TEARING
 from workloads.suts import SUTS, get_sut
@@ -50,34 +52,16 @@ UNSAFE = {
     "dhl-nolog-raw": ("DB-ATOMIC", "DB-OPEN", "DB-INTEGRITY"),
 }
 
-# DHL assumes a page write is atomic with respect to its slot-header area
-# (thesis §III; dhl/DESIGN.md "Limits").  Torn 4 KiB writes break that, and
-# whenever the commit record can persist with a torn data page — in the same
-# epoch (CC, CC_OPT) or inside the torn page itself (TC_OPT, CC_OPT: the
-# record is embedded) — a transaction commits with garbage records.  Measured
-# on DHL_INSERT, raw, torn: CC/CC_OPT 107, TC_OPT 100 violations of
-# DB-ATOMIC/INTEGRITY/OPEN; TC (a sync before a header-page-only commit) 0.
-# These SUTs' torn cells are checked and reported but not held to them.
+# The SUTs whose promises do not hold under torn writes (Sut.torn_safe,
+# workloads/suts.py says why and what was measured) have their torn cells
+# checked and reported but not held to these.
 TORN_WAIVED = ("DB-OPEN", "DB-INTEGRITY", "DB-ATOMIC", "DHL-READ")
-
-# DHL's own invariants (checkers/INVARIANTS.md; the trace ones and REC-CRASHSAFE are
-# checked once per run, see harness/sweep/runlevel.py), which the design promises
-# for every mode with recovery (dhl/DESIGN.md: Theorems 1-2, counting commit,
-# idempotent recovery).  NOLOG has no recovery and promises none of them.
-DHL_PROMISES = ("DHL-T1", "DHL-T2", "DHL-READ", "DHL-INV", "CC-COUNT", "CC-ROLLBACK", "CC-NEXT",
-                "CC-MONO", "REC-IDEMPOTENT", "REC-CRASHSAFE")
-TORN_UNSAFE_DHL = {"dhl-cc", "dhl-cc-opt", "dhl-tc-opt"}
-# btrfs' copy-on-write fsync persists a file's new extents all or nothing,
-# which hides the partial transactions of in-place SUTs at the database
-# level.  Measured on MULTI: dhl-nolog prefix states fail only DHL-T1 (87 of
-# 102); sqlite-off shows no violation in 119 prefix and 2,724 reorder states.
-# Their btrfs cells are reported, not required to violate.
-COW_HIDES = {"dhl-nolog", "sqlite-off"}
-# The trace invariants need the database's pages mapped to device blocks,
-# which the checkers do on the raw device and through ext4's extents only: on
-# xfs and btrfs they are skipped, so a cell there cannot promise them (it
-# would be "unverified").
-TRACE_FS = ("raw", "ext4")
+# A copy-on-write fsync (FileSystem.cow_fsync: btrfs) persists a file's new
+# extents all or nothing, which hides the partial transactions of in-place
+# SUTs (Sut.in_place) at the database level.  Measured on MULTI: dhl-nolog
+# prefix states fail only DHL-T1 (87 of 102); sqlite-off shows no violation
+# in 119 prefix and 2,724 reorder states.  Such cells are reported, not
+# required to violate.
 
 
 @dataclass(frozen=True)
@@ -105,21 +89,24 @@ class Cell:
         and FS-RECOVER on a file system — except under torn writes, which
         no file system here promises to survive (ext4 assumes a 4 KiB block
         write does not tear: torn in-place metadata can need fsck)."""
-        sut = get_sut(self.sut)
+        sut, fs = get_sut(self.sut), get_fs(self.fs)
         promised = sut.promises
-        if sut.engine == "dhl" and self.sut.removesuffix("-raw") != "dhl-nolog":
-            promised = (*promised, *DHL_PROMISES)
-            if self.fs not in TRACE_FS:
+        if sut.recovery:
+            promised = (*promised, *engine_of(sut).own_invariants)
+            if not fs.block_mapped:
+                # the trace invariants need the database's pages mapped to
+                # device blocks: skipped there, so not promised (it would
+                # be "unverified")
                 promised = tuple(i for i in promised if i not in TRACE_IDS)
             if sut.commit_after_sync:
                 promised = tuple(i for i in promised if i != "CC-ROLLBACK")
-            elif self.fs == "btrfs":
+            elif fs.cow_fsync:
                 # measured (nightly, MULTI, prefix): dhl-cc 111 and dhl-cc-opt
-                # 102 states, none whose recovery writes anything — btrfs's
-                # copy-on-write fsync never leaves their transaction partly
+                # 102 states on btrfs, none whose recovery writes anything —
+                # a copy-on-write fsync never leaves their transaction partly
                 # on disk — so recovery cannot be crashed there
                 promised = tuple(i for i in promised if i != "REC-CRASHSAFE")
-        if self.fs != "raw" and strategy not in TEARING:
+        if fs.has_files and strategy not in TEARING:
             promised = ("FS-RECOVER", *promised)
         return Expectation(tuple(i for i in promised if i not in self.waived),
                            self.must_violate_any)
@@ -163,30 +150,36 @@ def _default() -> list[Cell]:
     return cells
 
 
+# The nightly workloads of each engine (DHL's with 400-byte values, so that
+# transactions split pages)
+NIGHTLY_WORKLOADS = {
+    "dhl": (DHL_INSERT, DHL_UPDATE, DHL_DELETE, "app:gmail,txns=10,seed=1"),
+    "sqlite": (MULTI, UPDATE, DELETE, "app:gmail,txns=10,seed=1"),
+}
+
+
 def _nightly() -> list[Cell]:
+    """Every SUT on every workload of its engine with prefix, reorder and
+    torn on its own device kind (raw or ext4), and MULTI with prefix on
+    every other file system."""
     cells = []
     every = ("prefix", "reorder", "torn")
+    others = [f for f in FILESYSTEMS if get_fs(f).has_files and f != DEFAULT_FS]
     for name, sut in SUTS.items():
-        if sut.engine == "dhl":
-            fs = "raw" if sut.raw else "ext4"
-            torn_unsafe = name.removesuffix("-raw") in TORN_UNSAFE_DHL
-            for wl in (DHL_INSERT, DHL_UPDATE, DHL_DELETE, "app:gmail,txns=10,seed=1"):
-                if torn_unsafe:
-                    cells.append(_cell(name, wl, ("prefix", "reorder"), fs))
-                    cells.append(Cell(name, wl, fs, ("torn",), UNSAFE.get(name, ()),
-                                      TORN_WAIVED))
-                else:
-                    cells.append(_cell(name, wl, every, fs))
-            if sut.raw:
-                continue
-        else:
-            for wl in (MULTI, UPDATE, DELETE, "app:gmail,txns=10,seed=1"):
-                cells.append(_cell(name, wl, every))
-        for fs in ("xfs", "btrfs"):
-            if name in COW_HIDES and fs == "btrfs":
-                cells.append(Cell(name, MULTI, fs, ("prefix",)))  # reported, not required
+        fs = NO_FS if sut.raw else DEFAULT_FS
+        for wl in NIGHTLY_WORKLOADS[sut.engine]:
+            if sut.torn_safe:
+                cells.append(_cell(name, wl, every, fs))
             else:
-                cells.append(_cell(name, MULTI, ("prefix",), fs))
+                cells.append(_cell(name, wl, ("prefix", "reorder"), fs))
+                cells.append(Cell(name, wl, fs, ("torn",), UNSAFE.get(name, ()), TORN_WAIVED))
+        if sut.raw:
+            continue
+        for other in others:
+            if sut.in_place and get_fs(other).cow_fsync:
+                cells.append(Cell(name, MULTI, other, ("prefix",)))  # reported, not required
+            else:
+                cells.append(_cell(name, MULTI, ("prefix",), other))
     return cells
 
 

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from checkers.dhl_trace import RunFacts, judge_run
+from checkers.engines import engine_of
 from checkers.recovery import crashsafe_verdict
 from checkers.verdict import Verdict, skipped
 from harness import filetrace
@@ -85,7 +86,7 @@ class RunLevel:
 def prepare_run_level(run: RunDir, workroot: Path) -> RunLevel:
     """Walk the database file's history of a DHL run once: the trace
     verdicts and the run's facts."""
-    if get_sut(run.meta()["sut"]).engine != "dhl":
+    if not engine_of(get_sut(run.meta()["sut"])).run_level:
         return RunLevel()
     work = _fresh(workroot / "trace")
     history = filetrace.prepare(run, work)

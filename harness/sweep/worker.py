@@ -12,13 +12,12 @@ from collections import OrderedDict
 from pathlib import Path
 from typing import Any
 
-from checkers.engines import checker_for
+from checkers.engines import engine_of
 from checkers.verdict import Verdict, failed, passed, skipped
 from harness.env import reference_recovery
+from harness.fs import FsRecovery, get_fs
 from harness.images import verified_base_for_run
 from harness.materialize import DurableImage, sparse_copy
-from harness.recover.ext4fast import FastExt4
-from harness.recover.fs import FsRecovery, recover_fs
 from harness.rundir import RunDir
 from harness.states import State
 from workloads.run import oracle_from_meta, spec_from_meta
@@ -27,14 +26,12 @@ CACHE_SIZE = 4096
 
 
 def fs_verdict(rec: FsRecovery) -> Verdict | None:
-    """FS-RECOVER, or None on a raw device (no file system to recover)."""
-    if rec.fs == "raw":
+    """FS-RECOVER, or None with no file system to recover (a raw device)."""
+    fs = get_fs(rec.fs)
+    if not fs.has_files:
         return None
     if rec.ok and not rec.needed_repair:
-        how = "journal replayed" if rec.journal_replayed else "clean, nothing to replay"
-        if rec.fs != "ext4":  # say what was checked: no read-only fsck runs here
-            how = f"mounted ({rec.fs}'s log replayed by the kernel) and every file read; no fsck"
-        return passed("FS-RECOVER", how)
+        return passed("FS-RECOVER", fs.recovered_how(rec))  # says what was checked
     if rec.ok:
         return failed("FS-RECOVER", f"needed fsck repairs beyond journal replay: {rec.detail}")
     return failed("FS-RECOVER", rec.detail or "file-system recovery failed")
@@ -57,13 +54,14 @@ class StateChecker:
         self.run_facts = run_facts
         self.meta = run.meta()
         self.sut, _ = spec_from_meta(self.meta)
-        self.checker = checker_for(self.sut.engine)
+        self.checker = engine_of(self.sut).checker
         self.fs: str = self.meta["fs"]
+        self.fsobj = get_fs(self.fs)
         self.oracle = oracle_from_meta(self.meta)
         self.db_name: str = self.meta["db"]
         # On the raw tier the database is the recorded block device itself:
         # the checkers run the SUT's recovery as on a block device.
-        self.blockdev = self.fs == "raw"
+        self.blockdev = not self.fsobj.has_files
         # A continuation (multicrash) starts from a crash state whose
         # acknowledged and recovered transactions hold for its whole log.
         cont = self.meta.get("continues") or {}
@@ -79,11 +77,11 @@ class StateChecker:
             # e2fsprogs processes per state; verdicts are identical
             # (tests/test_sweep_perf.py).
             fast = not reference_recovery()
-        self.fast_ext4 = FastExt4(workdir, fsck=fsck) if fast and self.fs == "ext4" else None
+        self.fast = self.fsobj.fast_recovery(workdir, fsck) if fast else None
 
     def close(self) -> None:
-        if self.fast_ext4 is not None:
-            self.fast_ext4.close()
+        if self.fast is not None:
+            self.fast.close()
         self.image.close()
 
     def check(self, state: State) -> list[Verdict]:
@@ -118,12 +116,12 @@ class StateChecker:
     def _recover(self, state: State, img: Path, files: Path) -> FsRecovery:
         """File-system recovery of the scratch image ``img`` into ``files``;
         tells the durable image what it wrote."""
-        if self.fast_ext4 is not None and self.keep is None:
+        if self.fast is not None and self.keep is None:
             def rebuild() -> Path:
                 self.image.invalidate()
                 return self.image.scratch(state.extents(self.image.reader))
 
-            rec, written = self.fast_ext4.recover(
+            rec, written = self.fast.recover(
                 img, files, overlay=self.image.overlay, base=self.image.position,
                 rebuild=rebuild)
             if written is None:
@@ -131,8 +129,8 @@ class StateChecker:
             else:
                 self.image.mark_dirty(written)
             return rec
-        rec = recover_fs(self.fs, img, files, workdir=self.workdir, db_name=self.db_name,
-                         fsck=self.fsck)
+        rec = self.fsobj.recover(img, files, workdir=self.workdir, db_name=self.db_name,
+                                 fsck=self.fsck)
         # The reference tools write wherever they need to.
         self.image.invalidate()
         return rec

@@ -17,41 +17,23 @@ from __future__ import annotations
 
 import os
 import re
-import subprocess
+import shutil
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from harness.errors import CrashlabError
-from harness.explain import jbd2
+from harness.explain.context import DB_PAGE_SIZE, ExplainContext, write_data
 from harness.explain.sqlitefile import explain_file_bytes, file_kind
+from harness.fs.ext4 import jbd2
+from harness.fs.ext4.debugfs import debugfs, extents
+from harness.fs.ext4.recover import recover_ext4
+from harness.materialize import DurableImage, sparse_copy
+from harness.sysops import run
 
 RESERVED_INODES = {1: "bad blocks", 2: "/", 5: "boot loader", 6: "undelete dir",
                    7: "resize inode", 8: "journal", 9: "exclude", 10: "replica"}
 JOURNAL_INODE = 8
-
-
-def _run(cmd: list[str], what: str) -> str:
-    env = dict(os.environ, DEBUGFS_PAGER="__none__", PAGER="cat")
-    try:
-        p = subprocess.run(cmd, capture_output=True, text=True, timeout=60, env=env)
-    except FileNotFoundError:
-        raise CrashlabError(f"{what}: {cmd[0]} not found: run `make setup`") from None
-    if p.returncode != 0:
-        raise CrashlabError(f"{what}: {p.stderr.strip().splitlines()[-1:] or p.returncode}")
-    return p.stdout
-
-
-def debugfs(image: Path, commands: Sequence[str]) -> str:
-    """Run every command in one read-only debugfs process; its stdout."""
-    script = "\n".join(commands) + "\n"
-    env = dict(os.environ, DEBUGFS_PAGER="__none__", PAGER="cat")
-    try:
-        p = subprocess.run(["debugfs", "-f", "-", str(image)], input=script,
-                           capture_output=True, text=True, timeout=60, env=env)
-    except FileNotFoundError:
-        raise CrashlabError("debugfs not found: run `make setup`") from None
-    return p.stdout
 
 
 # --- static layout -------------------------------------------------------
@@ -107,7 +89,7 @@ def _span(m: re.Match[str]) -> tuple[int, int]:
 
 def read_layout(image: Path) -> Layout:
     """The layout of the ext4 file system in ``image`` (no root needed)."""
-    out = _run(["dumpe2fs", str(image)], f"dumpe2fs {image}")
+    out = run(["dumpe2fs", str(image)], f"dumpe2fs {image}")
 
     def field_int(name: str) -> int:
         m = re.search(rf"^{name}:\s+(\d+)", out, re.M)
@@ -140,26 +122,8 @@ def read_layout(image: Path) -> Layout:
             a, b = _span(m)
             lay.itables.append((a, b, group))
     stat = debugfs(image, [f"stat <{JOURNAL_INODE}>"])
-    lay.journal = _extents(stat)[0]
+    lay.journal = extents(stat)[0]
     return lay
-
-
-def _extents(stat: str) -> tuple[list[tuple[int, int, int]], list[int]]:
-    """The data extents ``(lblk, pblk, count)`` and the extent-tree blocks
-    listed by a debugfs ``stat``."""
-    ext: list[tuple[int, int, int]] = []
-    tree: list[int] = []
-    body = stat.split("EXTENTS:", 1)[1] if "EXTENTS:" in stat else ""
-    body = body.split("debugfs:", 1)[0]
-    for m in re.finditer(r"\((ETB\d+|\d+(?:-\d+)?)\):(\d+)(?:-(\d+))?", body):
-        if m.group(1).startswith("ETB"):
-            tree.append(int(m.group(2)))
-            continue
-        lo = int(m.group(1).split("-")[0])
-        p0 = int(m.group(2))
-        p1 = int(m.group(3)) if m.group(3) else p0
-        ext.append((lo, p0, p1 - p0 + 1))
-    return ext, tree
 
 
 # --- ownership (debugfs, batched) -----------------------------------------
@@ -217,7 +181,7 @@ def _inode_info(image: Path, inodes: Iterable[int]) -> dict[int, InodeInfo]:
             m = re.search(r"Type: (\S+)", chunk)
             if not m:
                 continue
-            ext, tree = _extents(chunk)
+            ext, tree = extents(chunk)
             size = re.search(r"Size: (\d+)", chunk)
             info[ino] = InodeInfo(None, m.group(1), int(size.group(1)) if size else 0, ext, tree)
     for ino, ii in info.items():
@@ -440,3 +404,48 @@ def journal_superblock(layout: Layout, image: Path) -> jbd2.JournalSuper | None:
     with open(image, "rb") as f:
         f.seek(b0 * layout.block_size)
         return jbd2.journal_super(f.read(layout.block_size))
+
+
+# --- a crash state ---------------------------------------------------------
+
+
+def ext4_explainer(ctx: ExplainContext) -> Ext4Explainer:
+    """Views: the state's recovered image, the run two flushes after the
+    state's epoch, and the end of the run (each journal-replayed)."""
+    reader, base, recovered, state = ctx.reader, ctx.base, ctx.recovered, ctx.state
+    flushes, db_name, workdir = ctx.flushes, ctx.db_name, ctx.workdir
+    layout = read_layout(base)
+    views: list[tuple[str, Path]] = []
+    if recovered is not None and recovered.exists():
+        views.append(("this state", recovered))
+    later = [f for f in flushes if f > state.epoch.end]
+    positions = [(later[1] + 1 if len(later) > 1 else reader.nr_entries, "a later flush"),
+                 (reader.nr_entries, "the end of the run")]
+    (workdir / "views").mkdir(parents=True, exist_ok=True)
+    img = DurableImage(base, reader.path, workdir / "views")
+    try:
+        for pos, what in positions:
+            if any(label.endswith(f"entry {pos}") for label, _ in views):
+                continue
+            img.advance(pos)
+            path = workdir / f"view-{pos}.img"
+            sparse_copy(img.path, path)
+            recover_ext4(path, workdir / f"view-{pos}-files", check=False)
+            shutil.rmtree(workdir / f"view-{pos}-files", ignore_errors=True)
+            views.append((f"{what}, entry {pos}", path))
+    finally:
+        img.close()
+    jsb = None
+    for _, v in views:
+        jsb = journal_superblock(layout, v)
+        if jsb is not None:
+            break
+    bs = layout.block_size
+    jwrites = (
+        (e.sector * reader.sectorsize, write_data(reader, e))
+        for e in reader.entries()
+        if e.index <= state.epoch.end and e.is_write and e.has_payload
+        and layout.journal_block(e.sector * reader.sectorsize // bs) is not None
+    )
+    jmap = journal_map(layout, jsb, jwrites)
+    return Ext4Explainer(layout, views, db_name, DB_PAGE_SIZE, jsb, jmap)

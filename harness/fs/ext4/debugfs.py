@@ -1,4 +1,6 @@
-"""One long-lived ``debugfs`` process fed requests on stdin.
+"""Talking to ``debugfs``: one call with a batch of commands
+(:func:`debugfs`), the extents of a ``stat`` (:func:`extents`), and one
+long-lived process fed requests on stdin (:class:`DebugfsSession`).
 
 Starting debugfs costs a fork and exec per call (~3 ms here); the requests
 themselves (``open``, ``jr``, ``rdump`` of a small file system) take tenths
@@ -21,9 +23,12 @@ import re
 import select
 import signal
 import subprocess
+from collections.abc import Sequence
+from pathlib import Path
 from types import TracebackType
 
 from harness.errors import CrashlabError
+from harness.sysops import tool
 
 PR_SET_PDEATHSIG = 1
 SENTINEL = "crashlab-sync-"
@@ -31,6 +36,31 @@ _PROMPT = "debugfs:  "
 # The line debugfs prints for an unknown request, which we use as sentinel.
 _SENTINEL_RE = re.compile(rb'debugfs: Unknown request "crashlab-sync-(\d+)"\.  '
                           rb'Type "\?" for a request list\.\n')
+
+
+def debugfs(image: Path, commands: Sequence[str]) -> str:
+    """Run every command in one read-only debugfs process; its stdout (each
+    command's output follows a ``debugfs: COMMAND`` line)."""
+    return tool(["debugfs", "-f", "-", str(image)], "debugfs", timeout=60,
+                stdin="\n".join(commands) + "\n").stdout
+
+
+def extents(stat: str) -> tuple[list[tuple[int, int, int]], list[int]]:
+    """The data extents ``(lblk, pblk, count)`` and the extent-tree blocks
+    listed by a debugfs ``stat``."""
+    ext: list[tuple[int, int, int]] = []
+    tree: list[int] = []
+    body = stat.split("EXTENTS:", 1)[1] if "EXTENTS:" in stat else ""
+    body = body.split("debugfs:", 1)[0]
+    for m in re.finditer(r"\((ETB\d+|\d+(?:-\d+)?)\):(\d+)(?:-(\d+))?", body):
+        if m.group(1).startswith("ETB"):
+            tree.append(int(m.group(2)))
+            continue
+        lo = int(m.group(1).split("-")[0])
+        p0 = int(m.group(2))
+        p1 = int(m.group(3)) if m.group(3) else p0
+        ext.append((lo, p0, p1 - p0 + 1))
+    return ext, tree
 
 
 def _die_with_parent() -> None:

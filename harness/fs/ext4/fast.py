@@ -1,8 +1,8 @@
 """Fast ext4 recovery of crash images: the same e2fsprogs code as the
-reference path (:func:`harness.recover.fs.recover_ext4`), without a process
+reference path (:func:`harness.fs.ext4.recover.recover_ext4`), without a process
 start per step and without a full ``e2fsck -fn`` per state.
 
-Per state, one long-lived debugfs (:mod:`harness.recover.debugfs`) runs
+Per state, one long-lived debugfs (:mod:`harness.fs.ext4.debugfs`) runs
 ``open -w -z UNDO IMG``, ``jr`` (the journal replay e2fsck uses: same
 recovery code; the replayed image equals ``e2fsck -E journal_only``'s except
 for the superblock's write time, kbytes-written counter and checksum) and
@@ -43,12 +43,13 @@ from pathlib import Path
 
 import xxhash
 
-from harness.recover.debugfs import DebugfsError, DebugfsSession
-from harness.recover.fs import FSCK_CORRECTED, FSCK_REBOOT, FsRecovery, recover_ext4
-from harness.recover.undo import written_ranges
+from harness.fs.base import FsRecovery
+from harness.fs.ext4.debugfs import DebugfsError, DebugfsSession
+from harness.fs.ext4.recover import FSCK_CORRECTED, FSCK_REBOOT, recover_ext4
+from harness.fs.ext4.superblock import EXT4_SB_OFFSET as SB_OFFSET
+from harness.fs.ext4.superblock import EXT4_SB_SIZE as SB_SIZE
+from harness.fs.ext4.undo import written_ranges
 
-SB_OFFSET = 1024
-SB_SIZE = 1024
 INCOMPAT_RECOVER = 0x4
 JOURNAL_INO = 8
 # Superblock fields ext2fs_flush sets from the clock and I/O counters, not
