@@ -41,7 +41,7 @@ class Engine:
     # The engine's own invariants (checkers/INVARIANTS.md), promised by each
     # of its SUTs that has recovery, on top of the SUT's database promises.
     own_invariants: tuple[str, ...] = ()
-    # Judged over the whole recorded run too (harness/sweep/runlevel.py):
+    # Judged over the whole recorded run too (harness/check/runlevel.py):
     # the write trace (DHL-T2, CC-NEXT, CC-MONO) and REC-CRASHSAFE.
     run_level: bool = False
     # The program (and arguments) that opens a database file for a person.

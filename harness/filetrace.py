@@ -30,7 +30,7 @@ from pathlib import Path
 from harness.fs import BlockMap, get_fs
 from harness.images import verified_base_for_run
 from harness.logformat import LogReader
-from harness.replay import replay
+from harness.materialize import replay
 from harness.rundir import RunDir
 
 

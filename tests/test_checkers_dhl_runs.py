@@ -15,9 +15,9 @@ from pathlib import Path
 import pytest
 from support import crashlab
 
+from harness.check.runlevel import trace_verdicts
 from harness.logformat import LogReader
 from harness.rundir import RunDir
-from harness.sweep.runlevel import trace_verdicts
 
 pytestmark = [pytest.mark.root, pytest.mark.timeout(600)]
 WORKLOAD = "insert:txns=4,ops=20,tables=2,warmup=100"

@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 
 from checkers.sqlite import content_key, examine, judge
+from harness.check.worker import fs_verdict
 from harness.fs.ext4.recover import recover_ext4
 from harness.images import ensure_image
-from harness.sweep.worker import fs_verdict
 from workloads.oracle import sqlite_digest
 from workloads.spec import parse_spec
 

@@ -14,11 +14,11 @@ import pytest
 from support import record_runs
 
 from checkers.dhl_format import footprint, slot
+from harness.check.runlevel import trace_verdicts
 from harness.logformat import LogReader
 from harness.record.fuse import FuseBackend
 from harness.rundir import RunDir
 from harness.sweep.matrix import DHL_INSERT
-from harness.sweep.runlevel import trace_verdicts
 
 PS = 4096
 

@@ -32,12 +32,11 @@ from dhl import Database
 from dhl.binding import CaptureIO, recovered_in_memory, recovered_on_device
 from harness.images import verified_base_for_run
 from harness.logformat import LogReader
-from harness.materialize import sparse_copy
+from harness.materialize import sparse_copy, write_state_image
 from harness.mutants import build as build_mutant
 from harness.mutants import catalogue
 from harness.rundir import RunDir
 from harness.states import Enumeration, Options
-from harness.states.overlay import write_state_image
 from harness.sweep.matrix import DHL_INSERT
 from harness.sysops import loop_attach, loop_detach
 

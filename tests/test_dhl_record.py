@@ -18,8 +18,8 @@ from dhl import Database
 from harness.fs.ext4.recover import recover_ext4
 from harness.images import ensure_image
 from harness.logformat import LogReader
+from harness.materialize import replay
 from harness.record.fuse import FuseBackend
-from harness.replay import replay
 from harness.rundir import RunDir
 from workloads.run import DB_NAME, oracle_from_meta
 from workloads.suts import SUTS

@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 
 from harness.record.fuse import FuseBackend
-from harness.report.expectations import BROKEN, HELD, UNVERIFIED, Expectation, evaluate, exit_code
-from harness.report.expectations import Expectation as Exp
 from harness.report.junit import write_junit
+from harness.sweep.expectations import BROKEN, HELD, UNVERIFIED, Expectation, evaluate, exit_code
+from harness.sweep.expectations import Expectation as Exp
 from harness.sweep.matrix import DHL_INSERT, Cell
 from harness.sweep.sweep import SweepOptions, run_sweep
 

@@ -9,8 +9,7 @@ import pytest
 
 from harness.errors import CrashlabError
 from harness.logformat import LogWriter
-from harness.materialize import DurableImage, sparse_copy
-from harness.replay import replay
+from harness.materialize import DurableImage, replay, sparse_copy
 
 
 def test_sparse_copy_keeps_content_and_holes(tmp_path: Path) -> None:

@@ -1,5 +1,5 @@
 """Crashing twice and crashing during recovery, on real recordings
-(harness/sweep/multicrash.py).
+(harness/check/multicrash.py).
 
 * a continuation starts on the first crash's image, at the transaction after
   the recovered one, and inherits the first crash's acknowledged set;
@@ -21,12 +21,12 @@ from typing import Any
 import pytest
 from support import crashlab, record_runs
 
+from harness.check.check import CheckOptions, check_run, options_for
+from harness.check.multicrash import Composite, compose, resolve
 from harness.record.fuse import FuseBackend
 from harness.rundir import RunDir
 from harness.states import Options
-from harness.sweep.check import CheckOptions, check_run, options_for
 from harness.sweep.matrix import DHL_INSERT, MULTI
-from harness.sweep.multicrash import Composite, compose, resolve
 
 OK, WHY = FuseBackend.available()
 pytestmark = [pytest.mark.root, pytest.mark.skipif(not OK, reason=f"fuse backend: {WHY}")]

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
+from harness.check.check import CheckOptions, check_run, options_for
 from harness.record.fuse import FuseBackend
-from harness.report.expectations import evaluate
-from harness.sweep.check import CheckOptions, check_run, options_for
+from harness.sweep.expectations import evaluate
 from harness.sweep.matrix import matrix
 from harness.sweep.sweep import record_cell
 

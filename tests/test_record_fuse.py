@@ -14,9 +14,9 @@ import pytest
 from harness.errors import CrashlabError
 from harness.images import ensure_image
 from harness.logformat import LogReader
+from harness.materialize import replay
 from harness.record.fuse import FuseBackend
 from harness.record.recorder import record
-from harness.replay import replay
 
 OK, WHY = FuseBackend.available()
 pytestmark = [pytest.mark.root, pytest.mark.skipif(not OK, reason=f"fuse backend: {WHY}")]

@@ -12,11 +12,11 @@ import pytest
 from support import record_runs
 
 from checkers.recovery import IoOp, recovery_states
+from harness.check.check import CheckOptions, check_run
+from harness.check.runlevel import spread_ids
 from harness.record.fuse import FuseBackend
 from harness.states import Options
-from harness.sweep.check import CheckOptions, check_run
 from harness.sweep.matrix import DHL_INSERT
-from harness.sweep.runlevel import spread_ids
 
 
 def test_a_limit_cuts_every_size_alike() -> None:

@@ -8,7 +8,7 @@ import pytest
 
 from harness.errors import CrashlabError
 from harness.logformat import LogWriter
-from harness.replay import replay
+from harness.materialize import replay
 
 
 @pytest.fixture

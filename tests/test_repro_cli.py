@@ -15,10 +15,10 @@ from typing import Any
 import pytest
 from support import record_runs
 
+from harness.check.check import CheckOptions, check_run
 from harness.record.fuse import FuseBackend
 from harness.rundir import RunDir
 from harness.states import Options
-from harness.sweep.check import CheckOptions, check_run
 from harness.sweep.matrix import Cell
 from harness.sweep.sweep import record_cell
 

@@ -10,8 +10,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from harness.logformat import FLUSH, FUA, LogReader, LogWriter
-from harness.replay import replay
-from harness.states import Enumeration, Options, OverlayImage, State, write_state_image
+from harness.materialize import replay, write_state_image
+from harness.states import Enumeration, Options, State
 from harness.states.synth import page_bytes, write_epochs_log
 
 SECTORS = 128  # 64 KiB test images
@@ -94,25 +94,22 @@ def write_ops(path: Path, program) -> None:
     max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )
 @given(ops, st.sampled_from(["reorder", "torn", "prefix"]))
-def test_overlay_goto_undo_advance(tmp_path, program, strategy):
+def test_state_images_are_what_the_model_says(tmp_path, program, strategy):
+    """Every state's materialised image is the base image with the durable
+    entries and exactly the state's kept (and torn) writes."""
     log, img = tmp_path / "o.log", tmp_path / "o.img"
     write_ops(log, program)
     base = base_image(img)
-    fd = os.open(img, os.O_RDWR)
-    try:
-        with LogReader(log) as r:
-            image = OverlayImage(fd, r)
-            opts = Options(strategy=strategy, dedup=False, torn_pattern="ends")
-            for epoch, states in Enumeration(r, opts).epochs():
-                durable = read_all(fd)
-                for s in states:
-                    image.goto(s)
-                    assert read_all(fd) == expected_image(base, r, s), s.id
-                image.reset()
-                assert read_all(fd) == durable
-                image.advance(epoch)
-    finally:
-        os.close(fd)
+    with LogReader(log) as r:
+        opts = Options(strategy=strategy, dedup=False, torn_pattern="ends")
+        for s in Enumeration(r, opts):
+            img.write_bytes(base)
+            fd = os.open(img, os.O_RDWR)
+            try:
+                write_state_image(fd, r, s)
+                assert read_all(fd) == expected_image(base, r, s), s.id
+            finally:
+                os.close(fd)
 
 
 def test_prefix_states_equal_replay_limit(tmp_path):
@@ -131,25 +128,6 @@ def test_prefix_states_equal_replay_limit(tmp_path):
                 assert read_all(fd) == out.read_bytes()[: SECTORS * 512], s.id
             finally:
                 os.close(fd)
-
-
-def test_goto_rejects_other_epoch(tmp_path):
-    log, img = tmp_path / "e.log", tmp_path / "e.img"
-    write_epochs_log(log, [1, 1], pages=8)
-    base_image(img)
-    fd = os.open(img, os.O_RDWR)
-    try:
-        with LogReader(log) as r:
-            states = list(Enumeration(r, Options(dedup=False)))
-            image = OverlayImage(fd, r)
-            try:
-                image.goto(states[-1])
-            except Exception as e:  # noqa: BLE001
-                assert "advance() it first" in str(e)
-            else:
-                raise AssertionError("goto accepted a state of another epoch")
-    finally:
-        os.close(fd)
 
 
 # ---- dedup --------------------------------------------------------------------

@@ -25,6 +25,7 @@ from pathlib import Path
 import pytest
 from support import alive, record_runs, tagged
 
+from harness.check.check import RESULT_NAME, STATES_NAME, CheckOptions, check_run
 from harness.fs.ext4.debugfs import DebugfsError, DebugfsSession
 from harness.fs.ext4.undo import written_ranges
 from harness.images import ensure_image
@@ -33,7 +34,6 @@ from harness.materialize import DurableImage, sparse_copy
 from harness.rundir import RunDir
 from harness.states import Enumeration, Options
 from harness.states.synth import write_epochs_log
-from harness.sweep.check import RESULT_NAME, STATES_NAME, CheckOptions, check_run
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -197,7 +197,7 @@ def test_interrupted_check_leaves_no_debugfs_and_no_folder(
     code = (
         "import sys; from pathlib import Path; from harness.rundir import RunDir; "
         "from harness.states import Options; "
-        "from harness.sweep.check import CheckOptions, check_run; "
+        "from harness.check.check import CheckOptions, check_run; "
         "check_run(RunDir(Path(sys.argv[1])), "
         "CheckOptions(states=Options(strategy='reorder'), jobs=2), Path(sys.argv[2]), "
         "on_progress=lambda g, c: print(c, flush=True))"
@@ -233,8 +233,8 @@ def test_fast_path_is_taken(runs: dict[str, RunDir], tmp_path: Path, sut: str) -
     the fast way (sqlite-off's crash images often need e2fsck's replay
     first: stale bitmap checksums), full copies are rare, and e2fsck results
     are reused."""
-    from harness.sweep.check import default_window
-    from harness.sweep.worker import StateChecker
+    from harness.check.check import default_window
+    from harness.check.worker import StateChecker
 
     run = runs[sut]
     sc = StateChecker(run, tmp_path / "w", fast=True)

@@ -19,15 +19,14 @@ import sys
 import time
 from pathlib import Path
 
+from harness.check.check import CheckOptions, check_run, options_for
+from harness.check.multicrash import Composite
 from harness.env import DHL_LIB, temporary_folder
 from harness.logformat import LogReader
-from harness.materialize import sparse_copy
+from harness.materialize import sparse_copy, write_state_image
 from harness.record.fuse import FuseBackend
 from harness.states import Enumeration, Options
-from harness.states.overlay import write_state_image
-from harness.sweep.check import CheckOptions, check_run, options_for
 from harness.sweep.matrix import DHL_INSERT, MULTI, Cell
-from harness.sweep.multicrash import Composite
 from harness.sweep.sweep import record_cell
 from harness.sysops import loop_attach, loop_detach
 

@@ -28,12 +28,12 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any, TypeVar
 
+from harness.check.check import CheckOptions, check_run, default_window
+from harness.check.worker import StateChecker
 from harness.env import bench_sweep_states, recovery_path, work_folder
 from harness.logformat import LogReader
 from harness.rundir import RunDir
 from harness.states import Enumeration, Options
-from harness.sweep.check import CheckOptions, check_run, default_window
-from harness.sweep.worker import StateChecker
 
 NAME = "sweep"
 JOBS = 2

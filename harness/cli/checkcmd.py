@@ -24,14 +24,14 @@ from rich.progress import (
 )
 from rich.table import Table
 
+from harness.check.check import CheckOptions, check_run, count_states, default_window, options_for
+from harness.check.multicrash import COMPOSITE, Composite
 from harness.cli.statescmd import options_from, state_options
-from harness.report.expectations import evaluate
 from harness.rundir import RunDir
 from harness.states import STRATEGIES
 from harness.states.coverage import describe
-from harness.sweep.check import CheckOptions, check_run, count_states, default_window, options_for
+from harness.sweep.expectations import evaluate
 from harness.sweep.matrix import MATRICES, Cell, matrix, shard
-from harness.sweep.multicrash import COMPOSITE, Composite
 from harness.sweep.sweep import SweepOptions, run_sweep
 from workloads.suts import get_sut
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import click
 
 from harness.logformat import LogReader, flag_names
-from harness.replay import replay
+from harness.materialize import replay
 from harness.rundir import RunDir, resolve_log
 
 SALVAGE_HELP = "read entries past a stale nr_entries (a log whose writer was killed)"

@@ -22,6 +22,9 @@ import click
 from checkers.engines import engine_of
 from checkers.verdict import Verdict
 from harness.atomic import write_json_atomic
+from harness.check.multicrash import resolve
+from harness.check.runlevel import prepare_run_level
+from harness.check.worker import StateChecker
 from harness.env import temporary_folder, work_folder
 from harness.errors import CrashlabError
 from harness.explain.sqlitefile import describe_files
@@ -30,9 +33,6 @@ from harness.images import verified_base_for_run
 from harness.logformat import LogReader
 from harness.rundir import RunDir
 from harness.states import State, state_from_id
-from harness.sweep.multicrash import resolve
-from harness.sweep.runlevel import prepare_run_level
-from harness.sweep.worker import StateChecker
 
 DEFAULT_SHOWN = 40  # writes listed unless --all-writes
 STYLE = {"kept": "green", "dropped": "red", "torn": "yellow", "unwritten": "bright_black"}

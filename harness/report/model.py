@@ -227,7 +227,7 @@ def classify(inv: str, v: dict[str, int] | None, exp: dict[str, Any]) -> str:
             return "found"
         return "allowed"
     # "missed" only when the must-violate expectation is what broke (the
-    # sentence is harness/report/expectations.py's).
+    # sentence is harness/sweep/expectations.py's).
     if inv in exp.get("must_violate_any", ()) and any(
         b.startswith("expected a violation") for b in exp.get("broken", ())
     ):

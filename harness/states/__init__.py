@@ -1,11 +1,11 @@
 """Crash states: the one definition of a state and its ID, the enumeration
-strategies, dedup, lookup by ID and overlay application.  See README.md."""
+strategies, dedup and lookup by ID.  See README.md.  Turning a state into
+a disk image is the next stage's (``harness/materialize/``)."""
 
 from harness.states.enumerate import Enumeration, Stats, enumerate_states, resolve_window
 from harness.states.epochs import Epoch, iter_epochs
 from harness.states.lookup import state_from_id
 from harness.states.model import Cut, State
-from harness.states.overlay import OverlayImage, write_state_image
 from harness.states.stateid import StateIdError, StateKey, format_id, parse_id
 from harness.states.strategies import STRATEGIES, TORN_PATTERNS, Options
 
@@ -16,7 +16,6 @@ __all__ = [
     "Enumeration",
     "Epoch",
     "Options",
-    "OverlayImage",
     "State",
     "StateIdError",
     "StateKey",
@@ -27,5 +26,4 @@ __all__ = [
     "parse_id",
     "resolve_window",
     "state_from_id",
-    "write_state_image",
 ]

@@ -18,8 +18,8 @@ from checkers.engines import engine_of
 from checkers.invariants import TRACE_LEVEL as TRACE_IDS
 from harness.errors import CrashlabError
 from harness.fs import DEFAULT_FS, FILESYSTEMS, NO_FS, get_fs
-from harness.report.expectations import Expectation
 from harness.states.strategies import TEARING
+from harness.sweep.expectations import Expectation
 from workloads.suts import SUTS, get_sut
 
 # Mobibench's shape: one statement on each of 3 tables per transaction, so a
@@ -118,7 +118,7 @@ def _cell(sut: str, workload: str, strategies: tuple[str, ...] = ("prefix", "reo
 
 
 # Crash, recover and continue, then crash again; and crash during recovery
-# (harness/sweep/multicrash.py): a rolled-back transaction's leftovers, or a
+# (harness/check/multicrash.py): a rolled-back transaction's leftovers, or a
 # half-done recovery, only show this way.
 TWICE = ("multicrash", "recovery-crash")
 

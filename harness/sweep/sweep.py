@@ -25,14 +25,14 @@ from pathlib import Path
 from typing import Any
 
 from harness.atomic import write_json_atomic, write_text_atomic
+from harness.check.check import CheckOptions, check_run, options_for
+from harness.check.multicrash import Composite
 from harness.errors import CrashlabError
-from harness.report.expectations import ExpectationResult, evaluate, exit_code
 from harness.report.junit import write_junit
 from harness.rundir import RunDir
 from harness.states import Options
-from harness.sweep.check import CheckOptions, check_run, options_for
+from harness.sweep.expectations import ExpectationResult, evaluate, exit_code
 from harness.sweep.matrix import Cell
-from harness.sweep.multicrash import Composite
 
 Progress = Callable[[str, int, int], None]  # (cell label, generated, checked)
 

@@ -26,7 +26,7 @@ from pathlib import Path
 
 from harness.errors import CrashlabError
 from harness.logformat import Entry, LogReader
-from harness.replay import apply_entry
+from harness.materialize.replay import apply_entry
 
 
 def sparse_copy(src: Path, dst: Path) -> None:

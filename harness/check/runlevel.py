@@ -31,11 +31,11 @@ from checkers.engines import engine_of
 from checkers.recovery import crashsafe_verdict
 from checkers.verdict import Verdict, skipped
 from harness import filetrace
+from harness.check.worker import StateChecker
 from harness.env import work_folder
 from harness.logformat import LogReader
 from harness.rundir import RunDir
 from harness.states import state_from_id
-from harness.sweep.worker import StateChecker
 from workloads.suts import get_sut
 
 TRACE_ID = "trace"

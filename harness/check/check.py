@@ -33,6 +33,15 @@ from typing import Any
 
 from checkers.invariants import INVARIANTS
 from harness.atomic import write_json_atomic, write_text_atomic
+from harness.check.multicrash import COMPOSITE, Composite, check_composite, resolve
+from harness.check.runlevel import (
+    CRASHSAFE_ID,
+    TRACE_ID,
+    RunFacts,
+    prepare_run_level,
+    run_level_records,
+)
+from harness.check.worker import StateChecker, state_record
 from harness.env import work_folder
 from harness.errors import CrashlabError
 from harness.logformat import LogReader
@@ -40,21 +49,12 @@ from harness.rundir import RunDir
 from harness.states import Enumeration, Options, State, coverage
 from harness.states.epochs import Epoch, iter_epochs
 from harness.states.stateid import StateKey
-from harness.sweep.multicrash import COMPOSITE, Composite, check_composite, resolve
-from harness.sweep.runlevel import (
-    CRASHSAFE_ID,
-    TRACE_ID,
-    RunFacts,
-    prepare_run_level,
-    run_level_records,
-)
-from harness.sweep.worker import StateChecker, state_record
 from harness.sysops import worker_signals
 
 CHUNK = 32  # states per task: small enough to balance two workers, large enough to amortise IPC
 STATES_NAME = "states.jsonl"
 RESULT_NAME = "result.json"
-RUN_NAME = "run.jsonl"  # run-level records (harness/sweep/runlevel.py)
+RUN_NAME = "run.jsonl"  # run-level records (harness/check/runlevel.py)
 
 
 @dataclass
@@ -64,7 +64,7 @@ class CheckOptions:
     jobs: int = 0  # worker processes; 0 = every core
     fsck: bool = True  # a full read-only e2fsck per state for FS-RECOVER
     crashsafe_sample: int = 4  # DHL: states whose recovery is itself crashed (REC-CRASHSAFE)
-    # multicrash / recovery-crash (harness/sweep/multicrash.py): ``states``
+    # multicrash / recovery-crash (harness/check/multicrash.py): ``states``
     # is then the strategy of the continuations' states
     composite: Composite | None = None
 
@@ -312,7 +312,7 @@ def check_run(
 def _check_composite(run: RunDir, opts: CheckOptions, out: Path, resume: bool
                      ) -> dict[str, Any]:
     """multicrash / recovery-crash: continue the run after its first
-    crashes and check the continuations (harness/sweep/multicrash.py)."""
+    crashes and check the continuations (harness/check/multicrash.py)."""
     comp = opts.composite
     assert comp is not None
     out.mkdir(parents=True, exist_ok=True)

@@ -123,8 +123,8 @@ def _recovered_index(verdicts: list[Any]) -> int | None:
 def first_crashes(run: RunDir, comp: Composite, work: Path
                   ) -> tuple[list[FirstCrash], dict[str, int]]:
     """The first-crash states to continue, and counts of how they were chosen."""
-    from harness.sweep.check import default_window
-    from harness.sweep.worker import StateChecker
+    from harness.check.check import default_window
+    from harness.check.worker import StateChecker
 
     opts = default_window(run, Options(strategy=comp.first))
     keep = work / "keep"

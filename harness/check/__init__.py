@@ -1,0 +1,5 @@
+"""The check stage: every crash state of one recorded run, materialised,
+recovered and judged (``check.py``: enumeration, workers, resume, the
+run's result; ``worker.py``: one state; ``runlevel.py``: what is judged
+once per run — the write trace, REC-CRASHSAFE; ``multicrash.py``: crash,
+recover, continue and crash again)."""

@@ -1,0 +1,22 @@
+"""One crash state's image from the base image, the simplest way: every
+durable entry, then the state's overlay — the reference the faster
+:class:`~harness.materialize.durable.DurableImage` is tested against."""
+
+from __future__ import annotations
+
+import os
+
+from harness.logformat import LogReader
+from harness.materialize.replay import apply_entry
+from harness.states.model import State
+
+
+def write_state_image(fd: int, reader: LogReader, state: State) -> None:
+    """Turn the base image open at ``fd`` into ``state``'s image: apply the
+    durable entries (``[0, state.durable_upto)``), then the overlay."""
+    for entry in reader.entries():
+        if entry.index >= state.durable_upto:
+            break
+        apply_entry(fd, reader, entry)
+    for offset, data in state.extents(reader):
+        os.pwrite(fd, data, offset)
