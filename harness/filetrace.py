@@ -98,7 +98,7 @@ def prepare(run: RunDir, work: Path) -> FileTrace | str:
     meta.json), built in ``work`` (which the caller removes after closing
     the trace); or why it cannot be had."""
     meta = run.meta()
-    fs, db_name = get_fs(meta["fs"]), meta["db"]
+    fs, db_name = get_fs(meta.fs), str(meta.db)
     if not fs.block_mapped:
         return fs.block_map(Path(), "/" + db_name)  # why not
     base = verified_base_for_run(run)

@@ -53,18 +53,18 @@ def ensure_image(fs: str) -> tuple[Path, str]:
 
 def verified_base_for_run(run: RunDir) -> Path:
     """The base image a run was recorded on, checked against its digest."""
-    image = run.meta().get("image")
-    if not image:
+    image = run.meta().image
+    if image is None:
         raise CrashlabError(f"{run.path}: meta.json names no base image: pass --base")
-    path = Path(image["path"])
-    if not path.exists() and image.get("fs") in FILESYSTEMS:
-        path, _ = ensure_image(image["fs"])
+    path = Path(image.path)
+    if not path.exists() and image.fs in FILESYSTEMS:
+        path, _ = ensure_image(image.fs)
     if not path.exists():
         raise CrashlabError(f"{path}: the run's base image is missing: pass --base")
     actual = file_sha256(path)
-    if actual != image["sha256"]:
+    if actual != image.sha256:
         raise CrashlabError(
-            f"{path}: digest {actual[:12]} differs from the run's {image['sha256'][:12]} "
+            f"{path}: digest {actual[:12]} differs from the run's {image.sha256[:12]} "
             "(rebuilt image?): pass --base with the original"
         )
     return path

@@ -36,6 +36,7 @@ from typing import Any
 
 from harness.env import DHL_LIB, RUNNER
 from harness.errors import CrashlabError
+from harness.rundir import SweepDir
 from harness.sweep import matrix as mx
 from harness.sweep.matrix import Cell
 
@@ -176,7 +177,7 @@ def run_mutant(m: Mutant, out: Path, jobs: int) -> Outcome:
     folder = out / m.name
     p = subprocess.run([sys.executable, "-m", "harness.mutants", m.name, str(folder), str(jobs)],
                        env=env, capture_output=True, text=True, cwd=ROOT)
-    summary = folder / "summary.json"
+    summary = SweepDir(folder).summary
     if p.returncode not in (0, 1) or not summary.exists():
         tail = (p.stderr.strip().splitlines() or ["no output"])[-1]
         return Outcome(m, "error", detail=f"the sweep exited {p.returncode}: {tail}")

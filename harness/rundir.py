@@ -4,6 +4,7 @@
     RUN/meta.json    backend, fs, kernel, base image and its digest, command,
                      tool versions, marks, and (for workload runs) the SUT,
                      workload spec and seed from which the oracle is rebuilt
+                     (:class:`RunMeta`, the one definition of its keys)
 
 A run never holds a copy of its base image: ``meta.json`` names the image and
 its digest, and replay refuses an image whose digest differs.
@@ -11,8 +12,9 @@ its digest, and replay refuses an image whose digest differs.
 
 from __future__ import annotations
 
+import dataclasses
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +23,102 @@ from harness.errors import CrashlabError
 
 LOG_NAME = "writes.log"
 META_NAME = "meta.json"
+CHECK_DIR = "check"  # RUN/check/<strategy>-<options digest>/, one per check
+STATES_NAME = "states.jsonl"  # a check's per-state records
+RESULT_NAME = "result.json"  # a check's result, written last
+RUN_NAME = "run.jsonl"  # a check's run-level records (harness/check/runlevel.py)
+
+
+@dataclass(frozen=True)
+class ImageRef:
+    """The base image a run was recorded on."""
+
+    fs: str
+    path: str
+    sha256: str
+
+
+@dataclass(frozen=True)
+class Continues:
+    """A continuation (multicrash, recovery-crash): the run and crash state
+    it continues, and what held at that first crash."""
+
+    run: str
+    state: str
+    kind: str
+    recovered_txn: int = 0
+    acked: int = 0
+    begun: int = 0
+
+
+@dataclass(frozen=True)
+class RunMeta:
+    """``meta.json``.  The recorder's part (``harness/record/recorder.py``):
+    how and where the run was recorded, and the log's summary.  A workload
+    run's part (``workloads/run.py``): the SUT, the canonical workload spec
+    and its seed (the oracle is rebuilt from them), the database file's
+    name, the runner's counts, and for a continuation where it starts.
+    Keys this class does not know (a caller's own) are kept in ``extra``."""
+
+    fs: str = ""
+    backend: str = ""
+    backend_choice: str = ""
+    # what a write's position in the log means for crash states (the
+    # recording backend's; runs from before it was recorded: fuse's)
+    log_order: str = "completion"
+    kernel: str = ""
+    image: ImageRef | None = None
+    command: tuple[str, ...] = ()
+    # shell convention: 128 + N when the command was killed by signal N
+    exit_status: int | None = None
+    signal: str | None = None
+    interrupted: str | None = None
+    versions: dict[str, str | None] = field(default_factory=dict)
+    marks: tuple[str, ...] = ()
+    log: dict[str, Any] | None = None  # LogReader.summary(), or {"error": ...}
+    wall_time_s: float = 0.0
+    started: str = ""
+    # a workload run
+    sut: str | None = None
+    workload: str | None = None
+    seed: int | None = None
+    db: str | None = None
+    runner: dict[str, Any] | None = None  # crashlab-runner's --stats report
+    continues_at: int | None = None  # the runner's --from-txn
+    continues: Continues | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> RunMeta:
+        names = {f.name for f in dataclasses.fields(cls)} - {"extra"}
+        kw = {k: v for k, v in d.items() if k in names}
+        if kw.get("image"):
+            kw["image"] = ImageRef(**kw["image"])
+        if kw.get("continues"):
+            kw["continues"] = Continues(**kw["continues"])
+        for k in ("command", "marks"):
+            if k in kw:
+                kw[k] = tuple(kw[k])
+        return cls(**kw, extra={k: v for k, v in d.items() if k not in names})
+
+    def to_json(self) -> dict[str, Any]:
+        """The JSON object: the recorder's keys always (null when unknown),
+        a workload run's only when set, then ``extra``."""
+        out: dict[str, Any] = {}
+        for f in dataclasses.fields(self):
+            v = getattr(self, f.name)
+            if f.name == "extra" or (v is None and f.name in _WORKLOAD_KEYS):
+                continue
+            if dataclasses.is_dataclass(v):
+                v = dataclasses.asdict(v)  # type: ignore[arg-type]
+            out[f.name] = list(v) if isinstance(v, tuple) else v
+        return {**out, **self.extra}
+
+    def with_(self, **changes: Any) -> RunMeta:  # noqa: ANN401
+        return dataclasses.replace(self, **changes)
+
+
+_WORKLOAD_KEYS = ("sut", "workload", "seed", "db", "runner", "continues_at", "continues")
 
 
 @dataclass(frozen=True)
@@ -35,22 +133,79 @@ class RunDir:
     def meta_path(self) -> Path:
         return self.path / META_NAME
 
-    def meta(self) -> dict[str, Any]:
+    def meta(self) -> RunMeta:
         try:
-            return json.loads(self.meta_path.read_text())
+            raw = json.loads(self.meta_path.read_text())
         except FileNotFoundError:
             raise CrashlabError(f"{self.path}: not a run directory (no {META_NAME})") from None
         except json.JSONDecodeError as e:
             raise CrashlabError(f"{self.meta_path}: corrupt JSON ({e})") from None
+        try:
+            return RunMeta.from_json(raw)
+        except TypeError as e:
+            raise CrashlabError(f"{self.meta_path}: not a crashlab meta.json ({e})") from None
 
     @property
     def log_order(self) -> str:
-        """What log order means for this run's crash states (the recording
-        backend's; runs from before it was recorded: the fuse backend's)."""
-        return str(self.meta().get("log_order", "completion"))
+        """What log order means for this run's crash states."""
+        return self.meta().log_order
 
-    def write_meta(self, meta: dict[str, Any]) -> None:
-        write_json_atomic(self.meta_path, meta)
+    def write_meta(self, meta: RunMeta) -> None:
+        write_json_atomic(self.meta_path, meta.to_json())
+
+    def check_dir(self, tag: str) -> Path:
+        """Where a check of this run with options ``tag`` writes."""
+        return self.path / CHECK_DIR / tag
+
+    def check_results(self) -> list[Path]:
+        """Every finished check's result.json."""
+        return sorted((self.path / CHECK_DIR).glob(f"*/{RESULT_NAME}"))
+
+
+@dataclass(frozen=True)
+class SweepDir:
+    """A sweep folder: the one definition of what a sweep leaves on disk.
+
+        SWEEP/runs/<cell>/      one run folder per cell (:class:`RunDir`)
+        SWEEP/summary.json      the cells: verdict counts, expectations
+        SWEEP/violations.jsonl  every failing verdict, with its repro command
+        SWEEP/junit.xml         one test case per cell and strategy
+        SWEEP/timing.json       seconds per recording and per check
+        SWEEP/report.html, report.md, plots/   the reports (harness/report/)
+    """
+
+    path: Path
+
+    def run(self, cell_name: str) -> RunDir:
+        return RunDir(self.path / "runs" / cell_name)
+
+    @property
+    def summary(self) -> Path:
+        return self.path / "summary.json"
+
+    @property
+    def violations(self) -> Path:
+        return self.path / "violations.jsonl"
+
+    @property
+    def junit(self) -> Path:
+        return self.path / "junit.xml"
+
+    @property
+    def timing(self) -> Path:
+        return self.path / "timing.json"
+
+    @property
+    def report_html(self) -> Path:
+        return self.path / "report.html"
+
+    @property
+    def report_md(self) -> Path:
+        return self.path / "report.md"
+
+    @property
+    def plots(self) -> Path:
+        return self.path / "plots"
 
 
 def resolve_log(target: Path | str) -> Path:

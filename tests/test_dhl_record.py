@@ -20,7 +20,7 @@ from harness.images import ensure_image
 from harness.logformat import LogReader
 from harness.materialize import replay
 from harness.record.fuse import FuseBackend
-from harness.rundir import RunDir
+from harness.rundir import RunDir, RunMeta
 from workloads.run import DB_NAME, oracle_from_meta
 from workloads.suts import SUTS
 
@@ -101,12 +101,12 @@ def test_record_dhl_workload(tmp_path, sut, workload):
     proc = _record(tmp_path, sut, workload, fs)
     assert proc.returncode == 0, proc.stderr
     run = RunDir(tmp_path / "run")
-    meta = run.meta()
+    meta = run.meta().to_json()
     assert meta["sut"] == sut and meta["fs"] == fs and meta["db"] == DB_NAME
     assert meta["image"]["fs"] == fs and meta["exit_status"] == 0
     if fs == "raw":
         assert "--db-env" in meta["command"] and "CRASHLAB_DEV" in meta["command"]
-    oracle = oracle_from_meta(meta)
+    oracle = oracle_from_meta(RunMeta.from_json(meta))
     n = oracle.spec.txns
     assert meta["runner"]["transactions"] == n and meta["runner"]["dhl_mode"] == dhl_mode(sut)
     assert _marks(run) == expected_marks(n)

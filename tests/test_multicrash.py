@@ -58,7 +58,7 @@ def test_continuation_starts_after_the_recovered_transaction(runs: dict[str, Run
     assert mc["first"]["continued"] == 3 and mc["first"]["distinct"] >= 3
     for c in mc["continuations"]:
         nested = RunDir(run.path / "multicrash" / c["state"])
-        meta = nested.meta()
+        meta = nested.meta().to_json()
         assert meta["continues"]["state"] == c["state"]
         assert meta["continues_at"] == c["recovered_txn"] + 1 == c["from_txn"]
         assert meta["image"]["path"] == str(nested.path / "base.img")
@@ -113,7 +113,7 @@ def test_recovery_crash_records_the_recovery_writes(runs: dict[str, RunDir],
     hot = 0
     for c in conts:
         nested = RunDir(run.path / "recovery-crash" / c["state"])
-        meta = nested.meta()
+        meta = nested.meta().to_json()
         assert not any(m.startswith("txn-begin:") for m in meta["marks"])
         # an in-flight first crash leaves a hot journal: its rollback writes
         # the database file and deletes the journal, on the recorded device

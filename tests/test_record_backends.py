@@ -106,7 +106,7 @@ def test_cli_record_exit_codes_and_extra_meta(tmp_path, monkeypatch):
     monkeypatch.setenv("CRASHLAB_TMPDIR", str(parent))
     run = record(["true"], tmp_path / "x", backend="fuse", extra_meta={"seed": 7},
                  env={"PATH": os.environ["PATH"]})
-    assert run.meta()["seed"] == 7 and run.meta()["marks"] == []
+    assert run.meta().seed == 7 and run.meta().marks == ()
     parent.rmdir()
 
 

@@ -54,7 +54,7 @@ def recorded(tmp_path: Path, fs: str, command: list[str]) -> tuple[Path, Path, P
     out = tmp_path / "run"
     final = tmp_path / "final.img"
     run = record(command, out, fs=fs, backend="fuse", final_image=final)
-    meta = run.meta()
+    meta = run.meta().to_json()
     assert meta["exit_status"] == 0, meta
     assert meta["backend"] == "fuse" and meta["fs"] == fs
     base, digest = ensure_image(fs)
@@ -159,7 +159,7 @@ def test_mark_channel_rules(tmp_path, tmpdir_env):
 def test_failing_command_still_leaves_a_run(tmp_path, tmpdir_env):
     out = tmp_path / "run"
     run = record(["sh", "-c", "echo before > $CRASHLAB_MARK; exit 7"], out, backend="fuse")
-    meta = run.meta()
+    meta = run.meta().to_json()
     assert meta["exit_status"] == 7 and meta["marks"] == ["before"]
     with pytest.raises(CrashlabError, match="already holds a recorded run"):
         record(["true"], out, backend="fuse")

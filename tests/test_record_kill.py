@@ -40,7 +40,7 @@ def test_workload_killed(tmp_path, private_tmp, sig):
     t0 = time.monotonic()
     run = record(["sh", "-c", script], tmp_path / "run", backend="fuse")
     assert time.monotonic() - t0 < 20
-    meta = run.meta()
+    meta = run.meta().to_json()
     assert meta["signal"] == f"SIG{sig}"
     assert meta["exit_status"] == 128 + getattr(signal, f"SIG{sig}")
     assert reads(run.log) == ["one"]

@@ -9,6 +9,7 @@ from test_report_synth import BLOCK, ext4_super, write_log
 from harness.fs.ext4.superblock import ext4_journal_extents
 from harness.logformat import LogWriter
 from harness.report.iocost import run_cost
+from harness.rundir import ImageRef, RunMeta
 
 
 def test_journal_extents_from_super_block():
@@ -24,8 +25,9 @@ def test_journal_extents_unknown_when_not_resolvable():
 
 def test_run_cost_counts_window_journal_flushes_tail(tmp_path):
     want = write_log(tmp_path / "writes.log", txns=3)
-    meta = {"fs": "ext4", "log": {"marks": ["setup-done", *[f"txn-ack:{i}" for i in (1, 2, 3)]]},
-            "runner": {"transactions": 3, "workload": {"fsyncs": 6, "bytes_written": 3000}}}
+    meta = RunMeta(fs="ext4",
+                   log={"marks": ["setup-done", *[f"txn-ack:{i}" for i in (1, 2, 3)]]},
+                   runner={"transactions": 3, "workload": {"fsyncs": 6, "bytes_written": 3000}})
     cost = run_cost(tmp_path, meta)
     assert cost.txns == 3
     assert cost.window_bytes == want["window"]
@@ -40,21 +42,21 @@ def test_run_cost_counts_window_journal_flushes_tail(tmp_path):
 
 def test_split_unknown_without_super_block_or_on_other_fs(tmp_path):
     write_log(tmp_path / "writes.log", with_super=False)
-    meta = {"fs": "ext4", "image": {"path": str(tmp_path / "missing.img")}}
+    meta = RunMeta(fs="ext4", image=ImageRef("ext4", str(tmp_path / "missing.img"), ""))
     cost = run_cost(tmp_path, meta)
     assert cost.journal_bytes is None and cost.data_bytes is None
     assert cost.window_bytes == 2 * 6 * BLOCK
     assert cost.runner is None and cost.fsyncs is None
     # xfs: never attributed by the ext4 rule, even with an ext4-looking block
     write_log(tmp_path / "writes.log")
-    assert run_cost(tmp_path, {"fs": "xfs"}).journal_bytes is None
+    assert run_cost(tmp_path, RunMeta(fs="xfs")).journal_bytes is None
 
 
 def test_super_block_read_from_base_image_when_not_logged(tmp_path):
     write_log(tmp_path / "writes.log", with_super=False)
     image = tmp_path / "base.img"
     image.write_bytes(bytes(1024) + ext4_super() + bytes(BLOCK))
-    cost = run_cost(tmp_path, {"fs": "ext4", "image": {"path": str(image)}})
+    cost = run_cost(tmp_path, RunMeta(fs="ext4", image=ImageRef("ext4", str(image), "")))
     assert cost.journal_bytes == 2 * 3 * BLOCK
 
 
@@ -64,5 +66,5 @@ def test_no_setup_mark_counts_from_the_start(tmp_path):
         w.flush()
         w.mark("txn-ack:1")
     (tmp_path / "meta.json").write_text(json.dumps({}))
-    cost = run_cost(tmp_path, {"fs": "raw"})
+    cost = run_cost(tmp_path, RunMeta(fs="raw"))
     assert (cost.window_bytes, cost.flushes, cost.tail_bytes, cost.txns) == (BLOCK, 1, 0, 1)

@@ -21,9 +21,9 @@ from typing import Any
 import pytest
 from support import record_runs
 
-from harness.check.check import STATES_NAME, CheckOptions, check_run
+from harness.check.check import CheckOptions, check_run
 from harness.record.fuse import FuseBackend
-from harness.rundir import RunDir
+from harness.rundir import STATES_NAME, RunDir
 from harness.states import Options
 from harness.sweep.matrix import MULTI, SINGLE, Cell
 from harness.sweep.sweep import SweepOptions, record_cell, run_sweep

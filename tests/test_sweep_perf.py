@@ -25,13 +25,13 @@ from pathlib import Path
 import pytest
 from support import alive, record_runs, tagged
 
-from harness.check.check import RESULT_NAME, STATES_NAME, CheckOptions, check_run
+from harness.check.check import CheckOptions, check_run
 from harness.fs.ext4.debugfs import DebugfsError, DebugfsSession
 from harness.fs.ext4.undo import written_ranges
 from harness.images import ensure_image
 from harness.logformat import LogReader
 from harness.materialize import DurableImage, sparse_copy
-from harness.rundir import RunDir
+from harness.rundir import RESULT_NAME, STATES_NAME, RunDir
 from harness.states import Enumeration, Options
 from harness.states.synth import write_epochs_log
 

@@ -17,7 +17,7 @@ from harness.images import ensure_image
 from harness.logformat import LogReader
 from harness.materialize import replay
 from harness.record.fuse import FuseBackend
-from harness.rundir import RunDir
+from harness.rundir import RunDir, RunMeta
 from workloads.oracle import sqlite_digest
 from workloads.run import DB_NAME, oracle_from_meta
 
@@ -59,9 +59,9 @@ def test_record_workload(tmp_path, sut, workload):
     assert _ours(parent) == [], "a loop device or mount leaked"
     assert list(parent.iterdir()) == [], "a working directory was left behind"
     parent.rmdir()
-    meta = RunDir(out).meta()
+    meta = RunDir(out).meta().to_json()
     assert meta["sut"] == sut and meta["db"] == DB_NAME
-    oracle = oracle_from_meta(meta)  # from the run directory alone
+    oracle = oracle_from_meta(RunMeta.from_json(meta))  # from the run directory alone
     n = oracle.spec.txns
     assert meta["runner"]["transactions"] == n
     with LogReader(RunDir(out).log) as r:

@@ -1,5 +1,7 @@
 """Running a workload: the runner's command line for a SUT and a spec, the
-workload part of a run's ``meta.json``, and the oracle rebuilt from it.
+workload part of a run's ``meta.json``, recording it (:func:`record_workload`,
+on top of ``harness/record``, which knows nothing of workloads), and the
+oracle rebuilt from a run.
 
 meta.json keys written here (merged into the recorder's):
 
@@ -13,15 +15,18 @@ meta.json keys written here (merged into the recorder's):
 
 from __future__ import annotations
 
+import json
 import subprocess
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from harness.env import runner_override
+from harness.env import runner_override, temporary_folder
 from harness.errors import CrashlabError
 from harness.fs import NO_FS, get_fs
 from harness.record.backend import DEV_ENV
+from harness.record.recorder import record
+from harness.rundir import RunDir, RunMeta
 from workloads.generate import write_opstream
 from workloads.oracle import Oracle
 from workloads.spec import WorkloadSpec, parse_spec
@@ -80,14 +85,14 @@ def workload_meta(sut: Sut, spec: WorkloadSpec) -> dict[str, Any]:
     return {"sut": sut.name, "workload": str(spec), "seed": spec.seed, "db": DB_NAME}
 
 
-def spec_from_meta(meta: Mapping[str, Any]) -> tuple[Sut, WorkloadSpec]:
+def spec_from_meta(meta: RunMeta) -> tuple[Sut, WorkloadSpec]:
     """The SUT and spec a run was recorded with."""
-    if "sut" not in meta or "workload" not in meta:
+    if meta.sut is None or meta.workload is None:
         raise CrashlabError("meta.json names no SUT/workload: not a workload run")
-    return get_sut(meta["sut"]), parse_spec(meta["workload"])
+    return get_sut(meta.sut), parse_spec(meta.workload)
 
 
-def oracle_from_meta(meta: Mapping[str, Any]) -> Oracle:
+def oracle_from_meta(meta: RunMeta) -> Oracle:
     """The oracle of a recorded workload run, from its meta.json alone."""
     return Oracle(spec_from_meta(meta)[1])
 
@@ -130,3 +135,21 @@ def workload_command(
         cmd += ["--from-txn", str(from_txn)]
         meta["continues_at"] = from_txn
     return cmd, meta, stats
+
+
+def record_workload(sut: str, workload: str, out: Path, *, fs: str = "ext4",
+                    backend: str = "auto", base: tuple[Path, str] | None = None,
+                    from_txn: int | None = None,
+                    extra_meta: Mapping[str, Any] | None = None) -> RunDir:
+    """Record crashlab-runner running WORKLOAD on SUT.  meta.json gets the
+    SUT, the canonical spec and seed (the oracle is rebuilt from them) and
+    the runner's own counts (``runner``: writes and syncs per transaction).
+    ``base`` and ``from_txn`` continue the workload on a crash state (see
+    :func:`record` and :func:`workloads.run.workload_command`)."""
+    with temporary_folder("crashlab-wl-") as tmp:
+        cmd, extra, stats = workload_command(sut, workload, tmp, fs, from_txn=from_txn)
+        run = record(cmd, out, fs=fs, backend=backend, extra_meta={**extra, **(extra_meta or {})},
+                     base=base)
+        if stats.exists():
+            run.write_meta(run.meta().with_(runner=json.loads(stats.read_text())))
+    return run

@@ -78,7 +78,9 @@ def _equivalence(work: Path) -> None:
     from dhl.binding import recovered_in_memory, recovered_on_device
 
     run = record_cell(Cell("dhl-cc-raw", DHL_INSERT, "raw"), work / "raw", "fuse", False)
-    base = Path(run.meta()["image"]["path"])
+    image = run.meta().image
+    assert image is not None
+    base = Path(image.path)
     img = work / "dev.img"
     sparse_copy(base, img)
     dev = loop_attach(img, direct_io=False)

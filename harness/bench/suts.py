@@ -145,7 +145,7 @@ def _record_one(cmd: list[str], out: Path, fs: str) -> list[tuple[float, float]]
     figures (one per runner run) and delete the recording."""
     try:
         run = record(cmd, out, fs=fs, backend="auto")
-        if run.meta()["exit_status"] != 0:
+        if run.meta().exit_status != 0:
             raise RuntimeError(f"the recorded runner failed ({shlex.join(cmd)[:200]})")
         return _device_figures(run.log)
     finally:

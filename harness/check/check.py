@@ -45,16 +45,13 @@ from harness.check.worker import StateChecker, state_record
 from harness.env import work_folder
 from harness.errors import CrashlabError
 from harness.logformat import LogReader
-from harness.rundir import RunDir
+from harness.rundir import RESULT_NAME, RUN_NAME, STATES_NAME, RunDir
 from harness.states import Enumeration, Options, State, coverage
 from harness.states.epochs import Epoch, iter_epochs
 from harness.states.stateid import StateKey
 from harness.sysops import worker_signals
 
 CHUNK = 32  # states per task: small enough to balance two workers, large enough to amortise IPC
-STATES_NAME = "states.jsonl"
-RESULT_NAME = "result.json"
-RUN_NAME = "run.jsonl"  # run-level records (harness/check/runlevel.py)
 
 
 @dataclass
@@ -105,7 +102,7 @@ def default_window(run: RunDir, opts: Options) -> Options:
     valid) and, when the run has a ``setup-done`` mark and no window was
     given, a window from it on (before it the database does not exist)."""
     opts = dataclasses.replace(opts, log_order=run.log_order)
-    if opts.window_start is None and "setup-done" in run.meta().get("marks", []):
+    if opts.window_start is None and "setup-done" in run.meta().marks:
         return dataclasses.replace(opts, window_start="setup-done")
     return opts
 
@@ -246,9 +243,9 @@ def check_run(
     """Check the states of ``run``; return (and write) ``result.json``.
     ``on_progress(generated, checked)`` is called after every chunk."""
     if opts.composite is not None:
-        return _check_composite(run, opts, out or run.path / "check" / opts.tag(), resume)
+        return _check_composite(run, opts, out or run.check_dir(opts.tag()), resume)
     opts.states = default_window(run, opts.states)
-    out = out or run.path / "check" / opts.tag()
+    out = out or run.check_dir(opts.tag())
     out.mkdir(parents=True, exist_ok=True)
     states_path = out / STATES_NAME
     done = _complete_lines(states_path) if resume else 0
@@ -413,9 +410,9 @@ def summarise(run: RunDir, states_path: Path, opts: CheckOptions, *,
         raise CrashlabError(f"{run.path}: no crash state in the window (empty log?)")
     return {
         "run": str(run.path),
-        "sut": meta.get("sut"),
-        "workload": meta.get("workload"),
-        "fs": meta.get("fs"),
+        "sut": meta.sut,
+        "workload": meta.workload,
+        "fs": meta.fs,
         "strategy": opts.strategy,
         "options": asdict(opts.states) | opts.extra_options(),
         "states": {"checked": checked},

@@ -53,10 +53,9 @@ from harness.errors import CrashlabError
 from harness.images import file_digest, file_sha256
 from harness.logformat import LogReader
 from harness.materialize import sparse_copy
-from harness.record.recorder import record_workload
-from harness.rundir import RunDir
+from harness.rundir import RUN_NAME, STATES_NAME, RunDir
 from harness.states import Enumeration, Options
-from workloads.run import spec_from_meta
+from workloads.run import record_workload, spec_from_meta
 
 COMPOSITE = ("multicrash", "recovery-crash")
 RECOVERY_PART = "recovery"  # marks a recovery-crash continuation in a composed ID
@@ -190,7 +189,7 @@ def continue_from(run: RunDir, first: FirstCrash, comp: Composite, folder: Path,
     last = spec.txns
     start = last + 1 if comp.kind == "recovery-crash" else first.recovered + 1
     return record_workload(
-        meta["sut"], meta["workload"], folder, fs=meta["fs"], backend=comp.backend,
+        str(meta.sut), str(meta.workload), folder, fs=meta.fs, backend=comp.backend,
         base=(base, file_sha256(base)), from_txn=start,
         extra_meta={"continues": {"run": str(run.path), "state": first.state_id,
                                   "kind": comp.kind, "recovered_txn": first.recovered,
@@ -208,12 +207,12 @@ def check_composite(run: RunDir, comp: Composite, out: Path, check_nested: Check
     ``out/states.jsonl`` and ``out/run.jsonl`` with composed state IDs.
     Returns what the continuations add to result.json."""
     chosen, counts = first_crashes(run, comp, work / "first")
-    lines = {"states.jsonl": [], "run.jsonl": []}
+    lines = {STATES_NAME: [], RUN_NAME: []}
     continuations = []
     for first in chosen:
         folder = run.path / comp.kind / first.state_id
         nested = continue_from(run, first, comp, folder, resume)
-        status = nested.meta().get("exit_status")
+        status = nested.meta().exit_status
         if status != 0:
             continuations.append({"state": first.state_id, "error":
                                   f"the continuation exited {status} (see {folder}/meta.json)"})
@@ -227,12 +226,13 @@ def check_composite(run: RunDir, comp: Composite, out: Path, check_nested: Check
                     rec = json.loads(line)
                     rec["id"] = compose(comp.kind, first.state_id, rec["id"])
                     lines[name].append(json.dumps(rec, sort_keys=True))
-        continuations.append({"state": first.state_id, "from_txn": nested.meta().get(
-            "continues_at"), "recovered_txn": first.recovered,
+        nested_meta = nested.meta()
+        continuations.append({"state": first.state_id, "from_txn": nested_meta.continues_at,
+                              "recovered_txn": first.recovered,
             "states": result["states"]["checked"],
             "generated": result["states"].get("generated", result["states"]["checked"]),
             "folded": result["states"].get("folded", 0),
-            "log_entries": (nested.meta().get("log") or {}).get("entries")})
+            "log_entries": (nested_meta.log or {}).get("entries")})
     for name, ls in lines.items():
         write_text_atomic(out / name, "".join(x + "\n" for x in ls))
     return {"kind": comp.kind, "first": counts, "continuations": continuations}

@@ -86,7 +86,7 @@ class RunLevel:
 def prepare_run_level(run: RunDir, workroot: Path) -> RunLevel:
     """Walk the database file's history of a DHL run once: the trace
     verdicts and the run's facts."""
-    if not engine_of(get_sut(run.meta()["sut"])).run_level:
+    if not engine_of(get_sut(str(run.meta().sut))).run_level:
         return RunLevel()
     work = _fresh(workroot / "trace")
     history = filetrace.prepare(run, work)
@@ -128,7 +128,7 @@ def run_level_records(run: RunDir, states_path: Path, workroot: Path,
             for sid in spread_ids(states_path)[: TRIES_PER_SAMPLE * crashsafe_sample]:
                 tried += 1
                 checker.check(state_from_id(reader, sid, run.log_order))
-                db = keep / "files" / meta["db"]
+                db = keep / "files" / str(meta.db)
                 if not db.exists():
                     continue  # the file system lost the database: nothing to recover
                 v = crashsafe_verdict(db, _fresh(workroot / "cs"), blockdev=checker.blockdev)

@@ -55,17 +55,17 @@ class StateChecker:
         self.meta = run.meta()
         self.sut, _ = spec_from_meta(self.meta)
         self.checker = engine_of(self.sut).checker
-        self.fs: str = self.meta["fs"]
+        self.fs: str = self.meta.fs
         self.fsobj = get_fs(self.fs)
         self.oracle = oracle_from_meta(self.meta)
-        self.db_name: str = self.meta["db"]
+        self.db_name: str = str(self.meta.db)
         # On the raw tier the database is the recorded block device itself:
         # the checkers run the SUT's recovery as on a block device.
         self.blockdev = not self.fsobj.has_files
         # A continuation (multicrash) starts from a crash state whose
         # acknowledged and recovered transactions hold for its whole log.
-        cont = self.meta.get("continues") or {}
-        self.floor = (int(cont.get("acked", 0)), int(cont.get("recovered_txn", 0)))
+        cont = self.meta.continues
+        self.floor = (cont.acked, cont.recovered_txn) if cont is not None else (0, 0)
         self.fsck = fsck
         self.workdir = workdir
         workdir.mkdir(parents=True, exist_ok=True)

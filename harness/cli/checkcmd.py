@@ -138,7 +138,7 @@ def check_cmd(run: Path, jobs: int, max_states: int | None, no_fsck: bool, resum
               max_first: int, depth: int, then: str, **kw: Any) -> int:
     """Check every crash state of one recorded run."""
     rd = RunDir(run)
-    sut = get_sut(rd.meta().get("sut", ""))
+    sut = get_sut(rd.meta().sut or "")
     strategy = kw["strategy"]
     kw["strategy"] = then if strategy in COMPOSITE else strategy
     base = CheckOptions(states=options_from(kw), max_states=max_states, jobs=jobs,
@@ -153,7 +153,7 @@ def check_cmd(run: Path, jobs: int, max_states: int | None, no_fsck: bool, resum
             task = bar.add_task(f"{sut.name} {opts.states.strategy}", total=total, rate=0.0)
             hook = _hook(bar, task)
         result = check_run(rd, opts, out, resume=resume, on_progress=hook)
-    cell = Cell(sut.name, rd.meta()["workload"], rd.meta()["fs"], (strategy,))
+    cell = Cell(sut.name, str(rd.meta().workload), rd.meta().fs, (strategy,))
     exp = evaluate(cell.expectation(strategy), result["verdicts"], result["states"]["checked"],
                    result.get("skips"))
     row = {**result, "expectation": {"ok": exp.ok, "status": exp.status, "broken": exp.broken,

@@ -10,8 +10,8 @@ import click
 from harness.errors import CrashlabError
 from harness.fs import FILESYSTEMS
 from harness.record.backends import CHOICES, select_backend
-from harness.record.recorder import record, record_workload
-from workloads.run import check_sut_fs
+from harness.record.recorder import record
+from workloads.run import check_sut_fs, record_workload
 from workloads.spec import parse_spec
 from workloads.suts import get_sut
 
@@ -51,14 +51,14 @@ def record_cmd(
     else:
         run = record_workload(sut, workload, out, fs=fs, backend=backend)
     meta = run.meta()
-    log = meta["log"]
+    log = meta.log or {}
     click.echo(
         f"{run.path}: {log.get('entries')} entries, {log.get('writes')} writes, "
-        f"{log.get('flushes')} flushes, {len(meta['marks'])} marks, "
-        f"{meta['wall_time_s']:.2f} s"
+        f"{log.get('flushes')} flushes, {len(meta.marks)} marks, "
+        f"{meta.wall_time_s:.2f} s"
     )
-    if meta["exit_status"] != 0:
-        click.echo(f"crashlab: record: the command exited with status {meta['exit_status']}",
+    if meta.exit_status != 0:
+        click.echo(f"crashlab: record: the command exited with status {meta.exit_status}",
                    err=True)
         sys.exit(1)
 

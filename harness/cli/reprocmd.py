@@ -105,8 +105,7 @@ def _report(run: Path, meta: dict[str, Any], x: Explanation, verdicts: list[Verd
             steps: list[str], files: list[str], out: Path | None, shown: int | None) -> None:
     echo = click.echo
     echo(click.style(f"crashlab repro: state {x.state_id} of {run}", bold=True))
-    echo(f"  run    {meta.get('sut')}  {meta.get('workload')}  {meta.get('fs')} "
-         f"({meta.get('backend')} backend)")
+    echo(f"  run    {meta.sut}  {meta.workload}  {meta.fs} ({meta.backend} backend)")
     counts = {s: sum(1 for w in x.writes if w.status == s)
               for s in ("kept", "dropped", "torn", "after cut")}
     end = f"FLUSH #{x.epoch_end}" if x.closed else f"log end (#{x.epoch_end}, no flush)"

@@ -15,7 +15,6 @@ from __future__ import annotations
 import dataclasses
 import datetime
 import importlib.metadata
-import json
 import os
 import platform
 import shutil
@@ -26,20 +25,18 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from harness.env import temporary_folder, tmp_parent, work_folder
+from harness.env import tmp_parent, work_folder
 from harness.errors import CrashlabError
 from harness.fs import FILESYSTEMS, get_fs
 from harness.images import ensure_image
 from harness.logformat import LogReader
 from harness.record.backends import select_backend
-from harness.rundir import RunDir
+from harness.rundir import ImageRef, RunDir, RunMeta
 from harness.sysops import Interrupted, signals_raise
 
 # meta.json keys the recorder owns; extra_meta may not override them.
-META_KEYS = frozenset(
-    {"backend", "backend_choice", "fs", "kernel", "image", "command", "exit_status", "signal",
-     "interrupted", "versions", "marks", "log", "wall_time_s", "started"}
-)
+META_KEYS = frozenset(f.name for f in dataclasses.fields(RunMeta)) - frozenset(
+    {"sut", "workload", "seed", "db", "runner", "continues_at", "continues", "extra"})
 
 
 def _first_line(cmd: list[str]) -> str | None:
@@ -152,72 +149,42 @@ def record(
         if not left:  # never rmtree into a live mount: it would delete inside it
             shutil.rmtree(workdir, ignore_errors=True)
         if run.log.exists():
-            _write_meta(run, be.name, choice, fs, base, digest, command, status, interrupted,
-                        versions, extra_meta, started, wall, be.log_order)
+            _write_meta(run, backend=be.name, choice=choice, log_order=be.log_order,
+                        image=ImageRef(fs, str(base), digest), command=command, status=status,
+                        interrupted=interrupted, versions=versions, extra=extra_meta,
+                        started=started, wall=wall)
         if left:
             raise CrashlabError(f"still mounted after teardown: {', '.join(left)} "
                                 f"(working directory {workdir} kept)")
     return run
 
 
-def _write_meta(
-    run: RunDir,
-    backend: str,
-    choice: str,
-    fs: str,
-    base: Path,
-    digest: str,
-    command: Sequence[str],
-    status: int | None,
-    interrupted: str | None,
-    versions: dict[str, str | None],
-    extra_meta: Mapping[str, Any] | None,
-    started: str,
-    wall: float,
-    log_order: str,
-) -> None:
+def _write_meta(run: RunDir, *, backend: str, choice: str, log_order: str, image: ImageRef,
+                command: Sequence[str], status: int | None, interrupted: str | None,
+                versions: dict[str, str | None], extra: Mapping[str, Any] | None,
+                started: str, wall: float) -> None:
+    """The run's meta.json: the recorder's keys and ``extra`` (a workload
+    run's, workloads/run.py)."""
     try:
         with LogReader(run.log, salvage=True) as reader:
             summary: dict[str, Any] | None = dataclasses.asdict(reader.summary())
     except CrashlabError as e:
         summary = {"error": str(e)}
-    meta: dict[str, Any] = {
-        "backend": backend,
-        "backend_choice": choice,
-        "log_order": log_order,
-        "fs": fs,
-        "kernel": platform.release(),
-        "image": {"fs": fs, "path": str(base), "sha256": digest},
-        "command": list(command),
-        # Shell convention: 128 + N when the command was killed by signal N.
-        "exit_status": None if status is None else (status if status >= 0 else 128 - status),
-        "signal": signal.Signals(-status).name if status is not None and status < 0 else None,
-        "interrupted": interrupted,
-        "versions": versions,
-        "marks": summary.get("marks", []) if summary else [],
-        "log": summary,
-        "wall_time_s": round(wall, 3),
-        "started": started,
-    }
-    meta.update(extra_meta or {})
-    run.write_meta(meta)
-
-
-def record_workload(sut: str, workload: str, out: Path, *, fs: str = "ext4",
-                    backend: str = "auto", base: tuple[Path, str] | None = None,
-                    from_txn: int | None = None,
-                    extra_meta: Mapping[str, Any] | None = None) -> RunDir:
-    """Record crashlab-runner running WORKLOAD on SUT.  meta.json gets the
-    SUT, the canonical spec and seed (the oracle is rebuilt from them) and
-    the runner's own counts (``runner``: writes and syncs per transaction).
-    ``base`` and ``from_txn`` continue the workload on a crash state (see
-    :func:`record` and :func:`workloads.run.workload_command`)."""
-    from workloads.run import workload_command
-
-    with temporary_folder("crashlab-wl-") as tmp:
-        cmd, extra, stats = workload_command(sut, workload, tmp, fs, from_txn=from_txn)
-        run = record(cmd, out, fs=fs, backend=backend, extra_meta={**extra, **(extra_meta or {})},
-                     base=base)
-        if stats.exists():
-            run.write_meta({**run.meta(), "runner": json.loads(stats.read_text())})
-    return run
+    meta = RunMeta(
+        backend=backend,
+        backend_choice=choice,
+        log_order=log_order,
+        fs=image.fs,
+        kernel=platform.release(),
+        image=image,
+        command=tuple(command),
+        exit_status=None if status is None else (status if status >= 0 else 128 - status),
+        signal=signal.Signals(-status).name if status is not None and status < 0 else None,
+        interrupted=interrupted,
+        versions=versions,
+        marks=tuple(summary.get("marks", []) if summary else []),
+        log=summary,
+        wall_time_s=round(wall, 3),
+        started=started,
+    )
+    run.write_meta(RunMeta.from_json({**meta.to_json(), **(extra or {})}))

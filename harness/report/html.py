@@ -12,9 +12,9 @@ import jinja2
 from harness.atomic import write_text_atomic
 from harness.report import papers
 from harness.report.model import OPTION_TEXT, Report, fmt
+from harness.rundir import SweepDir
 
 TEMPLATES = Path(__file__).resolve().parent / "templates"
-REPORT_HTML = "report.html"
 
 
 def _environment() -> jinja2.Environment:
@@ -41,6 +41,6 @@ def render_html(report: Report) -> str:
 
 
 def write_html(report: Report) -> Path:
-    path = report.path / REPORT_HTML
+    path = SweepDir(report.path).report_html
     write_text_atomic(path, render_html(report))
     return path

@@ -24,6 +24,7 @@ from typing import Any
 
 from harness.fs import get_fs
 from harness.logformat import LogReader
+from harness.rundir import RunMeta
 
 
 @dataclass(frozen=True)
@@ -59,21 +60,20 @@ def _overlap(a: int, b: int, ranges: list[tuple[int, int]]) -> int:
     return sum(max(0, min(b, e) - max(a, s)) for s, e in ranges)
 
 
-def _txn_count(acks_in_log: int, meta: dict[str, Any]) -> int:
+def _txn_count(acks_in_log: int, meta: RunMeta) -> int:
     """Acknowledged transactions: the ``txn-ack:`` marks in the window,
     else the runner's count."""
     if acks_in_log:
         return acks_in_log
-    return int(((meta.get("runner") or {}).get("transactions")) or 0)
+    return int((meta.runner or {}).get("transactions") or 0)
 
 
-def run_cost(run: Path, meta: dict[str, Any]) -> RunCost:
+def run_cost(run: Path, meta: RunMeta) -> RunCost:
     """Measure a run's writes.log (streamed: only headers and the super block
     are read)."""
     with LogReader(run / "writes.log", salvage=True) as reader:
-        image = (meta.get("image") or {}).get("path")
-        journal = get_fs(meta["fs"]).journal_ranges(reader, Path(image) if image else None) \
-            if meta.get("fs") else None
+        image = Path(meta.image.path) if meta.image else None
+        journal = get_fs(meta.fs).journal_ranges(reader, image) if meta.fs else None
         ss = reader.sectorsize
         labels = {e.label for e in reader.entries() if e.is_mark}
         inside = "setup-done" not in labels  # no start mark: count from the start
@@ -102,7 +102,7 @@ def run_cost(run: Path, meta: dict[str, Any]) -> RunCost:
                 if journal is not None:
                     start = e.sector * ss
                     jbytes += _overlap(start, start + size, journal)
-    runner = meta.get("runner")
+    runner = meta.runner
     return RunCost(
         txns=_txn_count(acks, meta), window_bytes=window,
         journal_bytes=jbytes if journal is not None else None,

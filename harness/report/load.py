@@ -15,10 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from harness.errors import CrashlabError
+from harness.rundir import RunDir, RunMeta, SweepDir
 
-SUMMARY = "summary.json"
-VIOLATIONS = "violations.jsonl"
-TIMING = "timing.json"
 CELL_KEYS = ("sut", "workload", "fs", "strategy", "run", "states", "verdicts", "expectation")
 
 
@@ -27,7 +25,7 @@ class Sweep:
     path: Path
     summary: dict[str, Any]
     timing: dict[str, Any]
-    metas: dict[str, dict[str, Any] | None] = field(default_factory=dict)  # run → meta.json
+    metas: dict[str, RunMeta | None] = field(default_factory=dict)  # run → meta.json
     results: dict[int, dict[str, Any] | None] = field(default_factory=dict)  # cell → result.json
 
     @property
@@ -44,7 +42,7 @@ class Sweep:
     def violations(self) -> Iterator[dict[str, Any]]:
         """Stream violations.jsonl (it can be large); a missing file means
         the sweep recorded none (older sweeps) only if no cell failed."""
-        path = self.path / VIOLATIONS
+        path = SweepDir(self.path).violations
         if not path.exists():
             if any(v.get("fail", 0) for c in self.cells for v in c["verdicts"].values()):
                 raise CrashlabError(f"{path}: missing, but summary.json counts failures")
@@ -83,7 +81,7 @@ def _check_result(run: Path, cell: dict[str, Any]) -> dict[str, Any] | None:
     same strategy and the same state counts (a run can hold checks made with
     other options)."""
     candidates = []
-    for path in sorted((run / "check").glob("*/result.json")):
+    for path in RunDir(run).check_results():
         res = _optional_json(path)
         if isinstance(res, dict) and res.get("strategy") == cell["strategy"]:
             candidates.append(res)
@@ -99,9 +97,9 @@ def load_sweep(path: Path | str) -> Sweep:
     root = Path(path)
     if not root.is_dir():
         raise CrashlabError(f"{root}: no such sweep folder")
-    spath = root / SUMMARY
+    spath = SweepDir(root).summary
     if not spath.exists():
-        raise CrashlabError(f"{root}: not a sweep folder (no {SUMMARY})")
+        raise CrashlabError(f"{root}: not a sweep folder (no {spath.name})")
     summary = _read_json(spath)
     if not isinstance(summary, dict) or not isinstance(summary.get("cells"), list):
         raise CrashlabError(f"{spath}: not a sweep summary (no cells list)")
@@ -109,12 +107,16 @@ def load_sweep(path: Path | str) -> Sweep:
         missing = [k for k in CELL_KEYS if not isinstance(cell, dict) or k not in cell]
         if missing:
             raise CrashlabError(f"{spath}: cell {i} lacks {', '.join(missing)}")
-    timing = _optional_json(root / TIMING)
+    timing = _optional_json(SweepDir(root).timing)
     sweep = Sweep(root, summary, timing if isinstance(timing, dict) else {})
     for i, cell in enumerate(sweep.cells):
         run = sweep.run_dir(cell)
         if cell["run"] not in sweep.metas:
             meta = _optional_json(run / "meta.json")
-            sweep.metas[cell["run"]] = meta if isinstance(meta, dict) else None
+            try:
+                sweep.metas[cell["run"]] = RunMeta.from_json(meta) if isinstance(meta, dict) \
+                    else None
+            except TypeError:  # not a crashlab meta.json: reported as incomplete
+                sweep.metas[cell["run"]] = None
         sweep.results[i] = _check_result(run, cell)
     return sweep

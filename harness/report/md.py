@@ -11,8 +11,8 @@ from pathlib import Path
 from harness.atomic import write_text_atomic
 from harness.report import papers
 from harness.report.model import OPTION_TEXT, MatrixCell, Report, fmt
+from harness.rundir import SweepDir
 
-REPORT_MD = "report.md"
 MARKS = {
     "broken": "✗",  # guaranteed, failed: breaks the expectation
     "found": "!",  # the known weakness the cell must show, found
@@ -196,6 +196,6 @@ def render_md(report: Report) -> str:
 
 
 def write_md(report: Report) -> Path:
-    path = report.path / REPORT_MD
+    path = SweepDir(report.path).report_md
     write_text_atomic(path, render_md(report))
     return path

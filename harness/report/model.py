@@ -22,6 +22,7 @@ from harness.errors import CrashlabError
 from harness.report import papers
 from harness.report.iocost import RunCost, run_cost
 from harness.report.load import Sweep
+from harness.rundir import RunMeta
 from harness.states.coverage import describe
 
 DEFAULT_PER_GROUP = 5
@@ -242,9 +243,9 @@ def _order_invariants(ids: set[str]) -> list[str]:
     return known + sorted(ids - set(known))
 
 
-def _runner_options(meta: dict[str, Any] | None) -> dict[str, str]:
+def _runner_options(meta: RunMeta | None) -> dict[str, str]:
     """``--flag value`` pairs of the recorded runner command after ``--engine``."""
-    cmd = (meta or {}).get("command") or []
+    cmd = list(meta.command) if meta is not None else []
     opts: dict[str, str] = {}
     if "--engine" not in cmd:
         return opts
@@ -392,7 +393,7 @@ def build_report(sweep: Sweep, *, per_group: int = DEFAULT_PER_GROUP) -> Report:
             i, c["sut"], c["workload"], c["fs"], c["strategy"], c["run"], c["states"],
             c["verdicts"], c["expectation"], (res or {}).get("options"),
             float(t) if isinstance(t, int | float) else None,
-            (meta or {}).get("log"),
+            meta.log if meta is not None else None,
             describe(c["coverage"]) if c.get("coverage") else "—",
             c.get("skips") or {},
         ))

@@ -23,8 +23,8 @@ from matplotlib.figure import Figure  # noqa: E402
 
 from harness.atomic import write_bytes_atomic  # noqa: E402
 from harness.report.model import Report  # noqa: E402
+from harness.rundir import SweepDir
 
-PLOTS_DIR = "plots"
 STRATEGY_COLOURS = ["#4c72b0", "#dd8452", "#55a868", "#8172b3", "#937860", "#da8bc3"]
 BROKEN = "#c0392b"
 
@@ -130,13 +130,13 @@ def io_chart(report: Report, path: Path) -> None:
 def write_plots(report: Report) -> dict[str, str]:
     """Draw every chart; return ``{name: path relative to the sweep}`` and
     record it in ``report.plots``."""
-    out = report.path / PLOTS_DIR
+    out = SweepDir(report.path).plots
     out.mkdir(exist_ok=True)
     made = {}
     violations_chart(report, out / "violations.png")
-    made["violations"] = f"{PLOTS_DIR}/violations.png"
+    made["violations"] = f"{out.name}/violations.png"
     if any(r.kb_total is not None for r in report.io):
         io_chart(report, out / "io_cost.png")
-        made["io_cost"] = f"{PLOTS_DIR}/io_cost.png"
+        made["io_cost"] = f"{out.name}/io_cost.png"
     report.plots = made
     return made

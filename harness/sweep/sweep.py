@@ -29,7 +29,7 @@ from harness.check.check import CheckOptions, check_run, options_for
 from harness.check.multicrash import Composite
 from harness.errors import CrashlabError
 from harness.report.junit import write_junit
-from harness.rundir import RunDir
+from harness.rundir import RESULT_NAME, RunDir, SweepDir
 from harness.states import Options
 from harness.sweep.expectations import ExpectationResult, evaluate, exit_code
 from harness.sweep.matrix import Cell
@@ -53,15 +53,15 @@ def record_cell(cell: Cell, run_dir: Path, backend: str, resume: bool) -> RunDir
     run = RunDir(run_dir)
     if resume and run.meta_path.exists():
         meta = run.meta()
-        if meta.get("exit_status") == 0 and run.log.exists():
+        if meta.exit_status == 0 and run.log.exists():
             return run
     if run_dir.exists():
         shutil.rmtree(run_dir)
     run_dir.parent.mkdir(parents=True, exist_ok=True)
-    from harness.record.recorder import record_workload
+    from workloads.run import record_workload
 
     run = record_workload(cell.sut, cell.workload, run_dir, fs=cell.fs, backend=backend)
-    if run.meta().get("exit_status") != 0:
+    if run.meta().exit_status != 0:
         raise CrashlabError(f"{run_dir}: the workload failed while recording (see meta.json)")
     return run
 
@@ -108,6 +108,7 @@ def run_sweep(
     """Run the sweep; return summary.json's content and the exit code."""
     say = on_status or (lambda _m: None)
     out.mkdir(parents=True, exist_ok=True)
+    sweep = SweepDir(out)
     cell_records: list[dict[str, Any]] = []
     violations: list[dict[str, Any]] = []
     timing: dict[str, Any] = {}
@@ -115,7 +116,7 @@ def run_sweep(
     for cell in cells:
         t0 = time.monotonic()
         say(f"record {cell.name}")
-        run = record_cell(cell, out / "runs" / cell.name, opts.backend, resume)
+        run = record_cell(cell, sweep.run(cell.name).path, opts.backend, resume)
         timing[cell.name] = {"record_s": round(time.monotonic() - t0, 3)}
         for strategy in cell.strategies:
             t1 = time.monotonic()
@@ -125,8 +126,8 @@ def run_sweep(
                 composite=dataclasses.replace(opts.composite, backend=opts.backend),
             ))
             label = f"{cell.sut} {strategy}"
-            check_dir = run.path / "check" / copts.tag()
-            done = check_dir / "result.json"
+            check_dir = run.check_dir(copts.tag())
+            done = check_dir / RESULT_NAME
             if resume and done.exists():
                 result = json.loads(done.read_text())
             else:
@@ -145,11 +146,11 @@ def run_sweep(
             timing[cell.name][strategy] = round(time.monotonic() - t1, 3)
     code = exit_code(results)
     summary = {"sweep": name, "ok": code == 0, "cells": cell_records}
-    write_json_atomic(out / "summary.json", summary)
-    write_text_atomic(out / "violations.jsonl",
+    write_json_atomic(sweep.summary, summary)
+    write_text_atomic(sweep.violations,
                       "".join(json.dumps(v, sort_keys=True) + "\n" for v in violations))
-    write_junit(out / "junit.xml", name, cell_records)
-    write_json_atomic(out / "timing.json", timing)
+    write_junit(sweep.junit, name, cell_records)
+    write_json_atomic(sweep.timing, timing)
     from harness.report.write import write_reports  # matplotlib is loaded only here
 
     write_reports(out)  # report.html, report.md, plots/ from the files just written
