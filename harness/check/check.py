@@ -34,6 +34,7 @@ from typing import Any
 from checkers.invariants import INVARIANTS
 from harness.atomic import write_json_atomic, write_text_atomic
 from harness.check.multicrash import COMPOSITE, Composite, check_composite, resolve
+from harness.check.records import CheckResult, StateRecord, Violation
 from harness.check.runlevel import (
     CRASHSAFE_ID,
     TRACE_ID,
@@ -167,7 +168,7 @@ def _init_pool_worker(run_path: str, workroot: str, fsck: bool, facts: RunFacts 
     multiprocessing.util.Finalize(None, _close_worker, exitpriority=10)
 
 
-def _check_chunk(states: list[State]) -> list[dict[str, Any]]:
+def _check_chunk(states: list[State]) -> list[StateRecord]:
     if _init_error is not None:
         raise _init_error
     assert _checker is not None
@@ -178,7 +179,7 @@ def _task(chunk: list[State]) -> Task:
     return chunk[0].epoch.index, [(s.key.kept, s.key.torn, s.ordinal) for s in chunk]
 
 
-def _check_task(task: Task) -> list[dict[str, Any]]:
+def _check_task(task: Task) -> list[StateRecord]:
     if _init_error is not None:
         raise _init_error
     assert _epochs is not None
@@ -239,7 +240,7 @@ def check_run(
     *,
     resume: bool = False,
     on_progress: Callable[[int, int], None] | None = None,
-) -> dict[str, Any]:
+) -> CheckResult:
     """Check the states of ``run``; return (and write) ``result.json``.
     ``on_progress(generated, checked)`` is called after every chunk."""
     if opts.composite is not None:
@@ -263,7 +264,7 @@ def check_run(
             chunks = _chunks(iter(enum), done, opts.max_states)
             checked = done
 
-            def emit(records: list[dict[str, Any]]) -> None:
+            def emit(records: list[StateRecord]) -> None:
                 nonlocal checked
                 sink.write(b"".join(json.dumps(r, sort_keys=True).encode() + b"\n"
                                     for r in records))
@@ -307,7 +308,7 @@ def check_run(
 
 
 def _check_composite(run: RunDir, opts: CheckOptions, out: Path, resume: bool
-                     ) -> dict[str, Any]:
+                     ) -> CheckResult:
     """multicrash / recovery-crash: continue the run after its first
     crashes and check the continuations (harness/check/multicrash.py)."""
     comp = opts.composite
@@ -317,7 +318,7 @@ def _check_composite(run: RunDir, opts: CheckOptions, out: Path, resume: bool
     deeper = dataclasses.replace(comp, depth=comp.depth - 1) if comp.depth > 2 else None
     then = dataclasses.replace(opts, composite=deeper)
 
-    def check_nested(nested: RunDir, nested_out: Path) -> dict[str, Any]:
+    def check_nested(nested: RunDir, nested_out: Path) -> CheckResult:
         return check_run(nested, dataclasses.replace(then), nested_out, resume=resume)
 
     work = work_folder("crashlab-multicrash-")
@@ -357,7 +358,7 @@ def _remove_workroot(workroot: Path) -> None:
         time.sleep(0.05)
 
 
-def _violation(run: RunDir, rec: dict[str, Any], v: dict[str, Any]) -> dict[str, Any]:
+def _violation(run: RunDir, rec: StateRecord, v: dict[str, Any]) -> Violation:
     """One violations.jsonl record; a trace-level one (DHL-T2, CC-NEXT,
     CC-MONO) names log entries, not a state, and is shown with `log show`."""
     if rec["id"].rsplit("/", 1)[-1] == TRACE_ID:  # a continuation's trace: its own log
@@ -377,12 +378,12 @@ def _violation(run: RunDir, rec: dict[str, Any], v: dict[str, Any]) -> dict[str,
 
 
 def summarise(run: RunDir, states_path: Path, opts: CheckOptions, *,
-              allow_empty: bool = False) -> dict[str, Any]:
+              allow_empty: bool = False) -> CheckResult:
     """Per-invariant counts and the failures of one run, from states.jsonl
     and the run-level records of run.jsonl (not counted as states)."""
     meta = run.meta()
     counts: dict[str, dict[str, int]] = {}
-    violations: list[dict[str, Any]] = []
+    violations: list[Violation] = []
     checked = 0
     crashsafe = {"states": 0, "recovery_states": 0}
     skips: dict[str, dict[str, int]] = {}

@@ -49,6 +49,7 @@ from typing import Any
 import xxhash
 
 from harness.atomic import write_text_atomic
+from harness.check.records import CheckResult
 from harness.errors import CrashlabError
 from harness.images import file_digest, file_sha256
 from harness.logformat import LogReader
@@ -196,7 +197,7 @@ def continue_from(run: RunDir, first: FirstCrash, comp: Composite, folder: Path,
                                   "acked": first.acked, "begun": first.begun}})
 
 
-Checker = Callable[[RunDir, Path], dict[str, Any]]
+Checker = Callable[[RunDir, Path], CheckResult]
 
 
 def check_composite(run: RunDir, comp: Composite, out: Path, check_nested: Checker,

@@ -24,13 +24,13 @@ import json
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from checkers.dhl_trace import RunFacts, judge_run
 from checkers.engines import engine_of
 from checkers.recovery import crashsafe_verdict
 from checkers.verdict import Verdict, skipped
 from harness import filetrace
+from harness.check.records import StateRecord
 from harness.check.worker import StateChecker
 from harness.env import work_folder
 from harness.logformat import LogReader
@@ -45,8 +45,8 @@ CRASHSAFE_ID = "crashsafe"  # the record when no sampled state needed recovery
 TRIES_PER_SAMPLE = 16
 
 
-def record(rec_id: str, verdicts: list[Verdict]) -> dict[str, Any]:
-    out: dict[str, Any] = {"id": rec_id, "v": {v.invariant: v.status for v in verdicts}}
+def record(rec_id: str, verdicts: list[Verdict]) -> StateRecord:
+    out: StateRecord = {"id": rec_id, "v": {v.invariant: v.status for v in verdicts}}
     for v in verdicts:  # REC-CRASHSAFE: how many crash states of recovery were recovered
         if v.invariant == "REC-CRASHSAFE" and v.status == "pass" and isinstance(v.actual, int):
             out["recovery_states"] = v.actual
@@ -110,7 +110,7 @@ def trace_verdicts(run: RunDir) -> list[Verdict]:
 
 
 def run_level_records(run: RunDir, states_path: Path, workroot: Path,
-                      crashsafe_sample: int, level: RunLevel) -> list[dict[str, Any]]:
+                      crashsafe_sample: int, level: RunLevel) -> list[StateRecord]:
     """The run-level records of ``run`` (none for a SUT that is not DHL)."""
     meta = run.meta()
     if level.trace is None:

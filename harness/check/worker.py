@@ -14,6 +14,7 @@ from typing import Any
 
 from checkers.engines import engine_of
 from checkers.verdict import Verdict, failed, passed, skipped
+from harness.check.records import StateRecord
 from harness.env import reference_recovery
 from harness.fs import FsRecovery, get_fs
 from harness.images import verified_base_for_run
@@ -164,10 +165,10 @@ class StateChecker:
 
 
 def state_record(state: State, verdicts: list[Verdict], marks: tuple[int, int]
-                 ) -> dict[str, Any]:
+                 ) -> StateRecord:
     """The line a state leaves in states.jsonl (``marks``: the acknowledged
     and begun transactions it was judged against)."""
-    rec: dict[str, Any] = {
+    rec: StateRecord = {
         "id": state.id,
         "acked": marks[0],
         "begun": marks[1],

@@ -27,6 +27,7 @@ from typing import Any
 from harness.atomic import write_json_atomic, write_text_atomic
 from harness.check.check import CheckOptions, check_run, options_for
 from harness.check.multicrash import Composite
+from harness.check.records import CheckResult
 from harness.errors import CrashlabError
 from harness.report.junit import write_junit
 from harness.rundir import RESULT_NAME, RunDir, SweepDir
@@ -66,7 +67,7 @@ def record_cell(cell: Cell, run_dir: Path, backend: str, resume: bool) -> RunDir
     return run
 
 
-def cell_record(cell: Cell, strategy: str, result: dict[str, Any],
+def cell_record(cell: Cell, strategy: str, result: CheckResult,
                 exp: ExpectationResult) -> dict[str, Any]:
     """One summary.json cell: what was checked and whether it met its
     expectation."""
