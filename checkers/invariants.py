@@ -53,11 +53,19 @@ INVARIANTS: dict[str, Invariant] = {
     )
 }
 
+# A user's own checker (``crashlab check --checker NAME=CMD``) judges an
+# invariant of its own, ``USER:NAME``: it holds when the checker exits 0.
+USER_PREFIX = "USER:"
+
 DB_LEVEL = ("DB-OPEN", "DB-INTEGRITY", "DB-ATOMIC", "DB-DURABLE", "DB-PREFIX", "FS-RECOVER")
 # judged once per run over the write trace (checkers/dhl_trace.py)
 TRACE_LEVEL = ("DHL-T2", "CC-NEXT", "CC-MONO")
 
 
 def invariant(inv_id: str) -> Invariant:
-    """The invariant with this ID; a KeyError names the unknown ID."""
+    """The invariant with this ID (a user's ``USER:NAME`` too); a KeyError
+    names an unknown ID."""
+    if inv_id.startswith(USER_PREFIX) and len(inv_id) > len(USER_PREFIX):
+        return Invariant(inv_id, "user", f"the user's checker {inv_id[len(USER_PREFIX):]!r} "
+                                         "exits 0 on the recovered files")
     return INVARIANTS[inv_id]

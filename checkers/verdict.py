@@ -5,9 +5,11 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
-from checkers.invariants import INVARIANTS
+from checkers.invariants import invariant
 
-Status = Literal["pass", "fail", "skip"]
+# "error": the checker itself failed (a user checker that crashed or hung):
+# no verdict on the SUT, reported apart from failures.
+Status = Literal["pass", "fail", "skip", "error"]
 
 
 @dataclass
@@ -27,8 +29,10 @@ class Verdict:
     exercised: bool = True
 
     def __post_init__(self) -> None:
-        if self.invariant not in INVARIANTS:
-            raise ValueError(f"unknown invariant ID {self.invariant!r}")
+        try:
+            invariant(self.invariant)
+        except KeyError:
+            raise ValueError(f"unknown invariant ID {self.invariant!r}") from None
 
     @property
     def failed(self) -> bool:
@@ -51,3 +55,7 @@ def failed(inv: str, explanation: str, **kw: Any) -> Verdict:  # noqa: ANN401
 
 def skipped(inv: str, explanation: str) -> Verdict:
     return Verdict(inv, "skip", explanation)
+
+
+def errored(inv: str, explanation: str) -> Verdict:
+    return Verdict(inv, "error", explanation)

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from harness.errors import CrashlabError
+from harness.marks import check_label
 from harness.record import backends
-from harness.record.backend import check_label
 from harness.record.backends import select_backend
 from harness.record.dm import DmBackend
 from harness.record.fuse import FuseBackend

@@ -23,6 +23,7 @@ import json
 import multiprocessing
 import multiprocessing.util
 import os
+import shlex
 import shutil
 import tempfile
 import time
@@ -31,7 +32,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from checkers.invariants import INVARIANTS
+from checkers.invariants import invariant
 from harness.atomic import write_json_atomic, write_text_atomic
 from harness.check.multicrash import COMPOSITE, Composite, check_composite, resolve
 from harness.check.records import CheckResult, StateRecord, Violation
@@ -42,6 +43,7 @@ from harness.check.runlevel import (
     prepare_run_level,
     run_level_records,
 )
+from harness.check.usercheck import DEFAULT_TIMEOUT, UserChecker
 from harness.check.worker import StateChecker, state_record
 from harness.env import work_folder
 from harness.errors import CrashlabError
@@ -65,6 +67,8 @@ class CheckOptions:
     # multicrash / recovery-crash (harness/check/multicrash.py): ``states``
     # is then the strategy of the continuations' states
     composite: Composite | None = None
+    # the user's own checkers, run on every state (harness/check/usercheck.py)
+    checkers: tuple[UserChecker, ...] = ()
 
     @property
     def strategy(self) -> str:
@@ -83,6 +87,8 @@ class CheckOptions:
                                  "crashsafe_sample": self.crashsafe_sample}
         if self.composite:
             extra["composite"] = asdict(self.composite)
+        if self.checkers:  # absent otherwise: a check without them keeps its folder name
+            extra["checkers"] = [asdict(c) for c in self.checkers]
         return extra
 
 
@@ -146,23 +152,24 @@ _epochs: _EpochCursor | None = None
 _init_error: BaseException | None = None
 
 
-def _init_worker(run_path: str, workroot: str, fsck: bool, facts: RunFacts | None) -> None:
+def _init_worker(run_path: str, workroot: str, fsck: bool, facts: RunFacts | None,
+                 checkers: tuple[UserChecker, ...]) -> None:
     # An exception escaping a Pool initializer makes the Pool respawn the
     # worker forever: keep it and raise it with the first task instead.
     global _checker, _epochs, _init_error
     try:
         workdir = Path(tempfile.mkdtemp(prefix="w", dir=workroot))
         run = RunDir(Path(run_path))
-        _checker = StateChecker(run, workdir, fsck=fsck, run_facts=facts)
+        _checker = StateChecker(run, workdir, fsck=fsck, run_facts=facts, checkers=checkers)
         _epochs = _EpochCursor(run.log, run.log_order)
     except BaseException as e:  # noqa: BLE001
         _init_error = e
 
 
-def _init_pool_worker(run_path: str, workroot: str, fsck: bool, facts: RunFacts | None
-                      ) -> None:
+def _init_pool_worker(run_path: str, workroot: str, fsck: bool, facts: RunFacts | None,
+                      checkers: tuple[UserChecker, ...]) -> None:
     worker_signals()
-    _init_worker(run_path, workroot, fsck, facts)
+    _init_worker(run_path, workroot, fsck, facts, checkers)
     # An orderly pool exit (close + join) ends the checker's helper
     # processes; on terminate they die with the worker (PDEATHSIG).
     multiprocessing.util.Finalize(None, _close_worker, exitpriority=10)
@@ -275,7 +282,7 @@ def check_run(
                     on_progress(enum.stats.generated, checked)
 
             if jobs == 1:
-                _init_worker(str(run.path), str(workroot), opts.fsck, level.facts)
+                _init_worker(str(run.path), str(workroot), opts.fsck, level.facts, opts.checkers)
                 try:
                     for chunk in chunks:
                         emit(_check_chunk(chunk))
@@ -283,7 +290,8 @@ def check_run(
                     _close_worker()
             else:
                 ctx = multiprocessing.get_context("fork")
-                init_args = (str(run.path), str(workroot), opts.fsck, level.facts)
+                init_args = (str(run.path), str(workroot), opts.fsck, level.facts,
+                             opts.checkers)
                 with ctx.Pool(jobs, _init_pool_worker, init_args) as pool:
                     for records in pool.imap(_check_task, map(_task, chunks)):
                         emit(records)
@@ -358,18 +366,25 @@ def _remove_workroot(workroot: Path) -> None:
         time.sleep(0.05)
 
 
-def _violation(run: RunDir, rec: StateRecord, v: dict[str, Any]) -> Violation:
+def _violation(run: RunDir, rec: StateRecord, v: dict[str, Any],
+               checkers: tuple[UserChecker, ...]) -> Violation:
     """One violations.jsonl record; a trace-level one (DHL-T2, CC-NEXT,
-    CC-MONO) names log entries, not a state, and is shown with `log show`."""
+    CC-MONO) names log entries, not a state, and is shown with `log show`;
+    a user checker's names the checker, so that repro runs it again."""
     if rec["id"].rsplit("/", 1)[-1] == TRACE_ID:  # a continuation's trace: its own log
         repro = f"crashlab log show {resolve(run, rec['id'])[0].path}"
     else:
         repro = f"crashlab repro {run.path} {rec['id']}"
+        for uc in checkers:
+            if uc.invariant == v["invariant"]:
+                repro += f" --checker {shlex.quote(uc.spec)}"
+                if uc.timeout != DEFAULT_TIMEOUT:
+                    repro += f" --checker-timeout {uc.timeout:g}"
     return {
         "state": rec["id"],
         "acked": rec.get("acked"),
         "begun": rec.get("begun"),
-        "category": INVARIANTS[v["invariant"]].category,
+        "category": invariant(v["invariant"]).category,
         **v,
         "dropped": rec.get("dropped", []),
         "torn": rec.get("torn", []),
@@ -387,6 +402,7 @@ def summarise(run: RunDir, states_path: Path, opts: CheckOptions, *,
     checked = 0
     crashsafe = {"states": 0, "recovery_states": 0}
     skips: dict[str, dict[str, int]] = {}
+    errors: dict[str, dict[str, int]] = {}
     run_path = states_path.with_name(RUN_NAME)
     for path in (states_path, run_path):
         if not path.exists():
@@ -399,14 +415,16 @@ def summarise(run: RunDir, states_path: Path, opts: CheckOptions, *,
                     crashsafe["states"] += 1
                     crashsafe["recovery_states"] += rec.get("recovery_states", 0)
                 for inv, status in rec["v"].items():
-                    counts.setdefault(inv, {"pass": 0, "fail": 0, "skip": 0})[status] += 1
+                    c = counts.setdefault(inv, {"pass": 0, "fail": 0, "skip": 0})
+                    c[status] = c.get(status, 0) + 1
                 for inv in rec.get("ne", []):  # of the passes: not exercised
                     counts[inv]["not_exercised"] = counts[inv].get("not_exercised", 0) + 1
                 for v in rec.get("fail", []):
-                    violations.append(_violation(run, rec, v))
-                for inv, why in rec.get("skip", {}).items():
-                    per = skips.setdefault(inv, {})
-                    per[why] = per.get(why, 0) + 1
+                    violations.append(_violation(run, rec, v, opts.checkers))
+                for group, key in ((skips, "skip"), (errors, "error")):
+                    for inv, why in rec.get(key, {}).items():  # type: ignore[attr-defined]
+                        per = group.setdefault(inv, {})
+                        per[why] = per.get(why, 0) + 1
     if opts.max_states is None and checked == 0 and not allow_empty:
         raise CrashlabError(f"{run.path}: no crash state in the window (empty log?)")
     return {
@@ -420,6 +438,8 @@ def summarise(run: RunDir, states_path: Path, opts: CheckOptions, *,
         "verdicts": {k: counts[k] for k in sorted(counts)},
         "violations": violations,
         "skips": {inv: skips[inv] for inv in sorted(skips)},  # invariant -> reason -> states
+        # a user checker that crashed, hung or exited neither 0 nor 1
+        **({"errors": {inv: errors[inv] for inv in sorted(errors)}} if errors else {}),
         # REC-CRASHSAFE: states whose recovery was crashed, and the crash
         # states of recovery that were recovered again for them
         **({"crashsafe": crashsafe} if crashsafe["states"] else {}),

@@ -4,7 +4,8 @@ run.jsonl, result.json), so they stay plain dicts; these types say which
 keys they have.
 
 Counts of one invariant over a run's states: ``pass`` / ``fail`` / ``skip``
-(and ``not_exercised``, the passes whose situation did not arise).
+(and ``not_exercised``, the passes whose situation did not arise; and
+``error`` where a user checker failed to give a verdict).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ class StateRecord(TypedDict, total=False):
     begun: int
     v: dict[str, str]  # invariant -> "pass" | "fail" | "skip"
     skip: dict[str, str]  # invariant -> why it was skipped
+    error: dict[str, str]  # invariant -> how its (user) checker failed
     ne: list[str]  # passed, but the situation did not arise
     fail: list[dict[str, Any]]  # Verdict.to_json() of each failure
     dropped: list[int]  # with a failure: the state's dropped and torn log entries, its cut
@@ -59,6 +61,7 @@ class CheckResult(TypedDict, total=False):
     verdicts: dict[str, dict[str, int]]  # invariant -> counts
     violations: list[Violation]
     skips: dict[str, dict[str, int]]  # invariant -> reason -> states
+    errors: dict[str, dict[str, int]]  # invariant -> checker error -> states
     crashsafe: dict[str, int]  # REC-CRASHSAFE: states, recovery_states
     coverage: dict[str, Any]  # harness/states/coverage.py summary
     multicrash: dict[str, Any]  # multicrash / recovery-crash: first crashes, continuations

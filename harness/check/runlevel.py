@@ -86,7 +86,8 @@ class RunLevel:
 def prepare_run_level(run: RunDir, workroot: Path) -> RunLevel:
     """Walk the database file's history of a DHL run once: the trace
     verdicts and the run's facts."""
-    if not engine_of(get_sut(str(run.meta().sut))).run_level:
+    sut = run.meta().sut
+    if sut is None or not engine_of(get_sut(sut)).run_level:
         return RunLevel()
     work = _fresh(workroot / "trace")
     history = filetrace.prepare(run, work)

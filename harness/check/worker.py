@@ -7,21 +7,28 @@ log order."""
 
 from __future__ import annotations
 
+import os
 import shutil
 from collections import OrderedDict
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from checkers.engines import engine_of
 from checkers.verdict import Verdict, failed, passed, skipped
 from harness.check.records import StateRecord
+from harness.check.usercheck import UserChecker, log_marks, run_checker, state_facts
 from harness.env import reference_recovery
+from harness.errors import CrashlabError
 from harness.fs import FsRecovery, get_fs
+from harness.fs.raw import DEVICE_NAME
 from harness.images import verified_base_for_run
+from harness.logformat import LogReader
 from harness.materialize import DurableImage, sparse_copy
 from harness.rundir import RunDir
 from harness.states import State
 from workloads.run import oracle_from_meta, spec_from_meta
+from workloads.suts import Sut
 
 CACHE_SIZE = 4096
 
@@ -48,18 +55,33 @@ class StateChecker:
     last_recovery: FsRecovery | None = None  # of the last state checked
 
     def __init__(self, run: RunDir, workdir: Path, *, fsck: bool = True,
-                 fast: bool | None = None, run_facts: object = None) -> None:
+                 fast: bool | None = None, run_facts: object = None,
+                 checkers: Sequence[UserChecker] = ()) -> None:
         self.run = run
         # what the run-level stage learnt from the whole log, for the
         # engine's judge (DHL: checkers.dhl_trace.RunFacts; None: none)
         self.run_facts = run_facts
         self.meta = run.meta()
-        self.sut, _ = spec_from_meta(self.meta)
-        self.checker = engine_of(self.sut).checker
+        # A run of a built-in SUT is judged by its engine's checker against
+        # the oracle; any run, by the user's checkers (a run recorded with
+        # `crashlab record -- COMMAND` has only those).
+        self.sut: Sut | None = None
+        self.checker: Any = None
+        if self.meta.sut is not None:
+            self.sut, _ = spec_from_meta(self.meta)
+            self.checker = engine_of(self.sut).checker
+            self.oracle = oracle_from_meta(self.meta)
+        elif not checkers:
+            raise CrashlabError(f"{run.path}: the run names no SUT (recorded with `crashlab "
+                                "record -- COMMAND`): check it with --checker NAME=COMMAND")
+        self.user_checkers = tuple(checkers)
+        self.marks_log: list[tuple[int, str]] = []
+        if checkers:
+            with LogReader(run.log) as reader:
+                self.marks_log = log_marks(reader)
         self.fs: str = self.meta.fs
         self.fsobj = get_fs(self.fs)
-        self.oracle = oracle_from_meta(self.meta)
-        self.db_name: str = str(self.meta.db)
+        self.db_name: str = self.meta.db or DEVICE_NAME
         # On the raw tier the database is the recorded block device itself:
         # the checkers run the SUT's recovery as on a block device.
         self.blockdev = not self.fsobj.has_files
@@ -102,11 +124,21 @@ class StateChecker:
         if not rec.ok:
             # nothing to open: every database verdict is skipped, saying so
             why = "the file system did not recover, so there is no database (see FS-RECOVER)"
-            return verdicts + [skipped(i, why) for i in self.checker.IDS]
-        facts = self._facts(files)
+            ids = [*(self.checker.IDS if self.checker else ()),
+                   *(uc.invariant for uc in self.user_checkers)]
+            return verdicts + [skipped(i, why) for i in ids]
         acked, begun = self.marks(state)
-        return verdicts + self.checker.judge(facts, self.oracle, acked, begun,
-                                             run_facts=self.run_facts)
+        if self.checker is not None:
+            facts = self._facts(files)
+            verdicts += self.checker.judge(facts, self.oracle, acked, begun,
+                                           run_facts=self.run_facts)
+        if self.user_checkers:
+            facts = state_facts(self.run.path, state.id, state.cut.lo, state.cut.hi, acked,
+                                begun, self.marks_log, self.meta.to_json())
+            env = dict(os.environ)  # the child's environment: a copy, not a setting read
+            verdicts += [run_checker(uc, files, facts, self.workdir / "user", env)
+                         for uc in self.user_checkers]
+        return verdicts
 
     def marks(self, state: State) -> tuple[int, int]:
         """(acknowledged, begun) at the state's crash: its cut's, raised to
@@ -177,6 +209,9 @@ def state_record(state: State, verdicts: list[Verdict], marks: tuple[int, int]
     skips = {v.invariant: v.explanation for v in verdicts if v.status == "skip"}
     if skips:
         rec["skip"] = skips
+    errors = {v.invariant: v.explanation for v in verdicts if v.status == "error"}
+    if errors:
+        rec["error"] = errors
     idle = [v.invariant for v in verdicts if v.status == "pass" and not v.exercised]
     if idle:
         rec["ne"] = idle  # passed, but the situation did not arise

@@ -26,12 +26,14 @@ from rich.table import Table
 
 from harness.check.check import CheckOptions, check_run, count_states, default_window, options_for
 from harness.check.multicrash import COMPOSITE, Composite
+from harness.check.usercheck import DEFAULT_TIMEOUT, parse_checker
 from harness.cli.statescmd import options_from, state_options
+from harness.errors import CrashlabError
 from harness.rundir import RunDir
 from harness.states import STRATEGIES
 from harness.states.coverage import describe
 from harness.sweep.expectations import evaluate
-from harness.sweep.matrix import MATRICES, Cell, matrix, shard
+from harness.sweep.matrix import MATRICES, Cell, UserSut, matrix, shard
 from harness.sweep.sweep import SweepOptions, run_sweep
 from workloads.suts import get_sut
 
@@ -97,7 +99,7 @@ def _print_table(title: str, rows: list[dict[str, Any]]) -> None:
 
 
 STATUS_STYLE = {"held": "[green]held[/]", "broken": "[red]BROKEN[/]",
-                "unverified": "[red]UNVERIFIED[/]"}
+                "unverified": "[red]UNVERIFIED[/]", "error": "[red]CHECKER ERROR[/]"}
 
 
 def _print_broken(where: str, exp: dict[str, Any]) -> None:
@@ -106,6 +108,8 @@ def _print_broken(where: str, exp: dict[str, Any]) -> None:
         click.echo(f"expectation broken: {where}{line}", err=True)
     for line in exp.get("unverified", []):
         click.echo(f"expectation unverified: {where}{line}", err=True)
+    for line in exp.get("errors", []):
+        click.echo(f"checker error: {where}{line}", err=True)
 
 
 def _verdict_table(title: str, rows: list[dict[str, Any]]) -> Table:
@@ -120,44 +124,72 @@ def _verdict_table(title: str, rows: list[dict[str, Any]]) -> Table:
         fails = [f"{inv} {c['fail']}" for inv, c in sorted(r["verdicts"].items()) if c["fail"]]
         exp = r["expectation"]
         status = STATUS_STYLE[exp.get("status", "held" if exp["ok"] else "broken")]
-        t.add_row(r["sut"], r["workload"], r["fs"], r["strategy"], str(r["states"]["checked"]),
+        t.add_row(r["sut"], r["workload"] or "-", r["fs"], r["strategy"],
+                  str(r["states"]["checked"]),
                   str(r["states"].get("folded", 0)),
                   describe(r["coverage"]) if r.get("coverage") else "-",
                   ", ".join(fails) or "none", status)
     return t
 
 
+def checker_options(f: Any) -> Any:  # noqa: ANN401
+    """``--checker`` and ``--checker-timeout`` (check and repro)."""
+    for d in reversed([
+        click.option("--checker", "checker_specs", multiple=True, metavar="NAME=COMMAND",
+                     help="your own checker, run once per crash state on the recovered "
+                          "files (sh -c COMMAND; exit 0 holds, 1 violated, else a checker "
+                          "error); its verdicts are invariant USER:NAME. Repeatable"),
+        click.option("--checker-timeout", type=float, default=DEFAULT_TIMEOUT,
+                     show_default=True, help="seconds a checker may take per state"),
+    ]):
+        f = d(f)
+    return f
+
+
 @click.command("check")
 @click.argument("run", type=click.Path(path_type=Path, exists=True, file_okay=False))
 @_check_state_options
 @_run_options
+@checker_options
 @click.option("--out", type=click.Path(path_type=Path), default=None,
               help="output folder (default RUN/check/<strategy>-<options digest>)")
 def check_cmd(run: Path, jobs: int, max_states: int | None, no_fsck: bool, resume: bool,
               crashsafe_sample: int, progress: bool | None, out: Path | None,
-              max_first: int, depth: int, then: str, **kw: Any) -> int:
+              max_first: int, depth: int, then: str, checker_specs: tuple[str, ...],
+              checker_timeout: float, **kw: Any) -> int:
     """Check every crash state of one recorded run."""
     rd = RunDir(run)
-    sut = get_sut(rd.meta().sut or "")
+    meta = rd.meta()
+    checkers = tuple(parse_checker(s, checker_timeout) for s in checker_specs)
     strategy = kw["strategy"]
+    if meta.sut is not None:
+        cell = Cell(get_sut(meta.sut).name, str(meta.workload), meta.fs, (strategy,),
+                    checkers=checkers)
+    elif checkers:  # a run of the user's own command
+        cell = Cell("command", "", meta.fs, (strategy,),
+                    user=UserSut("command", " ".join(meta.command), checkers=checkers))
+    else:
+        raise CrashlabError(f"{run}: the run names no SUT (recorded with `crashlab record -- "
+                            "COMMAND`): check it with --checker NAME=COMMAND")
     kw["strategy"] = then if strategy in COMPOSITE else strategy
     base = CheckOptions(states=options_from(kw), max_states=max_states, jobs=jobs,
                         fsck=not no_fsck, crashsafe_sample=crashsafe_sample,
-                        composite=Composite(then=then, max_first=max_first, depth=depth))
+                        composite=Composite(then=then, max_first=max_first, depth=depth),
+                        checkers=checkers)
     opts = options_for(strategy, base)
     show = console.is_terminal if progress is None else progress
     with progress_bar(show) as bar:
         hook = None
         if bar is not None and opts.composite is None:
             total = count_states(rd, default_window(rd, opts.states))
-            task = bar.add_task(f"{sut.name} {opts.states.strategy}", total=total, rate=0.0)
+            task = bar.add_task(f"{cell.sut} {opts.states.strategy}", total=total, rate=0.0)
             hook = _hook(bar, task)
         result = check_run(rd, opts, out, resume=resume, on_progress=hook)
-    cell = Cell(sut.name, str(rd.meta().workload), rd.meta().fs, (strategy,))
     exp = evaluate(cell.expectation(strategy), result["verdicts"], result["states"]["checked"],
-                   result.get("skips"))
-    row = {**result, "expectation": {"ok": exp.ok, "status": exp.status, "broken": exp.broken,
-                                     "unverified": exp.unverified}}
+                   result.get("skips"), result.get("errors"))
+    row = {**result, "sut": cell.sut,
+           "expectation": {"ok": exp.ok, "status": exp.status, "broken": exp.broken,
+                           "unverified": exp.unverified, "errors": exp.errors}}
     _print_table(f"crashlab check {run}", [row])
     _print_broken("", row["expectation"])
     click.echo(f"{len(result['violations'])} violations; states and verdicts in "

@@ -9,6 +9,7 @@ one fails, 2 for bad input (unknown run, malformed or impossible state ID).
 from __future__ import annotations
 
 import contextlib
+import shlex
 import shutil
 import subprocess
 import sys
@@ -24,7 +25,9 @@ from checkers.verdict import Verdict
 from harness.atomic import write_json_atomic
 from harness.check.multicrash import resolve
 from harness.check.runlevel import prepare_run_level
+from harness.check.usercheck import parse_checker
 from harness.check.worker import StateChecker
+from harness.cli.checkcmd import checker_options
 from harness.env import temporary_folder, work_folder
 from harness.errors import CrashlabError
 from harness.explain.sqlitefile import describe_files
@@ -151,9 +154,11 @@ def _report(run: Path, meta: dict[str, Any], x: Explanation, verdicts: list[Verd
 @click.option("--all-writes", is_flag=True,
               help=f"list every write of the epoch (default: at most {DEFAULT_SHOWN})")
 @click.option("--no-fsck", is_flag=True, help="as in check: skip the read-only e2fsck")
+@checker_options
 def repro_cmd(run: Path, state_id: str, out: Path | None, shell: bool, all_writes: bool,
-              no_fsck: bool) -> int:
-    """Materialise crash state STATE of run RUN, explain it, check it."""
+              no_fsck: bool, checker_specs: tuple[str, ...], checker_timeout: float) -> int:
+    """Materialise crash state STATE of run RUN, explain it, check it (with
+    your own checkers too: --checker, as in check)."""
     if not run.is_dir():
         raise CrashlabError(f"{run}: no such run directory")
     rd, state_id = resolve(RunDir(run), state_id)  # a multicrash ID names a continuation
@@ -168,7 +173,9 @@ def repro_cmd(run: Path, state_id: str, out: Path | None, shell: bool, all_write
             temporary_folder("crashlab-repro-work-") as work:
         # the run's facts from its whole log, as the check had them
         level = prepare_run_level(rd, work)
-        checker = StateChecker(rd, work / "check", fsck=not no_fsck, run_facts=level.facts)
+        checker = StateChecker(rd, work / "check", fsck=not no_fsck, run_facts=level.facts,
+                               checkers=[parse_checker(s, checker_timeout)
+                                         for s in checker_specs])
         try:
             checker.keep = folder
             state: State = state_from_id(checker.image.reader, state_id, rd.log_order)
@@ -183,11 +190,12 @@ def repro_cmd(run: Path, state_id: str, out: Path | None, shell: bool, all_write
                 reader, state_from_id(reader, state_id, rd.log_order), fs=checker.fs,
                 base=verified_base_for_run(rd), crash_image=folder / "crash.img",
                 recovered=recovered if rec.ok and checker.fsobj.has_files else None,
-                db_name=checker.db_name, workdir=work / "explain", mode=checker.sut.mode)
+                db_name=checker.db_name, workdir=work / "explain",
+                mode=checker.sut.mode if checker.sut else "tc")
         steps = rec.steps + ([rec.detail] if rec.detail else [])
-        engine = engine_of(checker.sut)
+        engine = engine_of(checker.sut) if checker.sut else None  # None: the user's command
         files = describe_files(folder / "files", checker.db_name) \
-            if engine.sidecar_files else []
+            if engine and engine.sidecar_files else []
         write_json_atomic(folder / "repro.json", {
             "run": str(run), "state": state_id,
             "explanation": asdict(x),
@@ -198,15 +206,20 @@ def repro_cmd(run: Path, state_id: str, out: Path | None, shell: bool, all_write
         })
         _report(run, meta, x, verdicts, steps, files, out,
                 None if all_writes else DEFAULT_SHOWN)
-        cmd = engine.shell_command(folder / "files" / checker.db_name)
+        def shell_cmd(where: Path) -> list[str]:
+            if engine is None:  # no engine to open it with: a shell among the files
+                return ["sh", "-c", f"cd {shlex.quote(str(where / 'files'))} && exec sh"]
+            return engine.shell_command(where / "files" / checker.db_name)
+
         if shell and interactive and (folder / "files").exists():
-            click.echo(f"shell: {' '.join(cmd)}  (its own recovery runs on these files)")
-            subprocess.run(cmd)
+            click.echo(f"shell: {' '.join(shell_cmd(folder))}  (its own recovery runs on "
+                       "these files)")
+            subprocess.run(shell_cmd(folder))
         elif shell or out is not None:
             where = folder if out is not None else Path("DIR")
-            shown = " ".join(engine.shell_command(where / "files" / checker.db_name))
-            click.echo(f"shell: {shown}" + ("" if out is not None else "  (with --out DIR)"))
-    return 1 if any(v.failed for v in verdicts) else 0
+            click.echo(f"shell: {' '.join(shell_cmd(where))}"
+                       + ("" if out is not None else "  (with --out DIR)"))
+    return 1 if any(v.status in ("fail", "error") for v in verdicts) else 0
 
 
 COMMANDS = [repro_cmd]

@@ -16,6 +16,11 @@ if TYPE_CHECKING:
     from harness.explain.context import ExplainContext, Explainer
 
 
+# the recovered device's name among the extracted files, when the run does
+# not name its database (a user's run: `crashlab record --fs raw -- COMMAND`)
+DEVICE_NAME = "device.img"
+
+
 class Raw(FileSystem):
     name = "raw"
     has_files = False

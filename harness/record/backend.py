@@ -20,23 +20,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import ClassVar
 
-from harness.errors import CrashlabError
 from harness.fs import get_fs
 from harness.record.proc import run_command
 from harness.sysops import is_mounted, mount, signals_deferred, umount
 
-# A mark label: what fits in one 512-byte log header, no whitespace (the dm
-# backend passes it as one `dmsetup message` word), no NUL.
-MARK_MAX = 480
 # no file system: the environment variable that names the recorded block device.
 DEV_ENV = "CRASHLAB_DEV"
-
-
-def check_label(label: str) -> bytes:
-    raw = label.encode("utf-8")
-    if not raw or len(raw) > MARK_MAX or any(c.isspace() for c in label) or "\0" in label:
-        raise CrashlabError(f"bad mark label {label!r}: 1..{MARK_MAX} bytes, no whitespace")
-    return raw
 
 
 @dataclass(frozen=True)

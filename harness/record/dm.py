@@ -26,7 +26,8 @@ from types import TracebackType
 from harness.env import dm_log_size
 from harness.errors import CrashlabError
 from harness.logformat import LogReader
-from harness.record.backend import Backend, Device, check_label
+from harness.marks import check_label
+from harness.record.backend import Backend, Device
 from harness.sysops import loop_attach, loop_detach, run, signals_deferred
 
 DEFAULT_LOG_SIZE = 4 << 30

@@ -18,7 +18,8 @@ from types import TracebackType
 
 from harness.env import logfuse_path
 from harness.errors import CrashlabError
-from harness.record.backend import Backend, Device, check_label
+from harness.marks import check_label
+from harness.record.backend import Backend, Device
 from harness.sysops import (
     is_mounted,
     loop_attach,

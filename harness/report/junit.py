@@ -1,7 +1,8 @@
 """junit.xml: one test case per SUT × workload × strategy (× fs) cell; a
 cell fails when its expectation is broken (type ExpectationBroken) or
 unverified (type ExpectationUnverified: a promised invariant judged in no
-state).  Each case's output gives pass/fail/skip per invariant."""
+state); a user checker that crashed or hung is a test error (type
+CheckerError), not a failure of the SUT.  Each case's output gives pass/fail/skip per invariant."""
 
 from __future__ import annotations
 
@@ -14,10 +15,11 @@ from harness.atomic import write_bytes_atomic
 
 def write_junit(path: Path, sweep: str, cells: list[dict[str, Any]]) -> None:
     """``cells`` are summary.json cell records (see harness.sweep)."""
-    failures = sum(1 for c in cells if not c["expectation"]["ok"])
+    errors = sum(1 for c in cells if c["expectation"].get("status") == "error")
+    failures = sum(1 for c in cells if not c["expectation"]["ok"]) - errors
     suite = ET.Element(
         "testsuite", name=f"crashlab.{sweep}", tests=str(len(cells)), failures=str(failures),
-        errors="0", skipped="0",
+        errors=str(errors), skipped="0",
     )
     for c in cells:
         case = ET.SubElement(
@@ -26,10 +28,13 @@ def write_junit(path: Path, sweep: str, cells: list[dict[str, Any]]) -> None:
         )
         exp = c["expectation"]
         if not exp["ok"]:
-            broken = exp.get("status", "broken") == "broken"
-            msg = "; ".join(exp["broken"] + exp.get("unverified", []))
-            fail = ET.SubElement(case, "failure", message=msg,
-                                 type="ExpectationBroken" if broken else "ExpectationUnverified")
+            status = exp.get("status", "broken")
+            msg = "; ".join(exp["broken"] + exp.get("errors", []) + exp.get("unverified", []))
+            # a checker that failed is a test error, not a failure of the SUT
+            tag, kind = {"broken": ("failure", "ExpectationBroken"),
+                         "error": ("error", "CheckerError")}.get(
+                status, ("failure", "ExpectationUnverified"))
+            fail = ET.SubElement(case, tag, message=msg, type=kind)
             fail.text = msg
         counts = ", ".join(f"{k}: {v.get('pass', 0)} passed, {v.get('fail', 0)} failed, "
                            f"{v.get('skip', 0)} skipped" for k, v in c["verdicts"].items())

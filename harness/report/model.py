@@ -91,7 +91,7 @@ class MatrixRow:
     ok: bool
     broken: list[str]
     cells: list[MatrixCell]
-    status: str = "held"  # held, broken or unverified
+    status: str = "held"  # held, broken, error (a checker failed) or unverified
 
 
 @dataclass
@@ -155,7 +155,8 @@ class CellInfo:
     @property
     def problems(self) -> list[str]:
         """What broke, then what was promised but not judged."""
-        return list(self.expectation["broken"]) + list(self.expectation.get("unverified", []))
+        return (list(self.expectation["broken"]) + list(self.expectation.get("errors", []))
+                + list(self.expectation.get("unverified", [])))
 
     @property
     def rate(self) -> float | None:

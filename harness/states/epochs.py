@@ -18,14 +18,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from harness.logformat import Entry, LogReader
-
-
-def txn_mark(label: str) -> tuple[str, int] | None:
-    """``("begin"|"ack", K)`` for a ``txn-begin:K`` / ``txn-ack:K`` label."""
-    kind, sep, num = label.partition(":")
-    if sep and kind in ("txn-begin", "txn-ack") and num.isdigit():
-        return kind[4:], int(num)
-    return None
+from harness.marks import txn_mark
 
 
 @dataclass(slots=True)

@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
-HELD, BROKEN, UNVERIFIED = "held", "broken", "unverified"
+HELD, BROKEN, UNVERIFIED, ERROR = "held", "broken", "unverified", "error"
 
 
 @dataclass(frozen=True)
@@ -31,9 +31,10 @@ class Expectation:
 
 @dataclass
 class ExpectationResult:
-    status: str  # HELD, BROKEN or UNVERIFIED (broken wins when both)
+    status: str  # HELD, BROKEN, ERROR or UNVERIFIED (in that order of precedence)
     broken: list[str] = field(default_factory=list)  # one sentence each
     unverified: list[str] = field(default_factory=list)  # one sentence each
+    errors: list[str] = field(default_factory=list)  # a checker failed: one sentence each
 
     @property
     def ok(self) -> bool:
@@ -41,9 +42,13 @@ class ExpectationResult:
 
 
 def evaluate(exp: Expectation, verdicts: Mapping[str, Mapping[str, int]], checked: int,
-             skips: Mapping[str, Mapping[str, int]] | None = None) -> ExpectationResult:
-    """``verdicts[ID]`` = ``{"pass": n, "fail": n, "skip": n}`` over the
-    cell's states (and run-level records); ``skips[ID]`` = reason -> count."""
+             skips: Mapping[str, Mapping[str, int]] | None = None,
+             errors: Mapping[str, Mapping[str, int]] | None = None) -> ExpectationResult:
+    """``verdicts[ID]`` = ``{"pass": n, "fail": n, "skip": n, "error": n}``
+    over the cell's states (and run-level records); ``skips[ID]`` and
+    ``errors[ID]`` = reason -> count.  A checker error is no verdict on the
+    SUT but leaves the promise unchecked in those states: the cell is not
+    held, and says so apart from a broken promise."""
     def count(inv: str, status: str) -> int:
         return verdicts.get(inv, {}).get(status, 0)
 
@@ -63,10 +68,18 @@ def evaluate(exp: Expectation, verdicts: Mapping[str, Mapping[str, int]], checke
                 (skips or {}).get(inv, {}).items(), key=lambda x: -x[1])[:3])
             unverified.append(f"{inv} is guaranteed but was judged in none of {checked} states"
                               + (f": skipped because {why}" if why else ": never produced"))
-    status = BROKEN if broken else UNVERIFIED if unverified else HELD
-    return ExpectationResult(status, broken, unverified)
+    errs = []
+    for inv in exp.guaranteed:
+        if count(inv, "error"):
+            why = "; ".join(f"{r} ({n})" for r, n in sorted(
+                (errors or {}).get(inv, {}).items(), key=lambda x: -x[1])[:3])
+            errs.append(f"{inv}: the checker failed in {count(inv, 'error')} of {checked} "
+                        f"states (no verdict there): {why or 'no reason recorded'}")
+    status = BROKEN if broken else ERROR if errs else UNVERIFIED if unverified else HELD
+    return ExpectationResult(status, broken, unverified, errs)
 
 
 def exit_code(results: Iterable[ExpectationResult]) -> int:
-    """0 when every expectation holds, 1 when one is broken or unverified."""
+    """0 when every expectation holds, 1 when one is broken, unverified or
+    has checker errors."""
     return 0 if all(r.ok for r in results) else 1

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 
 from checkers.engines import engine_of
 from checkers.invariants import TRACE_LEVEL as TRACE_IDS
+from harness.check.usercheck import UserChecker
 from harness.errors import CrashlabError
 from harness.fs import DEFAULT_FS, FILESYSTEMS, NO_FS, get_fs
 from harness.states.strategies import TEARING
@@ -65,9 +66,26 @@ TORN_WAIVED = ("DB-OPEN", "DB-INTEGRITY", "DB-ATOMIC", "DHL-READ")
 
 
 @dataclass(frozen=True)
+class UserSut:
+    """A SUT a project describes itself (a ``[sut.NAME]`` table of a matrix
+    file, harness/sweep/matrixfile.py), or the command a run was recorded
+    with (``crashlab record -- COMMAND``): what records it and what judges it."""
+
+    name: str
+    run: str = ""  # the workload: sh -c, in the mounted file system (or with $CRASHLAB_DEV)
+    build: str = ""  # run once before recording, in ``folder``
+    folder: str = "."  # where the commands' relative paths start (the file's folder)
+    checkers: tuple[UserChecker, ...] = ()
+    # None: FS-RECOVER on a file system (not under torn writes) and every
+    # checker's invariant
+    promises: tuple[str, ...] | None = None
+    must_violate_any: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
 class Cell:
     sut: str
-    workload: str
+    workload: str = ""
     fs: str = "ext4"
     strategies: tuple[str, ...] = ("prefix", "reorder")
     must_violate_any: tuple[str, ...] = field(default=())
@@ -75,13 +93,21 @@ class Cell:
     # beyond what the promise assumes (TORN_WAIVED).  Such a cell is named
     # after its strategies too, so it can sit beside the SUT's main cell.
     waived: tuple[str, ...] = field(default=())
+    # the user's own checkers, run on every state beside the SUT's checkers
+    checkers: tuple[UserChecker, ...] = field(default=())
+    user: UserSut | None = None  # a SUT of the user's, not of the registry
 
     @property
     def name(self) -> str:
         """A folder name: unique in a matrix, stable across runs."""
         slug = self.workload.replace(":", "-").replace(",", "-").replace("=", "")
-        name = f"{self.sut}--{slug}--{self.fs}"
+        name = f"{self.sut}--{slug}--{self.fs}" if slug else f"{self.sut}--{self.fs}"
         return name + "--" + "-".join(self.strategies) if self.waived else name
+
+    @property
+    def all_checkers(self) -> tuple[UserChecker, ...]:
+        """Every user checker that runs on this cell's states."""
+        return (self.user.checkers if self.user else ()) + self.checkers
 
     def expectation(self, strategy: str) -> Expectation:
         """What this cell promises under ``strategy``: the SUT's documented
@@ -89,8 +115,17 @@ class Cell:
         and FS-RECOVER on a file system — except under torn writes, which
         no file system here promises to survive (ext4 assumes a 4 KiB block
         write does not tear: torn in-place metadata can need fsck)."""
-        sut, fs = get_sut(self.sut), get_fs(self.fs)
-        promised = sut.promises
+        fs = get_fs(self.fs)
+        mine = tuple(c.invariant for c in self.all_checkers)
+        if self.user is not None:
+            promised = self.user.promises
+            if promised is None:
+                promised = (("FS-RECOVER",) if fs.has_files and strategy not in TEARING
+                            else ()) + mine
+            return Expectation(tuple(i for i in promised if i not in self.waived),
+                               self.must_violate_any or self.user.must_violate_any)
+        sut = get_sut(self.sut)
+        promised = (*sut.promises, *mine)
         if sut.recovery:
             promised = (*promised, *engine_of(sut).own_invariants)
             if not fs.block_mapped:

@@ -88,6 +88,7 @@ def cell_record(cell: Cell, strategy: str, result: CheckResult,
             "ok": exp.ok,
             "broken": exp.broken,
             "unverified": exp.unverified,
+            **({"errors": exp.errors} if exp.errors else {}),
         },
         # why promised invariants were skipped, by reason (the report groups them)
         "skips": {inv: result.get("skips", {}).get(inv, {})
@@ -138,7 +139,7 @@ def run_sweep(
                     if on_progress else None,
                 )
             exp = evaluate(cell.expectation(strategy), result["verdicts"],
-                           result["states"]["checked"], result.get("skips"))
+                           result["states"]["checked"], result.get("skips"), result.get("errors"))
             results.append(exp)
             cell_records.append(cell_record(cell, strategy, result, exp))
             for v in result["violations"]:

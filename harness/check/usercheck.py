@@ -1,0 +1,155 @@
+"""A user's own checker: any command, run once per crash state on the files
+the file system recovered, judging an invariant of its own (``USER:NAME``).
+
+The contract (README, "Test your own application"):
+
+* it runs with ``sh -c COMMAND`` in a private scratch folder holding a copy
+  of the recovered files (it may change them: open a database, let it
+  recover), with ``CRASHLAB_FILES`` (that folder), ``CRASHLAB_STATE`` (the
+  state ID), ``CRASHLAB_STATE_JSON`` (a JSON file of the state's facts:
+  :func:`state_facts`) and ``CRASHLAB_RUN`` (the run folder) in its
+  environment;
+* exit 0: the invariant holds; exit 1: it does not, and stdout explains
+  why; anything else — another exit code, a signal, no exit within the
+  timeout — is a *checker error*: no verdict on the SUT, reported as such
+  (status ``error``), never a pass.  A checker that hangs is killed with
+  its whole process group (the group it was started in, by its PID).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shlex
+import shutil
+import signal
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from checkers.invariants import USER_PREFIX
+from checkers.verdict import Verdict, errored, failed, passed
+from harness.errors import CrashlabError
+from harness.marks import parse_label
+
+DEFAULT_TIMEOUT = 60.0
+EXPLANATION_MAX = 2000  # characters of a checker's output kept in a verdict
+_NAME = re.compile(r"[A-Za-z0-9_.-]{1,40}")
+
+
+@dataclass(frozen=True)
+class UserChecker:
+    name: str  # the invariant is USER:<name>
+    command: str  # run with sh -c
+    timeout: float = DEFAULT_TIMEOUT
+
+    @property
+    def invariant(self) -> str:
+        return USER_PREFIX + self.name
+
+    @property
+    def spec(self) -> str:
+        """How it is given on the command line (``NAME=COMMAND``)."""
+        return f"{self.name}={self.command}"
+
+
+def parse_checker(spec: str, timeout: float = DEFAULT_TIMEOUT) -> UserChecker:
+    """``NAME=COMMAND`` or just ``COMMAND`` (named after its program's file
+    name, without extension)."""
+    if timeout <= 0:
+        raise CrashlabError(f"--checker-timeout {timeout:g}: must be positive")
+    head, sep, rest = spec.partition("=")
+    if sep and _NAME.fullmatch(head) and rest.strip():
+        return UserChecker(head, rest, timeout)
+    try:
+        words = shlex.split(spec)
+    except ValueError as e:
+        raise CrashlabError(f"--checker {spec!r}: {e}") from None
+    if not words:
+        raise CrashlabError("--checker: empty command")
+    name = Path(words[0]).stem
+    if not _NAME.fullmatch(name):
+        raise CrashlabError(f"--checker {spec!r}: name it: NAME=COMMAND "
+                            "(NAME: letters, digits, _ . -)")
+    return UserChecker(name, spec, timeout)
+
+
+def log_marks(reader: Any) -> list[tuple[int, str]]:  # noqa: ANN401
+    """``(entry, label)`` of every mark of a log, in order."""
+    return [(e.index, e.label) for e in reader.entries() if e.is_mark and e.label]
+
+
+def state_facts(run: Path, state_id: str, lo: int, hi: int, acked: int, begun: int,
+                marks: list[tuple[int, str]], meta: dict[str, Any]) -> dict[str, Any]:
+    """The JSON a checker reads: the state, the transactions acknowledged
+    and begun at its cut, and the marks — ``before`` the cut (written before
+    any write the image lacks: certainly before the crash) and ``maybe``
+    (within the cut: before or after the crash) — each with its payload;
+    ``meta`` is the run's meta.json (the workload's own keys included)."""
+    def mark(entry: int, label: str) -> dict[str, Any]:
+        m = parse_label(label)
+        return {"entry": entry, "label": label, "name": m.name, "payload": m.payload}
+
+    return {
+        "run": str(run), "state": state_id, "acked": acked, "begun": begun,
+        "cut": [lo, hi],
+        "marks": {"before": [mark(e, lb) for e, lb in marks if e < lo],
+                  "maybe": [mark(e, lb) for e, lb in marks if lo <= e < hi]},
+        "meta": meta,
+    }
+
+
+def run_checker(uc: UserChecker, files: Path, facts: dict[str, Any], work: Path,
+                env: dict[str, str]) -> Verdict:
+    """Run ``uc`` on a copy of ``files`` (in ``work``, emptied first) for
+    the state ``facts`` describes; its verdict."""
+    shutil.rmtree(work, ignore_errors=True)
+    mine = work / "files"
+    if files.exists():
+        shutil.copytree(files, mine, symlinks=True)
+    else:
+        mine.mkdir(parents=True)
+    state_json = work / "state.json"
+    state_json.write_text(json.dumps(facts, sort_keys=True))
+    child_env = {**env, "CRASHLAB_FILES": str(mine), "CRASHLAB_STATE": facts["state"],
+                 "CRASHLAB_STATE_JSON": str(state_json), "CRASHLAB_RUN": facts["run"]}
+    try:
+        proc = subprocess.Popen(["sh", "-c", uc.command], cwd=mine, env=child_env,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                stdin=subprocess.DEVNULL, start_new_session=True)
+    except OSError as e:
+        return errored(uc.invariant, f"the checker could not start: {e}")
+    try:
+        out, err = proc.communicate(timeout=uc.timeout)
+    except subprocess.TimeoutExpired:
+        _kill_group(proc)
+        proc.communicate()
+        return errored(uc.invariant, f"the checker did not finish within {uc.timeout:g} s "
+                                     "(killed)")
+    text = _text(out)
+    if proc.returncode == 0:
+        return passed(uc.invariant, text.splitlines()[0] if text else "")
+    if proc.returncode == 1:
+        return failed(uc.invariant, text or "the checker exited 1 and printed nothing")
+    how = (f"was killed by {signal.Signals(-proc.returncode).name}" if proc.returncode < 0
+           else f"exited {proc.returncode}")
+    tail = _text(err).splitlines()[-1:] or ["no output on stderr"]
+    return errored(uc.invariant, f"the checker {how} (0 = holds, 1 = violated): {tail[0]}")
+
+
+def _kill_group(proc: subprocess.Popen[bytes]) -> None:
+    """End the checker's process group — the session it was started in, so
+    its id is the checker's PID — and nothing else."""
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+
+
+def _text(data: bytes) -> str:
+    """A checker's output as text: undecodable bytes shown as such, cut to
+    EXPLANATION_MAX characters."""
+    s = data.decode("utf-8", errors="replace").strip()
+    return s if len(s) <= EXPLANATION_MAX else s[:EXPLANATION_MAX] + " …(cut)"
