@@ -47,8 +47,8 @@ static int child_index(dhl *db, const struct page *pg, int64_t key, uint32_t *i)
         return DHL_OK;
     }
     if (lb == 0)
-        return dhl__err(db, DHL_ECORRUPT, "page %u: key %lld below the page's lower bound", pg->pgno,
-                        (long long)key);
+        return dhl__err(db, DHL_ECORRUPT, "page %u: key %lld below the page's lower bound",
+                        pg->pgno, (long long)key);
     *i = lb - 1;
     return DHL_OK;
 }
@@ -70,7 +70,8 @@ static int descend(dhl *db, uint32_t tree, int64_t key, struct path *p)
     uint32_t idx = 0;
     while (pgno) {
         if (p->depth == MAX_DEPTH)
-            return dhl__err(db, DHL_ECORRUPT, "tree %u deeper than %d levels (cycle?)", tree, MAX_DEPTH);
+            return dhl__err(db, DHL_ECORRUPT, "tree %u deeper than %d levels (cycle?)", tree,
+                            MAX_DEPTH);
         struct page *pg;
         int rc = dhl__get(db, pgno, &pg);
         if (rc)
@@ -98,7 +99,8 @@ static uint8_t *dup_bytes(const void *v, size_t n)
 }
 
 /* rec_insert: insert an owned copy of (key, val) at position i of pg. */
-static int rec_insert(dhl *db, struct page *pg, uint32_t i, int64_t key, const void *val, size_t len)
+static int rec_insert(dhl *db, struct page *pg, uint32_t i, int64_t key, const void *val,
+                      size_t len)
 {
     uint8_t *v = dup_bytes(val, len);
     if (!v || dhl__rec_reserve(pg, pg->n + 1)) {
@@ -276,8 +278,9 @@ out:
 static int check_value(dhl *db, size_t len)
 {
     if (len > DHL_MAX_VALUE(db->ps))
-        return dhl__err(db, DHL_EINVAL, "value of %zu bytes is larger than the %zu a %u-byte page holds",
-                        len, DHL_MAX_VALUE(db->ps), db->ps);
+        return dhl__err(db, DHL_EINVAL,
+                        "value of %zu bytes is larger than the %zu a %u-byte page holds", len,
+                        DHL_MAX_VALUE(db->ps), db->ps);
     return DHL_OK;
 }
 
@@ -377,7 +380,8 @@ int dhl__get_rec(dhl *db, uint32_t tree, int64_t key, void *buf, size_t cap, siz
 }
 
 /* scan_page: visit records of page pgno within [lo, hi] in key order. */
-static int scan_page(dhl *db, uint32_t pgno, int depth, int64_t lo, int64_t hi, dhl_scan_cb cb, void *arg)
+static int scan_page(dhl *db, uint32_t pgno, int depth, int64_t lo, int64_t hi, dhl_scan_cb cb,
+                     void *arg)
 {
     if (depth >= MAX_DEPTH)
         return dhl__err(db, DHL_ECORRUPT, "tree deeper than %d levels (cycle?)", MAX_DEPTH);

@@ -21,7 +21,8 @@
 
 static bool meta_changed(const dhl *db)
 {
-    if (db->work.page_count != db->committed.page_count || db->work.freelist != db->committed.freelist)
+    if (db->work.page_count != db->committed.page_count ||
+        db->work.freelist != db->committed.freelist)
         return true;
     return memcmp(db->work.roots, db->committed.roots, sizeof(uint32_t) * db->ntrees) != 0;
 }

@@ -73,7 +73,8 @@ int dhl__recover(dhl *db, bool write)
                 minpc = db->mslot[s].page_count;
         }
     if (minpc != UINT32_MAX && minpc > fpages)
-        return dhl__err(db, DHL_ETRUNC, "file is truncated: %llu pages, the database has at least %u",
+        return dhl__err(db, DHL_ETRUNC,
+                        "file is truncated: %llu pages, the database has at least %u",
                         (unsigned long long)fpages, minpc);
     uint64_t scan = fpages;
     if (scan < 1)
@@ -119,8 +120,9 @@ int dhl__recover(dhl *db, bool write)
     int chosen = -1;
     for (uint32_t i = 0; i < nc && i < 2; i++) {
         if (i + 1 < nc && cd[i + 1].tid == cd[i].tid) {
-            rc = dhl__err(db, DHL_ECORRUPT, "two commit records for transaction %u (pages %u and %u)",
-                          cd[i].tid, cd[i].pgno, cd[i + 1].pgno);
+            rc = dhl__err(db, DHL_ECORRUPT,
+                          "two commit records for transaction %u (pages %u and %u)", cd[i].tid,
+                          cd[i].pgno, cd[i + 1].pgno);
             goto out;
         }
         uint32_t pc = pagecount_at(db->mslot, cd[i].tid), cnt = 0;
@@ -144,8 +146,10 @@ int dhl__recover(dhl *db, bool write)
         else if (nc == 0)
             rc = dhl__err(db, DHL_ECORRUPT, "no commit record found: no committed state");
         else
-            rc = dhl__err(db, DHL_ECORRUPT, "commit records of transactions %u and %u are both "
-                          "incomplete", cd[0].tid, nc > 1 ? cd[1].tid : 0);
+            rc = dhl__err(db, DHL_ECORRUPT,
+                          "commit records of transactions %u and %u are both "
+                          "incomplete",
+                          cd[0].tid, nc > 1 ? cd[1].tid : 0);
         goto out;
     }
     db->fcc = cd[chosen].tid;
@@ -214,13 +218,13 @@ state:
     if (m->page_count < 1)
         return dhl__err(db, DHL_ECORRUPT, "page count %u in the header", m->page_count);
     if (m->page_count > fpages)
-        return dhl__err(db, DHL_ETRUNC, "database has %u pages but the file only %llu", m->page_count,
-                        (unsigned long long)fpages);
+        return dhl__err(db, DHL_ETRUNC, "database has %u pages but the file only %llu",
+                        m->page_count, (unsigned long long)fpages);
     if (m->freelist != 0)
         return dhl__err(db, DHL_ECORRUPT, "free-list head %u (pages are never freed)", m->freelist);
     for (uint32_t t = 0; t < db->ntrees; t++)
         if (m->roots[t] >= m->page_count)
-            return dhl__err(db, DHL_ECORRUPT, "root of tree %u is page %u, past the page count %u", t,
-                            m->roots[t], m->page_count);
+            return dhl__err(db, DHL_ECORRUPT, "root of tree %u is page %u, past the page count %u",
+                            t, m->roots[t], m->page_count);
     return DHL_OK;
 }
