@@ -101,7 +101,7 @@ struct dhl {
     char err[256];
 };
 
-/* db.c */
+/* err.c */
 int dhl__err(dhl *db, int rc, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 /* io.c */
 int dhl__posix_io(dhl *db, const char *path, bool create, bool truncate);
