@@ -494,6 +494,44 @@ static void usage(void)
     exit(2);
 }
 
+/* open_files: open and map the image IMG, create the log LOG with its super
+** block and map that; on failure a message on stderr and -1. */
+static int open_files(const char *image, const char *log)
+{
+    g.img_fd = open(image, O_RDWR | O_CLOEXEC);
+    if (g.img_fd < 0) {
+        fprintf(stderr, "logfuse: %s: %s\n", image, strerror(errno));
+        return -1;
+    }
+    struct stat st;
+    if (fstat(g.img_fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_size % LOG_SECTOR_SIZE ||
+        st.st_size == 0) {
+        fprintf(stderr, "logfuse: %s: not a regular file of whole %u-byte sectors\n", image,
+                LOG_SECTOR_SIZE);
+        return -1;
+    }
+    g.img_size = st.st_size;
+    g.img = mmap(NULL, (size_t)g.img_size, PROT_READ | PROT_WRITE, MAP_SHARED, g.img_fd, 0);
+    if (g.img == MAP_FAILED) {
+        fprintf(stderr, "logfuse: mmap %s: %s\n", image, strerror(errno));
+        return -1;
+    }
+    g.log_fd = open(log, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (g.log_fd < 0) {
+        fprintf(stderr, "logfuse: %s: %s\n", log, strerror(errno));
+        return -1;
+    }
+    g.log_off = LOG_SECTOR_SIZE;
+    if (write_super())
+        return -1;
+    g.super = mmap(NULL, LOG_SECTOR_SIZE, PROT_READ | PROT_WRITE, MAP_SHARED, g.log_fd, 0);
+    if (g.super == MAP_FAILED) {
+        fprintf(stderr, "logfuse: mmap %s: %s\n", log, strerror(errno));
+        return -1;
+    }
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     static const struct option longopts[] = {
@@ -516,37 +554,8 @@ int main(int argc, char **argv)
         usage();
     const char *mountpoint = argv[optind];
 
-    g.img_fd = open(image, O_RDWR | O_CLOEXEC);
-    if (g.img_fd < 0) {
-        fprintf(stderr, "logfuse: %s: %s\n", image, strerror(errno));
+    if (open_files(image, log))
         return 2;
-    }
-    struct stat st;
-    if (fstat(g.img_fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_size % LOG_SECTOR_SIZE ||
-        st.st_size == 0) {
-        fprintf(stderr, "logfuse: %s: not a regular file of whole %u-byte sectors\n", image,
-                LOG_SECTOR_SIZE);
-        return 2;
-    }
-    g.img_size = st.st_size;
-    g.img = mmap(NULL, (size_t)g.img_size, PROT_READ | PROT_WRITE, MAP_SHARED, g.img_fd, 0);
-    if (g.img == MAP_FAILED) {
-        fprintf(stderr, "logfuse: mmap %s: %s\n", image, strerror(errno));
-        return 2;
-    }
-    g.log_fd = open(log, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (g.log_fd < 0) {
-        fprintf(stderr, "logfuse: %s: %s\n", log, strerror(errno));
-        return 2;
-    }
-    g.log_off = LOG_SECTOR_SIZE;
-    if (write_super())
-        return 2;
-    g.super = mmap(NULL, LOG_SECTOR_SIZE, PROT_READ | PROT_WRITE, MAP_SHARED, g.log_fd, 0);
-    if (g.super == MAP_FAILED) {
-        fprintf(stderr, "logfuse: mmap %s: %s\n", log, strerror(errno));
-        return 2;
-    }
 
     /* Reclaim may need this daemon to make progress: never let it wait on
     ** reclaim itself. */
