@@ -10,6 +10,9 @@ CC       ?= cc
 CFLAGS_COMMON := -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -O2 -g
 ASAN_FLAGS    := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all
 
+# Every C source and header, checked against .clang-format by `make lint`.
+C_FILES  := $(sort $(wildcard dhl/*/*.[ch] workloads/*/*.[ch] harness/*/*.[ch]))
+
 BUILD :=
 CTEST :=
 include $(sort $(wildcard */build.mk))
@@ -36,6 +39,7 @@ images: setup
 
 lint: setup
 	$(VENV)/bin/ruff check harness workloads checkers dhl tests
+	clang-format --dry-run --Werror $(C_FILES)
 
 ctest: build $(CTEST)
 

@@ -25,71 +25,70 @@ extern "C" {
 /* On-disk format constants (little-endian everywhere).                */
 /* ------------------------------------------------------------------ */
 
-#define DHL_MAGIC          "DHL format 1\0\0\0" /* 16 bytes incl. padding NULs */
-#define DHL_MAGIC_LEN      16
-#define DHL_FORMAT_VERSION 1
-#define DHL_MIN_PAGE_SIZE  512
-#define DHL_MAX_PAGE_SIZE  65536
+#define DHL_MAGIC             "DHL format 1\0\0\0" /* 16 bytes incl. padding NULs */
+#define DHL_MAGIC_LEN         16
+#define DHL_FORMAT_VERSION    1
+#define DHL_MIN_PAGE_SIZE     512
+#define DHL_MAX_PAGE_SIZE     65536
 #define DHL_DEFAULT_PAGE_SIZE 4096
-#define DHL_MAX_TREES      32
-#define DHL_TID_INV        0u          /* a slot header that holds nothing */
+#define DHL_MAX_TREES         32
+#define DHL_TID_INV           0u /* a slot header that holds nothing */
 
 /* Header page (page 0).  The static part never changes after creation. */
-#define DHL_HDR_MAGIC      0   /* 16 bytes DHL_MAGIC */
-#define DHL_HDR_PAGE_SIZE  16  /* u32 */
-#define DHL_HDR_FLAGS      20  /* u32: DHL_FLAG_* */
-#define DHL_HDR_NTREES     24  /* u32: number of trees, 1..DHL_MAX_TREES */
-#define DHL_HDR_VERSION    28  /* u32: DHL_FORMAT_VERSION */
-#define DHL_HDR_META0      32  /* first meta slot */
-#define DHL_FLAG_NOLOG     1u  /* created in NOLOG mode: single-slot, unsafe */
+#define DHL_HDR_MAGIC     0  /* 16 bytes DHL_MAGIC */
+#define DHL_HDR_PAGE_SIZE 16 /* u32 */
+#define DHL_HDR_FLAGS     20 /* u32: DHL_FLAG_* */
+#define DHL_HDR_NTREES    24 /* u32: number of trees, 1..DHL_MAX_TREES */
+#define DHL_HDR_VERSION   28 /* u32: DHL_FORMAT_VERSION */
+#define DHL_HDR_META0     32 /* first meta slot */
+#define DHL_FLAG_NOLOG    1u /* created in NOLOG mode: single-slot, unsafe */
 
 /* A meta slot of the header page (two of them, at DHL_HDR_META0 and right
 ** after the first): the versioned database-wide state. */
-#define DHL_META_TID       0   /* u32 TID of the transaction that wrote it */
-#define DHL_META_COMMIT    4   /* u32 transaction size if it carries the commit record, else 0 */
-#define DHL_META_PAGECOUNT 8   /* u32 pages in the database including page 0 */
-#define DHL_META_FREELIST  12  /* u32 first free page (always 0: pages are never freed) */
-#define DHL_META_ROOTS     16  /* u32 root page per tree, 0 = empty tree */
+#define DHL_META_TID          0  /* u32 TID of the transaction that wrote it */
+#define DHL_META_COMMIT       4  /* u32 transaction size if it carries the commit record, else 0 */
+#define DHL_META_PAGECOUNT    8  /* u32 pages in the database including page 0 */
+#define DHL_META_FREELIST     12 /* u32 first free page (always 0: pages are never freed) */
+#define DHL_META_ROOTS        16 /* u32 root page per tree, 0 = empty tree */
 #define DHL_META_SIZE(ntrees) (16u + 4u * (uint32_t)(ntrees))
 
 /* Data page: two fixed slot headers, then the interleaved offset arrays,
 ** then free space, then records growing down from the end of the page. */
-#define DHL_SLOT_SIZE      12  /* bytes of one slot header's fixed part */
-#define DHL_SLOT_TID       0   /* u32 TID, DHL_TID_INV = nothing */
-#define DHL_SLOT_NREC      4   /* u16 number of records */
-#define DHL_SLOT_FREE      6   /* u16 free-space offset: lowest record offset; 0 = page size */
-#define DHL_SLOT_COMMIT    8   /* u16 transaction size when this slot carries the embedded
-                                  commit record (_OPT modes), else 0 */
-#define DHL_SLOT_TYPE      10  /* u8 DHL_PAGE_LEAF / DHL_PAGE_INTERIOR */
-#define DHL_SLOT_RESERVED  11  /* u8 0 */
-#define DHL_PAGE_ARRAY     24  /* offset array: entry i at 24+4i = u16 off(slot0), u16 off(slot1) */
-#define DHL_PAGE_LEAF      1
-#define DHL_PAGE_INTERIOR  2
+#define DHL_SLOT_SIZE     12 /* bytes of one slot header's fixed part */
+#define DHL_SLOT_TID      0  /* u32 TID, DHL_TID_INV = nothing */
+#define DHL_SLOT_NREC     4  /* u16 number of records */
+#define DHL_SLOT_FREE     6  /* u16 free-space offset: lowest record offset; 0 = page size */
+#define DHL_SLOT_COMMIT   8  /* u16 embedded commit record (_OPT modes): transaction size, or 0 */
+#define DHL_SLOT_TYPE     10 /* u8 DHL_PAGE_LEAF / DHL_PAGE_INTERIOR */
+#define DHL_SLOT_RESERVED 11 /* u8 0 */
+#define DHL_PAGE_ARRAY    24 /* offset array: entry i at 24+4i = u16 off(slot0), u16 off(slot1) */
+#define DHL_PAGE_LEAF     1
+#define DHL_PAGE_INTERIOR 2
 /* A record: i64 key, u16 value length, value bytes.  Interior records hold
 ** the child page number as a 4-byte value; child covers keys >= key. */
-#define DHL_REC_HDR        10
-#define DHL_MAX_TXN_PAGES  65535u      /* slot-header count a commit can record */
+#define DHL_REC_HDR       10
+#define DHL_MAX_TXN_PAGES 65535u /* slot-header count a commit can record */
 
 /* Largest value a page of size ps accepts: one record alone in a page. */
-#define DHL_MAX_VALUE(ps)  ((size_t)(ps) - DHL_PAGE_ARRAY - 4u - DHL_REC_HDR)
+#define DHL_MAX_VALUE(ps) ((size_t)(ps) - (DHL_PAGE_ARRAY + 4u + DHL_REC_HDR))
 
 /* ------------------------------------------------------------------ */
 /* Error codes: every function returns DHL_OK (0) or one of these;     */
 /* dhl_errmsg(db) gives the one-line reason for the last error.        */
 /* ------------------------------------------------------------------ */
 #define DHL_OK        0
-#define DHL_ENOTFOUND 1   /* key not present (get/update/delete) */
-#define DHL_EEXISTS   2   /* key already present (insert) */
-#define DHL_EINVAL    3   /* bad argument: tree index, value too large, bad option */
-#define DHL_EIO       4   /* read/write/sync failed (errno in the message) */
-#define DHL_ENOTDHL   5   /* not a DHL database (bad magic/version) */
-#define DHL_EPAGESIZE 6   /* page size in the file invalid or not what was asked */
-#define DHL_ETRUNC    7   /* file shorter than the database claims */
-#define DHL_ECORRUPT  8   /* impossible structure (offsets, counts, tree shape) */
-#define DHL_EMISUSE   9   /* API misuse: no transaction, read-only, poisoned handle */
+#define DHL_ENOTFOUND 1 /* key not present (get/update/delete) */
+#define DHL_EEXISTS   2 /* key already present (insert) */
+#define DHL_EINVAL    3 /* bad argument: tree index, value too large, bad option */
+#define DHL_EIO       4 /* read/write/sync failed (errno in the message) */
+#define DHL_ENOTDHL   5 /* not a DHL database (bad magic/version) */
+#define DHL_EPAGESIZE 6 /* page size in the file invalid or not what was asked */
+#define DHL_ETRUNC    7 /* file shorter than the database claims */
+#define DHL_ECORRUPT  8 /* impossible structure (offsets, counts, tree shape) */
+#define DHL_EMISUSE   9 /* API misuse: no transaction, read-only, poisoned handle */
 #define DHL_ENOMEM    10
-#define DHL_EFULL     11  /* transaction too large / database size limit */
-#define DHL_EMODE     12  /* NOLOG file opened in a logging mode or vice versa */
+#define DHL_EFULL     11 /* transaction too large / database size limit */
+#define DHL_EMODE     12 /* NOLOG file opened in a logging mode or vice versa */
 
 /* Commit protocols. */
 enum dhl_mode {
@@ -114,17 +113,17 @@ struct dhl_io {
     int (*pread)(void *ctx, void *buf, size_t n, uint64_t off, size_t *got);
     int (*pwrite)(void *ctx, const void *buf, size_t n, uint64_t off);
     int (*sync)(void *ctx, int datasync);
-    int (*size)(void *ctx, uint64_t *bytes);  /* current size in bytes */
-    int (*close)(void *ctx);                  /* may be NULL */
+    int (*size)(void *ctx, uint64_t *bytes); /* current size in bytes */
+    int (*close)(void *ctx);                 /* may be NULL */
     int blockdev; /* 1: a block device (fixed size; formatting cannot empty it) */
 };
 
 struct dhl_options {
-    uint32_t page_size;   /* 0 = DHL_DEFAULT_PAGE_SIZE on create, the file's on open */
+    uint32_t page_size; /* 0 = DHL_DEFAULT_PAGE_SIZE on create, the file's on open */
     enum dhl_mode mode;
-    uint32_t ntrees;      /* 0 = 1 on create, the file's on open */
-    uint32_t flags;       /* DHL_OPEN_* */
-    uint32_t cache_pages; /* clean pages kept cached; 0 = 4096 */
+    uint32_t ntrees;         /* 0 = 1 on create, the file's on open */
+    uint32_t flags;          /* DHL_OPEN_* */
+    uint32_t cache_pages;    /* clean pages kept cached; 0 = 4096 */
     const struct dhl_io *io; /* NULL = the path, via POSIX calls */
 };
 
@@ -134,22 +133,22 @@ struct dhl_counters {
     uint64_t pages_written;
     uint64_t bytes_written;
     uint64_t pages_read;
-    uint64_t txns;           /* committed write transactions */
-    uint64_t recovered_pages;/* pages repaired by recovery at open */
+    uint64_t txns;            /* committed write transactions */
+    uint64_t recovered_pages; /* pages repaired by recovery at open */
 };
 
 /* What recovery found (also computed, without writing, in NORECOVER). */
 struct dhl_recovery {
-    uint32_t max_commit_tid;  /* greatest TID carrying a commit record */
-    uint32_t max_commit_size; /* its recorded transaction size */
-    uint32_t max_commit_count;/* slot headers found with that TID */
-    uint32_t fcc;             /* the committed FCC chosen */
-    uint32_t txn_size;        /* its transaction size */
-    uint32_t rolled_back;     /* 1 if max_commit_tid was incomplete and rolled back */
-    uint32_t invalid_headers; /* slot headers with TID > fcc (repaired unless NORECOVER) */
-    uint32_t scanned_pages;   /* every page of the file or device */
-    uint32_t max_tid;         /* greatest TID of any slot header found */
-    uint32_t next_tid;        /* the TID the next write transaction takes */
+    uint32_t max_commit_tid;   /* greatest TID carrying a commit record */
+    uint32_t max_commit_size;  /* its recorded transaction size */
+    uint32_t max_commit_count; /* slot headers found with that TID */
+    uint32_t fcc;              /* the committed FCC chosen */
+    uint32_t txn_size;         /* its transaction size */
+    uint32_t rolled_back;      /* 1 if max_commit_tid was incomplete and rolled back */
+    uint32_t invalid_headers;  /* slot headers with TID > fcc (repaired unless NORECOVER) */
+    uint32_t scanned_pages;    /* every page of the file or device */
+    uint32_t max_tid;          /* greatest TID of any slot header found */
+    uint32_t next_tid;         /* the TID the next write transaction takes */
 };
 
 typedef struct dhl dhl;
@@ -217,22 +216,22 @@ void dhl_reset_counters(dhl *db);
 /* Introspection (for checkers and the dhl tool). */
 struct dhl_info {
     uint32_t page_size, ntrees, flags, page_count, freelist;
-    uint32_t fcc, txn_size;         /* committed FCC and its transaction size */
+    uint32_t fcc, txn_size; /* committed FCC and its transaction size */
     uint32_t roots[DHL_MAX_TREES];
-    uint32_t valid_meta;            /* header meta slot in use (0/1) */
-    uint64_t file_pages;            /* pages physically present */
+    uint32_t valid_meta; /* header meta slot in use (0/1) */
+    uint64_t file_pages; /* pages physically present */
 };
 int dhl_info(dhl *db, struct dhl_info *info);
 
 struct dhl_slot_info {
     uint32_t tid, nrec, free_off, commit, type;
-    uint32_t array_ok;              /* 1 if nrec/offsets are within the page */
+    uint32_t array_ok; /* 1 if nrec/offsets are within the page */
 };
 struct dhl_page_info {
     uint32_t pgno;
-    uint32_t is_data;               /* 1 for a B+-tree page (pgno >= 1) */
-    int32_t valid_slot;             /* slot chosen by the read rule, -1 none */
-    struct dhl_slot_info slot[2];   /* for page 0: meta slots (nrec=page count) */
+    uint32_t is_data;             /* 1 for a B+-tree page (pgno >= 1) */
+    int32_t valid_slot;           /* slot chosen by the read rule, -1 none */
+    struct dhl_slot_info slot[2]; /* for page 0: meta slots (nrec=page count) */
 };
 /* dhl_page_info: both slot headers of page pgno as on disk (the buffer cache
 ** is bypassed for a clean page: what is read is what is stored). */
@@ -270,10 +269,10 @@ int dhl_image_headers(const void *buf, uint32_t ps, uint32_t first_pgno, uint32_
 ** and this struct alive while a handle uses them). */
 struct dhl_mem {
     uint8_t *data;
-    uint64_t size;   /* bytes of the image */
-    uint64_t cap;    /* bytes data can hold; a write past it fails (ENOSPC) */
-    uint64_t writes; /* pwrite calls so far */
-    uint64_t syncs;  /* sync calls so far (nothing to do in memory) */
+    uint64_t size;     /* bytes of the image */
+    uint64_t cap;      /* bytes data can hold; a write past it fails (ENOSPC) */
+    uint64_t writes;   /* pwrite calls so far */
+    uint64_t syncs;    /* sync calls so far (nothing to do in memory) */
     uint64_t blockdev; /* 1: the image is a block device: size is fixed, a
                        ** write past it fails (ENOSPC) as on the device */
 };

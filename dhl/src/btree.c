@@ -47,8 +47,8 @@ static int child_index(dhl *db, const struct page *pg, int64_t key, uint32_t *i)
         return DHL_OK;
     }
     if (lb == 0)
-        return dhl__err(db, DHL_ECORRUPT, "page %u: key %lld below the page's lower bound", pg->pgno,
-                        (long long)key);
+        return dhl__err(db, DHL_ECORRUPT, "page %u: key %lld below the page's lower bound",
+                        pg->pgno, (long long)key);
     *i = lb - 1;
     return DHL_OK;
 }
@@ -70,7 +70,8 @@ static int descend(dhl *db, uint32_t tree, int64_t key, struct path *p)
     uint32_t idx = 0;
     while (pgno) {
         if (p->depth == MAX_DEPTH)
-            return dhl__err(db, DHL_ECORRUPT, "tree %u deeper than %d levels (cycle?)", tree, MAX_DEPTH);
+            return dhl__err(db, DHL_ECORRUPT, "tree %u deeper than %d levels (cycle?)", tree,
+                            MAX_DEPTH);
         struct page *pg;
         int rc = dhl__get(db, pgno, &pg);
         if (rc)
@@ -98,7 +99,8 @@ static uint8_t *dup_bytes(const void *v, size_t n)
 }
 
 /* rec_insert: insert an owned copy of (key, val) at position i of pg. */
-static int rec_insert(dhl *db, struct page *pg, uint32_t i, int64_t key, const void *val, size_t len)
+static int rec_insert(dhl *db, struct page *pg, uint32_t i, int64_t key, const void *val,
+                      size_t len)
 {
     uint8_t *v = dup_bytes(val, len);
     if (!v || dhl__rec_reserve(pg, pg->n + 1)) {
@@ -137,20 +139,20 @@ static int make_root(dhl *db, uint32_t tree, const int64_t *keys, const uint32_t
     return fix(db, tree, &q, 1, UINT32_MAX);
 }
 
-/* fix: make the page at depth d (1-based) of path p fit, splitting it (and
-** then its parent) when its view no longer fits next to its committed
-** records.  hint is the index of the record just changed (or UINT32_MAX):
-** an append at the end keeps the page full, anything else splits by bytes
-** in the middle. */
-static int fix(dhl *db, uint32_t tree, struct path *p, int d, uint32_t hint)
-{
-    struct page *pg = p->pg[d - 1];
-    uint32_t n = pg->n;
-    if (dhl__fits(db, pg, 0, n))
-        return DHL_OK;
+/* The fresh pages a split moved records to: page kids[i] starts at key
+** keys[i], for i < m (cap: room in both arrays). */
+struct split {
+    uint32_t m, cap;
+    uint32_t *kids;
+    int64_t *keys;
+};
 
-    /* k = how many records the page keeps. */
-    uint32_t k = 0;
+/* keep_count: how many records [0, k) the overflowing page pg keeps: from
+** all but the last (hint at the end: an append) or the first half by bytes,
+** down to as many as fit next to its committed records; 0 when none do. */
+static uint32_t keep_count(const dhl *db, const struct page *pg, uint32_t hint)
+{
+    uint32_t n = pg->n, k = 0;
     if (n > 1) {
         uint32_t total = 0, acc = 0, mid = 1;
         for (uint32_t i = 0; i < n; i++)
@@ -164,12 +166,49 @@ static int fix(dhl *db, uint32_t tree, struct path *p, int d, uint32_t hint)
             if (dhl__fits(db, pg, 0, k))
                 break;
     }
+    return k;
+}
 
-    /* Records [k, n) go to fresh pages, packed greedily. */
-    uint32_t m = 0, cap = 8;
-    uint32_t *kids = malloc(sizeof *kids * cap);
-    int64_t *keys = malloc(sizeof *keys * cap);
-    int rc = (kids && keys) ? DHL_OK : dhl__err(db, DHL_ENOMEM, "out of memory");
+/* copy_recs: give the empty page np owned copies of the c records r. */
+static int copy_recs(dhl *db, struct page *np, const struct rec *r, uint32_t c)
+{
+    if (dhl__rec_reserve(np, c))
+        return dhl__err(db, DHL_ENOMEM, "out of memory");
+    for (uint32_t j = 0; j < c; j++) {
+        uint8_t *v = dup_bytes(r[j].val, r[j].len);
+        if (!v)
+            return dhl__err(db, DHL_ENOMEM, "out of memory");
+        np->recs[np->n++] = (struct rec){r[j].key, r[j].len, 0, true, v};
+    }
+    return DHL_OK;
+}
+
+/* split_add: append fresh page pgno, starting at key, to sp. */
+static int split_add(dhl *db, struct split *sp, uint32_t pgno, int64_t key)
+{
+    if (sp->m == sp->cap) {
+        sp->cap *= 2;
+        uint32_t *nk = realloc(sp->kids, sizeof *nk * sp->cap);
+        if (nk)
+            sp->kids = nk;
+        int64_t *nkey = realloc(sp->keys, sizeof *nkey * sp->cap);
+        if (nkey)
+            sp->keys = nkey;
+        if (!nk || !nkey)
+            return dhl__err(db, DHL_ENOMEM, "out of memory");
+    }
+    sp->kids[sp->m] = pgno;
+    sp->keys[sp->m] = key;
+    sp->m++;
+    return DHL_OK;
+}
+
+/* spill: copy records [k, n) of pg to fresh pages of its type, packed
+** greedily, and list those pages in sp. */
+static int spill(dhl *db, const struct page *pg, uint32_t k, struct split *sp)
+{
+    uint32_t n = pg->n;
+    int rc = DHL_OK;
     for (uint32_t s = k; !rc && s < n;) {
         uint32_t c = 1;
         while (s + c < n && dhl__fits_fresh(db, pg->recs + s, c + 1))
@@ -177,84 +216,74 @@ static int fix(dhl *db, uint32_t tree, struct path *p, int d, uint32_t hint)
         struct page *np;
         if ((rc = dhl__new_page(db, pg->type, &np)))
             break;
-        if (dhl__rec_reserve(np, c)) {
-            rc = dhl__err(db, DHL_ENOMEM, "out of memory");
+        if ((rc = copy_recs(db, np, pg->recs + s, c)))
             break;
-        }
-        for (uint32_t j = 0; j < c; j++) {
-            const struct rec *r = &pg->recs[s + j];
-            uint8_t *v = dup_bytes(r->val, r->len);
-            if (!v) {
-                rc = dhl__err(db, DHL_ENOMEM, "out of memory");
-                break;
-            }
-            np->recs[np->n++] = (struct rec){r->key, r->len, 0, true, v};
-        }
-        if (m == cap) {
-            cap *= 2;
-            uint32_t *nk = realloc(kids, sizeof *kids * cap);
-            if (nk)
-                kids = nk;
-            int64_t *nkey = realloc(keys, sizeof *keys * cap);
-            if (nkey)
-                keys = nkey;
-            if (!nk || !nkey) {
-                rc = dhl__err(db, DHL_ENOMEM, "out of memory");
-                break;
-            }
-        }
-        kids[m] = np->pgno;
-        keys[m] = pg->recs[s].key;
-        m++;
+        rc = split_add(db, sp, np->pgno, pg->recs[s].key);
         s += c;
     }
-    if (rc)
-        goto out;
+    return rc;
+}
 
+/* shrink: after a spill, pg keeps records [0, k); with k = 0 it is left as
+** stored (unreferenced from now on) and its view is parsed again. */
+static int shrink(dhl *db, struct page *pg, uint32_t k)
+{
     if (k > 0) { /* the page keeps records [0, k) */
-        for (uint32_t i = k; i < n; i++)
+        for (uint32_t i = k; i < pg->n; i++)
             if (pg->recs[i].owned)
                 free(pg->recs[i].val);
         pg->n = k;
         dhl__touch(db, pg);
-    } else { /* everything moved: leave the old page as stored, unreferenced */
-        pg->dirty = false;
-        if ((rc = dhl__parse(db, pg)))
-            goto out;
+        return DHL_OK;
     }
+    pg->dirty = false; /* everything moved: leave the old page as stored, unreferenced */
+    return dhl__parse(db, pg);
+}
 
-    if (d == 1) { /* root */
-        if (k == 0 && m == 1) {
-            db->work.roots[tree] = kids[0];
-        } else if (k == 0) {
-            rc = make_root(db, tree, keys, kids, m);
-        } else {
-            uint32_t *k2 = malloc(sizeof *k2 * (m + 1));
-            int64_t *y2 = malloc(sizeof *y2 * (m + 1));
-            if (!k2 || !y2)
-                rc = dhl__err(db, DHL_ENOMEM, "out of memory");
-            else {
-                k2[0] = pg->pgno;
-                y2[0] = INT64_MIN;
-                memcpy(k2 + 1, kids, sizeof *kids * m);
-                memcpy(y2 + 1, keys, sizeof *keys * m);
-                rc = make_root(db, tree, y2, k2, m + 1);
-            }
-            free(k2);
-            free(y2);
-        }
-        goto out;
+/* split_root: the root pg split, keeping k records: the tree's root becomes
+** the one fresh page, or a new interior root over pg (if it kept any) and
+** the fresh pages. */
+static int split_root(dhl *db, uint32_t tree, const struct page *pg, uint32_t k,
+                      const struct split *sp)
+{
+    uint32_t m = sp->m;
+    if (k == 0 && m == 1) {
+        db->work.roots[tree] = sp->kids[0];
+        return DHL_OK;
     }
+    if (k == 0)
+        return make_root(db, tree, sp->keys, sp->kids, m);
+    uint32_t *k2 = malloc(sizeof *k2 * (m + 1));
+    int64_t *y2 = malloc(sizeof *y2 * (m + 1));
+    int rc;
+    if (!k2 || !y2)
+        rc = dhl__err(db, DHL_ENOMEM, "out of memory");
+    else {
+        k2[0] = pg->pgno;
+        y2[0] = INT64_MIN;
+        memcpy(k2 + 1, sp->kids, sizeof *k2 * m);
+        memcpy(y2 + 1, sp->keys, sizeof *y2 * m);
+        rc = make_root(db, tree, y2, k2, m + 1);
+    }
+    free(k2);
+    free(y2);
+    return rc;
+}
+
+/* link_parent: the page at depth d of p split, keeping k records: insert
+** the fresh pages into its parent after its own record (which points at
+** the first fresh page instead if it kept none), then fix the parent. */
+static int link_parent(dhl *db, uint32_t tree, struct path *p, int d, uint32_t k,
+                       const struct split *sp)
+{
     struct page *parent = p->pg[d - 2];
     uint32_t pi = p->idx[d - 1], at = pi + 1, first = 0;
     if (k == 0) { /* repoint the parent's record at the first fresh page */
         struct rec *r = &parent->recs[pi];
         uint8_t *v = malloc(4);
-        if (!v) {
-            rc = dhl__err(db, DHL_ENOMEM, "out of memory");
-            goto out;
-        }
-        put32(v, kids[0]);
+        if (!v)
+            return dhl__err(db, DHL_ENOMEM, "out of memory");
+        put32(v, sp->kids[0]);
         if (r->owned)
             free(r->val);
         r->val = v;
@@ -263,21 +292,47 @@ static int fix(dhl *db, uint32_t tree, struct path *p, int d, uint32_t hint)
         dhl__touch(db, parent);
         first = 1;
     }
-    for (uint32_t i = first; !rc && i < m; i++)
-        rc = child_insert(db, parent, at++, keys[i], kids[i]);
+    int rc = DHL_OK;
+    for (uint32_t i = first; !rc && i < sp->m; i++)
+        rc = child_insert(db, parent, at++, sp->keys[i], sp->kids[i]);
     if (!rc)
         rc = fix(db, tree, p, d - 1, at - 1);
-out:
-    free(kids);
-    free(keys);
+    return rc;
+}
+
+/* fix: make the page at depth d (1-based) of path p fit, splitting it (and
+** then its parent) when its view no longer fits next to its committed
+** records.  hint is the index of the record just changed (or UINT32_MAX):
+** an append at the end keeps the page full, anything else splits by bytes
+** in the middle. */
+static int fix(dhl *db, uint32_t tree, struct path *p, int d, uint32_t hint)
+{
+    struct page *pg = p->pg[d - 1];
+    if (dhl__fits(db, pg, 0, pg->n))
+        return DHL_OK;
+    uint32_t k = keep_count(db, pg, hint); /* how many records the page keeps */
+    /* Records [k, n) go to fresh pages, packed greedily. */
+    struct split sp = {0, 8, NULL, NULL};
+    sp.kids = malloc(sizeof *sp.kids * sp.cap);
+    sp.keys = malloc(sizeof *sp.keys * sp.cap);
+    int rc = (sp.kids && sp.keys) ? DHL_OK : dhl__err(db, DHL_ENOMEM, "out of memory");
+    if (!rc)
+        rc = spill(db, pg, k, &sp);
+    if (!rc)
+        rc = shrink(db, pg, k);
+    if (!rc)
+        rc = d == 1 ? split_root(db, tree, pg, k, &sp) : link_parent(db, tree, p, d, k, &sp);
+    free(sp.kids);
+    free(sp.keys);
     return rc;
 }
 
 static int check_value(dhl *db, size_t len)
 {
     if (len > DHL_MAX_VALUE(db->ps))
-        return dhl__err(db, DHL_EINVAL, "value of %zu bytes is larger than the %zu a %u-byte page holds",
-                        len, DHL_MAX_VALUE(db->ps), db->ps);
+        return dhl__err(db, DHL_EINVAL,
+                        "value of %zu bytes is larger than the %zu a %u-byte page holds", len,
+                        DHL_MAX_VALUE(db->ps), db->ps);
     return DHL_OK;
 }
 
@@ -377,7 +432,8 @@ int dhl__get_rec(dhl *db, uint32_t tree, int64_t key, void *buf, size_t cap, siz
 }
 
 /* scan_page: visit records of page pgno within [lo, hi] in key order. */
-static int scan_page(dhl *db, uint32_t pgno, int depth, int64_t lo, int64_t hi, dhl_scan_cb cb, void *arg)
+static int scan_page(dhl *db, uint32_t pgno, int depth, int64_t lo, int64_t hi, dhl_scan_cb cb,
+                     void *arg)
 {
     if (depth >= MAX_DEPTH)
         return dhl__err(db, DHL_ECORRUPT, "tree deeper than %d levels (cycle?)", MAX_DEPTH);

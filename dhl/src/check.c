@@ -80,8 +80,9 @@ static int node(struct chk *c, uint32_t pgno, int64_t lo, int64_t hi, bool hi_in
     if (pg->n == 0)
         return dhl__err(db, DHL_ECORRUPT, "interior page %u has no children", pgno);
     if (pg->recs[0].key != lo)
-        return dhl__err(db, DHL_ECORRUPT, "interior page %u: first key %lld is not its lower bound %lld",
-                        pgno, (long long)pg->recs[0].key, (long long)lo);
+        return dhl__err(db, DHL_ECORRUPT,
+                        "interior page %u: first key %lld is not its lower bound %lld", pgno,
+                        (long long)pg->recs[0].key, (long long)lo);
     for (uint32_t i = 0; i < pg->n; i++) {
         /* pg stays cached: nothing is evicted during a check */
         bool last = i + 1 == pg->n;
@@ -103,8 +104,8 @@ int dhl_check(dhl *db)
     const struct meta *m = &db->committed;
     uint64_t fp = dhl__file_pages(db);
     if (m->page_count > fp)
-        return dhl__err(db, DHL_ETRUNC, "database has %u pages but the file only %llu", m->page_count,
-                        (unsigned long long)fp);
+        return dhl__err(db, DHL_ETRUNC, "database has %u pages but the file only %llu",
+                        m->page_count, (unsigned long long)fp);
     if (m->freelist)
         return dhl__err(db, DHL_ECORRUPT, "free-list head %u (pages are never freed)", m->freelist);
     struct chk c = {db, calloc(m->page_count + 1, 1), -1};
@@ -160,7 +161,8 @@ int dhl_digest(dhl *db, char hex[33])
         return dhl__err(db, rc, "out of memory");
     if (rc)
         return rc;
-    snprintf(hex, 33, "%016llx%016llx", (unsigned long long)(g.sum >> 64), (unsigned long long)g.sum);
+    snprintf(hex, 33, "%016llx%016llx", (unsigned long long)(g.sum >> 64),
+             (unsigned long long)g.sum);
     return DHL_OK;
 }
 
@@ -218,18 +220,20 @@ int dhl_page_info(dhl *db, uint32_t pgno, struct dhl_page_info *pi)
         struct meta m[2];
         for (int s = 0; s < 2; s++) {
             dhl__meta_decode(db, b, s, &m[s]);
-            pi->slot[s] = (struct dhl_slot_info){m[s].tid, m[s].page_count, m[s].freelist, m[s].commit, 0, 1};
+            pi->slot[s] =
+                (struct dhl_slot_info){m[s].tid, m[s].page_count, m[s].freelist, m[s].commit, 0, 1};
         }
-        pi->valid_slot = (db->hflags & DHL_FLAG_NOLOG) ? 0 : dhl_valid_slot(m[0].tid, m[1].tid, db->fcc);
+        pi->valid_slot =
+            (db->hflags & DHL_FLAG_NOLOG) ? 0 : dhl_valid_slot(m[0].tid, m[1].tid, db->fcc);
     } else {
         char save[sizeof db->err];
         memcpy(save, db->err, sizeof save);
         for (int s = 0; s < 2; s++) {
             const uint8_t *h = b + s * DHL_SLOT_SIZE;
             uint32_t fo = get16(h + DHL_SLOT_FREE);
-            pi->slot[s] = (struct dhl_slot_info){get32(h + DHL_SLOT_TID), get16(h + DHL_SLOT_NREC),
-                                                 fo ? fo : db->ps, get16(h + DHL_SLOT_COMMIT),
-                                                 h[DHL_SLOT_TYPE], 0};
+            pi->slot[s] = (struct dhl_slot_info){
+                get32(h + DHL_SLOT_TID),    get16(h + DHL_SLOT_NREC), fo ? fo : db->ps,
+                get16(h + DHL_SLOT_COMMIT), h[DHL_SLOT_TYPE],         0};
             pi->slot[s].array_ok = dhl__slot_check(db, b, s, pgno) == DHL_OK;
         }
         memcpy(db->err, save, sizeof save);
@@ -310,7 +314,8 @@ int dhl_reachable(dhl *db, uint32_t *pages, uint32_t *parents, int32_t *slots, u
         uint32_t nr = get16(buf + cs * DHL_SLOT_SIZE + DHL_SLOT_NREC);
         /* push children right to left so the walk visits them left to right */
         for (uint32_t i = nr; i-- > 0;) {
-            uint32_t child = get32(buf + get16(buf + DHL_PAGE_ARRAY + 4 * i + 2 * cs) + DHL_REC_HDR);
+            uint32_t child =
+                get32(buf + get16(buf + DHL_PAGE_ARRAY + 4 * i + 2 * cs) + DHL_REC_HDR);
             if (child == 0 || child >= pc || seen[child])
                 continue;
             seen[child] = 1;

@@ -19,9 +19,27 @@
 */
 #include "internal.h"
 
+/* A transaction being committed: what it writes and where. */
+struct txn {
+    uint32_t T;       /* its TID */
+    uint32_t nd;      /* dirty pages */
+    uint32_t nslots;  /* slot headers carrying T: the transaction size */
+    bool nolog, opt;  /* the NOLOG format; an _OPT mode */
+    bool two_syncs;   /* TC, TC_OPT: a sync orders the commit record last */
+    bool write_hdr;   /* the header page is written */
+    struct page **dp; /* the dirty pages, by page number */
+    uint8_t **img;    /* img[i]: the next image of dp[i] */
+    uint8_t *hdr;     /* the next header page */
+    struct page *cp;  /* _OPT: the page that carries the commit record */
+    int hw;           /* the header meta slot written */
+    struct meta m;    /* ... and what is written there */
+};
+
+/* meta_changed: the transaction changed the page count, free list or a root. */
 static bool meta_changed(const dhl *db)
 {
-    if (db->work.page_count != db->committed.page_count || db->work.freelist != db->committed.freelist)
+    if (db->work.page_count != db->committed.page_count ||
+        db->work.freelist != db->committed.freelist)
         return true;
     return memcmp(db->work.roots, db->committed.roots, sizeof(uint32_t) * db->ntrees) != 0;
 }
@@ -41,36 +59,15 @@ void dhl__rollback(dhl *db)
     db->in_txn = false;
 }
 
-int dhl__commit(dhl *db)
+/* build_images: collect the dirty pages (and, _OPT, the last modified one,
+** which carries the commit record) and build every page's next image and
+** the next header page, in memory; DHL_ENOMEM or a materialize error. */
+static int build_images(dhl *db, struct txn *x)
 {
-    uint32_t nd = 0;
-    for (uint32_t i = 0; i < db->pages_cap; i++)
-        if (db->pages[i] && db->pages[i]->dirty)
-            nd++;
-    bool mchg = meta_changed(db);
-    if (nd == 0 && !mchg) { /* nothing to write: no TID is used */
-        db->in_txn = false;
-        return DHL_OK;
-    }
-    bool nolog = db->hflags & DHL_FLAG_NOLOG;
-    bool opt = db->mode == DHL_MODE_TC_OPT || db->mode == DHL_MODE_CC_OPT;
-    bool two_syncs = db->mode == DHL_MODE_TC || db->mode == DHL_MODE_TC_OPT;
-    bool write_hdr = (opt || nolog) ? mchg : true;
-    uint32_t nslots = nd + (write_hdr ? 1 : 0);
-    if (nslots > DHL_MAX_TXN_PAGES) {
-        dhl__rollback(db);
-        return dhl__err(db, DHL_EFULL, "transaction writes %u pages, more than %u", nslots,
-                        DHL_MAX_TXN_PAGES);
-    }
-    uint32_t T = db->next_tid;
-    if (T == DHL_TID_INV || T <= db->fcc) {
-        dhl__rollback(db);
-        return dhl__err(db, DHL_EFULL, "transaction IDs exhausted");
-    }
-
-    struct page **dp = malloc(sizeof *dp * (nd + 1));
-    uint8_t **img = calloc(nd + 1, sizeof *img);
-    uint8_t *hdr = malloc(db->ps);
+    uint32_t nd = x->nd, nslots = x->nslots;
+    struct page **dp = x->dp = malloc(sizeof *dp * (nd + 1));
+    uint8_t **img = x->img = calloc(nd + 1, sizeof *img);
+    uint8_t *hdr = x->hdr = malloc(db->ps);
     int rc = (dp && img && hdr) ? DHL_OK : dhl__err(db, DHL_ENOMEM, "out of memory");
     struct page *cp = NULL; /* _OPT: the page that carries the commit record */
     uint32_t k = 0;
@@ -82,32 +79,38 @@ int dhl__commit(dhl *db)
         if (!cp || pg->dirty_seq > cp->dirty_seq)
             cp = pg;
     }
-    if (!opt || nolog)
+    if (!x->opt || x->nolog)
         cp = NULL;
+    x->cp = cp;
     for (uint32_t i = 0; !rc && i < nd; i++) {
         if (!(img[i] = malloc(db->ps)))
             rc = dhl__err(db, DHL_ENOMEM, "out of memory");
         else
-            rc = dhl__materialize(db, dp[i], T, dp[i] == cp ? (uint16_t)nslots : 0, img[i]);
+            rc = dhl__materialize(db, dp[i], x->T, dp[i] == cp ? (uint16_t)nslots : 0, img[i]);
     }
-    int hw = nolog ? 0 : 1 - db->valid_meta;
-    struct meta m = db->work;
-    if (!rc && write_hdr) {
+    x->hw = x->nolog ? 0 : 1 - db->valid_meta;
+    x->m = db->work;
+    if (!rc && x->write_hdr) {
         memcpy(hdr, db->hdr, db->ps);
-        m.tid = T;
-        m.commit = (!opt && !nolog) ? nslots : 0;
-        dhl__meta_encode(db, hdr, hw, &m);
+        x->m.tid = x->T;
+        x->m.commit = (!x->opt && !x->nolog) ? nslots : 0;
+        dhl__meta_encode(db, hdr, x->hw, &x->m);
     }
-    if (rc) {
-        dhl__rollback(db);
-        goto out;
-    }
+    return rc;
+}
 
-    /* Write.  Any failure from here on leaves storage in an unknown state:
-    ** the handle is poisoned and the next open recovers. */
+/* write_txn: write the images and the header page in the order of the
+** mode's commit protocol, with its syncs (see the top of this file). */
+static int write_txn(dhl *db, const struct txn *x)
+{
+    struct page *const *dp = x->dp, *cp = x->cp;
+    uint8_t *const *img = x->img;
+    uint32_t nd = x->nd;
+    bool opt = x->opt, two_syncs = x->two_syncs, write_hdr = x->write_hdr;
+    int rc = DHL_OK;
     uint32_t before = 0;
     if (write_hdr && opt) {
-        rc = dhl__write(db, 0, hdr);
+        rc = dhl__write(db, 0, x->hdr);
         before++;
     }
     for (uint32_t i = 0; !rc && i < nd; i++)
@@ -122,29 +125,29 @@ int dhl__commit(dhl *db)
             if (dp[i] == cp)
                 rc = dhl__write(db, cp->pgno, img[i]);
     if (!rc && write_hdr && !opt)
-        rc = dhl__write(db, 0, hdr);
+        rc = dhl__write(db, 0, x->hdr);
     if (!rc)
         rc = dhl__sync(db);
-    if (rc) {
-        db->poisoned = true;
-        db->in_txn = false;
-        goto out;
-    }
+    return rc;
+}
 
-    /* Committed: install the new images and the new state. */
-    db->fcc = T;
-    db->next_tid = T + 1;
-    db->txn_size = nslots;
-    if (write_hdr) {
-        memcpy(db->hdr, hdr, db->ps);
-        db->mslot[hw] = m;
-        db->valid_meta = hw;
+/* install: the transaction is durable: its images become the pages'
+** stored images and its state the committed one. */
+static void install(dhl *db, struct txn *x)
+{
+    db->fcc = x->T;
+    db->next_tid = x->T + 1;
+    db->txn_size = x->nslots;
+    if (x->write_hdr) {
+        memcpy(db->hdr, x->hdr, db->ps);
+        db->mslot[x->hw] = x->m;
+        db->valid_meta = x->hw;
     }
-    for (uint32_t i = 0; i < nd; i++) {
-        struct page *pg = dp[i];
+    for (uint32_t i = 0; i < x->nd; i++) {
+        struct page *pg = x->dp[i];
         free(pg->img);
-        pg->img = img[i];
-        img[i] = NULL;
+        pg->img = x->img[i];
+        x->img[i] = NULL;
         pg->fresh = false;
         pg->dirty = false;
         pg->cslot = dhl__page_cslot(db, pg->img);
@@ -155,12 +158,59 @@ int dhl__commit(dhl *db)
     db->in_txn = false;
     if (db->ncached > db->cache_pages)
         dhl__drop_cache(db, true);
-out:
-    if (img)
-        for (uint32_t i = 0; i < nd; i++)
-            free(img[i]);
-    free(img);
-    free(dp);
-    free(hdr);
+}
+
+/* free_txn: free what build_images allocated (installed images are not
+** x's any more). */
+static void free_txn(struct txn *x)
+{
+    if (x->img)
+        for (uint32_t i = 0; i < x->nd; i++)
+            free(x->img[i]);
+    free(x->img);
+    free(x->dp);
+    free(x->hdr);
+}
+
+/* dhl__commit: commit the open transaction under the mode's protocol; an
+** error before any write rolls it back, one after poisons the handle. */
+int dhl__commit(dhl *db)
+{
+    struct txn x = {0};
+    for (uint32_t i = 0; i < db->pages_cap; i++)
+        if (db->pages[i] && db->pages[i]->dirty)
+            x.nd++;
+    bool mchg = meta_changed(db);
+    if (x.nd == 0 && !mchg) { /* nothing to write: no TID is used */
+        db->in_txn = false;
+        return DHL_OK;
+    }
+    x.nolog = db->hflags & DHL_FLAG_NOLOG;
+    x.opt = db->mode == DHL_MODE_TC_OPT || db->mode == DHL_MODE_CC_OPT;
+    x.two_syncs = db->mode == DHL_MODE_TC || db->mode == DHL_MODE_TC_OPT;
+    x.write_hdr = (x.opt || x.nolog) ? mchg : true;
+    x.nslots = x.nd + (x.write_hdr ? 1 : 0);
+    if (x.nslots > DHL_MAX_TXN_PAGES) {
+        dhl__rollback(db);
+        return dhl__err(db, DHL_EFULL, "transaction writes %u pages, more than %u", x.nslots,
+                        DHL_MAX_TXN_PAGES);
+    }
+    x.T = db->next_tid;
+    if (x.T == DHL_TID_INV || x.T <= db->fcc) {
+        dhl__rollback(db);
+        return dhl__err(db, DHL_EFULL, "transaction IDs exhausted");
+    }
+    int rc = build_images(db, &x);
+    if (rc) {
+        dhl__rollback(db);
+    } else if ((rc = write_txn(db, &x))) {
+        /* Any failure from here on leaves storage in an unknown state:
+        ** the handle is poisoned and the next open recovers. */
+        db->poisoned = true;
+        db->in_txn = false;
+    } else {
+        install(db, &x); /* committed */
+    }
+    free_txn(&x);
     return rc;
 }

@@ -1,30 +1,8 @@
 /*
 ** db.c — connections: open (format or validate, then recover), close,
-** errors, transactions and the record operations of the public API.
+** transactions and the record operations of the public API.
 */
 #include "internal.h"
-
-#include <stdio.h>
-
-int dhl__err(dhl *db, int rc, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(db->err, sizeof db->err, fmt, ap);
-    va_end(ap);
-    return rc;
-}
-
-const char *dhl_errmsg(const dhl *db) { return db ? db->err : "out of memory"; }
-
-const char *dhl_errstr(int rc)
-{
-    static const char *const names[] = {"DHL_OK",      "DHL_ENOTFOUND", "DHL_EEXISTS", "DHL_EINVAL",
-                                        "DHL_EIO",     "DHL_ENOTDHL",   "DHL_EPAGESIZE", "DHL_ETRUNC",
-                                        "DHL_ECORRUPT", "DHL_EMISUSE",  "DHL_ENOMEM",  "DHL_EFULL",
-                                        "DHL_EMODE"};
-    return rc >= 0 && rc < (int)(sizeof names / sizeof *names) ? names[rc] : "DHL_E?";
-}
 
 static const char *const mode_names[] = {"tc", "cc", "tc_opt", "cc_opt", "nolog"};
 
@@ -60,7 +38,10 @@ size_t dhl_abi_size(int which)
     }
 }
 
-static bool pow2_ok(uint32_t ps) { return ps >= DHL_MIN_PAGE_SIZE && ps <= DHL_MAX_PAGE_SIZE && !(ps & (ps - 1)); }
+static bool pow2_ok(uint32_t ps)
+{
+    return ps >= DHL_MIN_PAGE_SIZE && ps <= DHL_MAX_PAGE_SIZE && !(ps & (ps - 1));
+}
 
 /* wipe: zero every page after the header page that is not zero already.
 ** A file is emptied by truncation; a block device cannot be, and pages of
@@ -93,7 +74,8 @@ static int format(dhl *db, const struct dhl_options *o)
                         DHL_MIN_PAGE_SIZE, DHL_MAX_PAGE_SIZE);
     db->ntrees = o->ntrees ? o->ntrees : 1;
     if (db->ntrees > DHL_MAX_TREES)
-        return dhl__err(db, DHL_EINVAL, "%u trees requested, at most %d", db->ntrees, DHL_MAX_TREES);
+        return dhl__err(db, DHL_EINVAL, "%u trees requested, at most %d", db->ntrees,
+                        DHL_MAX_TREES);
     db->hflags = o->mode == DHL_MODE_NOLOG ? DHL_FLAG_NOLOG : 0;
     if (!(db->hdr = calloc(1, db->ps)))
         return dhl__err(db, DHL_ENOMEM, "out of memory");
@@ -138,27 +120,28 @@ static int validate(dhl *db, const struct dhl_options *o, uint64_t bytes)
                         get32(first + DHL_HDR_VERSION));
     db->ps = get32(first + DHL_HDR_PAGE_SIZE);
     if (!pow2_ok(db->ps))
-        return dhl__err(db, DHL_EPAGESIZE, "%s: invalid page size %u in the header", db->path, db->ps);
+        return dhl__err(db, DHL_EPAGESIZE, "%s: invalid page size %u in the header", db->path,
+                        db->ps);
     if (o->page_size && o->page_size != db->ps)
-        return dhl__err(db, DHL_EPAGESIZE, "%s has page size %u, not the %u asked for", db->path, db->ps,
-                        o->page_size);
+        return dhl__err(db, DHL_EPAGESIZE, "%s has page size %u, not the %u asked for", db->path,
+                        db->ps, o->page_size);
     db->hflags = get32(first + DHL_HDR_FLAGS);
     if (db->hflags & ~DHL_FLAG_NOLOG)
         return dhl__err(db, DHL_ECORRUPT, "%s: unknown header flags 0x%x", db->path, db->hflags);
     db->ntrees = get32(first + DHL_HDR_NTREES);
     if (db->ntrees < 1 || db->ntrees > DHL_MAX_TREES)
-        return dhl__err(db, DHL_ECORRUPT, "%s: %u trees in the header (1..%d)", db->path, db->ntrees,
-                        DHL_MAX_TREES);
+        return dhl__err(db, DHL_ECORRUPT, "%s: %u trees in the header (1..%d)", db->path,
+                        db->ntrees, DHL_MAX_TREES);
     if (o->ntrees && o->ntrees != db->ntrees)
-        return dhl__err(db, DHL_EINVAL, "%s has %u trees, not the %u asked for", db->path, db->ntrees,
-                        o->ntrees);
+        return dhl__err(db, DHL_EINVAL, "%s has %u trees, not the %u asked for", db->path,
+                        db->ntrees, o->ntrees);
     if (bytes < db->ps)
         return dhl__err(db, DHL_ETRUNC, "%s is truncated: %llu bytes, less than one %u-byte page",
                         db->path, (unsigned long long)bytes, db->ps);
     bool nolog = db->hflags & DHL_FLAG_NOLOG;
     if (nolog != (o->mode == DHL_MODE_NOLOG))
-        return dhl__err(db, DHL_EMODE, "%s was created %s NOLOG; cannot open it in mode %s", db->path,
-                        nolog ? "in" : "without", dhl_mode_name(o->mode));
+        return dhl__err(db, DHL_EMODE, "%s was created %s NOLOG; cannot open it in mode %s",
+                        db->path, nolog ? "in" : "without", dhl_mode_name(o->mode));
     if (!(db->hdr = malloc(db->ps)))
         return dhl__err(db, DHL_ENOMEM, "out of memory");
     return DHL_OK;
@@ -203,7 +186,8 @@ static int open_inner(const char *path, const struct dhl_options *opts, dhl **ou
         return dhl__err(db, DHL_EIO, "cannot size %s: %s", db->path, strerror(-rc));
     if (bytes == 0 || trunc) {
         if (!create)
-            return dhl__err(db, DHL_ENOTDHL, "%s is empty: not a DHL database (create it first)", db->path);
+            return dhl__err(db, DHL_ENOTDHL, "%s is empty: not a DHL database (create it first)",
+                            db->path);
         if (db->readonly)
             return dhl__err(db, DHL_EMISUSE, "cannot create %s read-only", db->path);
         return format(db, &o);
@@ -245,7 +229,8 @@ static int usable(dhl *db, bool writes)
         return DHL_EMISUSE;
     db->err[0] = 0;
     if (db->poisoned)
-        return dhl__err(db, DHL_EMISUSE, "a commit failed: close and reopen the database to recover");
+        return dhl__err(db, DHL_EMISUSE,
+                        "a commit failed: close and reopen the database to recover");
     if (!db->opened)
         return dhl__err(db, DHL_EMISUSE, "the database was not opened successfully");
     if (writes && db->readonly)

@@ -19,13 +19,27 @@ static inline uint32_t get32(const uint8_t *p)
 {
     return (uint32_t)p[0] | ((uint32_t)p[1] << 8) | ((uint32_t)p[2] << 16) | ((uint32_t)p[3] << 24);
 }
-static inline uint64_t get64(const uint8_t *p) { return (uint64_t)get32(p) | ((uint64_t)get32(p + 4) << 32); }
-static inline void put16(uint8_t *p, uint16_t v) { p[0] = (uint8_t)v; p[1] = (uint8_t)(v >> 8); }
+static inline uint64_t get64(const uint8_t *p)
+{
+    return (uint64_t)get32(p) | ((uint64_t)get32(p + 4) << 32);
+}
+static inline void put16(uint8_t *p, uint16_t v)
+{
+    p[0] = (uint8_t)v;
+    p[1] = (uint8_t)(v >> 8);
+}
 static inline void put32(uint8_t *p, uint32_t v)
 {
-    p[0] = (uint8_t)v; p[1] = (uint8_t)(v >> 8); p[2] = (uint8_t)(v >> 16); p[3] = (uint8_t)(v >> 24);
+    p[0] = (uint8_t)v;
+    p[1] = (uint8_t)(v >> 8);
+    p[2] = (uint8_t)(v >> 16);
+    p[3] = (uint8_t)(v >> 24);
 }
-static inline void put64(uint8_t *p, uint64_t v) { put32(p, (uint32_t)v); put32(p + 4, (uint32_t)(v >> 32)); }
+static inline void put64(uint8_t *p, uint64_t v)
+{
+    put32(p, (uint32_t)v);
+    put32(p + 4, (uint32_t)(v >> 32));
+}
 
 /* A record as seen by the B+-tree: a view into the page image (pin != 0,
 ** the committed record at that offset is reused in place) or an owned copy
@@ -33,8 +47,8 @@ static inline void put64(uint8_t *p, uint64_t v) { put32(p, (uint32_t)v); put32(
 struct rec {
     int64_t key;
     uint16_t len;
-    uint16_t pin;      /* offset of the identical committed record, 0 = new */
-    bool owned;        /* val was malloc'd by us */
+    uint16_t pin; /* offset of the identical committed record, 0 = new */
+    bool owned;   /* val was malloc'd by us */
     uint8_t *val;
 };
 
@@ -45,7 +59,7 @@ struct page {
     uint32_t pgno;
     uint8_t *img;
     int cslot;
-    uint8_t type;       /* type of the view */
+    uint8_t type; /* type of the view */
     bool parsed, dirty, fresh;
     uint64_t dirty_seq; /* when last modified: picks the _OPT commit page */
     struct rec *recs;
@@ -62,24 +76,24 @@ struct dhl {
     struct dhl_io io;
     bool own_io;
     int fd;
-    bool blockdev;      /* the store is a block device (informational: the
-                        ** engine does the same on both kinds of store) */
+    bool blockdev; /* the store is a block device (informational: the
+                   ** engine does the same on both kinds of store) */
     uint32_t ps, ntrees, hflags;
     enum dhl_mode mode;
     uint32_t oflags;
     uint32_t cache_pages;
     bool readonly, poisoned, in_txn, opened;
 
-    uint8_t *hdr;       /* stored header page */
+    uint8_t *hdr; /* stored header page */
     struct meta mslot[2];
     int valid_meta;
-    struct meta committed, work;  /* database-wide state */
+    struct meta committed, work; /* database-wide state */
     uint32_t fcc, txn_size;
-    uint32_t next_tid;  /* TID of the next write transaction: above every
-                        ** TID ever seen on the store, so none is reused */
+    uint32_t next_tid; /* TID of the next write transaction: above every
+                       ** TID ever seen on the store, so none is reused */
     struct dhl_recovery rec;
 
-    struct page **pages;   /* cache indexed by page number */
+    struct page **pages; /* cache indexed by page number */
     uint32_t pages_cap, ncached;
     uint64_t seq;
 
@@ -87,7 +101,7 @@ struct dhl {
     char err[256];
 };
 
-/* db.c */
+/* err.c */
 int dhl__err(dhl *db, int rc, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 /* io.c */
 int dhl__posix_io(dhl *db, const char *path, bool create, bool truncate);

@@ -17,7 +17,10 @@ int dhl_valid_slot(uint32_t tid0, uint32_t tid1, uint32_t fcc)
     return ok0 ? 0 : ok1 ? 1 : -1;
 }
 
-static uint32_t meta_off(const dhl *db, int s) { return DHL_HDR_META0 + (uint32_t)s * DHL_META_SIZE(db->ntrees); }
+static uint32_t meta_off(const dhl *db, int s)
+{
+    return DHL_HDR_META0 + (uint32_t)s * DHL_META_SIZE(db->ntrees);
+}
 
 /* dhl__meta_decode: meta slot s of header image hdr into *m. */
 void dhl__meta_decode(const dhl *db, const uint8_t *hdr, int s, struct meta *m)
@@ -44,7 +47,10 @@ void dhl__meta_encode(const dhl *db, uint8_t *hdr, int s, const struct meta *m)
         put32(p + DHL_META_ROOTS + 4 * t, m->roots[t]);
 }
 
-int dhl__slot_tid(const uint8_t *img, int s) { return (int)get32(img + s * DHL_SLOT_SIZE + DHL_SLOT_TID); }
+int dhl__slot_tid(const uint8_t *img, int s)
+{
+    return (int)get32(img + s * DHL_SLOT_SIZE + DHL_SLOT_TID);
+}
 
 /* dhl__page_cslot: the slot of a data page image that the connection reads:
 ** the read rule at its FCC, or slot 0 in a NOLOG database. */
@@ -56,7 +62,10 @@ int dhl__page_cslot(const dhl *db, const uint8_t *img)
     return dhl_valid_slot(t0, t1, db->fcc);
 }
 
-static uint16_t slot_off(const uint8_t *img, int s, uint32_t i) { return get16(img + DHL_PAGE_ARRAY + 4 * i + 2 * s); }
+static uint16_t slot_off(const uint8_t *img, int s, uint32_t i)
+{
+    return get16(img + DHL_PAGE_ARRAY + 4 * i + 2 * s);
+}
 
 /* dhl__slot_check: validate slot s of data page pgno: type, record count,
 ** free-space offset, every record inside the page above the offset array,
@@ -86,11 +95,14 @@ int dhl__slot_check(const dhl *db, const uint8_t *img, int s, uint32_t pgno)
                             pgno, s, i, o, fo, ps - DHL_REC_HDR);
         uint32_t len = get16(img + o + 8);
         if (o + DHL_REC_HDR + len > ps)
-            return dhl__err(d, DHL_ECORRUPT, "page %u slot %d: record %u (offset %u, %u bytes) "
-                            "runs past the page end", pgno, s, i, o, len);
+            return dhl__err(d, DHL_ECORRUPT,
+                            "page %u slot %d: record %u (offset %u, %u bytes) "
+                            "runs past the page end",
+                            pgno, s, i, o, len);
         if (type == DHL_PAGE_INTERIOR && len != 4)
-            return dhl__err(d, DHL_ECORRUPT, "page %u slot %d: interior record %u has %u-byte value",
-                            pgno, s, i, len);
+            return dhl__err(d, DHL_ECORRUPT,
+                            "page %u slot %d: interior record %u has %u-byte value", pgno, s, i,
+                            len);
         int64_t k = (int64_t)get64(img + o);
         if (i > 0 && k <= prev)
             return dhl__err(d, DHL_ECORRUPT, "page %u slot %d: keys out of order at record %u",
@@ -117,8 +129,8 @@ int dhl__parse(dhl *db, struct page *pg)
             return dhl__err(db, DHL_ENOMEM, "out of memory");
         for (uint32_t i = 0; i < n; i++) {
             uint16_t o = slot_off(pg->img, pg->cslot, i);
-            pg->recs[i] = (struct rec){(int64_t)get64(pg->img + o), get16(pg->img + o + 8), o, false,
-                                       pg->img + o + DHL_REC_HDR};
+            pg->recs[i] = (struct rec){(int64_t)get64(pg->img + o), get16(pg->img + o + 8), o,
+                                       false, pg->img + o + DHL_REC_HDR};
         }
         pg->n = n;
     }
@@ -154,7 +166,8 @@ static int need_cmp(const void *a, const void *b)
 ** offset array and the committed records, largest first, highest gap
 ** first.  Writes offsets to offs (may be NULL).  Returns false when they do
 ** not fit.  NOLOG rewrites the page from scratch: nothing is pinned. */
-static bool place(const dhl *db, const struct page *pg, const struct rec *r, uint32_t n, uint16_t *offs)
+static bool place(const dhl *db, const struct page *pg, const struct rec *r, uint32_t n,
+                  uint16_t *offs)
 {
     bool nolog = db->hflags & DHL_FLAG_NOLOG;
     const uint8_t *img = pg->img;

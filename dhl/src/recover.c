@@ -44,25 +44,22 @@ static uint32_t pagecount_at(const struct meta m[2], uint32_t tid)
     return s < 0 ? 0 : m[s].page_count;
 }
 
-int dhl__recover(dhl *db, bool write)
-{
-    dhl__drop_cache(db, false);
-    memset(&db->rec, 0, sizeof db->rec);
-    int rc = dhl__read(db, 0, db->hdr, NULL);
-    if (rc)
-        return rc;
-    dhl__meta_decode(db, db->hdr, 0, &db->mslot[0]);
-    dhl__meta_decode(db, db->hdr, 1, &db->mslot[1]);
-    uint64_t fpages = dhl__file_pages(db);
-    if (db->hflags & DHL_FLAG_NOLOG) {
-        db->valid_meta = 0;
-        db->fcc = db->mslot[0].tid;
-        db->next_tid = db->fcc + 1;
-        db->txn_size = 0;
-        db->rec.fcc = db->fcc;
-        goto state;
-    }
+/* Every slot header of the store, read once by read_slots: tid[2p+s] and
+** cm[2p+s] are the TID and commit field of slot s of page p (page 0: the
+** header's meta slots); cd[0..nc) the commit records, newest first. */
+struct slots {
+    uint32_t np; /* pages scanned */
+    uint32_t *tid, *cm;
+    struct cand *cd;
+    uint32_t nc;
+    uint8_t *buf; /* one page */
+};
 
+/* scan_size: *maxpc = the greatest page count of the meta slots (at least
+** 1), *np = the pages to scan: every page of the store; DHL_ETRUNC when the
+** store is shorter than the smaller page count. */
+static int scan_size(dhl *db, uint64_t fpages, uint32_t *maxpc_out, uint32_t *np)
+{
     /* Page counts only grow, so the smaller one is a floor of the committed one. */
     uint32_t maxpc = 1, minpc = UINT32_MAX;
     for (int s = 0; s < 2; s++)
@@ -73,29 +70,37 @@ int dhl__recover(dhl *db, bool write)
                 minpc = db->mslot[s].page_count;
         }
     if (minpc != UINT32_MAX && minpc > fpages)
-        return dhl__err(db, DHL_ETRUNC, "file is truncated: %llu pages, the database has at least %u",
+        return dhl__err(db, DHL_ETRUNC,
+                        "file is truncated: %llu pages, the database has at least %u",
                         (unsigned long long)fpages, minpc);
     uint64_t scan = fpages;
     if (scan < 1)
         scan = 1;
     if (scan > UINT32_MAX)
         scan = UINT32_MAX;
-    uint32_t np = (uint32_t)scan;
-    db->rec.scanned_pages = np;
+    *maxpc_out = maxpc;
+    *np = (uint32_t)scan;
+    return DHL_OK;
+}
 
-    /* tid[2p+s], cm[2p+s]: TID and commit field of slot s of page p. */
-    uint32_t *tid = calloc(2 * (size_t)np, sizeof *tid);
-    uint32_t *cm = calloc(2 * (size_t)np, sizeof *cm);
-    struct cand *cd = malloc(sizeof *cd * (2 * (size_t)np + 1));
-    uint8_t *buf = malloc(db->ps);
-    if (!tid || !cm || !cd || !buf) {
-        rc = dhl__err(db, DHL_ENOMEM, "out of memory");
-        goto out;
-    }
+/* read_slots: allocate sl's arrays for sl->np pages and read every slot
+** header into tid and cm; DHL_ENOMEM or the read's error. */
+static int read_slots(dhl *db, struct slots *sl)
+{
+    uint32_t np = sl->np;
+    sl->tid = calloc(2 * (size_t)np, sizeof *sl->tid);
+    sl->cm = calloc(2 * (size_t)np, sizeof *sl->cm);
+    sl->cd = malloc(sizeof *sl->cd * (2 * (size_t)np + 1));
+    sl->buf = malloc(db->ps);
+    if (!sl->tid || !sl->cm || !sl->cd || !sl->buf)
+        return dhl__err(db, DHL_ENOMEM, "out of memory");
+    uint32_t *tid = sl->tid, *cm = sl->cm;
+    uint8_t *buf = sl->buf;
     for (int s = 0; s < 2; s++) {
         tid[s] = db->mslot[s].tid;
         cm[s] = db->mslot[s].commit;
     }
+    int rc = DHL_OK;
     for (uint32_t p = 1; p < np && !rc; p++) {
         if ((rc = dhl__read(db, p, buf, NULL)))
             break;
@@ -104,25 +109,40 @@ int dhl__recover(dhl *db, bool write)
             cm[2 * p + s] = get16(buf + s * DHL_SLOT_SIZE + DHL_SLOT_COMMIT);
         }
     }
-    if (rc)
-        goto out;
+    return rc;
+}
 
+/* find_commits: sl->cd = the commit records (slot headers with a commit
+** field, below the page count their transaction saw), newest first. */
+static void find_commits(const dhl *db, struct slots *sl)
+{
+    const uint32_t *tid = sl->tid, *cm = sl->cm;
     uint32_t nc = 0;
-    for (uint32_t p = 0; p < np; p++)
+    for (uint32_t p = 0; p < sl->np; p++)
         for (int s = 0; s < 2; s++) {
             uint32_t t = tid[2 * p + s];
             if (t == DHL_TID_INV || cm[2 * p + s] == 0 || p >= pagecount_at(db->mslot, t))
                 continue;
-            cd[nc++] = (struct cand){t, cm[2 * p + s], p};
+            sl->cd[nc++] = (struct cand){t, cm[2 * p + s], p};
         }
-    qsort(cd, nc, sizeof *cd, cand_cmp);
+    qsort(sl->cd, nc, sizeof *sl->cd, cand_cmp);
+    sl->nc = nc;
+}
+
+/* choose_fcc: the FCC is the newest commit record whose transaction is
+** complete, of the newest two (only the newest may be partial); set fcc,
+** txn_size, next_tid and the report in db->rec, or DHL_ECORRUPT/ETRUNC. */
+static int choose_fcc(dhl *db, const struct slots *sl, uint32_t maxpc, uint64_t fpages)
+{
+    const uint32_t *tid = sl->tid;
+    const struct cand *cd = sl->cd;
+    uint32_t np = sl->np, nc = sl->nc;
     int chosen = -1;
     for (uint32_t i = 0; i < nc && i < 2; i++) {
-        if (i + 1 < nc && cd[i + 1].tid == cd[i].tid) {
-            rc = dhl__err(db, DHL_ECORRUPT, "two commit records for transaction %u (pages %u and %u)",
-                          cd[i].tid, cd[i].pgno, cd[i + 1].pgno);
-            goto out;
-        }
+        if (i + 1 < nc && cd[i + 1].tid == cd[i].tid)
+            return dhl__err(db, DHL_ECORRUPT,
+                            "two commit records for transaction %u (pages %u and %u)", cd[i].tid,
+                            cd[i].pgno, cd[i + 1].pgno);
         uint32_t pc = pagecount_at(db->mslot, cd[i].tid), cnt = 0;
         for (uint32_t p = 0; p < pc && p < np; p++)
             cnt += (tid[2 * p] == cd[i].tid) + (tid[2 * p + 1] == cd[i].tid);
@@ -139,14 +159,14 @@ int dhl__recover(dhl *db, bool write)
     }
     if (chosen < 0) {
         if (nc > 0 && maxpc > fpages)
-            rc = dhl__err(db, DHL_ETRUNC, "file is truncated: %llu pages, the database has %u",
-                          (unsigned long long)fpages, maxpc);
-        else if (nc == 0)
-            rc = dhl__err(db, DHL_ECORRUPT, "no commit record found: no committed state");
-        else
-            rc = dhl__err(db, DHL_ECORRUPT, "commit records of transactions %u and %u are both "
-                          "incomplete", cd[0].tid, nc > 1 ? cd[1].tid : 0);
-        goto out;
+            return dhl__err(db, DHL_ETRUNC, "file is truncated: %llu pages, the database has %u",
+                            (unsigned long long)fpages, maxpc);
+        if (nc == 0)
+            return dhl__err(db, DHL_ECORRUPT, "no commit record found: no committed state");
+        return dhl__err(db, DHL_ECORRUPT,
+                        "commit records of transactions %u and %u are both "
+                        "incomplete",
+                        cd[0].tid, nc > 1 ? cd[1].tid : 0);
     }
     db->fcc = cd[chosen].tid;
     db->txn_size = cd[chosen].size;
@@ -157,10 +177,48 @@ int dhl__recover(dhl *db, bool write)
             db->rec.max_tid = tid[i];
     db->next_tid = (db->rec.max_tid > db->fcc ? db->rec.max_tid : db->fcc) + 1;
     db->rec.next_tid = db->next_tid;
+    return DHL_OK;
+}
 
-    /* Invalidate every slot header above the FCC. */
+/* repair_page: rewrite page p (its image read into buf) with every slot
+** header above the FCC invalidated (TID and commit field 0); page 0's meta
+** slots are decoded again. */
+static int repair_page(dhl *db, uint32_t p, const uint32_t *tid, uint8_t *buf)
+{
+    int rc = dhl__read(db, p, buf, NULL);
+    if (rc)
+        return rc;
+    for (int s = 0; s < 2; s++) {
+        if (tid[2 * p + s] == DHL_TID_INV || tid[2 * p + s] <= db->fcc)
+            continue;
+        if (p == 0) {
+            uint8_t *m = buf + DHL_HDR_META0 + (uint32_t)s * DHL_META_SIZE(db->ntrees);
+            put32(m + DHL_META_TID, DHL_TID_INV);
+            put32(m + DHL_META_COMMIT, 0);
+        } else {
+            put32(buf + s * DHL_SLOT_SIZE + DHL_SLOT_TID, DHL_TID_INV);
+            put16(buf + s * DHL_SLOT_SIZE + DHL_SLOT_COMMIT, 0);
+        }
+    }
+    if ((rc = dhl__write(db, p, buf)))
+        return rc;
+    db->ctr.recovered_pages++;
+    if (p == 0) {
+        memcpy(db->hdr, buf, db->ps);
+        dhl__meta_decode(db, db->hdr, 0, &db->mslot[0]);
+        dhl__meta_decode(db, db->hdr, 1, &db->mslot[1]);
+    }
+    return DHL_OK;
+}
+
+/* invalidate: count the slot headers above the FCC in db->rec and, if
+** write, repair every page holding one, then sync. */
+static int invalidate(dhl *db, const struct slots *sl, bool write)
+{
+    const uint32_t *tid = sl->tid;
     uint32_t bad_pages = 0;
-    for (uint32_t p = 0; p < np; p++) {
+    int rc;
+    for (uint32_t p = 0; p < sl->np; p++) {
         bool bad = false;
         for (int s = 0; s < 2; s++)
             if (tid[2 * p + s] != DHL_TID_INV && tid[2 * p + s] > db->fcc) {
@@ -170,57 +228,85 @@ int dhl__recover(dhl *db, bool write)
         if (!bad || !write)
             continue;
         bad_pages++;
-        if ((rc = dhl__read(db, p, buf, NULL)))
-            goto out;
-        for (int s = 0; s < 2; s++) {
-            if (tid[2 * p + s] == DHL_TID_INV || tid[2 * p + s] <= db->fcc)
-                continue;
-            if (p == 0) {
-                uint8_t *m = buf + DHL_HDR_META0 + (uint32_t)s * DHL_META_SIZE(db->ntrees);
-                put32(m + DHL_META_TID, DHL_TID_INV);
-                put32(m + DHL_META_COMMIT, 0);
-            } else {
-                put32(buf + s * DHL_SLOT_SIZE + DHL_SLOT_TID, DHL_TID_INV);
-                put16(buf + s * DHL_SLOT_SIZE + DHL_SLOT_COMMIT, 0);
-            }
-        }
-        if ((rc = dhl__write(db, p, buf)))
-            goto out;
-        db->ctr.recovered_pages++;
-        if (p == 0) {
-            memcpy(db->hdr, buf, db->ps);
-            dhl__meta_decode(db, db->hdr, 0, &db->mslot[0]);
-            dhl__meta_decode(db, db->hdr, 1, &db->mslot[1]);
-        }
+        if ((rc = repair_page(db, p, tid, sl->buf)))
+            return rc;
     }
     if (bad_pages && (rc = dhl__sync(db)))
-        goto out;
-    db->valid_meta = dhl_valid_slot(db->mslot[0].tid, db->mslot[1].tid, db->fcc);
-    if (db->valid_meta < 0) {
-        rc = dhl__err(db, DHL_ECORRUPT, "no header meta slot is committed at FCC %u", db->fcc);
-        goto out;
-    }
-out:
-    free(tid);
-    free(cm);
-    free(cd);
-    free(buf);
+        return rc;
+    return DHL_OK;
+}
+
+/* recover_logged: find the FCC of a logging database from every slot
+** header of the store, invalidate the headers above it (on storage only if
+** write) and pick the header meta slot committed at the FCC. */
+static int recover_logged(dhl *db, bool write, uint64_t fpages)
+{
+    struct slots sl = {0};
+    uint32_t maxpc = 0;
+    int rc = scan_size(db, fpages, &maxpc, &sl.np);
     if (rc)
         return rc;
-state:
+    db->rec.scanned_pages = sl.np;
+    if (!(rc = read_slots(db, &sl))) {
+        find_commits(db, &sl);
+        rc = choose_fcc(db, &sl, maxpc, fpages);
+    }
+    /* Invalidate every slot header above the FCC. */
+    if (!rc)
+        rc = invalidate(db, &sl, write);
+    if (!rc) {
+        db->valid_meta = dhl_valid_slot(db->mslot[0].tid, db->mslot[1].tid, db->fcc);
+        if (db->valid_meta < 0)
+            rc = dhl__err(db, DHL_ECORRUPT, "no header meta slot is committed at FCC %u", db->fcc);
+    }
+    free(sl.tid);
+    free(sl.cm);
+    free(sl.cd);
+    free(sl.buf);
+    return rc;
+}
+
+/* committed_state: make the valid meta slot the committed and working
+** state, and check it against the store (page count, free list, roots). */
+static int committed_state(dhl *db, uint64_t fpages)
+{
     db->committed = db->mslot[db->valid_meta];
     db->work = db->committed;
     struct meta *m = &db->committed;
     if (m->page_count < 1)
         return dhl__err(db, DHL_ECORRUPT, "page count %u in the header", m->page_count);
     if (m->page_count > fpages)
-        return dhl__err(db, DHL_ETRUNC, "database has %u pages but the file only %llu", m->page_count,
-                        (unsigned long long)fpages);
+        return dhl__err(db, DHL_ETRUNC, "database has %u pages but the file only %llu",
+                        m->page_count, (unsigned long long)fpages);
     if (m->freelist != 0)
         return dhl__err(db, DHL_ECORRUPT, "free-list head %u (pages are never freed)", m->freelist);
     for (uint32_t t = 0; t < db->ntrees; t++)
         if (m->roots[t] >= m->page_count)
-            return dhl__err(db, DHL_ECORRUPT, "root of tree %u is page %u, past the page count %u", t,
-                            m->roots[t], m->page_count);
+            return dhl__err(db, DHL_ECORRUPT, "root of tree %u is page %u, past the page count %u",
+                            t, m->roots[t], m->page_count);
     return DHL_OK;
+}
+
+/* dhl__recover: read the header page, find the committed state of the
+** store (repairing it if write) and make it the connection's state. */
+int dhl__recover(dhl *db, bool write)
+{
+    dhl__drop_cache(db, false);
+    memset(&db->rec, 0, sizeof db->rec);
+    int rc = dhl__read(db, 0, db->hdr, NULL);
+    if (rc)
+        return rc;
+    dhl__meta_decode(db, db->hdr, 0, &db->mslot[0]);
+    dhl__meta_decode(db, db->hdr, 1, &db->mslot[1]);
+    uint64_t fpages = dhl__file_pages(db);
+    if (db->hflags & DHL_FLAG_NOLOG) {
+        db->valid_meta = 0;
+        db->fcc = db->mslot[0].tid;
+        db->next_tid = db->fcc + 1;
+        db->txn_size = 0;
+        db->rec.fcc = db->fcc;
+    } else if ((rc = recover_logged(db, write, fpages))) {
+        return rc;
+    }
+    return committed_state(db, fpages);
 }

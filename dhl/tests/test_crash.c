@@ -11,15 +11,15 @@
 */
 #include "memio.h"
 
-#define MAX_TX 64
+#define MAX_TX     64
 #define SUBSET_MAX 8
 
 struct run {
-    struct memdisk base;          /* image before the recorded transactions */
-    struct wop *ops;              /* captured writes and syncs */
+    struct memdisk base; /* image before the recorded transactions */
+    struct wop *ops;     /* captured writes and syncs */
     size_t nops;
-    size_t ack[MAX_TX + 1];       /* ops issued when txn i's commit returned */
-    char digest[MAX_TX + 1][33];  /* content after i transactions */
+    size_t ack[MAX_TX + 1];      /* ops issued when txn i's commit returned */
+    char digest[MAX_TX + 1][33]; /* content after i transactions */
     int ntx;
 };
 
@@ -108,8 +108,8 @@ static int acked_at(const struct run *r, size_t c)
 /* verify: recover image img; its content must be digest[a] or digest[a+1].
 ** Then crash recovery at every subset (or prefix) of its writes and check
 ** the same outcome, and that a second recovery writes nothing. */
-static bool verify(const struct run *r, enum dhl_mode mode, struct memdisk *img, int a, struct verdict *v,
-                   bool deep)
+static bool verify(const struct run *r, enum dhl_mode mode, struct memdisk *img, int a,
+                   struct verdict *v, bool deep)
 {
     v->states++;
     struct memdisk work = md_copy(img);
@@ -118,7 +118,8 @@ static bool verify(const struct run *r, enum dhl_mode mode, struct memdisk *img,
     dhl *db = open_io(&work, mode, 0, &rc);
     char got[33] = "";
     bool ok = rc == DHL_OK && dhl_check(db) == DHL_OK && dhl_digest(db, got) == DHL_OK;
-    ok = ok && (strcmp(got, r->digest[a]) == 0 || (a < r->ntx && strcmp(got, r->digest[a + 1]) == 0));
+    ok = ok &&
+         (strcmp(got, r->digest[a]) == 0 || (a < r->ntx && strcmp(got, r->digest[a + 1]) == 0));
     dhl_close(db);
     if (ok && mode != DHL_MODE_NOLOG) {
         /* idempotent: recovering the recovered image writes nothing */
@@ -127,7 +128,8 @@ static bool verify(const struct run *r, enum dhl_mode mode, struct memdisk *img,
         struct dhl_counters c;
         dhl_counters(db, &c);
         char g2[33] = "";
-        ok = rc == DHL_OK && c.pages_written == 0 && dhl_digest(db, g2) == DHL_OK && strcmp(g2, got) == 0;
+        ok = rc == DHL_OK && c.pages_written == 0 && dhl_digest(db, g2) == DHL_OK &&
+             strcmp(g2, got) == 0;
         dhl_close(db);
         md_free(&again);
         /* crash-safe: every subset of recovery's writes, then recover again */
@@ -205,7 +207,8 @@ static struct verdict crash_all(enum dhl_mode mode, int ntx)
 int main(void)
 {
     int ntx = quick() ? 12 : 40;
-    const enum dhl_mode modes[] = {DHL_MODE_TC, DHL_MODE_CC, DHL_MODE_TC_OPT, DHL_MODE_CC_OPT, DHL_MODE_NOLOG};
+    const enum dhl_mode modes[] = {DHL_MODE_TC, DHL_MODE_CC, DHL_MODE_TC_OPT, DHL_MODE_CC_OPT,
+                                   DHL_MODE_NOLOG};
     for (int i = 0; i < 5; i++) {
         long states = 0, bad = 0, rec = 0;
         for (int seed = 1; seed <= 3; seed++) {

@@ -12,7 +12,8 @@
 static const enum dhl_mode MODES[] = {DHL_MODE_TC, DHL_MODE_CC, DHL_MODE_TC_OPT, DHL_MODE_CC_OPT,
                                       DHL_MODE_NOLOG};
 
-static dhl *open_md(struct memdisk *d, enum dhl_mode mode, uint32_t ps, uint32_t ntrees, uint32_t flags)
+static dhl *open_md(struct memdisk *d, enum dhl_mode mode, uint32_t ps, uint32_t ntrees,
+                    uint32_t flags)
 {
     struct dhl_io io = md_io(d);
     struct dhl_options o;
@@ -148,8 +149,8 @@ static void io_facts(void)
     const uint64_t want_s[] = {2, 1, 1, 1, 1}, want_p[] = {2, 2, 1, 1, 1};
     for (int i = 0; i < 5; i++) {
         one_insert(MODES[i], &s, &p);
-        printf("  one-record insert, %-6s: %llu syncs, %llu pages written\n", dhl_mode_name(MODES[i]),
-               (unsigned long long)s, (unsigned long long)p);
+        printf("  one-record insert, %-6s: %llu syncs, %llu pages written\n",
+               dhl_mode_name(MODES[i]), (unsigned long long)s, (unsigned long long)p);
         CHECK(s == want_s[i] && p == want_p[i]);
     }
     /* A two-page transaction: TC_OPT now needs its ordering sync. */
@@ -217,7 +218,8 @@ static int expect_open(struct memdisk *d, enum dhl_mode mode, uint32_t ps, int w
     if (rc == DHL_OK)
         rc = dhl_check(db);
     if (rc != want)
-        fprintf(stderr, "expected %s, got %s: %s\n", dhl_errstr(want), dhl_errstr(rc), dhl_errmsg(db));
+        fprintf(stderr, "expected %s, got %s: %s\n", dhl_errstr(want), dhl_errstr(rc),
+                dhl_errmsg(db));
     else
         printf("  %s: %s\n", dhl_errstr(rc), dhl_errmsg(db));
     CHECK(rc == want && (rc == DHL_OK || dhl_errmsg(db)[0]));
@@ -242,7 +244,7 @@ static void bad_input(void)
         CHECK_RC(db, dhl_insert(db, 0, k, v, sizeof v));
     dhl_close(db);
     expect_open(&good, DHL_MODE_CC, 1024, DHL_OK);
-    expect_open(&good, DHL_MODE_CC, 4096, DHL_EPAGESIZE);     /* wrong page size asked */
+    expect_open(&good, DHL_MODE_CC, 4096, DHL_EPAGESIZE); /* wrong page size asked */
     expect_open(&good, DHL_MODE_NOLOG, 0, DHL_EMODE);
 
     d = md_copy(&good);

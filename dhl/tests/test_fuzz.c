@@ -42,8 +42,8 @@ static void build(struct memdisk *d, enum dhl_mode mode, uint32_t ps)
     for (int k = 0; k < 400; k++) {
         size_t len = rnd_below(120);
         memset(v, k, len);
-        CHECK_RC(db, dhl_insert(db, (uint32_t)k % 2, (int64_t)rnd_below(100000), v, len) == DHL_EEXISTS
-                         ? DHL_OK : DHL_OK);
+        int rc = dhl_insert(db, (uint32_t)k % 2, (int64_t)rnd_below(100000), v, len);
+        CHECK_RC(db, rc == DHL_EEXISTS ? DHL_OK : DHL_OK);
         if (k % 7 == 0)
             dhl_update(db, 0, (int64_t)rnd_below(100000), v, len);
     }
@@ -78,7 +78,8 @@ int main(void)
             size_t p = 1 + rnd_below(pages - 1);
             for (size_t i = 0; i < ps; i++)
                 d.data[p * ps + i] = (uint8_t)rnd();
-            d.data[p * ps + DHL_SLOT_TID] = 1, d.data[p * ps + 1] = d.data[p * ps + 2] = d.data[p * ps + 3] = 0;
+            d.data[p * ps + DHL_SLOT_TID] = 1;
+            d.data[p * ps + 1] = d.data[p * ps + 2] = d.data[p * ps + 3] = 0;
             d.data[p * ps + DHL_SLOT_TYPE] = (uint8_t)(1 + rnd_below(2));
             d.data[p * ps + DHL_SLOT_NREC + 1] = 0;
         } else { /* truncation */

@@ -57,10 +57,10 @@
 #define PR_SET_IO_FLUSHER 57
 #endif
 
-#define INO_ROOT 1
-#define INO_DISK 2
-#define INO_MARK 3
-#define ZERO_CHUNK (1U << 20) /* zero-range writes are logged in 1 MiB entries */
+#define INO_ROOT     1
+#define INO_DISK     2
+#define INO_MARK     3
+#define ZERO_CHUNK   (1U << 20) /* zero-range writes are logged in 1 MiB entries */
 #define ATTR_TIMEOUT 86400.0
 
 /* The daemon's whole state (it is single-threaded). */
@@ -82,11 +82,13 @@ static const uint8_t zero_block[ZERO_CHUNK];
 ** Write all of iov at offset off of fd (retrying short writes).  Returns 0,
 ** or -1 with errno set.
 */
-static int pwritev_all(int fd, struct iovec *iov, int n, off_t off) {
+static int pwritev_all(int fd, struct iovec *iov, int n, off_t off)
+{
     while (n > 0) {
         ssize_t w = pwritev(fd, iov, n, off);
         if (w < 0) {
-            if (errno == EINTR) continue;
+            if (errno == EINTR)
+                continue;
             return -1;
         }
         off += w;
@@ -109,7 +111,8 @@ static int pwritev_all(int fd, struct iovec *iov, int n, off_t off) {
 ** Once the super block is mapped (g.super), only nr_entries changes, and it
 ** is stored through the mapping: the page cache has it at once, no syscall.
 */
-static int write_super(void) {
+static int write_super(void)
+{
     if (g.super) {
         uint64_t n = htole64(g.nr_entries);
         memcpy(g.super + offsetof(struct log_write_super, nr_entries), &n, sizeof n);
@@ -140,32 +143,37 @@ static int write_super(void) {
 ** the daemon failed.
 */
 static int log_append(uint64_t sector, uint64_t nr_sectors, uint64_t flags, const char *label,
-                      size_t label_len, const void *data, size_t len) {
+                      size_t label_len, const void *data, size_t len)
+{
     uint8_t header[LOG_SECTOR_SIZE];
     struct log_write_entry e;
-    if (g.failed) return -1;
+    if (g.failed)
+        return -1;
     memset(header, 0, sizeof header);
     e.sector = htole64(sector);
     e.nr_sectors = htole64(nr_sectors);
     e.flags = htole64(flags);
     e.data_len = htole64(label_len);
     memcpy(header, &e, sizeof e);
-    if (label_len) memcpy(header + sizeof e, label, label_len);
+    if (label_len)
+        memcpy(header + sizeof e, label, label_len);
     struct iovec iov[2] = {{header, sizeof header}, {(void *)data, len}};
     if (pwritev_all(g.log_fd, iov, len ? 2 : 1, g.log_off) != 0) {
-        fprintf(stderr, "logfuse: appending to the log at byte %lld: %s\n",
-                (long long)g.log_off, strerror(errno));
+        fprintf(stderr, "logfuse: appending to the log at byte %lld: %s\n", (long long)g.log_off,
+                strerror(errno));
         g.failed = 1;
         return -1;
     }
     g.log_off += (off_t)(sizeof header + len);
     g.nr_entries++;
-    if (flags & (LOG_FLUSH_FLAG | LOG_FUA_FLAG | LOG_MARK_FLAG)) return write_super();
+    if (flags & (LOG_FLUSH_FLAG | LOG_FUA_FLAG | LOG_MARK_FLAG))
+        return write_super();
     return 0;
 }
 
 /* Fill st with the attributes of inode ino.  Returns 0 or ENOENT. */
-static int fill_attr(fuse_ino_t ino, struct stat *st) {
+static int fill_attr(fuse_ino_t ino, struct stat *st)
+{
     memset(st, 0, sizeof *st);
     st->st_ino = ino;
     st->st_uid = getuid();
@@ -185,19 +193,21 @@ static int fill_attr(fuse_ino_t ino, struct stat *st) {
         st->st_mode = S_IFREG | 0600;
         st->st_nlink = 1;
         return 0;
-    default:
-        return ENOENT;
+    default: return ENOENT;
     }
 }
 
 /* Negotiate the connection: never the writeback cache (see the top). */
-static void lf_init(void *userdata, struct fuse_conn_info *conn) {
+static void lf_init(void *userdata, struct fuse_conn_info *conn)
+{
     (void)userdata;
     conn->want &= ~(unsigned)FUSE_CAP_WRITEBACK_CACHE;
-    if (conn->capable & FUSE_CAP_ASYNC_DIO) conn->want |= FUSE_CAP_ASYNC_DIO;
+    if (conn->capable & FUSE_CAP_ASYNC_DIO)
+        conn->want |= FUSE_CAP_ASYNC_DIO;
 }
 
-static void lf_lookup(fuse_req_t req, fuse_ino_t parent, const char *name) {
+static void lf_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
+{
     struct fuse_entry_param e;
     memset(&e, 0, sizeof e);
     if (parent != INO_ROOT) {
@@ -217,7 +227,8 @@ static void lf_lookup(fuse_req_t req, fuse_ino_t parent, const char *name) {
     fuse_reply_entry(req, &e);
 }
 
-static void lf_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi) {
+static void lf_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
     struct stat st;
     (void)fi;
     int err = fill_attr(ino, &st);
@@ -232,7 +243,8 @@ static void lf_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 ** except that the disk's size cannot change.
 */
 static void lf_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set,
-                       struct fuse_file_info *fi) {
+                       struct fuse_file_info *fi)
+{
     struct stat st;
     (void)fi;
     int err = fill_attr(ino, &st);
@@ -245,7 +257,8 @@ static void lf_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to
 }
 
 /* Both files are direct I/O: every read and write reaches the daemon. */
-static void lf_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi) {
+static void lf_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
     if (ino != INO_DISK && ino != INO_MARK) {
         fuse_reply_err(req, ino == INO_ROOT ? EISDIR : ENOENT);
         return;
@@ -256,13 +269,15 @@ static void lf_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi) {
 }
 
 static void lf_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
-                    struct fuse_file_info *fi) {
+                    struct fuse_file_info *fi)
+{
     (void)fi;
     if (ino != INO_DISK || off >= g.img_size) {
         fuse_reply_buf(req, NULL, 0);
         return;
     }
-    if (off + (off_t)size > g.img_size) size = (size_t)(g.img_size - off);
+    if (off + (off_t)size > g.img_size)
+        size = (size_t)(g.img_size - off);
     fuse_reply_buf(req, (const char *)g.img + off, size);
 }
 
@@ -272,18 +287,22 @@ static void lf_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 ** Empty lines are ignored; a label too long for a header block fails the
 ** whole write with EINVAL before anything is logged.
 */
-static void write_marks(fuse_req_t req, const char *buf, size_t size) {
+static void write_marks(fuse_req_t req, const char *buf, size_t size)
+{
     size_t start, end;
     for (start = 0; start < size; start = end + 1) {
-        for (end = start; end < size && buf[end] != '\n'; end++) {}
+        for (end = start; end < size && buf[end] != '\n'; end++) {
+        }
         if (end - start > LOG_MARK_MAX) {
             fuse_reply_err(req, EINVAL);
             return;
         }
     }
     for (start = 0; start < size; start = end + 1) {
-        for (end = start; end < size && buf[end] != '\n'; end++) {}
-        if (end == start) continue;
+        for (end = start; end < size && buf[end] != '\n'; end++) {
+        }
+        if (end == start)
+            continue;
         if (log_append(0, 0, LOG_MARK_FLAG, buf + start, end - start, NULL, 0)) {
             fuse_reply_err(req, EIO);
             return;
@@ -299,7 +318,8 @@ static void write_marks(fuse_req_t req, const char *buf, size_t size) {
 ** sectors it touches, read back from the image after applying it.
 */
 static void lf_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size, off_t off,
-                     struct fuse_file_info *fi) {
+                     struct fuse_file_info *fi)
+{
     (void)fi;
     if (ino == INO_MARK) {
         write_marks(req, buf, size);
@@ -317,7 +337,8 @@ static void lf_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t siz
         fuse_reply_err(req, ENOSPC);
         return;
     }
-    if (off + (off_t)size > g.img_size) size = (size_t)(g.img_size - off);
+    if (off + (off_t)size > g.img_size)
+        size = (size_t)(g.img_size - off);
     if (size == 0) {
         fuse_reply_write(req, 0);
         return;
@@ -327,7 +348,8 @@ static void lf_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t siz
     off_t first = off / LOG_SECTOR_SIZE;
     off_t last = (off + (off_t)size + LOG_SECTOR_SIZE - 1) / LOG_SECTOR_SIZE;
     size_t len = (size_t)(last - first) * LOG_SECTOR_SIZE;
-    if (off % LOG_SECTOR_SIZE || size % LOG_SECTOR_SIZE) data = g.img + first * LOG_SECTOR_SIZE;
+    if (off % LOG_SECTOR_SIZE || size % LOG_SECTOR_SIZE)
+        data = g.img + first * LOG_SECTOR_SIZE;
     if (log_append((uint64_t)first, (uint64_t)(last - first), 0, NULL, 0, data, len)) {
         fuse_reply_err(req, EIO);
         return;
@@ -338,7 +360,8 @@ static void lf_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t siz
 }
 
 /* A flush of the device's volatile cache: a FLUSH entry.  Never ENOSYS. */
-static void lf_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_info *fi) {
+static void lf_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_info *fi)
+{
     (void)datasync;
     (void)fi;
     if (ino == INO_DISK) {
@@ -351,7 +374,8 @@ static void lf_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_f
     fuse_reply_err(req, 0);
 }
 
-static void lf_fsyncdir(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_info *fi) {
+static void lf_fsyncdir(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_info *fi)
+{
     (void)ino;
     (void)datasync;
     (void)fi;
@@ -359,7 +383,8 @@ static void lf_fsyncdir(fuse_req_t req, fuse_ino_t ino, int datasync, struct fus
 }
 
 /* close() of a file: nothing to do (a device flush arrives as fsync). */
-static void lf_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi) {
+static void lf_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
     (void)ino;
     (void)fi;
     fuse_reply_err(req, 0);
@@ -371,7 +396,8 @@ static void lf_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi) 
 ** succeeds.  Ranges must be whole sectors inside the disk.
 */
 static void lf_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t off, off_t len,
-                         struct fuse_file_info *fi) {
+                         struct fuse_file_info *fi)
+{
     (void)fi;
     if (ino != INO_DISK) {
         fuse_reply_err(req, EOPNOTSUPP);
@@ -389,10 +415,12 @@ static void lf_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t off, of
         fuse_reply_err(req, ENOSPC);
         return;
     }
-    if (off + len > g.img_size) len = g.img_size - off;
+    if (off + len > g.img_size)
+        len = g.img_size - off;
     if (mode == (FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE)) {
         /* A working image on a file system without hole punching: zero it. */
-        if (fallocate(g.img_fd, mode, off, len) != 0) memset(g.img + off, 0, (size_t)len);
+        if (fallocate(g.img_fd, mode, off, len) != 0)
+            memset(g.img + off, 0, (size_t)len);
         if (log_append((uint64_t)(off / LOG_SECTOR_SIZE), (uint64_t)(len / LOG_SECTOR_SIZE),
                        LOG_DISCARD_FLAG, NULL, 0, NULL, 0)) {
             fuse_reply_err(req, EIO);
@@ -403,8 +431,8 @@ static void lf_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t off, of
         for (off_t done = 0; done < len; done += ZERO_CHUNK) {
             size_t n = (size_t)(len - done < ZERO_CHUNK ? len - done : ZERO_CHUNK);
             memset(g.img + off + done, 0, n);
-            if (log_append((uint64_t)((off + done) / LOG_SECTOR_SIZE), n / LOG_SECTOR_SIZE, 0,
-                           NULL, 0, zero_block, n)) {
+            if (log_append((uint64_t)((off + done) / LOG_SECTOR_SIZE), n / LOG_SECTOR_SIZE, 0, NULL,
+                           0, zero_block, n)) {
                 fuse_reply_err(req, EIO);
                 return;
             }
@@ -419,7 +447,8 @@ static void lf_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t off, of
 }
 
 static void lf_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
-                       struct fuse_file_info *fi) {
+                       struct fuse_file_info *fi)
+{
     static const char *names[] = {".", "..", "disk", "mark"};
     static const fuse_ino_t inos[] = {INO_ROOT, INO_ROOT, INO_DISK, INO_MARK};
     char out[1024];
@@ -429,14 +458,16 @@ static void lf_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
         fuse_reply_err(req, ENOTDIR);
         return;
     }
-    if (size > sizeof out) size = sizeof out;
+    if (size > sizeof out)
+        size = sizeof out;
     for (off_t i = off; i < 4; i++) {
         struct stat st;
         memset(&st, 0, sizeof st);
         st.st_ino = inos[i];
         st.st_mode = (inos[i] == INO_ROOT ? S_IFDIR : S_IFREG);
         size_t need = fuse_add_direntry(req, out + used, size - used, names[i], &st, i + 1);
-        if (need > size - used) break;
+        if (need > size - used)
+            break;
         used += need;
     }
     fuse_reply_buf(req, out, used);
@@ -457,12 +488,52 @@ static const struct fuse_lowlevel_ops ops = {
     .readdir = lf_readdir,
 };
 
-static void usage(void) {
+static void usage(void)
+{
     fprintf(stderr, "usage: logfuse --image IMG --log LOG MOUNTPOINT\n");
     exit(2);
 }
 
-int main(int argc, char **argv) {
+/* open_files: open and map the image IMG, create the log LOG with its super
+** block and map that; on failure a message on stderr and -1. */
+static int open_files(const char *image, const char *log)
+{
+    g.img_fd = open(image, O_RDWR | O_CLOEXEC);
+    if (g.img_fd < 0) {
+        fprintf(stderr, "logfuse: %s: %s\n", image, strerror(errno));
+        return -1;
+    }
+    struct stat st;
+    if (fstat(g.img_fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_size % LOG_SECTOR_SIZE ||
+        st.st_size == 0) {
+        fprintf(stderr, "logfuse: %s: not a regular file of whole %u-byte sectors\n", image,
+                LOG_SECTOR_SIZE);
+        return -1;
+    }
+    g.img_size = st.st_size;
+    g.img = mmap(NULL, (size_t)g.img_size, PROT_READ | PROT_WRITE, MAP_SHARED, g.img_fd, 0);
+    if (g.img == MAP_FAILED) {
+        fprintf(stderr, "logfuse: mmap %s: %s\n", image, strerror(errno));
+        return -1;
+    }
+    g.log_fd = open(log, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (g.log_fd < 0) {
+        fprintf(stderr, "logfuse: %s: %s\n", log, strerror(errno));
+        return -1;
+    }
+    g.log_off = LOG_SECTOR_SIZE;
+    if (write_super())
+        return -1;
+    g.super = mmap(NULL, LOG_SECTOR_SIZE, PROT_READ | PROT_WRITE, MAP_SHARED, g.log_fd, 0);
+    if (g.super == MAP_FAILED) {
+        fprintf(stderr, "logfuse: mmap %s: %s\n", log, strerror(errno));
+        return -1;
+    }
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
     static const struct option longopts[] = {
         {"image", required_argument, NULL, 'i'},
         {"log", required_argument, NULL, 'l'},
@@ -479,39 +550,12 @@ int main(int argc, char **argv) {
         else
             usage();
     }
-    if (!image || !log || optind != argc - 1) usage();
+    if (!image || !log || optind != argc - 1)
+        usage();
     const char *mountpoint = argv[optind];
 
-    g.img_fd = open(image, O_RDWR | O_CLOEXEC);
-    if (g.img_fd < 0) {
-        fprintf(stderr, "logfuse: %s: %s\n", image, strerror(errno));
+    if (open_files(image, log))
         return 2;
-    }
-    struct stat st;
-    if (fstat(g.img_fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_size % LOG_SECTOR_SIZE ||
-        st.st_size == 0) {
-        fprintf(stderr, "logfuse: %s: not a regular file of whole %u-byte sectors\n", image,
-                LOG_SECTOR_SIZE);
-        return 2;
-    }
-    g.img_size = st.st_size;
-    g.img = mmap(NULL, (size_t)g.img_size, PROT_READ | PROT_WRITE, MAP_SHARED, g.img_fd, 0);
-    if (g.img == MAP_FAILED) {
-        fprintf(stderr, "logfuse: mmap %s: %s\n", image, strerror(errno));
-        return 2;
-    }
-    g.log_fd = open(log, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (g.log_fd < 0) {
-        fprintf(stderr, "logfuse: %s: %s\n", log, strerror(errno));
-        return 2;
-    }
-    g.log_off = LOG_SECTOR_SIZE;
-    if (write_super()) return 2;
-    g.super = mmap(NULL, LOG_SECTOR_SIZE, PROT_READ | PROT_WRITE, MAP_SHARED, g.log_fd, 0);
-    if (g.super == MAP_FAILED) {
-        fprintf(stderr, "logfuse: mmap %s: %s\n", log, strerror(errno));
-        return 2;
-    }
 
     /* Reclaim may need this daemon to make progress: never let it wait on
     ** reclaim itself. */
@@ -519,14 +563,16 @@ int main(int argc, char **argv) {
         fprintf(stderr, "logfuse: warning: PR_SET_IO_FLUSHER: %s\n", strerror(errno));
 
     /* Single-threaded; no writeback cache; a recognisable name in mtab. */
-    char *fargv[] = {argv[0], "-o", "fsname=crashlab-logfuse,subtype=logfuse",
-                     NULL};
+    char *fargv[] = {argv[0], "-o", "fsname=crashlab-logfuse,subtype=logfuse", NULL};
     struct fuse_args args = FUSE_ARGS_INIT(3, fargv);
     struct fuse_session *se = fuse_session_new(&args, &ops, sizeof ops, NULL);
-    if (!se) return 2;
+    if (!se)
+        return 2;
     int rc = 2;
-    if (fuse_set_signal_handlers(se) != 0) goto out_destroy;
-    if (fuse_session_mount(se, mountpoint) != 0) goto out_signals;
+    if (fuse_set_signal_handlers(se) != 0)
+        goto out_destroy;
+    if (fuse_session_mount(se, mountpoint) != 0)
+        goto out_signals;
 #ifndef __SANITIZE_ADDRESS__ /* ASan's shadow memory cannot be locked */
     if (mlockall(MCL_CURRENT | MCL_FUTURE) != 0)
         fprintf(stderr, "logfuse: warning: mlockall: %s\n", strerror(errno));
@@ -543,8 +589,10 @@ out_destroy:
     fuse_opt_free_args(&args);
     munmap(g.super, LOG_SECTOR_SIZE);
     g.super = NULL;
-    if (write_super()) rc = 1;
-    if (g.failed) rc = 1;
+    if (write_super())
+        rc = 1;
+    if (g.failed)
+        rc = 1;
     close(g.log_fd);
     munmap(g.img, (size_t)g.img_size);
     close(g.img_fd);

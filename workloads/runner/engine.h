@@ -19,41 +19,41 @@
 
 /* I/O the engine issued, counted where it calls the OS. */
 typedef struct engine_counters {
-  uint64_t writes;         /* write()/pwrite() calls */
-  uint64_t bytes_written;
-  uint64_t file_syncs;     /* fsync()/fdatasync() of files */
-  uint64_t dir_syncs;      /* fsync() of directories */
+    uint64_t writes; /* write()/pwrite() calls */
+    uint64_t bytes_written;
+    uint64_t file_syncs; /* fsync()/fdatasync() of files */
+    uint64_t dir_syncs;  /* fsync() of directories */
 } engine_counters;
 
 typedef struct engine_options {
-  const char *db;            /* database path */
-  const char *journal_mode;  /* SQLite: DELETE, TRUNCATE, PERSIST, WAL, MEMORY, OFF */
-  const char *synchronous;   /* SQLite: OFF, NORMAL, FULL, EXTRA */
-  const char *dhl_mode;      /* DHL: tc, cc, tc_opt, cc_opt, nolog */
-  const char *sync;          /* DHL: fsync, fdatasync */
-  int page_size;
-  uint32_t ntables;
+    const char *db;           /* database path */
+    const char *journal_mode; /* SQLite: DELETE, TRUNCATE, PERSIST, WAL, MEMORY, OFF */
+    const char *synchronous;  /* SQLite: OFF, NORMAL, FULL, EXTRA */
+    const char *dhl_mode;     /* DHL: tc, cc, tc_opt, cc_opt, nolog */
+    const char *sync;         /* DHL: fsync, fdatasync */
+    int page_size;
+    uint32_t ntables;
 } engine_options;
 
-typedef struct engine engine;  /* each engine defines its own */
+typedef struct engine engine; /* each engine defines its own */
 
 typedef struct engine_vtab {
-  const char *name;
-  /* Open (creating if needed) the database and its tables 0..ntables-1.
-  ** Returns 0 and sets *OUT, or -1 with a message in ERR. */
-  int (*open)(const engine_options *opt, engine **out, char *err, size_t errlen);
-  int (*begin)(engine *e);
-  int (*insert)(engine *e, uint32_t table, int64_t key, const void *val, uint32_t len);
-  int (*update)(engine *e, uint32_t table, int64_t key, const void *val, uint32_t len);
-  int (*remove)(engine *e, uint32_t table, int64_t key);
-  int (*select)(engine *e, uint32_t table, int64_t key);
-  int (*commit)(engine *e);
-  /* The I/O counts so far. */
-  void (*counters)(engine *e, engine_counters *out);
-  const char *(*errmsg)(engine *e);
-  /* Close and free E; FINAL (if not NULL) gets the counts after closing.
-  ** Returns 0, or -1 with a message in ERR. */
-  int (*close)(engine *e, engine_counters *final, char *err, size_t errlen);
+    const char *name;
+    /* Open (creating if needed) the database and its tables 0..ntables-1.
+    ** Returns 0 and sets *OUT, or -1 with a message in ERR. */
+    int (*open)(const engine_options *opt, engine **out, char *err, size_t errlen);
+    int (*begin)(engine *e);
+    int (*insert)(engine *e, uint32_t table, int64_t key, const void *val, uint32_t len);
+    int (*update)(engine *e, uint32_t table, int64_t key, const void *val, uint32_t len);
+    int (*remove)(engine *e, uint32_t table, int64_t key);
+    int (*select)(engine *e, uint32_t table, int64_t key);
+    int (*commit)(engine *e);
+    /* The I/O counts so far. */
+    void (*counters)(engine *e, engine_counters *out);
+    const char *(*errmsg)(engine *e);
+    /* Close and free E; FINAL (if not NULL) gets the counts after closing.
+    ** Returns 0, or -1 with a message in ERR. */
+    int (*close)(engine *e, engine_counters *final, char *err, size_t errlen);
 } engine_vtab;
 
 extern const engine_vtab engine_sqlite;

@@ -15,231 +15,260 @@
 #include "errorf.h"
 
 struct engine {
-  sqlite3 *db;
-  uint32_t ntables;
-  sqlite3_stmt **stmts;  /* 4 per table: insert, update, delete, select */
-  char err[512];
+    sqlite3 *db;
+    uint32_t ntables;
+    sqlite3_stmt **stmts; /* 4 per table: insert, update, delete, select */
+    char err[512];
 };
 
 enum { S_INSERT, S_UPDATE, S_DELETE, S_SELECT, S_PER_TABLE };
 
 static const char *const JOURNAL_MODES[] = {"DELETE", "TRUNCATE", "PERSIST", "WAL",
-                                            "MEMORY", "OFF", NULL};
+                                            "MEMORY", "OFF",      NULL};
 static const char *const SYNC_LEVELS[] = {"OFF", "NORMAL", "FULL", "EXTRA", NULL};
 
 /* Set X->err from a printf format; returns -1. */
-#define fail(x, ...) errorf((x)->err, sizeof (x)->err, __VA_ARGS__)
+#define fail(x, ...) errorf((x)->err, sizeof(x)->err, __VA_ARGS__)
 
 /* e->err = WHAT: SQLite's message and extended result code; returns -1. */
-static int fail_db(engine *e, const char *what) {
-  int code = sqlite3_extended_errcode(e->db);
-  return fail(e, "%s: %s (%s, code %d)", what, sqlite3_errmsg(e->db), sqlite3_errstr(code), code);
+static int fail_db(engine *e, const char *what)
+{
+    int code = sqlite3_extended_errcode(e->db);
+    return fail(e, "%s: %s (%s, code %d)", what, sqlite3_errmsg(e->db), sqlite3_errstr(code), code);
 }
 
 /* Nonzero when NAME is one of LIST (case-insensitive). */
-static int one_of(const char *name, const char *const *list) {
-  for (; *list; list++)
-    if (strcasecmp(name, *list) == 0) return 1;
-  return 0;
+static int one_of(const char *name, const char *const *list)
+{
+    for (; *list; list++)
+        if (strcasecmp(name, *list) == 0)
+            return 1;
+    return 0;
 }
 
 /* Run SQL; if EXPECT is not NULL, the first column of the first row must
 ** equal it case-insensitively (PRAGMA journal_mode reports what it set). */
-static int exec_expect(engine *e, const char *sql, const char *expect) {
-  sqlite3_stmt *st;
-  if (sqlite3_prepare_v2(e->db, sql, -1, &st, NULL) != SQLITE_OK) return fail_db(e, sql);
-  int rc, matched = expect == NULL;
-  char got[64] = "";
-  while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-    const unsigned char *t = sqlite3_column_text(st, 0);
-    if (t && !got[0]) snprintf(got, sizeof got, "%s", (const char *)t);
-    if (expect && t && strcasecmp((const char *)t, expect) == 0) matched = 1;
-  }
-  if (rc != SQLITE_DONE) {
-    sqlite3_finalize(st);
-    return fail_db(e, sql);
-  }
-  sqlite3_finalize(st);
-  if (!matched) return fail(e, "%s: SQLite kept %s", sql, got[0] ? got : "(nothing)");
-  return 0;
-}
-
-static void free_engine(engine *e) {
-  if (e->stmts) {
-    for (uint32_t i = 0; i < e->ntables * S_PER_TABLE; i++) sqlite3_finalize(e->stmts[i]);
-    free(e->stmts);
-  }
-  if (e->db) sqlite3_close(e->db);
-  free(e);
-}
-
-static int sq_open(const engine_options *opt, engine **out, char *err, size_t errlen) {
-  if (!one_of(opt->journal_mode, JOURNAL_MODES)) {
-    snprintf(err, errlen, "bad journal mode %s (choose from DELETE, TRUNCATE, PERSIST, WAL, "
-             "MEMORY, OFF)", opt->journal_mode);
-    return -1;
-  }
-  if (!one_of(opt->synchronous, SYNC_LEVELS)) {
-    snprintf(err, errlen, "bad synchronous %s (choose from OFF, NORMAL, FULL, EXTRA)",
-             opt->synchronous);
-    return -1;
-  }
-  if (opt->page_size < 512 || opt->page_size > 65536 || (opt->page_size & (opt->page_size - 1))) {
-    snprintf(err, errlen, "bad page size %d (a power of two, 512..65536)", opt->page_size);
-    return -1;
-  }
-  int rc = countvfs_register();
-  if (rc != SQLITE_OK) {
-    snprintf(err, errlen, "registering the counting VFS: %s", sqlite3_errstr(rc));
-    return -1;
-  }
-  engine *e = calloc(1, sizeof *e);
-  if (!e) { snprintf(err, errlen, "out of memory"); return -1; }
-  e->ntables = opt->ntables;
-  rc = sqlite3_open_v2(opt->db, &e->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, NULL);
-  char sql[256];
-  int bad = rc != SQLITE_OK;
-  if (bad) fail_db(e, opt->db);
-  if (!bad) sqlite3_extended_result_codes(e->db, 1);
-  if (!bad) {
-    snprintf(sql, sizeof sql, "PRAGMA page_size=%d", opt->page_size);
-    bad = exec_expect(e, sql, NULL);
-  }
-  if (!bad) {
-    snprintf(sql, sizeof sql, "PRAGMA journal_mode=%s", opt->journal_mode);
-    bad = exec_expect(e, sql, opt->journal_mode);
-  }
-  if (!bad) {
-    snprintf(sql, sizeof sql, "PRAGMA synchronous=%s", opt->synchronous);
-    bad = exec_expect(e, sql, NULL);
-  }
-  if (!bad) bad = exec_expect(e, "BEGIN", NULL);
-  for (uint32_t t = 0; !bad && t < e->ntables; t++) {
-    snprintf(sql, sizeof sql,
-             "CREATE TABLE IF NOT EXISTS t%u(id INTEGER PRIMARY KEY, value BLOB NOT NULL)", t);
-    bad = exec_expect(e, sql, NULL);
-  }
-  if (!bad) bad = exec_expect(e, "COMMIT", NULL);
-  if (!bad) {
-    snprintf(sql, sizeof sql, "PRAGMA page_size");
+static int exec_expect(engine *e, const char *sql, const char *expect)
+{
     sqlite3_stmt *st;
-    bad = sqlite3_prepare_v2(e->db, sql, -1, &st, NULL) != SQLITE_OK ||
-          sqlite3_step(st) != SQLITE_ROW;
-    if (bad) fail_db(e, sql);
-    else if (sqlite3_column_int(st, 0) != opt->page_size) {
-      bad = 1;
-      fail(e, "page size is %d, not %d (an existing database?)", sqlite3_column_int(st, 0),
-           opt->page_size);
+    if (sqlite3_prepare_v2(e->db, sql, -1, &st, NULL) != SQLITE_OK)
+        return fail_db(e, sql);
+    int rc, matched = expect == NULL;
+    char got[64] = "";
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+        const unsigned char *t = sqlite3_column_text(st, 0);
+        if (t && !got[0])
+            snprintf(got, sizeof got, "%s", (const char *)t);
+        if (expect && t && strcasecmp((const char *)t, expect) == 0)
+            matched = 1;
+    }
+    if (rc != SQLITE_DONE) {
+        sqlite3_finalize(st);
+        return fail_db(e, sql);
     }
     sqlite3_finalize(st);
-  }
-  if (!bad) {
-    e->stmts = calloc((size_t)e->ntables * S_PER_TABLE, sizeof *e->stmts);
-    if (!e->stmts) bad = fail(e, "out of memory");
-  }
-  for (uint32_t t = 0; !bad && t < e->ntables; t++) {
-    static const char *const FORMS[S_PER_TABLE] = {
-      "INSERT INTO t%u(id, value) VALUES(?1, ?2)",
-      "UPDATE t%u SET value = ?2 WHERE id = ?1",
-      "DELETE FROM t%u WHERE id = ?1",
-      "SELECT value FROM t%u WHERE id = ?1",
-    };
-    for (int k = 0; !bad && k < S_PER_TABLE; k++) {
-      snprintf(sql, sizeof sql, FORMS[k], t);
-      if (sqlite3_prepare_v3(e->db, sql, -1, SQLITE_PREPARE_PERSISTENT,
-                             &e->stmts[t * S_PER_TABLE + k], NULL) != SQLITE_OK)
-        bad = fail_db(e, sql);
+    if (!matched)
+        return fail(e, "%s: SQLite kept %s", sql, got[0] ? got : "(nothing)");
+    return 0;
+}
+
+static void free_engine(engine *e)
+{
+    if (e->stmts) {
+        for (uint32_t i = 0; i < e->ntables * S_PER_TABLE; i++)
+            sqlite3_finalize(e->stmts[i]);
+        free(e->stmts);
     }
-  }
-  if (bad) {
-    snprintf(err, errlen, "%s", e->err);
-    free_engine(e);
-    return -1;
-  }
-  *out = e;
-  return 0;
+    if (e->db)
+        sqlite3_close(e->db);
+    free(e);
 }
 
-static int sq_begin(engine *e) {
-  return exec_expect(e, "BEGIN", NULL);
+static int sq_open(const engine_options *opt, engine **out, char *err, size_t errlen)
+{
+    if (!one_of(opt->journal_mode, JOURNAL_MODES)) {
+        snprintf(err, errlen,
+                 "bad journal mode %s (choose from DELETE, TRUNCATE, PERSIST, WAL, "
+                 "MEMORY, OFF)",
+                 opt->journal_mode);
+        return -1;
+    }
+    if (!one_of(opt->synchronous, SYNC_LEVELS)) {
+        snprintf(err, errlen, "bad synchronous %s (choose from OFF, NORMAL, FULL, EXTRA)",
+                 opt->synchronous);
+        return -1;
+    }
+    if (opt->page_size < 512 || opt->page_size > 65536 || (opt->page_size & (opt->page_size - 1))) {
+        snprintf(err, errlen, "bad page size %d (a power of two, 512..65536)", opt->page_size);
+        return -1;
+    }
+    int rc = countvfs_register();
+    if (rc != SQLITE_OK) {
+        snprintf(err, errlen, "registering the counting VFS: %s", sqlite3_errstr(rc));
+        return -1;
+    }
+    engine *e = calloc(1, sizeof *e);
+    if (!e) {
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
+    e->ntables = opt->ntables;
+    rc = sqlite3_open_v2(opt->db, &e->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, NULL);
+    char sql[256];
+    int bad = rc != SQLITE_OK;
+    if (bad)
+        fail_db(e, opt->db);
+    if (!bad)
+        sqlite3_extended_result_codes(e->db, 1);
+    if (!bad) {
+        snprintf(sql, sizeof sql, "PRAGMA page_size=%d", opt->page_size);
+        bad = exec_expect(e, sql, NULL);
+    }
+    if (!bad) {
+        snprintf(sql, sizeof sql, "PRAGMA journal_mode=%s", opt->journal_mode);
+        bad = exec_expect(e, sql, opt->journal_mode);
+    }
+    if (!bad) {
+        snprintf(sql, sizeof sql, "PRAGMA synchronous=%s", opt->synchronous);
+        bad = exec_expect(e, sql, NULL);
+    }
+    if (!bad)
+        bad = exec_expect(e, "BEGIN", NULL);
+    for (uint32_t t = 0; !bad && t < e->ntables; t++) {
+        snprintf(sql, sizeof sql,
+                 "CREATE TABLE IF NOT EXISTS t%u(id INTEGER PRIMARY KEY, value BLOB NOT NULL)", t);
+        bad = exec_expect(e, sql, NULL);
+    }
+    if (!bad)
+        bad = exec_expect(e, "COMMIT", NULL);
+    if (!bad) {
+        snprintf(sql, sizeof sql, "PRAGMA page_size");
+        sqlite3_stmt *st;
+        bad = sqlite3_prepare_v2(e->db, sql, -1, &st, NULL) != SQLITE_OK ||
+              sqlite3_step(st) != SQLITE_ROW;
+        if (bad)
+            fail_db(e, sql);
+        else if (sqlite3_column_int(st, 0) != opt->page_size) {
+            bad = 1;
+            fail(e, "page size is %d, not %d (an existing database?)", sqlite3_column_int(st, 0),
+                 opt->page_size);
+        }
+        sqlite3_finalize(st);
+    }
+    if (!bad) {
+        e->stmts = calloc((size_t)e->ntables * S_PER_TABLE, sizeof *e->stmts);
+        if (!e->stmts)
+            bad = fail(e, "out of memory");
+    }
+    for (uint32_t t = 0; !bad && t < e->ntables; t++) {
+        static const char *const FORMS[S_PER_TABLE] = {
+            "INSERT INTO t%u(id, value) VALUES(?1, ?2)",
+            "UPDATE t%u SET value = ?2 WHERE id = ?1",
+            "DELETE FROM t%u WHERE id = ?1",
+            "SELECT value FROM t%u WHERE id = ?1",
+        };
+        for (int k = 0; !bad && k < S_PER_TABLE; k++) {
+            snprintf(sql, sizeof sql, FORMS[k], t);
+            if (sqlite3_prepare_v3(e->db, sql, -1, SQLITE_PREPARE_PERSISTENT,
+                                   &e->stmts[t * S_PER_TABLE + k], NULL) != SQLITE_OK)
+                bad = fail_db(e, sql);
+        }
+    }
+    if (bad) {
+        snprintf(err, errlen, "%s", e->err);
+        free_engine(e);
+        return -1;
+    }
+    *out = e;
+    return 0;
 }
 
-static int sq_commit(engine *e) {
-  return exec_expect(e, "COMMIT", NULL);
-}
+static int sq_begin(engine *e) { return exec_expect(e, "BEGIN", NULL); }
+
+static int sq_commit(engine *e) { return exec_expect(e, "COMMIT", NULL); }
 
 /* Run statement K of TABLE for KEY (and VAL); it must change exactly one row,
 ** or for a select return one. */
-static int run(engine *e, int k, uint32_t table, int64_t key, const void *val, uint32_t len) {
-  static const char *const NAMES[S_PER_TABLE] = {"insert", "update", "delete", "select"};
-  if (table >= e->ntables) return fail(e, "%s: no table %u", NAMES[k], table);
-  sqlite3_stmt *st = e->stmts[table * S_PER_TABLE + k];
-  sqlite3_bind_int64(st, 1, key);
-  if (val) sqlite3_bind_blob(st, 2, len ? val : "", (int)len, SQLITE_STATIC);
-  int rc = sqlite3_step(st);
-  int result = 0;
-  char what[96];
-  snprintf(what, sizeof what, "%s t%u key %lld", NAMES[k], table, (long long)key);
-  if (k == S_SELECT) {
-    if (rc == SQLITE_ROW) {
-      (void)sqlite3_column_blob(st, 0);  /* read the value, as an app would */
-      rc = sqlite3_step(st);
-      if (rc != SQLITE_DONE) result = fail_db(e, what);
-    } else if (rc == SQLITE_DONE) {
-      result = fail(e, "%s: no such row", what);
-    } else {
-      result = fail_db(e, what);
+static int run(engine *e, int k, uint32_t table, int64_t key, const void *val, uint32_t len)
+{
+    static const char *const NAMES[S_PER_TABLE] = {"insert", "update", "delete", "select"};
+    if (table >= e->ntables)
+        return fail(e, "%s: no table %u", NAMES[k], table);
+    sqlite3_stmt *st = e->stmts[table * S_PER_TABLE + k];
+    sqlite3_bind_int64(st, 1, key);
+    if (val)
+        sqlite3_bind_blob(st, 2, len ? val : "", (int)len, SQLITE_STATIC);
+    int rc = sqlite3_step(st);
+    int result = 0;
+    char what[96];
+    snprintf(what, sizeof what, "%s t%u key %lld", NAMES[k], table, (long long)key);
+    if (k == S_SELECT) {
+        if (rc == SQLITE_ROW) {
+            (void)sqlite3_column_blob(st, 0); /* read the value, as an app would */
+            rc = sqlite3_step(st);
+            if (rc != SQLITE_DONE)
+                result = fail_db(e, what);
+        } else if (rc == SQLITE_DONE) {
+            result = fail(e, "%s: no such row", what);
+        } else {
+            result = fail_db(e, what);
+        }
+    } else if (rc != SQLITE_DONE) {
+        result = fail_db(e, what);
+    } else if (sqlite3_changes(e->db) != 1) {
+        result = fail(e, "%s: changed %d rows, not 1", what, sqlite3_changes(e->db));
     }
-  } else if (rc != SQLITE_DONE) {
-    result = fail_db(e, what);
-  } else if (sqlite3_changes(e->db) != 1) {
-    result = fail(e, "%s: changed %d rows, not 1", what, sqlite3_changes(e->db));
-  }
-  sqlite3_reset(st);
-  sqlite3_clear_bindings(st);
-  return result;
+    sqlite3_reset(st);
+    sqlite3_clear_bindings(st);
+    return result;
 }
 
-static int sq_insert(engine *e, uint32_t t, int64_t key, const void *val, uint32_t len) {
-  return run(e, S_INSERT, t, key, val, len);
+static int sq_insert(engine *e, uint32_t t, int64_t key, const void *val, uint32_t len)
+{
+    return run(e, S_INSERT, t, key, val, len);
 }
-static int sq_update(engine *e, uint32_t t, int64_t key, const void *val, uint32_t len) {
-  return run(e, S_UPDATE, t, key, val, len);
+static int sq_update(engine *e, uint32_t t, int64_t key, const void *val, uint32_t len)
+{
+    return run(e, S_UPDATE, t, key, val, len);
 }
-static int sq_remove(engine *e, uint32_t t, int64_t key) {
-  return run(e, S_DELETE, t, key, NULL, 0);
+static int sq_remove(engine *e, uint32_t t, int64_t key)
+{
+    return run(e, S_DELETE, t, key, NULL, 0);
 }
-static int sq_select(engine *e, uint32_t t, int64_t key) {
-  return run(e, S_SELECT, t, key, NULL, 0);
-}
-
-static void sq_counters(engine *e, engine_counters *out) {
-  (void)e;
-  countvfs_get(out);
-}
-
-static const char *sq_errmsg(engine *e) {
-  return e->err;
+static int sq_select(engine *e, uint32_t t, int64_t key)
+{
+    return run(e, S_SELECT, t, key, NULL, 0);
 }
 
-static int sq_close(engine *e, engine_counters *final, char *err, size_t errlen) {
-  for (uint32_t i = 0; i < e->ntables * S_PER_TABLE; i++) sqlite3_finalize(e->stmts[i]);
-  free(e->stmts);
-  e->stmts = NULL;
-  /* Closing the last connection checkpoints a WAL database. */
-  int rc = sqlite3_close(e->db);
-  if (rc != SQLITE_OK) {
-    snprintf(err, errlen, "close: %s", sqlite3_errmsg(e->db));
-    e->db = NULL;  /* busy: leave it to process exit */
-  } else {
-    e->db = NULL;
-  }
-  if (final) countvfs_get(final);
-  free_engine(e);
-  return rc == SQLITE_OK ? 0 : -1;
+static void sq_counters(engine *e, engine_counters *out)
+{
+    (void)e;
+    countvfs_get(out);
+}
+
+static const char *sq_errmsg(engine *e) { return e->err; }
+
+static int sq_close(engine *e, engine_counters *final, char *err, size_t errlen)
+{
+    for (uint32_t i = 0; i < e->ntables * S_PER_TABLE; i++)
+        sqlite3_finalize(e->stmts[i]);
+    free(e->stmts);
+    e->stmts = NULL;
+    /* Closing the last connection checkpoints a WAL database. */
+    int rc = sqlite3_close(e->db);
+    if (rc != SQLITE_OK) {
+        snprintf(err, errlen, "close: %s", sqlite3_errmsg(e->db));
+        e->db = NULL; /* busy: leave it to process exit */
+    } else {
+        e->db = NULL;
+    }
+    if (final)
+        countvfs_get(final);
+    free_engine(e);
+    return rc == SQLITE_OK ? 0 : -1;
 }
 
 const engine_vtab engine_sqlite = {
-  "sqlite", sq_open, sq_begin, sq_insert, sq_update, sq_remove, sq_select,
-  sq_commit, sq_counters, sq_errmsg, sq_close,
+    "sqlite",  sq_open,   sq_begin,    sq_insert, sq_update, sq_remove,
+    sq_select, sq_commit, sq_counters, sq_errmsg, sq_close,
 };

@@ -12,13 +12,14 @@
 
 /* Format FMT into BUF (N bytes, truncated if longer); returns -1 for the
 ** caller to pass on. */
-__attribute__((format(printf, 3, 4)))
-static inline int errorf(char *buf, size_t n, const char *fmt, ...) {
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(buf, n, fmt, ap);
-  va_end(ap);
-  return -1;
+__attribute__((format(printf, 3, 4))) static inline int errorf(char *buf, size_t n, const char *fmt,
+                                                               ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf, n, fmt, ap);
+    va_end(ap);
+    return -1;
 }
 
 #endif

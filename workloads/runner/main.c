@@ -31,247 +31,380 @@
 
 static const engine_vtab *const ENGINES[] = {&engine_sqlite, &engine_dhl, NULL};
 
-static void die(int code, const char *fmt, ...) {
-  va_list ap;
-  va_start(ap, fmt);
-  fputs("crashlab-runner: ", stderr);
-  vfprintf(stderr, fmt, ap);
-  fputc('\n', stderr);
-  va_end(ap);
-  exit(code);
+static void die(int code, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    fputs("crashlab-runner: ", stderr);
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+    va_end(ap);
+    exit(code);
 }
 
-static void usage_error(const char *fmt, const char *arg) {
-  fprintf(stderr, "crashlab-runner: ");
-  fprintf(stderr, fmt, arg);
-  fprintf(stderr, "\nusage: crashlab-runner --ops FILE (--db PATH | --db-env NAME) "
-          "[--engine sqlite|dhl] [--journal-mode M] [--synchronous S] [--dhl-mode M] "
-          "[--sync fsync|fdatasync] [--page-size N] [--marks FILE] [--latency FILE] "
-          "[--stats FILE] [--from-txn K]\n");
-  exit(2);
+static void usage_error(const char *fmt, const char *arg)
+{
+    fprintf(stderr, "crashlab-runner: ");
+    fprintf(stderr, fmt, arg);
+    fprintf(stderr, "\nusage: crashlab-runner --ops FILE (--db PATH | --db-env NAME) "
+                    "[--engine sqlite|dhl] [--journal-mode M] [--synchronous S] [--dhl-mode M] "
+                    "[--sync fsync|fdatasync] [--page-size N] [--marks FILE] [--latency FILE] "
+                    "[--stats FILE] [--from-txn K]\n");
+    exit(2);
 }
 
-static uint64_t now_us(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
+static uint64_t now_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
 }
 
 /* Write TEXT (LEN bytes) to PATH atomically: a temporary file beside it,
 ** fsync, rename.  Returns 0, or -1 with errno set. */
-static int write_atomic(const char *path, const char *text, size_t len) {
-  char tmp[4096];
-  if (snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid()) >= (int)sizeof tmp) {
-    errno = ENAMETOOLONG;
-    return -1;
-  }
-  FILE *f = fopen(tmp, "w");
-  if (!f) return -1;
-  int ok = fwrite(text, 1, len, f) == len && fflush(f) == 0 && fsync(fileno(f)) == 0;
-  int saved = errno;
-  if (fclose(f) != 0) ok = 0;
-  if (!ok || rename(tmp, path) != 0) {
-    saved = ok ? errno : saved;
-    unlink(tmp);
-    errno = saved;
-    return -1;
-  }
-  return 0;
+static int write_atomic(const char *path, const char *text, size_t len)
+{
+    char tmp[4096];
+    if (snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid()) >= (int)sizeof tmp) {
+        errno = ENAMETOOLONG;
+        return -1;
+    }
+    FILE *f = fopen(tmp, "w");
+    if (!f)
+        return -1;
+    int ok = fwrite(text, 1, len, f) == len && fflush(f) == 0 && fsync(fileno(f)) == 0;
+    int saved = errno;
+    if (fclose(f) != 0)
+        ok = 0;
+    if (!ok || rename(tmp, path) != 0) {
+        saved = ok ? errno : saved;
+        unlink(tmp);
+        errno = saved;
+        return -1;
+    }
+    return 0;
 }
 
 /* A growing string buffer for the report files. */
-typedef struct sbuf { char *p; size_t n, cap; } sbuf;
+typedef struct sbuf {
+    char *p;
+    size_t n, cap;
+} sbuf;
 
-static void sb_printf(sbuf *b, const char *fmt, ...) {
-  for (;;) {
-    va_list ap;
-    va_start(ap, fmt);
-    int k = vsnprintf(b->p ? b->p + b->n : NULL, b->p ? b->cap - b->n : 0, fmt, ap);
-    va_end(ap);
-    if (k < 0) die(1, "formatting a report failed");
-    if (b->p && (size_t)k < b->cap - b->n) { b->n += (size_t)k; return; }
-    size_t cap = (b->cap ? b->cap * 2 : 4096) + (size_t)k;
-    char *q = realloc(b->p, cap);
-    if (!q) die(1, "out of memory");
-    b->p = q;
-    b->cap = cap;
-  }
-}
-
-static void sb_counters(sbuf *b, const char *name, const engine_counters *c) {
-  sb_printf(b, "  \"%s\": {\"writes\": %" PRIu64 ", \"bytes_written\": %" PRIu64
-            ", \"file_syncs\": %" PRIu64 ", \"dir_syncs\": %" PRIu64 ", \"fsyncs\": %" PRIu64 "}",
-            name, c->writes, c->bytes_written, c->file_syncs, c->dir_syncs,
-            c->file_syncs + c->dir_syncs);
-}
-
-static engine_counters diff(const engine_counters *a, const engine_counters *b) {
-  engine_counters d = {b->writes - a->writes, b->bytes_written - a->bytes_written,
-                       b->file_syncs - a->file_syncs, b->dir_syncs - a->dir_syncs};
-  return d;
-}
-
-int main(int argc, char **argv) {
-  const char *ops_path = NULL, *marks_path = NULL, *latency_path = NULL, *stats_path = NULL;
-  const char *engine_name = "sqlite";
-  const char *db_env = NULL;
-  engine_options opt = {.db = NULL, .journal_mode = "DELETE", .synchronous = "FULL",
-                        .dhl_mode = "tc", .sync = "fsync", .page_size = 4096, .ntables = 0};
-  static const struct option LONG[] = {
-    {"ops", required_argument, 0, 'o'},          {"db", required_argument, 0, 'd'},
-    {"engine", required_argument, 0, 'e'},       {"journal-mode", required_argument, 0, 'j'},
-    {"synchronous", required_argument, 0, 's'},  {"page-size", required_argument, 0, 'p'},
-    {"marks", required_argument, 0, 'm'},        {"latency", required_argument, 0, 'l'},
-    {"stats", required_argument, 0, 'S'},        {"db-env", required_argument, 0, 'E'},
-    {"dhl-mode", required_argument, 0, 'M'},     {"sync", required_argument, 0, 'y'},
-    {"from-txn", required_argument, 0, 'F'},
-    {0, 0, 0, 0},
-  };
-  uint32_t from_txn = 0;
-  int c;
-  opterr = 0;
-  while ((c = getopt_long(argc, argv, "", LONG, NULL)) != -1) {
-    switch (c) {
-      case 'o': ops_path = optarg; break;
-      case 'd': opt.db = optarg; break;
-      case 'e': engine_name = optarg; break;
-      case 'j': opt.journal_mode = optarg; break;
-      case 's': opt.synchronous = optarg; break;
-      case 'p': {
-        char *end;
-        long v = strtol(optarg, &end, 10);
-        if (*optarg == '\0' || *end != '\0' || v <= 0 || v > 65536)
-          usage_error("bad --page-size %s", optarg);
-        opt.page_size = (int)v;
-        break;
-      }
-      case 'm': marks_path = optarg; break;
-      case 'l': latency_path = optarg; break;
-      case 'S': stats_path = optarg; break;
-      case 'E': db_env = optarg; break;
-      case 'M': opt.dhl_mode = optarg; break;
-      case 'y': opt.sync = optarg; break;
-      case 'F': {
-        char *end;
-        unsigned long v = strtoul(optarg, &end, 10);
-        if (*optarg == '\0' || *end != '\0' || v < 1 || v > UINT32_MAX)
-          usage_error("bad --from-txn %s", optarg);
-        from_txn = (uint32_t)v;
-        break;
-      }
-      default: usage_error("unknown or incomplete option %s", argv[optind - 1]);
+static void sb_printf(sbuf *b, const char *fmt, ...)
+{
+    for (;;) {
+        va_list ap;
+        va_start(ap, fmt);
+        int k = vsnprintf(b->p ? b->p + b->n : NULL, b->p ? b->cap - b->n : 0, fmt, ap);
+        va_end(ap);
+        if (k < 0)
+            die(1, "formatting a report failed");
+        if (b->p && (size_t)k < b->cap - b->n) {
+            b->n += (size_t)k;
+            return;
+        }
+        size_t cap = (b->cap ? b->cap * 2 : 4096) + (size_t)k;
+        char *q = realloc(b->p, cap);
+        if (!q)
+            die(1, "out of memory");
+        b->p = q;
+        b->cap = cap;
     }
-  }
-  if (optind != argc) usage_error("unexpected argument %s", argv[optind]);
-  if (!ops_path) usage_error("%s", "--ops FILE is required");
-  if (opt.db && db_env) usage_error("%s", "give --db or --db-env, not both");
-  if (db_env) {
-    opt.db = getenv(db_env);
-    if (!opt.db || !*opt.db) usage_error("--db-env %s: the variable is not set", db_env);
-  }
-  if (!opt.db) usage_error("%s", "--db PATH is required");
-  const engine_vtab *vt = NULL;
-  for (int i = 0; ENGINES[i]; i++)
-    if (strcmp(ENGINES[i]->name, engine_name) == 0) vt = ENGINES[i];
-  if (!vt) usage_error("unknown engine %s (choose from sqlite, dhl)", engine_name);
+}
 
-  ops_stream s;
-  if (ops_open_file(&s, ops_path) != 0) die(2, "%s", s.err);
-  opt.ntables = s.ntables;
+static void sb_counters(sbuf *b, const char *name, const engine_counters *c)
+{
+    sb_printf(b,
+              "  \"%s\": {\"writes\": %" PRIu64 ", \"bytes_written\": %" PRIu64
+              ", \"file_syncs\": %" PRIu64 ", \"dir_syncs\": %" PRIu64 ", \"fsyncs\": %" PRIu64 "}",
+              name, c->writes, c->bytes_written, c->file_syncs, c->dir_syncs,
+              c->file_syncs + c->dir_syncs);
+}
 
-  char err[600];
-  marks *mk;
-  if (marks_open(&mk, marks_path, err, sizeof err) != 0) die(1, "%s", err);
-  engine *e;
-  if (vt->open(&opt, &e, err, sizeof err) != 0) die(1, "%s: %s", opt.db, err);
+static engine_counters diff(const engine_counters *a, const engine_counters *b)
+{
+    engine_counters d = {b->writes - a->writes, b->bytes_written - a->bytes_written,
+                         b->file_syncs - a->file_syncs, b->dir_syncs - a->dir_syncs};
+    return d;
+}
 
-  uint64_t *latency = calloc(s.ntxns ? s.ntxns : 1, sizeof *latency);
-  if (!latency) die(1, "out of memory");
-  engine_counters c_start = {0}, c_end = {0}, c_final;
-  uint64_t t_start = 0, t_end = 0, t_begin = 0;
-  uint32_t done_txns = 0;
-  char label[64];
-  ops_record r;
-  int rc;
-  int skipping = from_txn > 0;
-  while ((rc = ops_next(&s, &r)) == 1) {
-    if (skipping) { /* --from-txn: nothing before transaction from_txn runs */
-      if (r.type == OPS_BEGIN && r.txn >= from_txn) skipping = 0;
-      else continue;
+/* The command line. */
+typedef struct args {
+    const char *ops_path, *marks_path, *latency_path, *stats_path;
+    const char *engine_name;
+    const char *db_env;
+    uint32_t from_txn; /* 0: from the start */
+    engine_options opt;
+    const engine_vtab *vt; /* the engine named */
+} args;
+
+/* parse_options: read the options of ARGV into A (usage_error on a bad one). */
+static void parse_options(int argc, char **argv, args *a)
+{
+    static const struct option LONG[] = {
+        {"ops", required_argument, 0, 'o'},         {"db", required_argument, 0, 'd'},
+        {"engine", required_argument, 0, 'e'},      {"journal-mode", required_argument, 0, 'j'},
+        {"synchronous", required_argument, 0, 's'}, {"page-size", required_argument, 0, 'p'},
+        {"marks", required_argument, 0, 'm'},       {"latency", required_argument, 0, 'l'},
+        {"stats", required_argument, 0, 'S'},       {"db-env", required_argument, 0, 'E'},
+        {"dhl-mode", required_argument, 0, 'M'},    {"sync", required_argument, 0, 'y'},
+        {"from-txn", required_argument, 0, 'F'},    {0, 0, 0, 0},
+    };
+    int c;
+    opterr = 0;
+    while ((c = getopt_long(argc, argv, "", LONG, NULL)) != -1) {
+        switch (c) {
+        case 'o': a->ops_path = optarg; break;
+        case 'd': a->opt.db = optarg; break;
+        case 'e': a->engine_name = optarg; break;
+        case 'j': a->opt.journal_mode = optarg; break;
+        case 's': a->opt.synchronous = optarg; break;
+        case 'p': {
+            char *end;
+            long v = strtol(optarg, &end, 10);
+            if (*optarg == '\0' || *end != '\0' || v <= 0 || v > 65536)
+                usage_error("bad --page-size %s", optarg);
+            a->opt.page_size = (int)v;
+            break;
+        }
+        case 'm': a->marks_path = optarg; break;
+        case 'l': a->latency_path = optarg; break;
+        case 'S': a->stats_path = optarg; break;
+        case 'E': a->db_env = optarg; break;
+        case 'M': a->opt.dhl_mode = optarg; break;
+        case 'y': a->opt.sync = optarg; break;
+        case 'F': {
+            char *end;
+            unsigned long v = strtoul(optarg, &end, 10);
+            if (*optarg == '\0' || *end != '\0' || v < 1 || v > UINT32_MAX)
+                usage_error("bad --from-txn %s", optarg);
+            a->from_txn = (uint32_t)v;
+            break;
+        }
+        default: usage_error("unknown or incomplete option %s", argv[optind - 1]);
+        }
     }
+}
+
+/* parse_args: the command line, checked, and its engine (usage_error on any
+** mistake). */
+static void parse_args(int argc, char **argv, args *a)
+{
+    *a = (args){.engine_name = "sqlite",
+                .opt = {.db = NULL,
+                        .journal_mode = "DELETE",
+                        .synchronous = "FULL",
+                        .dhl_mode = "tc",
+                        .sync = "fsync",
+                        .page_size = 4096,
+                        .ntables = 0}};
+    parse_options(argc, argv, a);
+    if (optind != argc)
+        usage_error("unexpected argument %s", argv[optind]);
+    if (!a->ops_path)
+        usage_error("%s", "--ops FILE is required");
+    if (a->opt.db && a->db_env)
+        usage_error("%s", "give --db or --db-env, not both");
+    if (a->db_env) {
+        a->opt.db = getenv(a->db_env);
+        if (!a->opt.db || !*a->opt.db)
+            usage_error("--db-env %s: the variable is not set", a->db_env);
+    }
+    if (!a->opt.db)
+        usage_error("%s", "--db PATH is required");
+    a->vt = NULL;
+    for (int i = 0; ENGINES[i]; i++)
+        if (strcmp(ENGINES[i]->name, a->engine_name) == 0)
+            a->vt = ENGINES[i];
+    if (!a->vt)
+        usage_error("unknown engine %s (choose from sqlite, dhl)", a->engine_name);
+}
+
+/* A run of the op stream against the engine, and what it measured. */
+typedef struct run {
+    const engine_vtab *vt;
+    engine *e;
+    marks *mk;
+    ops_stream s;
+    uint32_t from_txn;
+    uint64_t *latency; /* latency[K-1]: transaction K's, in microseconds */
+    engine_counters c_start, c_end, c_final;
+    uint64_t t_start, t_end, t_begin;
+    uint32_t done_txns; /* the last transaction acknowledged */
+    char err[600];
+} run;
+
+/* emit: write the mark LABEL, or die. */
+static void emit(run *st, const char *label)
+{
+    if (marks_emit(st->mk, label, st->err, sizeof st->err) != 0)
+        die(1, "%s", st->err);
+}
+
+/* begin_txn: BEGIN of transaction r->txn (0: set-up): start the measurement
+** at the first one run, mark txn-begin:K, call the engine; its failure. */
+static int begin_txn(run *st, const ops_record *r)
+{
+    char label[64];
+    if (r->txn == 1 || r->txn == st->from_txn) {
+        st->vt->counters(st->e, &st->c_start);
+        st->t_start = now_us();
+    }
+    if (r->txn > 0) {
+        snprintf(label, sizeof label, "txn-begin:%u", r->txn);
+        emit(st, label);
+    }
+    st->t_begin = now_us();
+    return st->vt->begin(st->e);
+}
+
+/* commit_txn: COMMIT of transaction r->txn: call the engine and, only once it
+** returned success, mark txn-ack:K and measure; the engine's failure. */
+static int commit_txn(run *st, const ops_record *r)
+{
+    char label[64];
+    int bad = st->vt->commit(st->e);
+    if (bad || r->txn == 0)
+        return bad;
+    st->latency[r->txn - 1] = now_us() - st->t_begin;
+    snprintf(label, sizeof label, "txn-ack:%u", r->txn);
+    emit(st, label);
+    st->done_txns = r->txn;
+    if (r->txn == st->s.ntxns) {
+        st->vt->counters(st->e, &st->c_end);
+        st->t_end = now_us();
+    }
+    return 0;
+}
+
+/* run_record: apply one record of the stream to the engine; die if it fails. */
+static void run_record(run *st, const ops_record *r)
+{
+    const engine_vtab *vt = st->vt;
+    engine *e = st->e;
     int bad = 0;
     const char *what = "";
-    switch (r.type) {
-      case OPS_BEGIN:
-        if (r.txn == 1 || r.txn == from_txn) {
-          vt->counters(e, &c_start);
-          t_start = now_us();
-        }
-        if (r.txn > 0) {
-          snprintf(label, sizeof label, "txn-begin:%u", r.txn);
-          if (marks_emit(mk, label, err, sizeof err) != 0) die(1, "%s", err);
-        }
-        t_begin = now_us();
-        bad = vt->begin(e);
+    switch (r->type) {
+    case OPS_BEGIN:
+        bad = begin_txn(st, r);
         what = "begin";
         break;
-      case OPS_INSERT: bad = vt->insert(e, r.table, r.key, r.value, r.len); what = "insert"; break;
-      case OPS_UPDATE: bad = vt->update(e, r.table, r.key, r.value, r.len); what = "update"; break;
-      case OPS_DELETE: bad = vt->remove(e, r.table, r.key); what = "delete"; break;
-      case OPS_SELECT: bad = vt->select(e, r.table, r.key); what = "select"; break;
-      case OPS_COMMIT:
-        bad = vt->commit(e);
+    case OPS_INSERT:
+        bad = vt->insert(e, r->table, r->key, r->value, r->len);
+        what = "insert";
+        break;
+    case OPS_UPDATE:
+        bad = vt->update(e, r->table, r->key, r->value, r->len);
+        what = "update";
+        break;
+    case OPS_DELETE:
+        bad = vt->remove(e, r->table, r->key);
+        what = "delete";
+        break;
+    case OPS_SELECT:
+        bad = vt->select(e, r->table, r->key);
+        what = "select";
+        break;
+    case OPS_COMMIT:
+        bad = commit_txn(st, r);
         what = "commit failed";
-        if (bad || r.txn == 0) break;
-        latency[r.txn - 1] = now_us() - t_begin;
-        snprintf(label, sizeof label, "txn-ack:%u", r.txn);
-        if (marks_emit(mk, label, err, sizeof err) != 0) die(1, "%s", err);
-        done_txns = r.txn;
-        if (r.txn == s.ntxns) {
-          vt->counters(e, &c_end);
-          t_end = now_us();
-        }
         break;
-      case OPS_MARK:
-        if (marks_emit(mk, r.label, err, sizeof err) != 0) die(1, "%s", err);
-        break;
-      case OPS_END:
-        break;
+    case OPS_MARK: emit(st, r->label); break;
+    case OPS_END: break;
     }
-    if (bad) die(1, "txn %u: %s: %s", s.open_txn, what, vt->errmsg(e));
-  }
-  if (rc < 0) die(2, "%s", s.err);
-  if (vt->close(e, &c_final, err, sizeof err) != 0) die(1, "%s", err);
-  if (marks_emit(mk, "workload-end", err, sizeof err) != 0) die(1, "%s", err);
-  const char *channel = marks_channel(mk);  /* a string literal: outlives mk */
-  marks_close(mk);
+    if (bad)
+        die(1, "txn %u: %s: %s", st->s.open_txn, what, vt->errmsg(e));
+}
 
-  if (latency_path) {
+/* run_stream: run the stream (from transaction from_txn on), close the
+** engine and mark workload-end; die on any failure. */
+static void run_stream(run *st)
+{
+    ops_record r;
+    int rc;
+    int skipping = st->from_txn > 0;
+    while ((rc = ops_next(&st->s, &r)) == 1) {
+        if (skipping) { /* --from-txn: nothing before transaction from_txn runs */
+            if (r.type == OPS_BEGIN && r.txn >= st->from_txn)
+                skipping = 0;
+            else
+                continue;
+        }
+        run_record(st, &r);
+    }
+    if (rc < 0)
+        die(2, "%s", st->s.err);
+    if (st->vt->close(st->e, &st->c_final, st->err, sizeof st->err) != 0)
+        die(1, "%s", st->err);
+    emit(st, "workload-end");
+}
+
+/* write_latency: the latency report (one line per acknowledged transaction)
+** to PATH, or die. */
+static void write_latency(const run *st, const char *path)
+{
     sbuf b = {0};
     sb_printf(&b, "txn\tlatency_us\n");
-    for (uint32_t i = 0; i < done_txns; i++) sb_printf(&b, "%u\t%" PRIu64 "\n", i + 1, latency[i]);
-    if (write_atomic(latency_path, b.p, b.n) != 0) die(1, "%s: %s", latency_path, strerror(errno));
+    for (uint32_t i = 0; i < st->done_txns; i++)
+        sb_printf(&b, "%u\t%" PRIu64 "\n", i + 1, st->latency[i]);
+    if (write_atomic(path, b.p, b.n) != 0)
+        die(1, "%s: %s", path, strerror(errno));
     free(b.p);
-  }
-  if (stats_path) {
-    engine_counters w = diff(&c_start, &c_end);
+}
+
+/* write_stats: the stats report (settings, the measured transactions'
+** counters and time, the whole run's counters) to PATH, or die. */
+static void write_stats(const run *st, const args *a, const char *channel, const char *path)
+{
+    engine_counters w = diff(&st->c_start, &st->c_end);
     sbuf b = {0};
-    sb_printf(&b, "{\n  \"engine\": \"%s\",\n", vt->name);
-    if (vt == &engine_dhl)
-      sb_printf(&b, "  \"dhl_mode\": \"%s\",\n  \"sync\": \"%s\",\n", opt.dhl_mode, opt.sync);
+    sb_printf(&b, "{\n  \"engine\": \"%s\",\n", st->vt->name);
+    if (st->vt == &engine_dhl)
+        sb_printf(&b, "  \"dhl_mode\": \"%s\",\n  \"sync\": \"%s\",\n", a->opt.dhl_mode,
+                  a->opt.sync);
     else
-      sb_printf(&b, "  \"journal_mode\": \"%s\",\n  \"synchronous\": \"%s\",\n",
-                opt.journal_mode, opt.synchronous);
-    sb_printf(&b, "  \"page_size\": %d,\n  \"transactions\": %u,\n  \"elapsed_us\": %" PRIu64
-              ",\n  \"marks\": \"%s\",\n", opt.page_size, done_txns, t_end - t_start, channel);
+        sb_printf(&b, "  \"journal_mode\": \"%s\",\n  \"synchronous\": \"%s\",\n",
+                  a->opt.journal_mode, a->opt.synchronous);
+    sb_printf(&b,
+              "  \"page_size\": %d,\n  \"transactions\": %u,\n  \"elapsed_us\": %" PRIu64
+              ",\n  \"marks\": \"%s\",\n",
+              a->opt.page_size, st->done_txns, st->t_end - st->t_start, channel);
     sb_counters(&b, "workload", &w);
     sb_printf(&b, ",\n");
-    sb_counters(&b, "total", &c_final);
+    sb_counters(&b, "total", &st->c_final);
     sb_printf(&b, "\n}\n");
-    if (write_atomic(stats_path, b.p, b.n) != 0) die(1, "%s: %s", stats_path, strerror(errno));
+    if (write_atomic(path, b.p, b.n) != 0)
+        die(1, "%s: %s", path, strerror(errno));
     free(b.p);
-  }
-  free(latency);
-  ops_close(&s);
-  return 0;
+}
+
+int main(int argc, char **argv)
+{
+    args a;
+    parse_args(argc, argv, &a);
+
+    run st = {.vt = a.vt, .from_txn = a.from_txn}; /* no counters yet, nothing acknowledged */
+    if (ops_open_file(&st.s, a.ops_path) != 0)
+        die(2, "%s", st.s.err);
+    a.opt.ntables = st.s.ntables;
+    if (marks_open(&st.mk, a.marks_path, st.err, sizeof st.err) != 0)
+        die(1, "%s", st.err);
+    if (a.vt->open(&a.opt, &st.e, st.err, sizeof st.err) != 0)
+        die(1, "%s: %s", a.opt.db, st.err);
+    st.latency = calloc(st.s.ntxns ? st.s.ntxns : 1, sizeof *st.latency);
+    if (!st.latency)
+        die(1, "out of memory");
+
+    run_stream(&st);
+    const char *channel = marks_channel(st.mk); /* a string literal: outlives mk */
+    marks_close(st.mk);
+
+    if (a.latency_path)
+        write_latency(&st, a.latency_path);
+    if (a.stats_path)
+        write_stats(&st, &a, channel, a.stats_path);
+    free(st.latency);
+    ops_close(&st.s);
+    return 0;
 }

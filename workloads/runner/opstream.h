@@ -15,34 +15,40 @@
 #include <stdint.h>
 
 enum {
-  OPS_BEGIN = 1, OPS_INSERT, OPS_UPDATE, OPS_DELETE,
-  OPS_SELECT, OPS_COMMIT, OPS_MARK, OPS_END
+    OPS_BEGIN = 1,
+    OPS_INSERT,
+    OPS_UPDATE,
+    OPS_DELETE,
+    OPS_SELECT,
+    OPS_COMMIT,
+    OPS_MARK,
+    OPS_END
 };
 
 #define OPS_MAX_LABEL 255
 
 typedef struct ops_record {
-  int type;
-  uint32_t txn;          /* BEGIN, COMMIT; END: number of transactions */
-  uint32_t table;        /* INSERT..SELECT */
-  int64_t key;
-  const uint8_t *value;  /* INSERT, UPDATE: points into the stream */
-  uint32_t len;
-  char label[OPS_MAX_LABEL + 1];  /* MARK, NUL-terminated */
+    int type;
+    uint32_t txn;   /* BEGIN, COMMIT; END: number of transactions */
+    uint32_t table; /* INSERT..SELECT */
+    int64_t key;
+    const uint8_t *value; /* INSERT, UPDATE: points into the stream */
+    uint32_t len;
+    char label[OPS_MAX_LABEL + 1]; /* MARK, NUL-terminated */
 } ops_record;
 
 typedef struct ops_stream {
-  uint8_t *data;     /* the whole file */
-  size_t size;
-  size_t pos;        /* next record */
-  int owned;         /* data is ours to free */
-  uint32_t ntables;
-  uint32_t ntxns;
-  uint32_t next_txn; /* the number the next measured BEGIN must carry */
-  int in_txn;        /* inside BEGIN..COMMIT */
-  uint32_t open_txn;
-  int done;          /* END seen and validated */
-  char err[200];
+    uint8_t *data; /* the whole file */
+    size_t size;
+    size_t pos; /* next record */
+    int owned;  /* data is ours to free */
+    uint32_t ntables;
+    uint32_t ntxns;
+    uint32_t next_txn; /* the number the next measured BEGIN must carry */
+    int in_txn;        /* inside BEGIN..COMMIT */
+    uint32_t open_txn;
+    int done; /* END seen and validated */
+    char err[200];
 } ops_stream;
 
 /*
