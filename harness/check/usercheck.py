@@ -44,6 +44,9 @@ class UserChecker:
     name: str  # the invariant is USER:<name>
     command: str  # run with sh -c
     timeout: float = DEFAULT_TIMEOUT
+    # the SUT's own recovery, run first in the same folder (sh -c); when it
+    # fails, the invariant fails: the application cannot come back
+    recover: str = ""
 
     @property
     def invariant(self) -> str:
@@ -115,28 +118,47 @@ def run_checker(uc: UserChecker, files: Path, facts: dict[str, Any], work: Path,
     state_json.write_text(json.dumps(facts, sort_keys=True))
     child_env = {**env, "CRASHLAB_FILES": str(mine), "CRASHLAB_STATE": facts["state"],
                  "CRASHLAB_STATE_JSON": str(state_json), "CRASHLAB_RUN": facts["run"]}
+    if uc.recover:
+        done = _run(uc.recover, mine, child_env, uc.timeout)
+        if isinstance(done, str):
+            return errored(uc.invariant, f"the recovery command {done}")
+        rc, out, err = done
+        if rc != 0:
+            return failed(uc.invariant, f"the recovery command `{uc.recover}` exited {rc}: "
+                                        + (_text(err) or _text(out) or "no output"))
+    done = _run(uc.command, mine, child_env, uc.timeout)
+    if isinstance(done, str):
+        return errored(uc.invariant, f"the checker {done}")
+    returncode, out, err = done
+    text = _text(out)
+    if returncode == 0:
+        return passed(uc.invariant, text.splitlines()[0] if text else "")
+    if returncode == 1:
+        return failed(uc.invariant, text or "the checker exited 1 and printed nothing")
+    how = (f"was killed by {signal.Signals(-returncode).name}" if returncode < 0
+           else f"exited {returncode}")
+    tail = _text(err).splitlines()[-1:] or ["no output on stderr"]
+    return errored(uc.invariant, f"the checker {how} (0 = holds, 1 = violated): {tail[0]}")
+
+
+def _run(command: str, cwd: Path, env: dict[str, str], timeout: float
+         ) -> tuple[int, bytes, bytes] | str:
+    """``sh -c command`` in its own session: ``(exit status, stdout,
+    stderr)``, or what went wrong (it did not start, or it did not finish
+    within ``timeout`` and was killed with its process group)."""
     try:
-        proc = subprocess.Popen(["sh", "-c", uc.command], cwd=mine, env=child_env,
+        proc = subprocess.Popen(["sh", "-c", command], cwd=cwd, env=env,
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                 stdin=subprocess.DEVNULL, start_new_session=True)
     except OSError as e:
-        return errored(uc.invariant, f"the checker could not start: {e}")
+        return f"could not start: {e}"
     try:
-        out, err = proc.communicate(timeout=uc.timeout)
+        out, err = proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
         _kill_group(proc)
         proc.communicate()
-        return errored(uc.invariant, f"the checker did not finish within {uc.timeout:g} s "
-                                     "(killed)")
-    text = _text(out)
-    if proc.returncode == 0:
-        return passed(uc.invariant, text.splitlines()[0] if text else "")
-    if proc.returncode == 1:
-        return failed(uc.invariant, text or "the checker exited 1 and printed nothing")
-    how = (f"was killed by {signal.Signals(-proc.returncode).name}" if proc.returncode < 0
-           else f"exited {proc.returncode}")
-    tail = _text(err).splitlines()[-1:] or ["no output on stderr"]
-    return errored(uc.invariant, f"the checker {how} (0 = holds, 1 = violated): {tail[0]}")
+        return f"did not finish within {timeout:g} s (killed)"
+    return proc.returncode, out, err
 
 
 def _kill_group(proc: subprocess.Popen[bytes]) -> None:

@@ -206,8 +206,10 @@ def _hook(bar: Progress, task: Any) -> Any:  # noqa: ANN401
 
 
 @click.command("sweep")
-@click.option("--matrix", "matrix_name", type=click.Choice(sorted(MATRICES)), default="default",
-              show_default=True, help="which cells to run")
+@click.option("--matrix", "matrix_name", default="default", show_default=True,
+              metavar="NAME|FILE",
+              help=f"which cells to run: {', '.join(sorted(MATRICES))}, or a matrix file "
+                   "(./crashlab.toml: your SUTs and cells)")
 @click.option("--out", type=click.Path(path_type=Path), default=None,
               help="sweep folder (default results/<matrix>-<UTC time>)")
 @click.option("--backend", type=click.Choice(["auto", "dm", "fuse"]), default="auto",
@@ -224,7 +226,7 @@ def sweep_cmd(matrix_name: str, out: Path | None, backend: str, shard_spec: str 
     cells = shard(matrix(matrix_name), shard_spec)
     if out is None:
         stamp = datetime.datetime.now(datetime.UTC).strftime("%Y%m%d-%H%M%S")
-        out = RESULTS_DIR / f"{matrix_name}-{stamp}"
+        out = RESULTS_DIR / f"{Path(matrix_name).stem}-{stamp}"
     opts = SweepOptions(backend=backend, jobs=jobs, max_states=max_states, fsck=not no_fsck,
                         crashsafe_sample=crashsafe_sample,
                         composite=Composite(then=then, max_first=max_first, depth=depth,
@@ -242,7 +244,8 @@ def sweep_cmd(matrix_name: str, out: Path | None, backend: str, shard_spec: str 
             bar.update(tasks[label], completed=generated, rate=checked / elapsed)
 
         summary, code = run_sweep(
-            f"{matrix_name}{'-' + shard_spec.replace('/', 'of') if shard_spec else ''}",
+            f"{Path(matrix_name).stem}"
+            f"{'-' + shard_spec.replace('/', 'of') if shard_spec else ''}",
             cells, out, opts, resume=resume, on_progress=on_progress,
             on_status=(lambda m: console.log(m)) if show else None,
         )

@@ -13,6 +13,7 @@ and a nightly CI job run) takes about a minute on a 2-core machine;
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from checkers.engines import engine_of
 from checkers.invariants import TRACE_LEVEL as TRACE_IDS
@@ -39,6 +40,10 @@ DELETE = "delete:txns=10,ops=3,tables=3,warmup=60,seed=1"
 DHL_INSERT = "insert:txns=10,ops=6,tables=3,size=400,warmup=20,seed=1"
 DHL_UPDATE = "update:txns=10,ops=6,tables=3,size=400,order=rand,warmup=30,seed=1"
 DHL_DELETE = "delete:txns=10,ops=6,tables=3,size=400,order=rand,warmup=30,seed=1"
+# the names a matrix file may use for them
+BUILTIN_WORKLOADS = {"MULTI": MULTI, "SINGLE": SINGLE, "UPDATE": UPDATE, "DELETE": DELETE,
+                     "DHL_INSERT": DHL_INSERT, "DHL_UPDATE": DHL_UPDATE,
+                     "DHL_DELETE": DHL_DELETE}
 
 # Known weaknesses a sweep must keep finding (see workloads/suts.py for the
 # documented rules and harness/record/NOTES.md for the DELETE+FULL case).
@@ -79,7 +84,7 @@ class UserSut:
     # None: FS-RECOVER on a file system (not under torn writes) and every
     # checker's invariant
     promises: tuple[str, ...] | None = None
-    must_violate_any: tuple[str, ...] = ()
+    must_violate_any: tuple[str, ...] = ()  # its cells' default
 
 
 @dataclass(frozen=True)
@@ -123,7 +128,7 @@ class Cell:
                 promised = (("FS-RECOVER",) if fs.has_files and strategy not in TEARING
                             else ()) + mine
             return Expectation(tuple(i for i in promised if i not in self.waived),
-                               self.must_violate_any or self.user.must_violate_any)
+                               self.must_violate_any)
         sut = get_sut(self.sut)
         promised = (*sut.promises, *mine)
         if sut.recovery:
@@ -152,37 +157,11 @@ def _cell(sut: str, workload: str, strategies: tuple[str, ...] = ("prefix", "reo
     return Cell(sut, workload, fs, strategies, UNSAFE.get(sut, ()))
 
 
-# Crash, recover and continue, then crash again; and crash during recovery
-# (harness/check/multicrash.py): a rolled-back transaction's leftovers, or a
-# half-done recovery, only show this way.
-TWICE = ("multicrash", "recovery-crash")
-
-
 def _default() -> list[Cell]:
-    cells = [
-        _cell("sqlite-wal-full", MULTI, ("prefix", "reorder", *TWICE)),
-        _cell("sqlite-delete-extra", MULTI, ("prefix", "reorder", *TWICE)),
-        _cell("sqlite-delete-full", SINGLE, ("prefix",)),
-        _cell("sqlite-off", MULTI),
-        _cell("sqlite-wal-normal", MULTI, ("prefix",)),
-    ]
-    # DHL's fast tier, the database on the bare recorded device: every mode
-    # with recovery on the three workloads that exercise different code —
-    # inserts that split pages, updates that reuse in-page space (copy on
-    # write), deletes — so that a bug in one mode or one path cannot pass.
-    # Torn writes for TC, the one mode that promises to survive them.
-    for sut in ("dhl-tc-raw", "dhl-cc-raw", "dhl-tc-opt-raw", "dhl-cc-opt-raw"):
-        for wl in (DHL_INSERT, DHL_UPDATE, DHL_DELETE):
-            more: tuple[str, ...] = ()
-            if wl == DHL_INSERT:  # the workload whose transactions split pages
-                more = ("torn",) if sut == "dhl-tc-raw" else TWICE
-            cells.append(_cell(sut, wl, ("prefix", "reorder", *more), "raw"))
-    # One DHL SUT on a file system: the database grows a file (the engine's
-    # file-size check) and the trace checks map pages through ext4 extents.
-    cells.append(_cell("dhl-cc", DHL_UPDATE))
-    # on this workload the partial transactions must show as DB-ATOMIC
-    cells.append(Cell("dhl-nolog-raw", MULTI, "raw", must_violate_any=("DB-ATOMIC",)))
-    return cells
+    """The default matrix: a matrix file (harness/sweep/matrices/default.toml)."""
+    from harness.sweep.matrixfile import MATRICES_DIR, load_matrix
+
+    return load_matrix(MATRICES_DIR / "default.toml")
 
 
 # The nightly workloads of each engine (DHL's with 400-byte values, so that
@@ -222,12 +201,15 @@ MATRICES = {"default": _default, "nightly": _nightly}
 
 
 def matrix(name: str) -> list[Cell]:
-    try:
+    """A built-in matrix by name, or the cells of a matrix file (a path)."""
+    if name in MATRICES:
         return MATRICES[name]()
-    except KeyError:
-        raise CrashlabError(
-            f"unknown matrix {name!r} (choose from {', '.join(MATRICES)})"
-        ) from None
+    if name.endswith(".toml") or "/" in name:
+        from harness.sweep.matrixfile import load_matrix
+
+        return load_matrix(Path(name))
+    raise CrashlabError(f"unknown matrix {name!r} (choose from {', '.join(MATRICES)}, "
+                        "or give a matrix file: ./crashlab.toml)")
 
 
 def shard(cells: list[Cell], spec: str | None) -> list[Cell]:

@@ -18,6 +18,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import shutil
+import subprocess
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -29,6 +30,7 @@ from harness.check.check import CheckOptions, check_run, options_for
 from harness.check.multicrash import Composite
 from harness.check.records import CheckResult
 from harness.errors import CrashlabError
+from harness.record.recorder import record
 from harness.report.junit import write_junit
 from harness.rundir import RESULT_NAME, RunDir, SweepDir
 from harness.states import Options
@@ -59,12 +61,27 @@ def record_cell(cell: Cell, run_dir: Path, backend: str, resume: bool) -> RunDir
     if run_dir.exists():
         shutil.rmtree(run_dir)
     run_dir.parent.mkdir(parents=True, exist_ok=True)
-    from workloads.run import record_workload
+    if cell.user is not None:
+        run = record(["sh", "-c", cell.user.run], run_dir, fs=cell.fs, backend=backend,
+                     extra_meta={"user_sut": cell.user.name})
+    else:
+        from workloads.run import record_workload
 
-    run = record_workload(cell.sut, cell.workload, run_dir, fs=cell.fs, backend=backend)
+        run = record_workload(cell.sut, cell.workload, run_dir, fs=cell.fs, backend=backend)
     if run.meta().exit_status != 0:
         raise CrashlabError(f"{run_dir}: the workload failed while recording (see meta.json)")
     return run
+
+
+def build_user_suts(cells: list[Cell]) -> None:
+    """Run each user SUT's build command once, in its file's folder."""
+    for user in {c.user.name: c.user for c in cells if c.user and c.user.build}.values():
+        p = subprocess.run(["sh", "-c", user.build], cwd=user.folder,
+                           capture_output=True, text=True)
+        if p.returncode != 0:
+            tail = (p.stderr.strip() or p.stdout.strip()).splitlines()[-1:] or ["no output"]
+            raise CrashlabError(f"building SUT {user.name}: `{user.build}` exited "
+                                f"{p.returncode}: {tail[0]}")
 
 
 def cell_record(cell: Cell, strategy: str, result: CheckResult,
@@ -115,6 +132,7 @@ def run_sweep(
     violations: list[dict[str, Any]] = []
     timing: dict[str, Any] = {}
     results: list[ExpectationResult] = []
+    build_user_suts(cells)
     for cell in cells:
         t0 = time.monotonic()
         say(f"record {cell.name}")
@@ -126,6 +144,7 @@ def run_sweep(
                 states=opts.base_states, max_states=opts.max_states, jobs=opts.jobs,
                 fsck=opts.fsck, crashsafe_sample=opts.crashsafe_sample,
                 composite=dataclasses.replace(opts.composite, backend=opts.backend),
+                checkers=cell.all_checkers,
             ))
             label = f"{cell.sut} {strategy}"
             check_dir = run.check_dir(copts.tag())

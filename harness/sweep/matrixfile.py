@@ -1,0 +1,171 @@
+"""Matrix files: the cells of a sweep, and a project's own SUTs, in TOML
+(``crashlab sweep --matrix ./crashlab.toml``; the built-in ``default``
+matrix is such a file, ``harness/sweep/matrices/default.toml``).
+
+    [workloads]                       # names for workload specs (optional; the
+    BIG = "insert:txns=1000,seed=1"   # built-in names MULTI, DHL_INSERT... are known)
+
+    [sut.counter]                     # a SUT of yours
+    run = "sh {here}/workload.sh"     # the workload (sh -c), in the recorded file system
+    build = "make -C {here}"          # optional: once per sweep, before recording
+    checker = "python3 {here}/check.py"   # or: checkers = { name = "command", ... }
+    recover = "python3 {here}/recover.py" # optional: before each checker, on its files
+    timeout = 60                      # seconds per checker and state
+    promises = ["FS-RECOVER", "USER:check"]  # default: FS-RECOVER and every checker
+    must_violate_any = ["USER:check"] # a known-unsafe variant: what it must keep showing
+
+    [[cell]]                          # a list value makes one cell per element
+    sut = ["counter", "sqlite-wal-full"]   # yours, or a built-in SUT by name
+    workload = "MULTI"                # built-in SUTs: a spec or a name from [workloads]
+    fs = "ext4"                       # default ext4
+    strategies = ["prefix", "reorder"]    # default prefix, reorder
+    checkers = { rows = "python3 {here}/rows.py" }   # yours, on any cell's states
+    must_violate_any = []             # default: the built-in SUT's known weakness
+    waived = []                       # promises this cell does not hold the SUT to
+
+``{here}`` in a command is the folder of the file and ``{python}`` the
+Python crashlab runs on (both shell-quoted); a checker named by
+``checker`` is called after its SUT (``USER:counter``).
+Every key is checked: an unknown one is an error, not a silent default.
+"""
+
+from __future__ import annotations
+
+import itertools
+import shlex
+import sys
+import tomllib
+from pathlib import Path
+from typing import Any
+
+from harness.check.multicrash import COMPOSITE
+from harness.check.usercheck import DEFAULT_TIMEOUT, UserChecker, parse_checker
+from harness.errors import CrashlabError
+from harness.fs import FILESYSTEMS
+from harness.states import STRATEGIES
+from harness.sweep.matrix import BUILTIN_WORKLOADS, UNSAFE, Cell, UserSut
+from workloads.suts import SUTS
+
+SUT_KEYS = {"run", "build", "checker", "checkers", "recover", "timeout", "promises",
+            "must_violate_any"}
+CELL_KEYS = {"sut", "workload", "fs", "strategies", "checkers", "must_violate_any", "waived"}
+MATRICES_DIR = Path(__file__).resolve().parent / "matrices"
+
+
+def load_matrix(path: Path) -> list[Cell]:
+    """The cells of the matrix file ``path``; CrashlabError names the file
+    and what is wrong."""
+    try:
+        data = tomllib.loads(path.read_text())
+    except FileNotFoundError:
+        raise CrashlabError(f"{path}: no such matrix file") from None
+    except tomllib.TOMLDecodeError as e:
+        raise CrashlabError(f"{path}: not TOML: {e}") from None
+    unknown = set(data) - {"workloads", "sut", "cell"}
+    if unknown:
+        raise CrashlabError(f"{path}: unknown table {sorted(unknown)[0]!r} "
+                            "(expected workloads, sut, cell)")
+    here = shlex.quote(str(path.resolve().parent))
+    workloads = {**BUILTIN_WORKLOADS, **_table(data, "workloads", path)}
+    suts = {name: _user_sut(name, spec, here, path)
+            for name, spec in _table(data, "sut", path).items()}
+    cells = [c for i, spec in enumerate(data.get("cell", []))
+             for c in _cells(spec, i, suts, workloads, here, path)]
+    if not cells:
+        raise CrashlabError(f"{path}: no [[cell]]")
+    names = [c.name for c in cells]
+    dup = next((n for n in names if names.count(n) > 1), None)
+    if dup:
+        raise CrashlabError(f"{path}: two cells run in the same folder {dup!r}")
+    return cells
+
+
+def _table(data: dict[str, Any], key: str, path: Path) -> dict[str, Any]:
+    t = data.get(key, {})
+    if not isinstance(t, dict):
+        raise CrashlabError(f"{path}: [{key}] must be a table")
+    return t
+
+
+def _sub(command: str, here: str) -> str:
+    """``{here}``: the file's folder; ``{python}``: the Python crashlab runs
+    on (with its virtualenv's packages)."""
+    return command.replace("{here}", here).replace("{python}", shlex.quote(sys.executable))
+
+
+def _user_sut(name: str, spec: Any, here: str, path: Path) -> UserSut:  # noqa: ANN401
+    where = f"{path}: [sut.{name}]"
+    if not isinstance(spec, dict):
+        raise CrashlabError(f"{where} must be a table")
+    if name in SUTS:
+        raise CrashlabError(f"{where}: {name!r} is a built-in SUT; name yours differently")
+    unknown = set(spec) - SUT_KEYS
+    if unknown:
+        raise CrashlabError(f"{where}: unknown key {sorted(unknown)[0]!r} "
+                            f"(known: {', '.join(sorted(SUT_KEYS))})")
+    if not isinstance(spec.get("run"), str) or not spec["run"].strip():
+        raise CrashlabError(f"{where}: `run` (the workload command) is required")
+    timeout = float(spec.get("timeout", DEFAULT_TIMEOUT))
+    recover = _sub(str(spec.get("recover", "")), here)
+    named = {name: spec["checker"]} if "checker" in spec else {}
+    checkers = _checkers({**named, **spec.get("checkers", {})}, here, timeout, where, recover)
+    if not checkers:
+        raise CrashlabError(f"{where}: give it a `checker` (or `checkers`)")
+    promises = spec.get("promises")
+    return UserSut(name, _sub(spec["run"], here), _sub(str(spec.get("build", "")), here),
+                   str(path.resolve().parent), checkers,
+                   tuple(promises) if promises is not None else None,
+                   tuple(spec.get("must_violate_any", ())))
+
+
+def _checkers(table: Any, here: str, timeout: float, where: str,  # noqa: ANN401
+              recover: str = "") -> tuple[UserChecker, ...]:
+    if not isinstance(table, dict):
+        raise CrashlabError(f"{where}: checkers must be a table of name = \"command\"")
+    out = []
+    for name, command in table.items():
+        uc = parse_checker(f"{name}={_sub(str(command), here)}", timeout)
+        out.append(UserChecker(uc.name, uc.command, uc.timeout, recover))
+    return tuple(out)
+
+
+def _listed(spec: dict[str, Any], key: str, default: Any) -> list[Any]:  # noqa: ANN401
+    v = spec.get(key, default)
+    return list(v) if isinstance(v, list) else [v]
+
+
+def _cells(spec: Any, i: int, suts: dict[str, UserSut], workloads: dict[str, str],  # noqa: ANN401
+           here: str, path: Path) -> list[Cell]:
+    where = f"{path}: cell {i + 1}"
+    if not isinstance(spec, dict):
+        raise CrashlabError(f"{where} must be a table")
+    unknown = set(spec) - CELL_KEYS
+    if unknown:
+        raise CrashlabError(f"{where}: unknown key {sorted(unknown)[0]!r} "
+                            f"(known: {', '.join(sorted(CELL_KEYS))})")
+    strategies = tuple(spec.get("strategies", ("prefix", "reorder")))
+    bad = [s for s in strategies if s not in (*STRATEGIES, *COMPOSITE)]
+    if bad:
+        raise CrashlabError(f"{where}: unknown strategy {bad[0]!r}")
+    extra = _checkers(spec.get("checkers", {}), here, DEFAULT_TIMEOUT, where)
+    out = []
+    for sut, workload, fs in itertools.product(_listed(spec, "sut", None),
+                                               _listed(spec, "workload", ""),
+                                               _listed(spec, "fs", "ext4")):
+        if fs not in FILESYSTEMS:
+            raise CrashlabError(f"{where}: unknown fs {fs!r} (choose from "
+                                f"{', '.join(FILESYSTEMS)})")
+        user = suts.get(sut)
+        if user is None and sut not in SUTS:
+            raise CrashlabError(f"{where}: unknown SUT {sut!r} (yours: "
+                                f"{', '.join(suts) or 'none'}; built-in: {', '.join(SUTS)})")
+        if user is not None and set(strategies) & set(COMPOSITE):
+            raise CrashlabError(f"{where}: {', '.join(COMPOSITE)} continue a built-in SUT's "
+                                f"workload after a crash; {sut!r} is yours")
+        if user is None and not workload:
+            raise CrashlabError(f"{where}: the built-in SUT {sut!r} needs a workload")
+        must = spec.get("must_violate_any",
+                        UNSAFE.get(sut, ()) if user is None else user.must_violate_any)
+        out.append(Cell(sut, workloads.get(workload, workload), fs, strategies, tuple(must),
+                        tuple(spec.get("waived", ())), extra, user))
+    return out
