@@ -1,0 +1,49 @@
+"""crashlab checker for bank.py: the recovered database opens, holds the
+balances after exactly its `seq` transfers (replayed from the txn-begin
+marks' payloads: no partial transfer, money neither made nor lost), and
+`seq` is no older than the last acknowledged transfer.  Exit 0 holds, 1
+violated (stdout says why)."""
+
+import json
+import os
+import sys
+
+import lmdb
+
+ACCOUNTS = ["alice", "bob", "carol", "dave", "erin"]
+
+state = json.load(open(os.environ["CRASHLAB_STATE_JSON"]))
+marks = state["marks"]["before"] + state["marks"]["maybe"]
+transfers = {int(m["name"].split(":")[1]): m["payload"] for m in marks
+             if m["name"].startswith("txn-begin:")}
+acked = max([int(m["name"].split(":")[1]) for m in state["marks"]["before"]
+             if m["name"].startswith("txn-ack:")], default=0)
+
+
+def fail(why: str) -> None:
+    print(why)
+    sys.exit(1)
+
+
+if not os.path.exists("bank.lmdb"):
+    fail("the database is gone")
+try:
+    env = lmdb.open("bank.lmdb", map_size=1 << 20)
+    with env.begin() as txn:
+        got = {a: int(txn.get(a.encode())) for a in ACCOUNTS}
+        seq = int(txn.get(b"seq"))
+except (lmdb.Error, TypeError, ValueError) as e:
+    fail(f"the database does not open or read: {type(e).__name__}: {e}")
+want = dict.fromkeys(ACCOUNTS, 100)
+for k in range(1, seq + 1):
+    if k not in transfers:
+        fail(f"seq is {seq} but transfer {k} was never begun")
+    t = transfers[k]
+    want[t["from"]] -= int(t["amount"])
+    want[t["to"]] += int(t["amount"])
+if got != want:
+    fail(f"after {seq} transfers the balances are {got}, expected {want} "
+         f"(sum {sum(got.values())})")
+if seq < acked:
+    fail(f"the database holds {seq} transfers, but transfer {acked} was acknowledged")
+print(f"{seq} transfers, balances consistent (acknowledged: {acked})")
