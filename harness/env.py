@@ -39,6 +39,9 @@ DM_LOG_SIZE = "CRASHLAB_DM_LOG_SIZE"
 BENCH_SWEEP_STATES = "CRASHLAB_BENCH_SWEEP_STATES"
 RUNNER = "CRASHLAB_RUNNER"
 DHL_LIB = "DHL_LIB"
+# set by the recorder for the workload it runs (harness/record/README.md)
+MARK_FILE = "CRASHLAB_MARK"  # fuse: the mark control file
+MARK_DM = "CRASHLAB_MARK_DM"  # dm: the log-writes device to message
 
 
 def tmp_parent() -> Path:
@@ -102,3 +105,13 @@ def runner_override() -> Path | None:
     """``$CRASHLAB_RUNNER``: a runner binary to use instead of the built one."""
     env = os.environ.get(RUNNER)
     return Path(env) if env else None
+
+
+def mark_channel() -> tuple[str, str] | None:
+    """Inside a recorded workload: ``("file", path)`` or ``("dm", device)``,
+    where its marks go; None outside one."""
+    if os.environ.get(MARK_FILE):
+        return "file", os.environ[MARK_FILE]
+    if os.environ.get(MARK_DM):
+        return "dm", os.environ[MARK_DM]
+    return None

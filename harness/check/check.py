@@ -43,7 +43,7 @@ from harness.check.runlevel import (
     prepare_run_level,
     run_level_records,
 )
-from harness.check.usercheck import DEFAULT_TIMEOUT, UserChecker
+from harness.check.usercheck import DEFAULT_TIMEOUT, PyChecker, UserChecker
 from harness.check.worker import StateChecker, state_record
 from harness.env import work_folder
 from harness.errors import CrashlabError
@@ -68,7 +68,7 @@ class CheckOptions:
     # is then the strategy of the continuations' states
     composite: Composite | None = None
     # the user's own checkers, run on every state (harness/check/usercheck.py)
-    checkers: tuple[UserChecker, ...] = ()
+    checkers: tuple[UserChecker | PyChecker, ...] = ()
 
     @property
     def strategy(self) -> str:
@@ -88,7 +88,8 @@ class CheckOptions:
         if self.composite:
             extra["composite"] = asdict(self.composite)
         if self.checkers:  # absent otherwise: a check without them keeps its folder name
-            extra["checkers"] = [asdict(c) for c in self.checkers]
+            extra["checkers"] = [{"spec": c.spec, "timeout": c.timeout, "recover": c.recover}
+                                 for c in self.checkers]
         return extra
 
 
@@ -153,7 +154,7 @@ _init_error: BaseException | None = None
 
 
 def _init_worker(run_path: str, workroot: str, fsck: bool, facts: RunFacts | None,
-                 checkers: tuple[UserChecker, ...]) -> None:
+                 checkers: tuple[UserChecker | PyChecker, ...]) -> None:
     # An exception escaping a Pool initializer makes the Pool respawn the
     # worker forever: keep it and raise it with the first task instead.
     global _checker, _epochs, _init_error
@@ -167,7 +168,7 @@ def _init_worker(run_path: str, workroot: str, fsck: bool, facts: RunFacts | Non
 
 
 def _init_pool_worker(run_path: str, workroot: str, fsck: bool, facts: RunFacts | None,
-                      checkers: tuple[UserChecker, ...]) -> None:
+                      checkers: tuple[UserChecker | PyChecker, ...]) -> None:
     worker_signals()
     _init_worker(run_path, workroot, fsck, facts, checkers)
     # An orderly pool exit (close + join) ends the checker's helper
@@ -367,7 +368,7 @@ def _remove_workroot(workroot: Path) -> None:
 
 
 def _violation(run: RunDir, rec: StateRecord, v: dict[str, Any],
-               checkers: tuple[UserChecker, ...]) -> Violation:
+               checkers: tuple[UserChecker | PyChecker, ...]) -> Violation:
     """One violations.jsonl record; a trace-level one (DHL-T2, CC-NEXT,
     CC-MONO) names log entries, not a state, and is shown with `log show`;
     a user checker's names the checker, so that repro runs it again."""
@@ -375,8 +376,8 @@ def _violation(run: RunDir, rec: StateRecord, v: dict[str, Any],
         repro = f"crashlab log show {resolve(run, rec['id'])[0].path}"
     else:
         repro = f"crashlab repro {run.path} {rec['id']}"
-        for uc in checkers:
-            if uc.invariant == v["invariant"]:
+        for uc in checkers:  # a command can be given again; a Python function cannot
+            if isinstance(uc, UserChecker) and uc.invariant == v["invariant"]:
                 repro += f" --checker {shlex.quote(uc.spec)}"
                 if uc.timeout != DEFAULT_TIMEOUT:
                     repro += f" --checker-timeout {uc.timeout:g}"

@@ -25,6 +25,7 @@ import shlex
 import shutil
 import signal
 import subprocess
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -56,6 +57,31 @@ class UserChecker:
     def spec(self) -> str:
         """How it is given on the command line (``NAME=COMMAND``)."""
         return f"{self.name}={self.command}"
+
+
+@dataclass(frozen=True)
+class PyChecker:
+    """A checker that is a Python function (the pytest plugin's):
+    ``fn(files, state)`` on a copy of the recovered files and the state's
+    facts; it holds when it returns None or True, is violated when it
+    returns a string (the explanation) or False, or raises AssertionError;
+    any other exception is a checker error."""
+
+    name: str
+    fn: Callable[[Path, dict[str, Any]], object]
+    timeout: float = DEFAULT_TIMEOUT  # not enforced in-process; kept for the options' tag
+
+    @property
+    def invariant(self) -> str:
+        return USER_PREFIX + self.name
+
+    @property
+    def spec(self) -> str:
+        return f"{self.name}=python:{self.fn.__module__}.{self.fn.__qualname__}"
+
+    @property
+    def recover(self) -> str:
+        return ""
 
 
 def parse_checker(spec: str, timeout: float = DEFAULT_TIMEOUT) -> UserChecker:
@@ -104,7 +130,7 @@ def state_facts(run: Path, state_id: str, lo: int, hi: int, acked: int, begun: i
     }
 
 
-def run_checker(uc: UserChecker, files: Path, facts: dict[str, Any], work: Path,
+def run_checker(uc: UserChecker | PyChecker, files: Path, facts: dict[str, Any], work: Path,
                 env: dict[str, str]) -> Verdict:
     """Run ``uc`` on a copy of ``files`` (in ``work``, emptied first) for
     the state ``facts`` describes; its verdict."""
@@ -116,6 +142,8 @@ def run_checker(uc: UserChecker, files: Path, facts: dict[str, Any], work: Path,
         mine.mkdir(parents=True)
     state_json = work / "state.json"
     state_json.write_text(json.dumps(facts, sort_keys=True))
+    if isinstance(uc, PyChecker):
+        return _run_function(uc, mine, facts)
     child_env = {**env, "CRASHLAB_FILES": str(mine), "CRASHLAB_STATE": facts["state"],
                  "CRASHLAB_STATE_JSON": str(state_json), "CRASHLAB_RUN": facts["run"]}
     if uc.recover:
@@ -139,6 +167,24 @@ def run_checker(uc: UserChecker, files: Path, facts: dict[str, Any], work: Path,
            else f"exited {returncode}")
     tail = _text(err).splitlines()[-1:] or ["no output on stderr"]
     return errored(uc.invariant, f"the checker {how} (0 = holds, 1 = violated): {tail[0]}")
+
+
+def _run_function(pc: PyChecker, files: Path, facts: dict[str, Any]) -> Verdict:
+    """A Python checker's verdict (see :class:`PyChecker`)."""
+    try:
+        out = pc.fn(files, facts)
+    except AssertionError as e:
+        return failed(pc.invariant, str(e) or "assertion failed")
+    except Exception as e:  # noqa: BLE001  (any other failure is the checker's)
+        return errored(pc.invariant, f"the checker raised {type(e).__name__}: {e}")
+    if out is None or out is True:
+        return passed(pc.invariant)
+    if out is False:
+        return failed(pc.invariant, "the checker returned False")
+    if isinstance(out, str):
+        return failed(pc.invariant, out)
+    return errored(pc.invariant, f"the checker returned {out!r} (None/True: holds, "
+                                 "a string or False: violated)")
 
 
 def _run(command: str, cwd: Path, env: dict[str, str], timeout: float

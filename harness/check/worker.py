@@ -17,7 +17,13 @@ from typing import Any
 from checkers.engines import engine_of
 from checkers.verdict import Verdict, failed, passed, skipped
 from harness.check.records import StateRecord
-from harness.check.usercheck import UserChecker, log_marks, run_checker, state_facts
+from harness.check.usercheck import (
+    PyChecker,
+    UserChecker,
+    log_marks,
+    run_checker,
+    state_facts,
+)
 from harness.env import reference_recovery
 from harness.errors import CrashlabError
 from harness.fs import FsRecovery, get_fs
@@ -56,7 +62,7 @@ class StateChecker:
 
     def __init__(self, run: RunDir, workdir: Path, *, fsck: bool = True,
                  fast: bool | None = None, run_facts: object = None,
-                 checkers: Sequence[UserChecker] = ()) -> None:
+                 checkers: Sequence[UserChecker | PyChecker] = ()) -> None:
         self.run = run
         # what the run-level stage learnt from the whole log, for the
         # engine's judge (DHL: checkers.dhl_trace.RunFacts; None: none)
