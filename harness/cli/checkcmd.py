@@ -194,6 +194,10 @@ def check_cmd(run: Path, jobs: int, max_states: int | None, no_fsck: bool, resum
     _print_broken("", row["expectation"])
     click.echo(f"{len(result['violations'])} violations; states and verdicts in "
                f"{out or run / 'check' / opts.tag()}")
+    if result["violations"]:
+        v = result["violations"][0]
+        first = (v["explanation"].splitlines() or [""])[0]
+        click.echo(f"first: {v['state']} {v['invariant']}: {first}\n  repro: {v['repro']}")
     return 0 if exp.ok else 1
 
 
