@@ -77,6 +77,11 @@ def test_a_teams_pytest_test_catches_the_missing_directory_sync(tmp_path: Path) 
     cases = {c.get("name"): c for c in ET.parse(junit).getroot().iter("testcase")}
     assert cases["test_safe"].find("failure") is None
     assert "violations in" in cases["test_broken"].find("failure").get("message", "")
+    # the same under pytest-xdist: two worker processes record at once
+    p = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-n", "2",
+                        str(tmp_path / "test_team.py")],
+                       capture_output=True, text=True, cwd=tmp_path, timeout=600)
+    assert p.returncode == 1 and "1 failed, 1 passed" in p.stdout, p.stdout + p.stderr
 
 
 def test_the_plugin_is_registered() -> None:
