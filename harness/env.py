@@ -108,10 +108,9 @@ def runner_override() -> Path | None:
 
 
 def mark_channel() -> tuple[str, str] | None:
-    """Inside a recorded workload: ``("file", path)`` or ``("dm", device)``,
-    where its marks go; None outside one."""
-    if os.environ.get(MARK_FILE):
-        return "file", os.environ[MARK_FILE]
-    if os.environ.get(MARK_DM):
-        return "dm", os.environ[MARK_DM]
+    """Inside a recorded workload: where its marks go, as ``(MARK_FILE,
+    path)`` or ``(MARK_DM, device)``; None outside one."""
+    for name in (MARK_FILE, MARK_DM):
+        if os.environ.get(name):
+            return name, os.environ[name]
     return None

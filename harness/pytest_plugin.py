@@ -123,14 +123,14 @@ def _mark(label: str) -> None:
     line of the fuse backend's control file; a dm message)."""
     import subprocess
 
-    from harness.env import mark_channel
+    from harness.env import MARK_FILE, mark_channel
 
     raw = check_label(label)
     channel = mark_channel()
     if channel is None:
         raise RuntimeError("crashlab: mark() outside a recorded workload")
     kind, where = channel
-    if kind == "file":
+    if kind == MARK_FILE:
         with open(where, "ab") as f:
             f.write(raw + b"\n")
     else:

@@ -13,6 +13,7 @@ from support import ROOT
 from harness import env
 
 PACKAGES = ("harness", "checkers", "workloads")
+EXAMPLES = ROOT / "workloads" / "examples"
 
 
 def _environment_reads(tree: ast.AST) -> list[int]:
@@ -35,7 +36,9 @@ def test_only_harness_env_reads_the_environment() -> None:
     readers = {}
     for pkg in PACKAGES:
         for f in (ROOT / pkg).rglob("*.py"):
-            if f == ROOT / "harness" / "env.py":
+            # the worked examples are a user's programs: they read the
+            # public contract's variables (CRASHLAB_MARK, ...) themselves
+            if f == ROOT / "harness" / "env.py" or EXAMPLES in f.parents:
                 continue
             found = _environment_reads(ast.parse(f.read_text()))
             if found:

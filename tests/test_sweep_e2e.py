@@ -180,7 +180,7 @@ def test_resumed_sweep_gives_the_same_summary(runs: dict[str, RunDir], tmp_path:
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (["sweep", "--matrix", "nope"], "Invalid value for '--matrix'"),
+        (["sweep", "--matrix", "nope"], "unknown matrix 'nope'"),
         (["sweep", "--shard", "3/2"], "need 1 <= i <= N"),
         (["sweep", "--shard", "x"], "expected i/N"),
         (["check", "/nonexistent-run"], "does not exist"),

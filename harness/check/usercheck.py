@@ -40,8 +40,18 @@ EXPLANATION_MAX = 2000  # characters of a checker's output kept in a verdict
 _NAME = re.compile(r"[A-Za-z0-9_.-]{1,40}")
 
 
+class _Checker:
+    """What both kinds of user checker share: the invariant they judge."""
+
+    name: str
+
+    @property
+    def invariant(self) -> str:
+        return USER_PREFIX + self.name
+
+
 @dataclass(frozen=True)
-class UserChecker:
+class UserChecker(_Checker):
     name: str  # the invariant is USER:<name>
     command: str  # run with sh -c
     timeout: float = DEFAULT_TIMEOUT
@@ -50,17 +60,13 @@ class UserChecker:
     recover: str = ""
 
     @property
-    def invariant(self) -> str:
-        return USER_PREFIX + self.name
-
-    @property
     def spec(self) -> str:
         """How it is given on the command line (``NAME=COMMAND``)."""
         return f"{self.name}={self.command}"
 
 
 @dataclass(frozen=True)
-class PyChecker:
+class PyChecker(_Checker):
     """A checker that is a Python function (the pytest plugin's):
     ``fn(files, state)`` on a copy of the recovered files and the state's
     facts; it holds when it returns None or True, is violated when it
@@ -70,10 +76,6 @@ class PyChecker:
     name: str
     fn: Callable[[Path, dict[str, Any]], object]
     timeout: float = DEFAULT_TIMEOUT  # not enforced in-process; kept for the options' tag
-
-    @property
-    def invariant(self) -> str:
-        return USER_PREFIX + self.name
 
     @property
     def spec(self) -> str:
