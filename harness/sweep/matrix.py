@@ -20,7 +20,7 @@ from harness.errors import CrashlabError
 from harness.fs import DEFAULT_FS, FILESYSTEMS, NO_FS, get_fs
 from harness.states.strategies import TEARING
 from harness.sweep.expectations import Expectation
-from workloads.suts import SUTS, get_sut
+from workloads.suts import SUTS, get_sut, sqlite_grid
 
 # Mobibench's shape: one statement on each of 3 tables per transaction, so a
 # transaction dirties several pages (what atomicity needs to be tested).  The
@@ -79,8 +79,7 @@ class Cell:
     @property
     def name(self) -> str:
         """A folder name: unique in a matrix, stable across runs."""
-        slug = self.workload.replace(":", "-").replace(",", "-").replace("=", "")
-        name = f"{self.sut}--{slug}--{self.fs}"
+        name = f"{_slug(self.sut)}--{_slug(self.workload)}--{self.fs}"
         return name + "--" + "-".join(self.strategies) if self.waived else name
 
     def expectation(self, strategy: str) -> Expectation:
@@ -112,9 +111,20 @@ class Cell:
                            self.must_violate_any)
 
 
+def _slug(text: str) -> str:
+    """A SUT or workload name as part of a folder name (no ':', ',' or '=')."""
+    return text.replace(":", "-").replace(",", "-").replace("=", "")
+
+
+def must_violate(sut: str) -> tuple[str, ...]:
+    """The weaknesses UNSAFE lists for ``sut``, by its name or its
+    canonical grammar name (an alias and its grammar name are one SUT)."""
+    return UNSAFE.get(sut) or UNSAFE.get(get_sut(sut).canonical, ())
+
+
 def _cell(sut: str, workload: str, strategies: tuple[str, ...] = ("prefix", "reorder"),
           fs: str = "ext4") -> Cell:
-    return Cell(sut, workload, fs, strategies, UNSAFE.get(sut, ()))
+    return Cell(sut, workload, fs, strategies, must_violate(sut))
 
 
 # Crash, recover and continue, then crash again; and crash during recovery
@@ -161,7 +171,8 @@ NIGHTLY_WORKLOADS = {
 def _nightly() -> list[Cell]:
     """Every SUT on every workload of its engine with prefix, reorder and
     torn on its own device kind (raw or ext4), and MULTI with prefix on
-    every other file system."""
+    every other file system; then every other SQLite journal x sync
+    combination (``_grid_cells``)."""
     cells = []
     every = ("prefix", "reorder", "torn")
     others = [f for f in FILESYSTEMS if get_fs(f).has_files and f != DEFAULT_FS]
@@ -172,7 +183,7 @@ def _nightly() -> list[Cell]:
                 cells.append(_cell(name, wl, every, fs))
             else:
                 cells.append(_cell(name, wl, ("prefix", "reorder"), fs))
-                cells.append(Cell(name, wl, fs, ("torn",), UNSAFE.get(name, ()), TORN_WAIVED))
+                cells.append(Cell(name, wl, fs, ("torn",), must_violate(name), TORN_WAIVED))
         if sut.raw:
             continue
         for other in others:
@@ -180,7 +191,16 @@ def _nightly() -> list[Cell]:
                 cells.append(Cell(name, MULTI, other, ("prefix",)))  # reported, not required
             else:
                 cells.append(_cell(name, MULTI, ("prefix",), other))
-    return cells
+    return cells + _grid_cells()
+
+
+def _grid_cells() -> list[Cell]:
+    """Every SQLite journal x sync combination that has no named alias, on
+    MULTI on ext4 with prefix, reorder and torn (the aliased ones are the
+    SUT cells above)."""
+    named = {s.canonical for s in SUTS.values()}
+    every = ("prefix", "reorder", "torn")
+    return [_cell(name, MULTI, every) for name in sqlite_grid() if name not in named]
 
 
 MATRICES = {"default": _default, "nightly": _nightly}

@@ -45,10 +45,24 @@ static void usage_error(const char *fmt, const char *arg) {
   fprintf(stderr, "crashlab-runner: ");
   fprintf(stderr, fmt, arg);
   fprintf(stderr, "\nusage: crashlab-runner --ops FILE (--db PATH | --db-env NAME) "
-          "[--engine sqlite|dhl] [--journal-mode M] [--synchronous S] [--dhl-mode M] "
+          "[--engine sqlite|dhl] [--journal-mode M] [--synchronous S] [--locking-mode M] "
+          "[--wal-autocheckpoint N] [--journal-size-limit N] [--wal-prealloc N] [--dhl-mode M] "
           "[--sync fsync|fdatasync] [--page-size N] [--marks FILE] [--latency FILE] "
           "[--stats FILE] [--from-txn K]\n");
   exit(2);
+}
+
+/* The integer value of option NAME, in LO..HI, or a usage error. */
+static int int_arg(const char *name, const char *arg, long lo, long hi) {
+  char *end;
+  errno = 0;
+  long v = strtol(arg, &end, 10);
+  if (*arg == '\0' || *end != '\0' || errno != 0 || v < lo || v > hi) {
+    char what[160];
+    snprintf(what, sizeof what, "bad %s %.40s (an integer, %ld..%ld)", name, arg, lo, hi);
+    usage_error("%s", what);
+  }
+  return (int)v;
 }
 
 static uint64_t now_us(void) {
@@ -115,7 +129,11 @@ int main(int argc, char **argv) {
   const char *ops_path = NULL, *marks_path = NULL, *latency_path = NULL, *stats_path = NULL;
   const char *engine_name = "sqlite";
   const char *db_env = NULL;
+  /* SQLite's defaults (this build's DEFAULT_WAL_AUTOCHECKPOINT, _JOURNAL_SIZE_LIMIT),
+  ** set explicitly so that they do not depend on how SQLite was compiled */
   engine_options opt = {.db = NULL, .journal_mode = "DELETE", .synchronous = "FULL",
+                        .locking_mode = "NORMAL", .wal_autocheckpoint = 1000,
+                        .journal_size_limit = -1, .wal_prealloc = 0,
                         .dhl_mode = "tc", .sync = "fsync", .page_size = 4096, .ntables = 0};
   static const struct option LONG[] = {
     {"ops", required_argument, 0, 'o'},          {"db", required_argument, 0, 'd'},
@@ -124,7 +142,10 @@ int main(int argc, char **argv) {
     {"marks", required_argument, 0, 'm'},        {"latency", required_argument, 0, 'l'},
     {"stats", required_argument, 0, 'S'},        {"db-env", required_argument, 0, 'E'},
     {"dhl-mode", required_argument, 0, 'M'},     {"sync", required_argument, 0, 'y'},
-    {"from-txn", required_argument, 0, 'F'},
+    {"from-txn", required_argument, 0, 'F'},   {"locking-mode", required_argument, 0, 'L'},
+    {"wal-autocheckpoint", required_argument, 0, 'A'},
+    {"journal-size-limit", required_argument, 0, 'J'},
+    {"wal-prealloc", required_argument, 0, 'P'},
     {0, 0, 0, 0},
   };
   uint32_t from_txn = 0;
@@ -145,6 +166,10 @@ int main(int argc, char **argv) {
         opt.page_size = (int)v;
         break;
       }
+      case 'L': opt.locking_mode = optarg; break;
+      case 'A': opt.wal_autocheckpoint = int_arg("--wal-autocheckpoint", optarg, 0, INT32_MAX); break;
+      case 'J': opt.journal_size_limit = int_arg("--journal-size-limit", optarg, -1, INT32_MAX); break;
+      case 'P': opt.wal_prealloc = int_arg("--wal-prealloc", optarg, 1, 65536); break;
       case 'm': marks_path = optarg; break;
       case 'l': latency_path = optarg; break;
       case 'S': stats_path = optarg; break;
@@ -260,8 +285,11 @@ int main(int argc, char **argv) {
     if (vt == &engine_dhl)
       sb_printf(&b, "  \"dhl_mode\": \"%s\",\n  \"sync\": \"%s\",\n", opt.dhl_mode, opt.sync);
     else
-      sb_printf(&b, "  \"journal_mode\": \"%s\",\n  \"synchronous\": \"%s\",\n",
-                opt.journal_mode, opt.synchronous);
+      sb_printf(&b, "  \"journal_mode\": \"%s\",\n  \"synchronous\": \"%s\",\n"
+                "  \"locking_mode\": \"%s\",\n  \"wal_autocheckpoint\": %d,\n"
+                "  \"journal_size_limit\": %d,\n  \"wal_prealloc\": %d,\n",
+                opt.journal_mode, opt.synchronous, opt.locking_mode, opt.wal_autocheckpoint,
+                opt.journal_size_limit, opt.wal_prealloc);
     sb_printf(&b, "  \"page_size\": %d,\n  \"transactions\": %u,\n  \"elapsed_us\": %" PRIu64
               ",\n  \"marks\": \"%s\",\n", opt.page_size, done_txns, t_end - t_start, channel);
     sb_counters(&b, "workload", &w);
