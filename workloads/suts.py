@@ -68,9 +68,9 @@ class Sut:
     # TC_OPT 100 violations of DB-ATOMIC/INTEGRITY/OPEN; TC (a sync before a
     # header-page-only commit) 0.
     torn_safe: bool = True
-    # Overwrites database pages in place with no log (SQLite journal OFF,
-    # DHL NOLOG): a copy-on-write fsync (btrfs) hides its partial
-    # transactions at the database level.
+    # Overwrites database pages in place with no log on disk (SQLite journal
+    # OFF or MEMORY, DHL NOLOG): a copy-on-write fsync (btrfs) hides its
+    # partial transactions at the database level.
     in_place: bool = False
     # A SQLite SUT's configuration (workloads/sqlite_grammar.py): its
     # canonical grammar name, runner options and derived guarantees.
@@ -147,7 +147,7 @@ def _sqlite(config: SqliteConfig, name: str = "", description: str = "") -> Sut:
         runner_options=config.runner_options(),
         guarantees=derive(config),
         mode=config.journal,
-        in_place=config.journal == "off",
+        in_place=config.journal in ("off", "memory"),
         config=config,
     )
 
