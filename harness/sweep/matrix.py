@@ -196,7 +196,7 @@ def _nightly() -> list[Cell]:
     """Every SUT on every workload of its engine with prefix, reorder and
     torn on its own device kind (raw or ext4), and MULTI with prefix on
     every other file system; then every other SQLite journal x sync
-    combination (``_grid_cells``)."""
+    combination (``_grid_cells``) and the SQLite options (``_option_cells``)."""
     cells = []
     every = ("prefix", "reorder", "torn")
     others = [f for f in FILESYSTEMS if get_fs(f).has_files and f != DEFAULT_FS]
@@ -215,7 +215,7 @@ def _nightly() -> list[Cell]:
                 cells.append(Cell(name, MULTI, other, ("prefix",)))  # reported, not required
             else:
                 cells.append(_cell(name, MULTI, ("prefix",), other))
-    return cells + _grid_cells()
+    return cells + _grid_cells() + _option_cells()
 
 
 def _grid_cells() -> list[Cell]:
@@ -225,6 +225,18 @@ def _grid_cells() -> list[Cell]:
     named = {s.canonical for s in SUTS.values()}
     every = ("prefix", "reorder", "torn")
     return [_cell(name, MULTI, every) for name in sqlite_grid() if name not in named]
+
+
+def _option_cells() -> list[Cell]:
+    """SQLite options whose code paths the grid does not run: WAL_OPT (a
+    pre-allocated WAL; with 8 frames it is checkpointed and overwritten from
+    its start during the workload), and exclusive locking, under which
+    DELETE keeps and zeroes its journal and so promises durability."""
+    every = ("prefix", "reorder", "torn")
+    return [_cell("sqlite:journal=wal,sync=full,walopt=100", MULTI, every),
+            _cell("sqlite:journal=wal,sync=full,walopt=8", MULTI, every),
+            _cell("sqlite:journal=wal,sync=full,walopt=8", UPDATE, every),
+            _cell("sqlite:journal=delete,sync=full,locking=exclusive", MULTI, every)]
 
 
 def _sqlite_grid() -> list[Cell]:
