@@ -8,6 +8,12 @@ documented rule the expectation rests on.  The setting assumed is the one
 crashlab records: a journaling Linux file system (ext4 data=ordered, xfs,
 btrfs) on a disk that honours flushes, power cut at any point of the write log.
 
+SQLite SUTs are names of a grammar, ``sqlite:journal=J,sync=S[,...]``
+(workloads/sqlite_grammar.py): any valid name is a SUT (``get_sut``), its
+runner options come from the name and its guarantees are derived from one
+table of cited rules.  The ten hand-named SQLite SUTs (``SQLITE_ALIASES``,
+e.g. ``sqlite-delete-full``) are aliases with the same options and guarantees.
+
 DHL SUTs (engine "dhl", workloads/runner/engine_dhl.c): ``dhl-tc``,
 ``dhl-cc``, ``dhl-tc-opt``, ``dhl-cc-opt`` and the unsafe ``dhl-nolog``, each
 on the database file in the recorded file system, and a ``…-raw`` twin
