@@ -16,10 +16,19 @@ from workloads.generate import write_opstream
 from workloads.oracle import Oracle, sqlite_digest
 from workloads.run import run_workload, runner_path
 from workloads.spec import parse_spec
-from workloads.suts import SUTS, get_sut
+from workloads.suts import SUTS, get_sut, sqlite_grid
 
 # The DHL SUTs have their own runner tests (tests/test_dhl_runner.py).
 SQLITE_SUTS = sorted(n for n, s in SUTS.items() if s.engine == "sqlite")
+# Grammar SUTs with every runner option the grammar has.
+OPTION_SUTS = [
+    "sqlite:journal=delete,sync=full,locking=exclusive",
+    "sqlite:journal=delete,sync=normal,locking=exclusive,jlimit=0",
+    "sqlite:journal=persist,sync=normal,jlimit=0",
+    "sqlite:journal=wal,sync=normal,page=1024,autockpt=10,locking=exclusive,jlimit=8192",
+    "sqlite:journal=wal,sync=full,walopt=100",
+    "sqlite:journal=truncate,sync=extra,page=65536",
+]
 
 WORKLOADS = [
     "insert:txns=12,ops=2,tables=3",
@@ -73,6 +82,62 @@ def test_clean_run_reaches_the_oracle(shm, sut_name, text):
 @pytest.mark.parametrize("sut_name", SQLITE_SUTS)
 def test_clean_run_under_asan(shm, sut_name):
     run_clean(shm, sut_name, "app:hangout,txns=10,warmup=10", asan=True)
+
+
+@pytest.mark.parametrize("text", WORKLOADS[:1] + WORKLOADS[4:5])
+@pytest.mark.parametrize("sut_name", [*sqlite_grid(), *OPTION_SUTS])
+def test_every_grammar_sut_reaches_the_oracle(shm, sut_name, text):
+    """Every journal x sync combination and every option runs, and the
+    runner reports the settings SQLite confirmed."""
+    stats = run_clean(shm, sut_name, text)
+    c = get_sut(sut_name).config
+    assert c is not None
+    assert (stats["journal_mode"], stats["synchronous"], stats["page_size"]) == \
+        (c.journal.upper(), c.sync.upper(), c.page)
+    assert (stats["locking_mode"], stats["wal_autocheckpoint"], stats["journal_size_limit"],
+            stats["wal_prealloc"]) == (c.locking.upper(), c.autockpt, c.jlimit, c.walopt)
+
+
+def test_syncs_the_derived_rules_rest_on(shm):
+    """What the rule table says of the combinations nobody typed, counted:
+    TRUNCATE+NORMAL does not sync its truncation (2 syncs per commit against
+    FULL's 4), PERSIST syncs the zeroed header under NORMAL (3), no journal
+    or an in-memory one still syncs the database under NORMAL (1), exclusive
+    DELETE zeroes and syncs the journal instead of unlinking it (no directory
+    sync), and WAL+EXTRA syncs as WAL+FULL does."""
+    per = {}
+    for name in ("sqlite:journal=truncate,sync=normal", "sqlite:journal=truncate,sync=full",
+                 "sqlite:journal=persist,sync=normal", "sqlite:journal=memory,sync=normal",
+                 "sqlite:journal=off,sync=normal", "sqlite:journal=wal,sync=extra",
+                 "sqlite:journal=delete,sync=full,locking=exclusive",
+                 "sqlite:journal=wal,sync=off"):
+        d = shm / name.replace(":", "-").replace(",", "-")
+        d.mkdir()
+        per[name] = run_clean(d, name, "insert:txns=20")["workload"]
+    assert per["sqlite:journal=truncate,sync=normal"]["file_syncs"] == 2 * 20
+    assert per["sqlite:journal=truncate,sync=full"]["file_syncs"] == 4 * 20
+    assert per["sqlite:journal=persist,sync=normal"]["file_syncs"] == 3 * 20
+    assert per["sqlite:journal=memory,sync=normal"]["file_syncs"] == 20
+    assert per["sqlite:journal=off,sync=normal"]["file_syncs"] == 20
+    assert per["sqlite:journal=wal,sync=extra"]["file_syncs"] == 20
+    assert per["sqlite:journal=wal,sync=off"]["fsyncs"] == 0
+    exclusive = per["sqlite:journal=delete,sync=full,locking=exclusive"]
+    assert exclusive["dir_syncs"] == 0 and exclusive["file_syncs"] == 4 * 20
+
+
+def test_wal_prealloc_writes_the_frames_at_open(shm):
+    """walopt=100: 100 frames of zeros are written (and synced) before the
+    workload, none during it; the workload writes what plain WAL writes."""
+    plain, opt = shm / "plain", shm / "opt"
+    plain.mkdir()
+    opt.mkdir()
+    a = run_clean(plain, "sqlite:journal=wal,sync=full,autockpt=100", "insert:txns=20")
+    b = run_clean(opt, "sqlite:journal=wal,sync=full,walopt=100", "insert:txns=20")
+    assert b["workload"] == a["workload"]
+    frames = 100 * (24 + 4096) + 32
+    extra = b["total"]["bytes_written"] - a["total"]["bytes_written"]
+    assert 0 < extra <= frames and extra > frames - 10 * (24 + 4096)
+    assert b["total"]["file_syncs"] == a["total"]["file_syncs"] + 1
 
 
 def test_sync_counts_follow_the_sut(shm):
@@ -141,6 +206,16 @@ def test_bad_input_exits_nonzero_with_one_line(shm):
          "choose from OFF, NORMAL, FULL, EXTRA"),
         (["--ops", str(ops), "--db", str(shm / "db"), "--page-size", "1000"], 1,
          "bad page size 1000"),
+        (["--ops", str(ops), "--db", str(shm / "db"), "--locking-mode", "SHARED"], 1,
+         "bad locking mode SHARED (choose from NORMAL, EXCLUSIVE)"),
+        (["--ops", str(ops), "--db", str(shm / "db"), "--wal-prealloc", "10"], 1,
+         "--wal-prealloc needs journal mode WAL, not DELETE"),
+        (["--ops", str(ops), "--db", str(shm / "db"), "--wal-prealloc", "0"], 2,
+         "bad --wal-prealloc 0 (an integer, 1..65536)"),
+        (["--ops", str(ops), "--db", str(shm / "db"), "--wal-autocheckpoint", "-1"], 2,
+         "bad --wal-autocheckpoint -1"),
+        (["--ops", str(ops), "--db", str(shm / "db"), "--journal-size-limit", "x"], 2,
+         "bad --journal-size-limit x"),
         (["--ops", str(ops), "--db", str(shm / "db"), "--bogus"], 2, "unknown or incomplete"),
         (["--ops", str(shm / "missing"), "--db", str(shm / "db")], 2, "No such file"),
     ]

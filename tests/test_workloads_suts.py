@@ -1,13 +1,19 @@
 """The SUT registry: one entry per SUT, a cited expectation for every
-database invariant, runner arguments the runner accepts."""
+database invariant, runner arguments the runner accepts; SQLite as a name
+grammar whose guarantees are derived from one rule table."""
 
 from __future__ import annotations
+
+import json
+from dataclasses import replace
+from pathlib import Path
 
 import pytest
 
 from checkers.invariants import DB_LEVEL
 from harness.errors import CrashlabError
-from workloads.suts import DB_INVARIANTS, SUTS, get_sut
+from workloads.sqlite_grammar import JOURNALS, RULES, SYNCS, grid, parse_sqlite_name, rule_for
+from workloads.suts import DB_INVARIANTS, SQLITE_ALIASES, SUTS, get_sut, sqlite_grid
 
 REQUIRED = ["sqlite-delete-full", "sqlite-delete-extra", "sqlite-delete-normal",
             "sqlite-delete-off", "sqlite-truncate-full", "sqlite-persist-full",
@@ -50,3 +56,167 @@ def test_unknown_sut_lists_the_choices():
         get_sut("sqlite-wal-extra-safe")
     assert "unknown SUT 'sqlite-wal-extra-safe'" in str(e.value)
     assert "sqlite-delete-full" in str(e.value) and "sqlite-off" in str(e.value)
+
+
+# --- SQLite as a name grammar (workloads/sqlite_grammar.py) ----------------
+
+# The hand-typed guarantees and runner options of the 10 named SQLite SUTs as
+# they were before the grammar (commit 72b8e1a), dumped from that registry.
+BEFORE = json.loads((Path(__file__).parent / "data" / "sqlite_aliases_72b8e1a.json").read_text())
+
+
+def test_the_fixture_covers_every_alias():
+    assert set(BEFORE) == set(SQLITE_ALIASES) == set(REQUIRED)
+
+
+@pytest.mark.parametrize("alias", sorted(BEFORE))
+def test_derived_guarantees_reproduce_the_hand_typed_ones(alias):
+    """Same invariants, same promise, same quoted rule and source, same runner
+    options as the hand-typed registry had."""
+    sut = get_sut(alias)
+    was = BEFORE[alias]
+    assert [list(o) for o in sut.runner_options] == was["runner_options"]
+    assert [{"invariant": g.invariant, "promised": g.promised, "rule": g.rule,
+             "source": g.source} for g in sut.guarantees] == was["guarantees"]
+
+
+@pytest.mark.parametrize("alias", sorted(SQLITE_ALIASES))
+def test_an_alias_is_its_grammar_sut(alias):
+    canonical = SQLITE_ALIASES[alias][0]
+    a, g = get_sut(alias), get_sut(canonical)
+    assert g.name == canonical and a.canonical == canonical == g.canonical
+    assert replace(a, name=canonical, description=g.description) == g
+
+
+# The derived table: per journal, per sync (off, normal, full, extra), the
+# promised invariants (O = DB-OPEN, I = DB-INTEGRITY, A = DB-ATOMIC,
+# D = DB-DURABLE, P = DB-PREFIX).  A rule edit that changes a promise shows here.
+DERIVED = {
+    "delete": ("P", "OIAP", "OIAP", "OIADP"),
+    "truncate": ("P", "OIAP", "OIADP", "OIADP"),
+    "persist": ("P", "OIADP", "OIADP", "OIADP"),
+    "wal": ("P", "OIAP", "OIADP", "OIADP"),
+    "memory": ("P", "DP", "DP", "DP"),
+    "off": ("P", "DP", "DP", "DP"),
+}
+LETTER = {"DB-OPEN": "O", "DB-INTEGRITY": "I", "DB-ATOMIC": "A", "DB-DURABLE": "D",
+          "DB-PREFIX": "P"}
+
+
+def _letters(sut) -> str:
+    return "".join(LETTER[i] for i in sut.promises)
+
+
+def test_the_grid_is_every_journal_and_sync():
+    names = sqlite_grid()
+    assert len(names) == len(set(names)) == len(JOURNALS) * len(SYNCS) == 24
+    got = {j: tuple(_letters(get_sut(f"sqlite:journal={j},sync={s}")) for s in SYNCS)
+           for j in JOURNALS}
+    assert got == DERIVED
+
+
+@pytest.mark.parametrize("name", sqlite_grid())
+def test_every_combination_is_a_cited_sut(name):
+    sut = get_sut(name)
+    assert sut.name == name == parse_sqlite_name(name).name  # canonical round trip
+    assert tuple(g.invariant for g in sut.guarantees) == DB_INVARIANTS
+    for g in sut.guarantees:
+        assert g.rule and g.source
+        assert rule_for(sut.config, g.invariant).text == g.rule
+    assert sut.mode == sut.config.journal
+    assert sut.runner_args()[:8] == ["--engine", "sqlite", "--journal-mode",
+                                     sut.config.journal.upper(), "--synchronous",
+                                     sut.config.sync.upper(), "--page-size", "4096"]
+
+
+def test_every_rule_decides_something():
+    configs = [*grid(), *(replace_locking(c) for c in grid())]
+    used = {rule_for(c, i) for c in configs for i in DB_INVARIANTS}
+    assert set(RULES) == used
+
+
+def replace_locking(c):
+    return parse_sqlite_name(c.name + ",locking=exclusive")
+
+
+def test_options_change_no_promise_but_exclusive_delete():
+    """page, autockpt, jlimit and walopt never change a promise; exclusive
+    locking makes DELETE commit like PERSIST (durable under NORMAL and FULL)."""
+    for c in grid():
+        base = get_sut(c.name).guarantees
+        variants = [",page=1024", ",page=65536"]
+        if c.journal == "wal":
+            variants += [",autockpt=0", ",autockpt=10", ",jlimit=0", ",walopt=100"]
+        if c.journal == "persist":
+            variants += [",jlimit=0", ",jlimit=65536"]
+        for v in variants:
+            assert get_sut(c.name + v).guarantees == base, c.name + v
+        exclusive = get_sut(c.name + ",locking=exclusive")
+        if c.journal == "delete" and c.sync in ("normal", "full"):
+            assert exclusive.may_violate == ()
+            assert exclusive.promises == DB_INVARIANTS
+            assert "EXCLUSIVE" in exclusive.guarantee("DB-DURABLE").rule
+        else:
+            assert exclusive.guarantees == base, c.name
+
+
+def test_the_new_combinations_say_why():
+    tn = get_sut("sqlite:journal=truncate,sync=normal").guarantee("DB-DURABLE")
+    assert not tn.promised and "resurrect" in tn.rule
+    assert get_sut("sqlite:journal=persist,sync=normal").guarantee("DB-DURABLE").promised
+    wal_off = get_sut("sqlite:journal=wal,sync=off")
+    assert "checkpoint" in wal_off.guarantee("DB-ATOMIC").rule
+    assert "FULL" in get_sut("sqlite:journal=wal,sync=extra").guarantee("DB-ATOMIC").rule
+    assert get_sut("sqlite:journal=memory,sync=normal").promises == ("DB-DURABLE", "DB-PREFIX")
+
+
+def test_any_spelling_gets_the_canonical_name():
+    assert get_sut("sqlite:sync=NORMAL, journal=Truncate").name == \
+        "sqlite:journal=truncate,sync=normal"
+    full = "sqlite:journal=wal,sync=full,page=8192,autockpt=10,locking=exclusive,jlimit=0"
+    assert get_sut("sqlite:jlimit=0,locking=EXCLUSIVE,autockpt=10,page=8192,sync=full,"
+                   "journal=wal").name == full
+    assert get_sut("sqlite:journal=wal,sync=full,page=4096,autockpt=1000,locking=normal,"
+                   "jlimit=-1").name == "sqlite:journal=wal,sync=full"
+    walopt = get_sut("sqlite:journal=wal,sync=full,walopt=100")
+    assert walopt.name == "sqlite:journal=wal,sync=full,walopt=100"
+    assert ("--wal-prealloc", "100") in walopt.runner_options
+    assert ("--wal-autocheckpoint", "100") in walopt.runner_options
+
+
+@pytest.mark.parametrize("name, why", [
+    ("sqlite:", "is not KEY=VALUE"),
+    ("sqlite:journal=wal", "sync= is required"),
+    ("sqlite:sync=full", "journal= is required"),
+    ("sqlite:journal=fast,sync=full", "journal=fast (choose from delete, truncate, persist, "
+                                      "wal, memory, off)"),
+    ("sqlite:journal=wal,sync=maybe", "sync=maybe (choose from off, normal, full, extra)"),
+    ("sqlite:journal=wal,sync=full,sync=off", "sync given twice"),
+    ("sqlite:journal=wal,sync=full,speed=fast", "unknown key 'speed'"),
+    ("sqlite:journal=wal,sync=full,page=1000", "page=1000 (a power of two, 512..65536)"),
+    ("sqlite:journal=wal,sync=full,page=big", "page=big is not an integer"),
+    ("sqlite:journal=wal,sync=full,locking=shared", "locking=shared (choose from normal, "
+                                                    "exclusive)"),
+    ("sqlite:journal=delete,sync=full,autockpt=10", "autockpt is for journal=wal only"),
+    ("sqlite:journal=wal,sync=full,autockpt=-1", "autockpt=-1"),
+    ("sqlite:journal=truncate,sync=full,jlimit=0", "jlimit is for a journal that outlives"),
+    ("sqlite:journal=delete,sync=full,jlimit=0", "jlimit is for a journal that outlives"),
+    ("sqlite:journal=persist,sync=full,jlimit=-2", "jlimit=-2"),
+    ("sqlite:journal=persist,sync=full,walopt=10", "walopt=N (1 <= N <= 65536) is for "
+                                                   "journal=wal only"),
+    ("sqlite:journal=wal,sync=full,walopt=10,autockpt=20", "walopt sets the checkpoint"),
+    ("sqlite:journal=wal,sync=full,walopt=10,jlimit=0", "walopt sets the checkpoint"),
+])
+def test_a_bad_grammar_name_is_one_clear_line(name, why):
+    with pytest.raises(CrashlabError) as e:
+        get_sut(name)
+    msg = str(e.value)
+    assert "\n" not in msg
+    assert msg.startswith(f"bad SUT {name!r}: ") and why in msg, msg
+    assert "(grammar: sqlite:journal=delete|truncate|persist|wal|memory|off," in msg
+
+
+def test_exclusive_delete_takes_a_journal_limit():
+    sut = get_sut("sqlite:journal=delete,sync=full,locking=exclusive,jlimit=0")
+    assert ("--journal-size-limit", "0") in sut.runner_options
+    assert ("--locking-mode", "EXCLUSIVE") in sut.runner_options

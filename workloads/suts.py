@@ -8,6 +8,12 @@ documented rule the expectation rests on.  The setting assumed is the one
 crashlab records: a journaling Linux file system (ext4 data=ordered, xfs,
 btrfs) on a disk that honours flushes, power cut at any point of the write log.
 
+SQLite SUTs are names of a grammar, ``sqlite:journal=J,sync=S[,...]``
+(workloads/sqlite_grammar.py): any valid name is a SUT (``get_sut``), its
+runner options come from the name and its guarantees are derived from one
+table of cited rules.  The ten hand-named SQLite SUTs (``SQLITE_ALIASES``,
+e.g. ``sqlite-delete-full``) are aliases with the same options and guarantees.
+
 DHL SUTs (engine "dhl", workloads/runner/engine_dhl.c): ``dhl-tc``,
 ``dhl-cc``, ``dhl-tc-opt``, ``dhl-cc-opt`` and the unsafe ``dhl-nolog``, each
 on the database file in the recorded file system, and a ``…-raw`` twin
@@ -18,27 +24,25 @@ system (``crashlab record --fs raw``; the fast tier of the sweep).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cache
 
 from harness.errors import CrashlabError
+from workloads.guarantee import DB_INVARIANTS, Guarantee
+from workloads.sqlite_grammar import (
+    DOC_CRASHLAB,
+    GRAMMAR,
+    PREFIX,
+    PREFIX_RULE,
+    SqliteConfig,
+    derive,
+    grid,
+    parse_sqlite_name,
+)
 
-DB_INVARIANTS = ("DB-OPEN", "DB-INTEGRITY", "DB-ATOMIC", "DB-DURABLE", "DB-PREFIX")
+__all__ = ["DB_INVARIANTS", "PAGE_SIZE", "SUTS", "SQLITE_ALIASES", "Guarantee", "Sut",
+           "get_sut", "sqlite_grid"]
+
 PAGE_SIZE = 4096
-
-DOC_SYNC = "https://www.sqlite.org/pragma.html#pragma_synchronous"
-DOC_JOURNAL = "https://www.sqlite.org/pragma.html#pragma_journal_mode"
-DOC_ATOMIC = "https://www.sqlite.org/atomiccommit.html"
-DOC_WAL = "https://www.sqlite.org/wal.html"
-DOC_CRASHLAB = "crashlab README, What a sweep does"
-
-
-@dataclass(frozen=True)
-class Guarantee:
-    """One invariant of one SUT: promised or not, and the rule that says so."""
-
-    invariant: str
-    promised: bool
-    rule: str
-    source: str
 
 
 @dataclass(frozen=True)
@@ -70,10 +74,18 @@ class Sut:
     # TC_OPT 100 violations of DB-ATOMIC/INTEGRITY/OPEN; TC (a sync before a
     # header-page-only commit) 0.
     torn_safe: bool = True
-    # Overwrites database pages in place with no log (SQLite journal OFF,
-    # DHL NOLOG): a copy-on-write fsync (btrfs) hides its partial
-    # transactions at the database level.
+    # Overwrites database pages in place with no log on disk (SQLite journal
+    # OFF or MEMORY, DHL NOLOG): a copy-on-write fsync (btrfs) hides its
+    # partial transactions at the database level.
     in_place: bool = False
+    # A SQLite SUT's configuration (workloads/sqlite_grammar.py): its
+    # canonical grammar name, runner options and derived guarantees.
+    config: SqliteConfig | None = None
+
+    @property
+    def canonical(self) -> str:
+        """The grammar name of a SQLite SUT (an alias's too); else the name."""
+        return self.config.name if self.config else self.name
 
     def runner_args(self) -> list[str]:
         """The engine arguments of ``crashlab-runner`` (without --ops/--db)."""
@@ -98,56 +110,6 @@ class Sut:
             f"unknown invariant {invariant!r} (choose from {', '.join(DB_INVARIANTS)})"
         )
 
-
-# --- the documented rules, quoted from SQLite's documentation --------------
-
-_FULL = ("synchronous=FULL: 'SQLite ... will use the xSync method of the VFS to ensure that "
-         "all content is safely written to the disk surface prior to continuing. This ensures "
-         "that an operating system crash or power failure will not corrupt the database.'")
-_ATOMIC = ("atomic commit: rollback-journal transactions 'appear to be atomic even if the "
-           "transaction is interrupted by an operating system crash or power failure'; a hot "
-           "journal left behind is rolled back when the database is next opened")
-_EXTRA_DIR = ("synchronous=EXTRA: 'like FULL with the addition that the directory containing a "
-              "rollback journal is synced after that journal is unlinked to commit a transaction "
-              "in DELETE mode. EXTRA provides additional durability if the commit is followed "
-              "closely by a power loss.' Under FULL the unlink (the commit point) may not be "
-              "durable when COMMIT returns: the journal can reappear and roll the acknowledged "
-              "transaction back (observed on this machine, harness/record/NOTES.md)")
-_EXTRA_OK = ("synchronous=EXTRA syncs the directory after unlinking the journal, so the "
-             "commit point is durable when COMMIT returns")
-_NORMAL_DELETE = ("synchronous=NORMAL: 'There is a very small (though non-zero) chance that a "
-                  "power failure at just the wrong time could corrupt the database in "
-                  "journal_mode=DELETE on an older filesystem ... probably DELETE mode is safe "
-                  "too on modern filesystems.'")
-_TRUNCATE = ("journal_mode=TRUNCATE 'commits transactions by truncating the rollback journal to "
-             "zero-length instead of deleting it'; with synchronous=FULL the truncation is "
-             "synced before COMMIT returns, so no directory sync is needed")
-_PERSIST = ("journal_mode=PERSIST: 'the header of the journal is overwritten with zeros' to "
-            "commit; with synchronous=FULL that header write is synced before COMMIT returns")
-_WAL_FULL = ("WAL + synchronous=FULL: 'an additional sync operation of the WAL file happens "
-             "after each transaction commit'; WAL recovery replays only committed frames "
-             "(checksummed commit records)")
-_WAL_NORMAL_ATOMIC = ("synchronous=NORMAL: 'WAL mode is safe from corruption with "
-                      "synchronous=NORMAL ... WAL mode is always consistent with "
-                      "synchronous=NORMAL'")
-_WAL_NORMAL_DURABLE = ("synchronous=NORMAL: 'WAL mode does lose durability. A transaction "
-                       "committed in WAL mode with synchronous=NORMAL might roll back following "
-                       "a power loss or system crash.'")
-_SYNC_OFF = ("synchronous=OFF: 'SQLite continues without syncing as soon as it has handed data "
-             "off to the operating system ... the database might become corrupted if the "
-             "operating system crashes or the computer loses power before that data has been "
-             "written to the disk surface.'")
-_MEMORY = ("journal_mode=MEMORY 'stores the rollback journal in volatile RAM. This saves disk "
-           "I/O but at the expense of database safety and integrity. If the application using "
-           "SQLite crashes in the middle of a transaction ... the database file will very likely "
-           "go corrupt.' A power loss loses the journal the same way")
-_OFF = ("journal_mode=OFF 'disables the rollback journal completely ... If the application "
-        "crashes in the middle of a transaction when the OFF journaling mode is set, then the "
-        "database file will very likely go corrupt.'")
-_SYNCED_COMMIT = ("synchronous=FULL syncs the database file before COMMIT returns, and with no "
-                  "journal there is nothing that can undo it")
-_PREFIX = ("a crash state holds only writes issued before the cut, and no SUT writes a "
-           "transaction's rows before the transaction is issued")
 
 # --- DHL: the thesis (Doubleheader Logging, §III)
 # as restated in dhl/DESIGN.md and dhl/FORMAT.md ------------------
@@ -181,24 +143,24 @@ def _g(invariant: str, promised: bool, rule: str, source: str) -> Guarantee:
     return Guarantee(invariant, promised, rule, source)
 
 
-def _sqlite(name: str, journal: str, sync: str, description: str,
-            guarantees: list[Guarantee]) -> Sut:
-    guarantees.append(_g("DB-PREFIX", True, _PREFIX, DOC_CRASHLAB))
+def _sqlite(config: SqliteConfig, name: str = "", description: str = "") -> Sut:
+    """The SUT of ``config``, named ``name`` (default: its canonical name);
+    runner options and guarantees come from the configuration alone."""
     return Sut(
-        name=name,
+        name=name or config.name,
         engine="sqlite",
-        description=description,
-        runner_options=(("--journal-mode", journal), ("--synchronous", sync),
-                        ("--page-size", str(PAGE_SIZE))),
-        guarantees=tuple(guarantees),
-        mode=journal.lower(),
-        in_place=journal == "OFF",
+        description=description or config.describe(),
+        runner_options=config.runner_options(),
+        guarantees=derive(config),
+        mode=config.journal,
+        in_place=config.journal in ("off", "memory"),
+        config=config,
     )
 
 
 def _dhl(name: str, mode: str, description: str, guarantees: list[Guarantee],
          *, raw: bool = False) -> Sut:
-    guarantees.append(_g("DB-PREFIX", True, _PREFIX, DOC_CRASHLAB))
+    guarantees.append(_g("DB-PREFIX", True, PREFIX_RULE, DOC_CRASHLAB))
     where = "on the raw recorded block device, no file system" if raw else \
         "on a file in the recorded file system"
     return Sut(
@@ -251,52 +213,62 @@ def _unsafe(rule: str, source: str, durable: Guarantee) -> list[Guarantee]:
             _g("DB-ATOMIC", False, rule, source), durable]
 
 
+# The hand-named SQLite SUTs: aliases of grammar names (the same runner
+# options and guarantees), kept for the matrices, runs and tests that use them.
+SQLITE_ALIASES: dict[str, tuple[str, str]] = {
+    "sqlite-delete-full": (
+        "sqlite:journal=delete,sync=full",
+        "rollback journal deleted at commit, synchronous=FULL (SQLite's default)"),
+    "sqlite-delete-extra": (
+        "sqlite:journal=delete,sync=extra",
+        "rollback journal deleted at commit, directory synced after the unlink"),
+    "sqlite-delete-normal": (
+        "sqlite:journal=delete,sync=normal",
+        "rollback journal deleted at commit, synchronous=NORMAL (one journal sync)"),
+    "sqlite-delete-off": (
+        "sqlite:journal=delete,sync=off", "rollback journal deleted at commit, no syncs at all"),
+    "sqlite-truncate-full": (
+        "sqlite:journal=truncate,sync=full",
+        "rollback journal truncated at commit, synchronous=FULL"),
+    "sqlite-persist-full": (
+        "sqlite:journal=persist,sync=full",
+        "rollback journal header zeroed at commit, synchronous=FULL"),
+    "sqlite-wal-full": (
+        "sqlite:journal=wal,sync=full", "write-ahead log, WAL synced at every commit"),
+    "sqlite-wal-normal": (
+        "sqlite:journal=wal,sync=normal", "write-ahead log, synced only at checkpoints"),
+    "sqlite-memory": (
+        "sqlite:journal=memory,sync=full",
+        "rollback journal kept in memory only, synchronous=FULL"),
+    "sqlite-off": ("sqlite:journal=off,sync=full", "no rollback journal, synchronous=FULL"),
+}
+
 _ALL: tuple[Sut, ...] = (
-    _sqlite("sqlite-delete-full", "DELETE", "FULL",
-            "rollback journal deleted at commit, synchronous=FULL (SQLite's default)",
-            _safe(_FULL + "; " + _ATOMIC, DOC_ATOMIC,
-                  _g("DB-DURABLE", False, _EXTRA_DIR, DOC_SYNC))),
-    _sqlite("sqlite-delete-extra", "DELETE", "EXTRA",
-            "rollback journal deleted at commit, directory synced after the unlink",
-            _safe(_FULL + "; " + _ATOMIC, DOC_ATOMIC,
-                  _g("DB-DURABLE", True, _EXTRA_OK, DOC_SYNC))),
-    _sqlite("sqlite-delete-normal", "DELETE", "NORMAL",
-            "rollback journal deleted at commit, synchronous=NORMAL (one journal sync)",
-            _safe(_NORMAL_DELETE, DOC_SYNC,
-                  _g("DB-DURABLE", False, _EXTRA_DIR, DOC_SYNC))),
-    _sqlite("sqlite-delete-off", "DELETE", "OFF",
-            "rollback journal deleted at commit, no syncs at all",
-            _unsafe(_SYNC_OFF, DOC_SYNC, _g("DB-DURABLE", False, _SYNC_OFF, DOC_SYNC))),
-    _sqlite("sqlite-truncate-full", "TRUNCATE", "FULL",
-            "rollback journal truncated at commit, synchronous=FULL",
-            _safe(_FULL + "; " + _ATOMIC, DOC_ATOMIC,
-                  _g("DB-DURABLE", True, _TRUNCATE, DOC_JOURNAL))),
-    _sqlite("sqlite-persist-full", "PERSIST", "FULL",
-            "rollback journal header zeroed at commit, synchronous=FULL",
-            _safe(_FULL + "; " + _ATOMIC, DOC_ATOMIC,
-                  _g("DB-DURABLE", True, _PERSIST, DOC_JOURNAL))),
-    _sqlite("sqlite-wal-full", "WAL", "FULL",
-            "write-ahead log, WAL synced at every commit",
-            _safe(_WAL_FULL, DOC_WAL, _g("DB-DURABLE", True, _WAL_FULL, DOC_SYNC))),
-    _sqlite("sqlite-wal-normal", "WAL", "NORMAL",
-            "write-ahead log, synced only at checkpoints",
-            _safe(_WAL_NORMAL_ATOMIC, DOC_SYNC,
-                  _g("DB-DURABLE", False, _WAL_NORMAL_DURABLE, DOC_SYNC))),
-    _sqlite("sqlite-memory", "MEMORY", "FULL",
-            "rollback journal kept in memory only, synchronous=FULL",
-            _unsafe(_MEMORY, DOC_JOURNAL, _g("DB-DURABLE", True, _SYNCED_COMMIT, DOC_SYNC))),
-    _sqlite("sqlite-off", "OFF", "FULL",
-            "no rollback journal, synchronous=FULL",
-            _unsafe(_OFF, DOC_JOURNAL, _g("DB-DURABLE", True, _SYNCED_COMMIT, DOC_SYNC))),
+    *(_sqlite(parse_sqlite_name(canonical), name, description)
+      for name, (canonical, description) in SQLITE_ALIASES.items()),
     *_dhl_suts(),
 )
 
+# The named SUTs (the SQLite aliases and every DHL SUT); any SQLite grammar
+# name is a SUT too (get_sut).
 SUTS: dict[str, Sut] = {s.name: s for s in _ALL}
 
 
+def sqlite_grid() -> tuple[str, ...]:
+    """The canonical names of every journal x sync combination (24)."""
+    return tuple(c.name for c in grid())
+
+
+@cache
+def _grammar_sut(canonical: str) -> Sut:
+    return _sqlite(parse_sqlite_name(canonical))
+
+
 def get_sut(name: str) -> Sut:
-    """The SUT called ``name``; CrashlabError lists the valid names."""
-    try:
+    """The SUT called ``name``: a registered name, or any SQLite grammar name
+    (named canonically).  CrashlabError lists the valid names."""
+    if name in SUTS:
         return SUTS[name]
-    except KeyError:
-        raise CrashlabError(f"unknown SUT {name!r} (choose from {', '.join(SUTS)})") from None
+    if name.startswith(PREFIX):
+        return _grammar_sut(parse_sqlite_name(name).name)
+    raise CrashlabError(f"unknown SUT {name!r} (choose from {', '.join(SUTS)}, or {GRAMMAR})")

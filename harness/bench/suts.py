@@ -1,7 +1,9 @@
 """Every SUT through crashlab-runner, plain and recorded, in one run.
 
-Every SQLite and DHL SUT runs the same insert/update/delete op streams
-(TXNS transactions of one 100-byte operation each):
+Every named SQLite and DHL SUT, and WAL_OPT (``sqlite:...,walopt=100``)
+beside plain WAL with its checkpoint interval, runs the same
+insert/update/delete op streams (TXNS transactions of one 100-byte operation
+each):
 
 - plain: on one ext4 loop device over a tmpfs copy of the ext4 base image
   (raw SUTs: each run on a fresh bare loop device over a zero-filled tmpfs
@@ -40,7 +42,7 @@ from harness.sysops import loop_attach, loop_detach, loop_mounted, signals_defer
 from workloads.generate import write_opstream
 from workloads.run import runner_command, runner_path
 from workloads.spec import parse_spec
-from workloads.suts import SUTS, Sut
+from workloads.suts import SUTS, Sut, get_sut
 
 NAME = "suts"
 TXNS = 500
@@ -55,15 +57,29 @@ KINDS = {
 }
 
 
+# WAL_OPT (DHL thesis §IV): the WAL pre-allocated to 100 frames and
+# checkpointed every 100 pages, so that a commit never grows the WAL file;
+# beside it plain WAL with the same checkpoint interval.
+WAL_OPT = "sqlite:journal=wal,sync=full,walopt=100"
+WAL_100 = "sqlite:journal=wal,sync=full,autockpt=100"
+
+
 def _suts() -> list[Sut]:
-    """DHL SUTs first (file, then raw), then every SQLite SUT."""
-    return sorted(SUTS.values(), key=lambda s: (s.engine, s.raw))
+    """DHL SUTs first (file, then raw), then every named SQLite SUT, then
+    WAL_OPT and its baseline."""
+    named = sorted(SUTS.values(), key=lambda s: (s.engine, s.raw))
+    return named + [get_sut(WAL_100), get_sut(WAL_OPT)]
+
+
+def _file_name(sut: Sut) -> str:
+    """The SUT's name as part of a file name (a grammar name has ':' ',' '=')."""
+    return sut.name.replace(":", "-").replace(",", "-").replace("=", "")
 
 
 def _stats_path(work: Path, sut: Sut, kind: str, rep: int | str) -> Path:
     """Where the runner's --stats go: ``rep`` is a plain run's number or
     "rec" for the recorded run."""
-    return work / f"stats-{sut.name}-{kind}-{rep}.json"
+    return work / f"stats-{_file_name(sut)}-{kind}-{rep}.json"
 
 
 @contextmanager
@@ -95,7 +111,7 @@ def _plain(work: Path) -> None:
                     if sut.raw:
                         continue
                     for kind in KINDS:
-                        db = mnt / f"{sut.name}-{kind}-{rep}.db"
+                        db = mnt / f"{_file_name(sut)}-{kind}-{rep}.db"
                         cmd = runner_command(sut, work / f"{kind}.ops", db,
                                              stats=_stats_path(work, sut, kind, rep))
                         subprocess.run(cmd, check=True, capture_output=True, text=True)
@@ -140,7 +156,7 @@ def _device_figures(log: Path) -> list[tuple[float, float]]:
     return out
 
 
-def _record_one(cmd: list[str], out: Path, fs: str) -> list[tuple[float, float]]:
+def record_device_figures(cmd: list[str], out: Path, fs: str) -> list[tuple[float, float]]:
     """Record ``cmd`` on a fresh ``fs`` into ``out``; return its device
     figures (one per runner run) and delete the recording."""
     try:
@@ -161,15 +177,15 @@ def _recorded(work: Path) -> dict[tuple[str, str], tuple[float, float]]:
             for kind in KINDS:
                 cmd = runner_command(sut, work / f"{kind}.ops", None, db_env="CRASHLAB_DEV",
                                      stats=_stats_path(work, sut, kind, "rec"))
-                figs = _record_one(cmd, work / f"run-{sut.name}-{kind}", "raw")
+                figs = record_device_figures(cmd, work / f"run-{_file_name(sut)}-{kind}", "raw")
                 figures[(sut.name, kind)] = figs[0]
             continue
         # Databases in the cwd the recorder gives: the recorded mount point.
         script = " && ".join(
-            shlex.join(runner_command(sut, work / f"{kind}.ops", f"{sut.name}-{kind}.db",
+            shlex.join(runner_command(sut, work / f"{kind}.ops", f"{_file_name(sut)}-{kind}.db",
                                       stats=_stats_path(work, sut, kind, "rec")))
             for kind in KINDS)
-        figs = _record_one(["sh", "-c", script], work / f"run-{sut.name}", "ext4")
+        figs = record_device_figures(["sh", "-c", script], work / f"run-{_file_name(sut)}", "ext4")
         for kind, fig in zip(KINDS, figs, strict=True):
             figures[(sut.name, kind)] = fig
     return figures
@@ -202,8 +218,10 @@ def run() -> None:
         print(f"{TXNS} transactions of one 100-byte operation each; plain = best of {REPEATS} "
               f"runs, ext4 on a loop device over tmpfs (raw: bare loop device); rec = one "
               f"recorded run, also the source of the dev columns; recorder: {note}")
-        print(f"{'SUT':22s} {'kind':6s} {'plain tx/s':>10s} {'rec tx/s':>8s} {'rec/plain':>9s} "
-              f"{'syncs/txn':>9s} {'KiB/txn':>7s} {'dev KiB/txn':>11s} {'dev flush/txn':>13s}")
+        width = max(len(s.name) for s in _suts())
+        print(f"{'SUT':{width}s} {'kind':6s} {'plain tx/s':>10s} {'rec tx/s':>8s} "
+              f"{'rec/plain':>9s} {'syncs/txn':>9s} {'KiB/txn':>7s} {'dev KiB/txn':>11s} "
+              f"{'dev flush/txn':>13s}")
         rates: dict[tuple[str, str], float] = {}
         for sut in _suts():
             for kind in KINDS:
@@ -217,7 +235,7 @@ def run() -> None:
                     dtxt = f"{d[0]:11.1f} {d[1]:13.2f}"
                 else:
                     rtxt, dtxt = f"{'-':>8s} {'-':>9s}", f"{'-':>11s} {'-':>13s}"
-                print(f"{sut.name:22s} {kind:6s} {tps:10.0f} {rtxt} {syncs:9.2f} {kib:7.1f} "
+                print(f"{sut.name:{width}s} {kind:6s} {tps:10.0f} {rtxt} {syncs:9.2f} {kib:7.1f} "
                       f"{dtxt}")
         for kind in KINDS:
             cc = rates[("dhl-cc", kind)]
@@ -226,3 +244,7 @@ def run() -> None:
                   f"dhl-cc-opt / dhl-nolog "
                   f"{rates[('dhl-cc-opt', kind)] / rates[('dhl-nolog', kind)]:.2f}x, "
                   f"dhl-cc-raw / dhl-cc {rates[('dhl-cc-raw', kind)] / cc:.2f}x")
+            opt, plain = dev.get((WAL_OPT, kind)), dev.get(("sqlite-wal-full", kind))
+            if opt and plain:
+                print(f"{kind}: WAL_OPT device KiB/txn {opt[0]:.1f} against sqlite-wal-full "
+                      f"{plain[0]:.1f} ({plain[0] / max(opt[0], 1e-9):.1f}x less)")

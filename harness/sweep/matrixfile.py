@@ -43,8 +43,8 @@ from harness.check.usercheck import DEFAULT_TIMEOUT, UserChecker, parse_checker
 from harness.errors import CrashlabError
 from harness.fs import FILESYSTEMS
 from harness.states import STRATEGIES
-from harness.sweep.matrix import BUILTIN_WORKLOADS, UNSAFE, Cell, UserSut
-from workloads.suts import SUTS
+from harness.sweep.matrix import BUILTIN_WORKLOADS, Cell, UserSut, must_violate
+from workloads.suts import SUTS, get_sut
 
 SUT_KEYS = {"run", "build", "checker", "checkers", "recover", "timeout", "promises",
             "must_violate_any"}
@@ -129,6 +129,15 @@ def _checkers(table: Any, here: str, timeout: float, where: str,  # noqa: ANN401
     return tuple(out)
 
 
+def _builtin(name: str) -> bool:
+    """A SUT of the registry (a name or a SQLite grammar name)."""
+    try:
+        get_sut(name)
+    except CrashlabError:
+        return False
+    return True
+
+
 def _listed(spec: dict[str, Any], key: str, default: Any) -> list[Any]:  # noqa: ANN401
     v = spec.get(key, default)
     return list(v) if isinstance(v, list) else [v]
@@ -156,16 +165,17 @@ def _cells(spec: Any, i: int, suts: dict[str, UserSut], workloads: dict[str, str
             raise CrashlabError(f"{where}: unknown fs {fs!r} (choose from "
                                 f"{', '.join(FILESYSTEMS)})")
         user = suts.get(sut)
-        if user is None and sut not in SUTS:
+        if user is None and not _builtin(sut):
             raise CrashlabError(f"{where}: unknown SUT {sut!r} (yours: "
-                                f"{', '.join(suts) or 'none'}; built-in: {', '.join(SUTS)})")
+                                f"{', '.join(suts) or 'none'}; built-in: {', '.join(SUTS)}, "
+                                "or sqlite:journal=J,sync=S,...)")
         if user is not None and set(strategies) & set(COMPOSITE):
             raise CrashlabError(f"{where}: {', '.join(COMPOSITE)} continue a built-in SUT's "
                                 f"workload after a crash; {sut!r} is yours")
         if user is None and not workload:
             raise CrashlabError(f"{where}: the built-in SUT {sut!r} needs a workload")
         must = spec.get("must_violate_any",
-                        UNSAFE.get(sut, ()) if user is None else user.must_violate_any)
+                        must_violate(sut) if user is None else user.must_violate_any)
         out.append(Cell(sut, workloads.get(workload, workload), fs, strategies, tuple(must),
                         tuple(spec.get("waived", ())), extra, user))
     return out

@@ -29,6 +29,10 @@ typedef struct engine_options {
     const char *db;           /* database path */
     const char *journal_mode; /* SQLite: DELETE, TRUNCATE, PERSIST, WAL, MEMORY, OFF */
     const char *synchronous;  /* SQLite: OFF, NORMAL, FULL, EXTRA */
+    const char *locking_mode; /* SQLite: NORMAL, EXCLUSIVE */
+    int wal_autocheckpoint;   /* SQLite: pages between automatic checkpoints, 0 = none */
+    int journal_size_limit;   /* SQLite: bytes a kept journal/WAL is cut to, -1 = none */
+    int wal_prealloc;         /* SQLite WAL: frames of zeros written at open, 0 = none */
     const char *dhl_mode;     /* DHL: tc, cc, tc_opt, cc_opt, nolog */
     const char *sync;         /* DHL: fsync, fdatasync */
     int page_size;

@@ -1,8 +1,12 @@
 /*
 ** The SQLite engine: the system SQLite through its C API.  Tables are
 ** t0..t{N-1}, each (id INTEGER PRIMARY KEY, value BLOB NOT NULL); the
-** pragmas page_size, journal_mode and synchronous are set at open, before
-** the tables are created.  All file I/O goes through the counting VFS.
+** pragmas page_size, locking_mode, journal_mode, synchronous,
+** wal_autocheckpoint and journal_size_limit are set at open, each checked
+** against what SQLite reports, before the tables are created.  With
+** --wal-prealloc N the WAL is then grown to N frames of zeros (synced), so
+** that transactions overwrite it in place instead of growing it.  All file
+** I/O goes through the counting VFS.
 */
 #include <sqlite3.h>
 #include <stdio.h>
@@ -26,6 +30,9 @@ enum { S_INSERT, S_UPDATE, S_DELETE, S_SELECT, S_PER_TABLE };
 static const char *const JOURNAL_MODES[] = {"DELETE", "TRUNCATE", "PERSIST", "WAL",
                                             "MEMORY", "OFF",      NULL};
 static const char *const SYNC_LEVELS[] = {"OFF", "NORMAL", "FULL", "EXTRA", NULL};
+static const char *const LOCKING_MODES[] = {"NORMAL", "EXCLUSIVE", NULL};
+
+enum { WAL_HEADER = 32, WAL_FRAME_HEADER = 24 }; /* wal.c's file format */
 
 /* Set X->err from a printf format; returns -1. */
 #define fail(x, ...) errorf((x)->err, sizeof(x)->err, __VA_ARGS__)
@@ -84,6 +91,69 @@ static void free_engine(engine *e)
     free(e);
 }
 
+/* prealloc_wal: grow the WAL (it exists: the tables were just committed) to
+** FRAMES frames of PAGE bytes by writing zeros past its end, through the VFS,
+** and sync it.  A zero frame header fails WAL recovery's salt check, so the
+** frames past the last committed one mean nothing; later commits overwrite
+** them in place and the file never grows unless one transaction outgrows
+** them all. */
+static int prealloc_wal(engine *e, int frames, int page)
+{
+    sqlite3_file *wal = NULL;
+    int rc = sqlite3_file_control(e->db, "main", SQLITE_FCNTL_JOURNAL_POINTER, &wal);
+    if (rc != SQLITE_OK || !wal || !wal->pMethods)
+        return fail(e, "wal prealloc: no WAL file open");
+    sqlite3_int64 size, want = WAL_HEADER + (sqlite3_int64)frames * (WAL_FRAME_HEADER + page);
+    rc = wal->pMethods->xFileSize(wal, &size);
+    if (rc != SQLITE_OK)
+        return fail(e, "wal prealloc: size: %s", sqlite3_errstr(rc));
+    static const char zeros[65536];
+    while (rc == SQLITE_OK && size < want) {
+        int n = want - size < (sqlite3_int64)sizeof zeros ? (int)(want - size) : (int)sizeof zeros;
+        rc = wal->pMethods->xWrite(wal, zeros, n, size);
+        size += n;
+    }
+    if (rc == SQLITE_OK)
+        rc = wal->pMethods->xSync(wal, SQLITE_SYNC_NORMAL);
+    if (rc != SQLITE_OK)
+        return fail(e, "wal prealloc: %s", sqlite3_errstr(rc));
+    return 0;
+}
+
+/* set_pragmas: page_size, locking_mode (before journal_mode: WAL entered in
+** EXCLUSIVE mode uses no shared memory), journal_mode, synchronous,
+** wal_autocheckpoint and journal_size_limit, each checked against what SQLite
+** reports where it reports one; nonzero (with E->err set) on failure. */
+static int set_pragmas(engine *e, const engine_options *opt)
+{
+    char sql[128], want[32];
+    snprintf(sql, sizeof sql, "PRAGMA page_size=%d", opt->page_size);
+    int bad = exec_expect(e, sql, NULL);
+    if (!bad) {
+        snprintf(sql, sizeof sql, "PRAGMA locking_mode=%s", opt->locking_mode);
+        bad = exec_expect(e, sql, opt->locking_mode);
+    }
+    if (!bad) {
+        snprintf(sql, sizeof sql, "PRAGMA journal_mode=%s", opt->journal_mode);
+        bad = exec_expect(e, sql, opt->journal_mode);
+    }
+    if (!bad) {
+        snprintf(sql, sizeof sql, "PRAGMA synchronous=%s", opt->synchronous);
+        bad = exec_expect(e, sql, NULL);
+    }
+    if (!bad) {
+        snprintf(sql, sizeof sql, "PRAGMA wal_autocheckpoint=%d", opt->wal_autocheckpoint);
+        snprintf(want, sizeof want, "%d", opt->wal_autocheckpoint);
+        bad = exec_expect(e, sql, want);
+    }
+    if (!bad) {
+        snprintf(sql, sizeof sql, "PRAGMA journal_size_limit=%d", opt->journal_size_limit);
+        snprintf(want, sizeof want, "%d", opt->journal_size_limit);
+        bad = exec_expect(e, sql, want);
+    }
+    return bad;
+}
+
 static int sq_open(const engine_options *opt, engine **out, char *err, size_t errlen)
 {
     if (!one_of(opt->journal_mode, JOURNAL_MODES)) {
@@ -100,6 +170,15 @@ static int sq_open(const engine_options *opt, engine **out, char *err, size_t er
     }
     if (opt->page_size < 512 || opt->page_size > 65536 || (opt->page_size & (opt->page_size - 1))) {
         snprintf(err, errlen, "bad page size %d (a power of two, 512..65536)", opt->page_size);
+        return -1;
+    }
+    if (!one_of(opt->locking_mode, LOCKING_MODES)) {
+        snprintf(err, errlen, "bad locking mode %s (choose from NORMAL, EXCLUSIVE)",
+                 opt->locking_mode);
+        return -1;
+    }
+    if (opt->wal_prealloc > 0 && strcasecmp(opt->journal_mode, "WAL") != 0) {
+        snprintf(err, errlen, "--wal-prealloc needs journal mode WAL, not %s", opt->journal_mode);
         return -1;
     }
     int rc = countvfs_register();
@@ -120,18 +199,8 @@ static int sq_open(const engine_options *opt, engine **out, char *err, size_t er
         fail_db(e, opt->db);
     if (!bad)
         sqlite3_extended_result_codes(e->db, 1);
-    if (!bad) {
-        snprintf(sql, sizeof sql, "PRAGMA page_size=%d", opt->page_size);
-        bad = exec_expect(e, sql, NULL);
-    }
-    if (!bad) {
-        snprintf(sql, sizeof sql, "PRAGMA journal_mode=%s", opt->journal_mode);
-        bad = exec_expect(e, sql, opt->journal_mode);
-    }
-    if (!bad) {
-        snprintf(sql, sizeof sql, "PRAGMA synchronous=%s", opt->synchronous);
-        bad = exec_expect(e, sql, NULL);
-    }
+    if (!bad)
+        bad = set_pragmas(e, opt);
     if (!bad)
         bad = exec_expect(e, "BEGIN", NULL);
     for (uint32_t t = 0; !bad && t < e->ntables; t++) {
@@ -141,6 +210,8 @@ static int sq_open(const engine_options *opt, engine **out, char *err, size_t er
     }
     if (!bad)
         bad = exec_expect(e, "COMMIT", NULL);
+    if (!bad && opt->wal_prealloc > 0)
+        bad = prealloc_wal(e, opt->wal_prealloc, opt->page_size);
     if (!bad) {
         snprintf(sql, sizeof sql, "PRAGMA page_size");
         sqlite3_stmt *st;

@@ -47,10 +47,25 @@ static void usage_error(const char *fmt, const char *arg)
     fprintf(stderr, "crashlab-runner: ");
     fprintf(stderr, fmt, arg);
     fprintf(stderr, "\nusage: crashlab-runner --ops FILE (--db PATH | --db-env NAME) "
-                    "[--engine sqlite|dhl] [--journal-mode M] [--synchronous S] [--dhl-mode M] "
-                    "[--sync fsync|fdatasync] [--page-size N] [--marks FILE] [--latency FILE] "
-                    "[--stats FILE] [--from-txn K]\n");
+                    "[--engine sqlite|dhl] [--journal-mode M] [--synchronous S] "
+                    "[--locking-mode M] [--wal-autocheckpoint N] [--journal-size-limit N] "
+                    "[--wal-prealloc N] [--dhl-mode M] [--sync fsync|fdatasync] [--page-size N] "
+                    "[--marks FILE] [--latency FILE] [--stats FILE] [--from-txn K]\n");
     exit(2);
+}
+
+/* int_arg: the integer value of option NAME, in LO..HI, or a usage error. */
+static int int_arg(const char *name, const char *arg, long lo, long hi)
+{
+    char *end;
+    errno = 0;
+    long v = strtol(arg, &end, 10);
+    if (*arg == '\0' || *end != '\0' || errno != 0 || v < lo || v > hi) {
+        char what[160];
+        snprintf(what, sizeof what, "bad %s %.40s (an integer, %ld..%ld)", name, arg, lo, hi);
+        usage_error("%s", what);
+    }
+    return (int)v;
 }
 
 static uint64_t now_us(void)
@@ -143,13 +158,24 @@ typedef struct args {
 static void parse_options(int argc, char **argv, args *a)
 {
     static const struct option LONG[] = {
-        {"ops", required_argument, 0, 'o'},         {"db", required_argument, 0, 'd'},
-        {"engine", required_argument, 0, 'e'},      {"journal-mode", required_argument, 0, 'j'},
-        {"synchronous", required_argument, 0, 's'}, {"page-size", required_argument, 0, 'p'},
-        {"marks", required_argument, 0, 'm'},       {"latency", required_argument, 0, 'l'},
-        {"stats", required_argument, 0, 'S'},       {"db-env", required_argument, 0, 'E'},
-        {"dhl-mode", required_argument, 0, 'M'},    {"sync", required_argument, 0, 'y'},
-        {"from-txn", required_argument, 0, 'F'},    {0, 0, 0, 0},
+        {"ops", required_argument, 0, 'o'},
+        {"db", required_argument, 0, 'd'},
+        {"engine", required_argument, 0, 'e'},
+        {"journal-mode", required_argument, 0, 'j'},
+        {"synchronous", required_argument, 0, 's'},
+        {"page-size", required_argument, 0, 'p'},
+        {"marks", required_argument, 0, 'm'},
+        {"latency", required_argument, 0, 'l'},
+        {"stats", required_argument, 0, 'S'},
+        {"db-env", required_argument, 0, 'E'},
+        {"dhl-mode", required_argument, 0, 'M'},
+        {"sync", required_argument, 0, 'y'},
+        {"from-txn", required_argument, 0, 'F'},
+        {"locking-mode", required_argument, 0, 'L'},
+        {"wal-autocheckpoint", required_argument, 0, 'A'},
+        {"journal-size-limit", required_argument, 0, 'J'},
+        {"wal-prealloc", required_argument, 0, 'P'},
+        {0, 0, 0, 0},
     };
     int c;
     opterr = 0;
@@ -168,6 +194,14 @@ static void parse_options(int argc, char **argv, args *a)
             a->opt.page_size = (int)v;
             break;
         }
+        case 'L': a->opt.locking_mode = optarg; break;
+        case 'A':
+            a->opt.wal_autocheckpoint = int_arg("--wal-autocheckpoint", optarg, 0, INT32_MAX);
+            break;
+        case 'J':
+            a->opt.journal_size_limit = int_arg("--journal-size-limit", optarg, -1, INT32_MAX);
+            break;
+        case 'P': a->opt.wal_prealloc = int_arg("--wal-prealloc", optarg, 1, 65536); break;
         case 'm': a->marks_path = optarg; break;
         case 'l': a->latency_path = optarg; break;
         case 'S': a->stats_path = optarg; break;
@@ -195,6 +229,12 @@ static void parse_args(int argc, char **argv, args *a)
                 .opt = {.db = NULL,
                         .journal_mode = "DELETE",
                         .synchronous = "FULL",
+                        /* SQLite's defaults (DEFAULT_WAL_AUTOCHECKPOINT, _JOURNAL_SIZE_LIMIT),
+                        ** set explicitly so that they do not depend on how SQLite was built */
+                        .locking_mode = "NORMAL",
+                        .wal_autocheckpoint = 1000,
+                        .journal_size_limit = -1,
+                        .wal_prealloc = 0,
                         .dhl_mode = "tc",
                         .sync = "fsync",
                         .page_size = 4096,
@@ -364,8 +404,12 @@ static void write_stats(const run *st, const args *a, const char *channel, const
         sb_printf(&b, "  \"dhl_mode\": \"%s\",\n  \"sync\": \"%s\",\n", a->opt.dhl_mode,
                   a->opt.sync);
     else
-        sb_printf(&b, "  \"journal_mode\": \"%s\",\n  \"synchronous\": \"%s\",\n",
-                  a->opt.journal_mode, a->opt.synchronous);
+        sb_printf(&b,
+                  "  \"journal_mode\": \"%s\",\n  \"synchronous\": \"%s\",\n"
+                  "  \"locking_mode\": \"%s\",\n  \"wal_autocheckpoint\": %d,\n"
+                  "  \"journal_size_limit\": %d,\n  \"wal_prealloc\": %d,\n",
+                  a->opt.journal_mode, a->opt.synchronous, a->opt.locking_mode,
+                  a->opt.wal_autocheckpoint, a->opt.journal_size_limit, a->opt.wal_prealloc);
     sb_printf(&b,
               "  \"page_size\": %d,\n  \"transactions\": %u,\n  \"elapsed_us\": %" PRIu64
               ",\n  \"marks\": \"%s\",\n",

@@ -1,0 +1,371 @@
+"""SQLite as a SUT name grammar, and its guarantees derived from one table of
+documented rules.
+
+    NAME := "sqlite:" KEY "=" VALUE ("," KEY "=" VALUE)*
+
+    journal   delete, truncate, persist, wal, memory, off   (required)
+    sync      off, normal, full, extra                      (required)
+    page      a power of two, 512..65536                    default 4096
+    autockpt  pages between automatic checkpoints, 0: none  default 1000   (wal only)
+    locking   normal, exclusive                             default normal
+    jlimit    bytes a kept journal is cut to, -1: no limit  default -1     (persist, wal,
+              or delete with locking=exclusive: a journal that outlives its transaction)
+    walopt    N frames: the WAL pre-allocated to N frames and autockpt=N   (wal only; not
+              with autockpt or jlimit)
+
+workloads/README.md maps each key to its runner option.
+Values are case-insensitive and keys may come in any order; the *canonical*
+name (``SqliteConfig.name``) has the keys in the table's order, lowercase
+values and every default left out: ``sqlite:journal=truncate,sync=normal``.
+The defaults are SQLite's own (this build: DEFAULT_WAL_AUTOCHECKPOINT=1000,
+DEFAULT_JOURNAL_SIZE_LIMIT=-1, locking NORMAL); the runner sets each pragma
+explicitly, so they do not depend on how SQLite was compiled.
+
+The guarantees (``derive``): for each DB invariant the first rule of ``RULES``
+that decides it and matches the configuration.  Only journal, sync and locking
+enter the table.  page, autockpt, jlimit and walopt change how much is written
+and when a checkpoint or a journal truncation happens, never which syncs come
+before a commit point: a checkpoint syncs the WAL before copying frames unless
+synchronous=OFF, and a journal is truncated to its limit only after the commit
+point ('There is no need to sync the file following this operation', pager.c).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from harness.errors import CrashlabError
+from workloads.guarantee import DB_INVARIANTS, Guarantee
+
+JOURNALS = ("delete", "truncate", "persist", "wal", "memory", "off")
+SYNCS = ("off", "normal", "full", "extra")
+LOCKINGS = ("normal", "exclusive")
+KEYS = ("journal", "sync", "page", "autockpt", "locking", "jlimit", "walopt")
+PREFIX = "sqlite:"
+DEFAULT_PAGE = 4096
+DEFAULT_AUTOCKPT = 1000
+DEFAULT_JLIMIT = -1
+MAX_INT = 2**31 - 1  # autockpt, jlimit: what the runner's C int holds
+MAX_WALOPT = 65536
+GRAMMAR = ("sqlite:journal=" + "|".join(JOURNALS) + ",sync=" + "|".join(SYNCS)
+           + "[,page=512..65536][,autockpt=N][,locking=normal|exclusive][,jlimit=N][,walopt=N]")
+
+DOC_SYNC = "https://www.sqlite.org/pragma.html#pragma_synchronous"
+DOC_JOURNAL = "https://www.sqlite.org/pragma.html#pragma_journal_mode"
+DOC_JLIMIT = "https://www.sqlite.org/pragma.html#pragma_journal_size_limit"
+DOC_ATOMIC = "https://www.sqlite.org/atomiccommit.html"
+DOC_WAL = "https://www.sqlite.org/wal.html"
+DOC_PAGER = "https://sqlite.org/src/file/src/pager.c"
+DOC_CRASHLAB = "crashlab README, What a sweep does"
+
+
+class InvalidConfig(CrashlabError):
+    """A configuration no SUT name may spell; ``why`` says what is wrong."""
+
+    def __init__(self, name: str, why: str) -> None:
+        super().__init__(_bad_message(name, why))
+        self.why = why
+
+
+def _bad_message(name: str, why: str) -> str:
+    return f"bad SUT {name!r}: {why} (grammar: {GRAMMAR})"
+
+
+@dataclass(frozen=True)
+class SqliteConfig:
+    """One SQLite SUT: every configuration is valid (CrashlabError otherwise)."""
+
+    journal: str
+    sync: str
+    page: int = DEFAULT_PAGE
+    autockpt: int = DEFAULT_AUTOCKPT
+    locking: str = "normal"
+    jlimit: int = DEFAULT_JLIMIT
+    walopt: int = 0  # 0: no pre-allocated WAL
+
+    def __post_init__(self) -> None:
+        if self.walopt > 0 and self.autockpt == DEFAULT_AUTOCKPT:
+            object.__setattr__(self, "autockpt", self.walopt)  # walopt's interval
+        why = _invalid(self)
+        if why:
+            raise InvalidConfig(self.name, why)
+
+    @property
+    def name(self) -> str:
+        """The canonical name: keys in KEYS order, defaults left out."""
+        parts = [f"journal={self.journal}", f"sync={self.sync}"]
+        if self.page != DEFAULT_PAGE:
+            parts.append(f"page={self.page}")
+        if self.autockpt != DEFAULT_AUTOCKPT and not self.walopt:
+            parts.append(f"autockpt={self.autockpt}")
+        if self.locking != "normal":
+            parts.append(f"locking={self.locking}")
+        if self.jlimit != DEFAULT_JLIMIT:
+            parts.append(f"jlimit={self.jlimit}")
+        if self.walopt:
+            parts.append(f"walopt={self.walopt}")
+        return PREFIX + ",".join(parts)
+
+    @property
+    def journal_persists(self) -> bool:
+        """A journal file outlives its transaction (what jlimit limits)."""
+        return self.journal in ("persist", "wal") or (
+            self.journal == "delete" and self.locking == "exclusive")
+
+    def runner_options(self) -> tuple[tuple[str, str], ...]:
+        """crashlab-runner's (--flag, value) pairs; a default is not passed
+        (the runner's defaults are the table's)."""
+        opts = [("--journal-mode", self.journal.upper()), ("--synchronous", self.sync.upper()),
+                ("--page-size", str(self.page))]
+        if self.autockpt != DEFAULT_AUTOCKPT:
+            opts.append(("--wal-autocheckpoint", str(self.autockpt)))
+        if self.locking != "normal":
+            opts.append(("--locking-mode", self.locking.upper()))
+        if self.jlimit != DEFAULT_JLIMIT:
+            opts.append(("--journal-size-limit", str(self.jlimit)))
+        if self.walopt:
+            opts.append(("--wal-prealloc", str(self.walopt)))
+        return tuple(opts)
+
+    def describe(self) -> str:
+        text = f"SQLite journal_mode={self.journal.upper()}, synchronous={self.sync.upper()}"
+        extra = self.name.split(",")[2:]
+        return text + (" (" + ", ".join(extra) + ")" if extra else "")
+
+
+def _invalid(c: SqliteConfig) -> str:
+    """Why ``c`` is not a valid configuration ('' if it is)."""
+    if c.journal not in JOURNALS:
+        return f"journal={c.journal} (choose from {', '.join(JOURNALS)})"
+    if c.sync not in SYNCS:
+        return f"sync={c.sync} (choose from {', '.join(SYNCS)})"
+    if c.page < 512 or c.page > 65536 or c.page & (c.page - 1):
+        return f"page={c.page} (a power of two, 512..65536)"
+    if c.locking not in LOCKINGS:
+        return f"locking={c.locking} (choose from {', '.join(LOCKINGS)})"
+    if not 0 <= c.walopt <= MAX_WALOPT or (c.walopt and c.journal != "wal"):
+        return f"walopt=N (1 <= N <= {MAX_WALOPT}) is for journal=wal only"
+    if c.walopt and (c.autockpt != c.walopt or c.jlimit != DEFAULT_JLIMIT):
+        return "walopt sets the checkpoint interval itself and keeps the WAL: no autockpt or jlimit"
+    if not 0 <= c.autockpt <= MAX_INT:
+        return f"autockpt={c.autockpt} (0 <= N <= {MAX_INT})"
+    if c.autockpt != DEFAULT_AUTOCKPT and c.journal != "wal":
+        return "autockpt is for journal=wal only"
+    if not -1 <= c.jlimit <= MAX_INT:
+        return f"jlimit={c.jlimit} (-1 <= N <= {MAX_INT})"
+    if c.jlimit != DEFAULT_JLIMIT and not c.journal_persists:
+        return ("jlimit is for a journal that outlives its transaction: journal=persist, "
+                "journal=wal, or journal=delete with locking=exclusive")
+    return ""
+
+
+def parse_sqlite_name(text: str) -> SqliteConfig:
+    """The configuration a grammar name spells; one-line CrashlabError if none."""
+    def bad(why: str) -> CrashlabError:
+        return CrashlabError(_bad_message(text, why))
+
+    if not text.startswith(PREFIX):
+        raise bad(f"a SQLite SUT name starts with {PREFIX!r}")
+    given: dict[str, str] = {}
+    for item in text[len(PREFIX):].split(","):
+        key, eq, value = item.partition("=")
+        key, value = key.strip().lower(), value.strip().lower()
+        if not eq or not key or not value:
+            raise bad(f"{item!r} is not KEY=VALUE")
+        if key not in KEYS:
+            raise bad(f"unknown key {key!r} (choose from {', '.join(KEYS)})")
+        if key in given:
+            raise bad(f"{key} given twice")
+        given[key] = value
+    for key in ("journal", "sync"):
+        if key not in given:
+            raise bad(f"{key}= is required")
+    ints: dict[str, int] = {}
+    for key in ("page", "autockpt", "jlimit", "walopt"):
+        if key in given:
+            try:
+                ints[key] = int(given[key])
+            except ValueError:
+                raise bad(f"{key}={given[key]} is not an integer") from None
+    try:
+        return SqliteConfig(journal=given["journal"], sync=given["sync"],
+                            locking=given.get("locking", "normal"), **ints)
+    except InvalidConfig as e:
+        raise bad(e.why) from None
+
+
+def grid() -> tuple[SqliteConfig, ...]:
+    """Every journal x sync combination with the default options."""
+    return tuple(SqliteConfig(j, s) for j in JOURNALS for s in SYNCS)
+
+
+# --- the documented rules, quoted from SQLite's documentation --------------
+
+_FULL = ("synchronous=FULL: 'SQLite ... will use the xSync method of the VFS to ensure that "
+         "all content is safely written to the disk surface prior to continuing. This ensures "
+         "that an operating system crash or power failure will not corrupt the database.'")
+_ATOMIC = ("atomic commit: rollback-journal transactions 'appear to be atomic even if the "
+           "transaction is interrupted by an operating system crash or power failure'; a hot "
+           "journal left behind is rolled back when the database is next opened")
+_EXTRA_DIR = ("synchronous=EXTRA: 'like FULL with the addition that the directory containing a "
+              "rollback journal is synced after that journal is unlinked to commit a transaction "
+              "in DELETE mode. EXTRA provides additional durability if the commit is followed "
+              "closely by a power loss.' Under FULL the unlink (the commit point) may not be "
+              "durable when COMMIT returns: the journal can reappear and roll the acknowledged "
+              "transaction back (observed on this machine, harness/record/NOTES.md)")
+_EXTRA_OK = ("synchronous=EXTRA syncs the directory after unlinking the journal, so the "
+             "commit point is durable when COMMIT returns")
+_NORMAL_DELETE = ("synchronous=NORMAL: 'There is a very small (though non-zero) chance that a "
+                  "power failure at just the wrong time could corrupt the database in "
+                  "journal_mode=DELETE on an older filesystem ... probably DELETE mode is safe "
+                  "too on modern filesystems.'")
+_NORMAL_ROLLBACK = ("; TRUNCATE and PERSIST write and sync the rollback journal exactly as "
+                    "DELETE does (under NORMAL one journal sync before the database file is "
+                    "written, and the database synced before the commit point) and differ only "
+                    "in how the commit point is made, so the same rule covers them")
+_TRUNCATE = ("journal_mode=TRUNCATE 'commits transactions by truncating the rollback journal to "
+             "zero-length instead of deleting it'; with synchronous=FULL the truncation is "
+             "synced before COMMIT returns, so no directory sync is needed")
+_TRUNCATE_EXTRA = ("journal_mode=TRUNCATE 'commits transactions by truncating the rollback "
+                   "journal to zero-length instead of deleting it'; synchronous=EXTRA is 'like "
+                   "FULL' plus a directory sync after an unlink TRUNCATE never does, so the "
+                   "truncation is synced before COMMIT returns as under FULL")
+_TRUNCATE_NORMAL = ("journal_mode=TRUNCATE with synchronous=NORMAL: the truncation that commits "
+                    "is not synced (pager.c syncs it only under FULL or EXTRA, 'Otherwise the "
+                    "journal might resurrect following a power loss and cause the last "
+                    "transaction to roll back'), so, as with DELETE under FULL, an acknowledged "
+                    "transaction can be rolled back")
+_PERSIST = ("journal_mode=PERSIST: 'the header of the journal is overwritten with zeros' to "
+            "commit; with synchronous=FULL that header write is synced before COMMIT returns")
+_PERSIST_SYNCED = ("journal_mode=PERSIST: 'the header of the journal is overwritten with zeros' "
+                   "to commit; that header write is synced whenever synchronous is not OFF "
+                   "(pager.c zeroJournalHdr), so under NORMAL and EXTRA as under FULL it is "
+                   "durable when COMMIT returns")
+_EXCLUSIVE_DELETE = ("locking_mode=EXCLUSIVE: 'If a database connection is operating in "
+                     "exclusive locking mode or in persistent journal mode ... then after "
+                     "committing a transaction the rollback journal file may remain in the "
+                     "file-system': in exclusive mode DELETE commits as PERSIST does, by zeroing "
+                     "the journal header and syncing it unless synchronous=OFF (pager.c "
+                     "pager_end_transaction, zeroJournalHdr; on this machine the -journal stays "
+                     "until the connection closes), so the commit point needs no directory sync")
+_WAL_FULL = ("WAL + synchronous=FULL: 'an additional sync operation of the WAL file happens "
+             "after each transaction commit'; WAL recovery replays only committed frames "
+             "(checksummed commit records)")
+_WAL_EXTRA = ("; synchronous=EXTRA is 'like FULL with the addition that the directory "
+              "containing a rollback journal is synced after that journal is unlinked': WAL "
+              "has no rollback journal, so EXTRA syncs exactly what FULL does")
+_WAL_NORMAL_ATOMIC = ("synchronous=NORMAL: 'WAL mode is safe from corruption with "
+                      "synchronous=NORMAL ... WAL mode is always consistent with "
+                      "synchronous=NORMAL'")
+_WAL_NORMAL_DURABLE = ("synchronous=NORMAL: 'WAL mode does lose durability. A transaction "
+                       "committed in WAL mode with synchronous=NORMAL might roll back following "
+                       "a power loss or system crash.'")
+_SYNC_OFF = ("synchronous=OFF: 'SQLite continues without syncing as soon as it has handed data "
+             "off to the operating system ... the database might become corrupted if the "
+             "operating system crashes or the computer loses power before that data has been "
+             "written to the disk surface.'")
+_WAL_OFF = ("; the documentation's 'WAL mode is safe from corruption' is said of NORMAL only: "
+            "under OFF a checkpoint (at the latest when the last connection closes) copies "
+            "frames into the database file with no sync of the WAL before and none of the "
+            "database after, and then deletes the WAL, so a power loss can keep the deletion or "
+            "part of the copy without the rest")
+_MEMORY = ("journal_mode=MEMORY 'stores the rollback journal in volatile RAM. This saves disk "
+           "I/O but at the expense of database safety and integrity. If the application using "
+           "SQLite crashes in the middle of a transaction ... the database file will very likely "
+           "go corrupt.' A power loss loses the journal the same way")
+_OFF = ("journal_mode=OFF 'disables the rollback journal completely ... If the application "
+        "crashes in the middle of a transaction when the OFF journaling mode is set, then the "
+        "database file will very likely go corrupt.'")
+_SYNCED_COMMIT = ("synchronous=FULL syncs the database file before COMMIT returns, and with no "
+                  "journal there is nothing that can undo it")
+_SYNCED_COMMIT_NORMAL = ("synchronous=NORMAL and EXTRA sync the database file before COMMIT "
+                         "returns as FULL does: NORMAL leaves out only rollback-journal syncs "
+                         "(pager.c sqlite3PagerCommitPhaseOne syncs the database unless "
+                         "synchronous=OFF), and with no journal on disk there is nothing that "
+                         "can undo the synced pages")
+PREFIX_RULE = ("a crash state holds only writes issued before the cut, and no SUT writes a "
+           "transaction's rows before the transaction is issued")
+
+SAFETY = ("DB-OPEN", "DB-INTEGRITY", "DB-ATOMIC")
+ROLLBACK = ("delete", "truncate", "persist")
+
+
+@dataclass(frozen=True)
+class Rule:
+    """For the configurations it matches, whether ``decides`` are promised."""
+
+    decides: tuple[str, ...]
+    journals: tuple[str, ...]
+    syncs: tuple[str, ...]
+    promised: bool
+    text: str
+    source: str
+    locking: str | None = None  # matches only this locking mode (None: any)
+
+    def matches(self, c: SqliteConfig) -> bool:
+        return (c.journal in self.journals and c.sync in self.syncs
+                and self.locking in (None, c.locking))
+
+
+def _r(decides: tuple[str, ...], journals: tuple[str, ...] | str, syncs: tuple[str, ...] | str,
+       promised: bool, text: str, source: str, locking: str | None = None) -> Rule:
+    return Rule(decides, _tuple(journals), _tuple(syncs), promised, text, source, locking)
+
+
+def _tuple(v: tuple[str, ...] | str) -> tuple[str, ...]:
+    return (v,) if isinstance(v, str) else v
+
+
+# The rule table: for each invariant the first matching rule decides.
+RULES: tuple[Rule, ...] = (
+    # corruption and atomicity (DB-OPEN, DB-INTEGRITY, DB-ATOMIC)
+    _r(SAFETY, "memory", SYNCS, False, _MEMORY, DOC_JOURNAL),
+    _r(SAFETY, "off", SYNCS, False, _OFF, DOC_JOURNAL),
+    _r(SAFETY, ROLLBACK, "off", False, _SYNC_OFF, DOC_SYNC),
+    _r(SAFETY, "wal", "off", False, _SYNC_OFF + _WAL_OFF, DOC_SYNC),
+    _r(SAFETY, ROLLBACK, ("full", "extra"), True, _FULL + "; " + _ATOMIC, DOC_ATOMIC),
+    _r(SAFETY, "delete", "normal", True, _NORMAL_DELETE, DOC_SYNC),
+    _r(SAFETY, ("truncate", "persist"), "normal", True, _NORMAL_DELETE + _NORMAL_ROLLBACK,
+       DOC_SYNC),
+    _r(SAFETY, "wal", "full", True, _WAL_FULL, DOC_WAL),
+    _r(SAFETY, "wal", "extra", True, _WAL_FULL + _WAL_EXTRA, DOC_WAL),
+    _r(SAFETY, "wal", "normal", True, _WAL_NORMAL_ATOMIC, DOC_SYNC),
+    # durability (DB-DURABLE)
+    _r(("DB-DURABLE",), JOURNALS, "off", False, _SYNC_OFF, DOC_SYNC),
+    _r(("DB-DURABLE",), ("memory", "off"), "full", True, _SYNCED_COMMIT, DOC_SYNC),
+    _r(("DB-DURABLE",), ("memory", "off"), ("normal", "extra"), True, _SYNCED_COMMIT_NORMAL,
+       f"{DOC_SYNC}; {DOC_PAGER}"),
+    _r(("DB-DURABLE",), "delete", "extra", True, _EXTRA_OK, DOC_SYNC),
+    _r(("DB-DURABLE",), "delete", ("normal", "full"), True, _EXCLUSIVE_DELETE,
+       f"{DOC_JLIMIT}; {DOC_PAGER}", locking="exclusive"),
+    _r(("DB-DURABLE",), "delete", ("normal", "full"), False, _EXTRA_DIR, DOC_SYNC),
+    _r(("DB-DURABLE",), "truncate", "full", True, _TRUNCATE, DOC_JOURNAL),
+    _r(("DB-DURABLE",), "truncate", "extra", True, _TRUNCATE_EXTRA, DOC_JOURNAL),
+    _r(("DB-DURABLE",), "truncate", "normal", False, _TRUNCATE_NORMAL,
+       f"{DOC_JOURNAL}; {DOC_PAGER}"),
+    _r(("DB-DURABLE",), "persist", "full", True, _PERSIST, DOC_JOURNAL),
+    _r(("DB-DURABLE",), "persist", ("normal", "extra"), True, _PERSIST_SYNCED,
+       f"{DOC_JOURNAL}; {DOC_PAGER}"),
+    _r(("DB-DURABLE",), "wal", "full", True, _WAL_FULL, DOC_SYNC),
+    _r(("DB-DURABLE",), "wal", "extra", True, _WAL_FULL + _WAL_EXTRA, DOC_SYNC),
+    _r(("DB-DURABLE",), "wal", "normal", False, _WAL_NORMAL_DURABLE, DOC_SYNC),
+    # nothing unissued (DB-PREFIX)
+    _r(("DB-PREFIX",), JOURNALS, SYNCS, True, PREFIX_RULE, DOC_CRASHLAB),
+)
+
+
+def rule_for(c: SqliteConfig, invariant: str) -> Rule:
+    """The rule that decides ``invariant`` for ``c``: the first that matches."""
+    for rule in RULES:
+        if invariant in rule.decides and rule.matches(c):
+            return rule
+    raise CrashlabError(f"no SQLite rule decides {invariant} for {c.name}")
+
+
+def derive(c: SqliteConfig) -> tuple[Guarantee, ...]:
+    """One guarantee per DB invariant (DB_INVARIANTS order), from RULES."""
+    out = []
+    for inv in DB_INVARIANTS:
+        rule = rule_for(c, inv)
+        out.append(Guarantee(inv, rule.promised, rule.text, rule.source))
+    return tuple(out)
