@@ -27,7 +27,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from harness.fs import BlockMap, get_fs
+from harness.fs import BlockMap, FileSystem, get_fs
 from harness.images import verified_base_for_run
 from harness.logformat import LogReader
 from harness.materialize import replay
@@ -52,12 +52,17 @@ class Mark:
 
 class FileTrace:
     """The history of one file: :meth:`read_base` reads it as the base image
-    holds it (zeros past the device), :meth:`events` walks the log.
-    ``final`` is the file as the file system recovered it from the run's
-    final image (what the run left)."""
+    holds it, :meth:`events` walks the log.  ``final`` is the file as the
+    file system recovered it from the run's final image (what the run left).
+    The base image is read through its own map of the file (``base_map``,
+    ``base_size``: after its journal replay; zeros past its end and in its
+    holes) — a continuation's base is a crash image whose file is older than
+    the final map says — and the log's writes through the final map."""
 
-    def __init__(self, base: Path, log: Path, bmap: BlockMap, final: Path) -> None:
+    def __init__(self, base: Path, log: Path, bmap: BlockMap, final: Path,
+                 base_map: BlockMap, base_size: int) -> None:
         self.base, self.log, self.bmap, self.final = base, log, bmap, final
+        self.base_map, self.base_size = base_map, base_size
         self._fd = os.open(base, os.O_RDONLY)
 
     def close(self) -> None:
@@ -71,7 +76,8 @@ class FileTrace:
 
     def read_base(self, offset: int, n: int) -> bytes:
         out = bytearray(n)
-        for dev, at, k in self.bmap.device_ranges(offset, n):
+        for dev, at, k in self.base_map.device_ranges(offset, max(0, min(n, self.base_size
+                                                                         - offset))):
             out[at:at + k] = os.pread(self._fd, k, dev).ljust(k, b"\0")
         return bytes(out)
 
@@ -104,15 +110,30 @@ def prepare(run: RunDir, work: Path) -> FileTrace | str:
     base = verified_base_for_run(run)
     final = work / "final.img"
     replay(base, run.log, final)
-    files = work / "files"
+    view = _recovered_view(fs, final, work / "final", db_name)
+    if isinstance(view, str):
+        return f"the final image does not recover: {view}"
+    base_copy = work / "base.img"
+    replay(base, run.log, base_copy, limit=0)  # the base image as it is
+    base_view = _recovered_view(fs, base_copy, work / "base", db_name)
+    if isinstance(base_view, str):
+        return f"the base image does not recover: {base_view}"
+    (bmap, _), (base_map, base_size) = view, base_view
+    return FileTrace(base, run.log, bmap, work / "final" / db_name, base_map, base_size)
+
+
+def _recovered_view(fs: FileSystem, image: Path, files: Path, db_name: str
+                    ) -> tuple[BlockMap, int] | str:
+    """Recover ``image`` into ``files``: the database file's block map and
+    size (0: no such file), or why it does not recover.  The map is read
+    after recovery (the journal may hold the file's extents), unless
+    recovery takes the image away."""
     shutil.rmtree(files, ignore_errors=True)
-    # mapped after recovery (the journal may hold the file's extents), unless
-    # recovery takes the image away
-    bmap = fs.block_map(final, "/" + db_name) if fs.recovery_moves_image else None
-    rec = fs.recover(final, files, workdir=work, db_name=db_name, fsck=False)
+    early = fs.block_map(image, "/" + db_name) if fs.recovery_moves_image else None
+    rec = fs.recover(image, files, workdir=files.parent, db_name=db_name, fsck=False)
     if not rec.ok:
-        return f"the final image does not recover: {rec.detail}"
-    if bmap is None:
-        bmap = fs.block_map(final, "/" + db_name)
+        return rec.detail
+    bmap = early if early is not None else fs.block_map(image, "/" + db_name)
     assert isinstance(bmap, BlockMap)
-    return FileTrace(base, run.log, bmap, files / db_name)
+    db = files / db_name
+    return bmap, db.stat().st_size if db.exists() else 0

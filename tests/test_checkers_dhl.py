@@ -375,7 +375,9 @@ def write_log(run: Run, path: Path, edit: dict[int, bytes] | None = None,
 def trace(run: Run, log: Path) -> list:  # noqa: ANN001
     with Database(run.base, run.mode, readonly=True) as db:
         ntrees = db.info().ntrees
-    with FileTrace(run.base, log, BlockMap.identity(1 << 30), run.base) as history:
+    size = run.base.stat().st_size
+    with FileTrace(run.base, log, BlockMap.identity(1 << 30), run.base,
+                   BlockMap.identity(size), size) as history:
         res = tr.trace_pages(history, PS, ntrees, run.mode == "nolog")
     return tr.verdicts(res, run.mode == "nolog")
 

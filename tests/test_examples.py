@@ -73,6 +73,20 @@ def test_matrix_files_check_every_key(tmp_path: Path) -> None:
         "[[cell]]\nsut = 'sqlite-off'\nworkload = 'MULTI'\nfs = 'zfs'\n": "unknown fs 'zfs'",
         "[cells]\n": "unknown table 'cells'",
         "[[cell]\n": "not TOML",
+        "[[cell]]\nsut = 'sqlite-off'\nworkload = 'MULTI'\nstrategies = 'prefix'\n":
+            "`strategies` must be a list of strings",
+        "[sut.x]\nrun = 'true'\nchecker = 'true'\ntimeout = 'x'\n[[cell]]\nsut = 'x'\n":
+            "positive number",
+        "[sut.x]\nrun = 'true'\nchecker = 'true'\npromises = 'FS-RECOVER'\n[[cell]]\n"
+        "sut = 'x'\n": "`promises` must be a list",
+        "[sut.x]\nrun = 'true'\nchecker = 'true'\n[[cell]]\nsut = 'x'\n"
+        "checkers = { x = 'false' }\n": "two checkers are named 'x'",
+        "[sut.x]\nrun = 'true'\nchecker = 'true'\n[[cell]]\nsut = 'x'\nworkload = 'MULTI'\n":
+            "runs its own `run` command",
+        "[[cell]]\nsut = 'sqlite-off'\nworkload = 'MULTY'\n": "MULTY",
+        "[[cell]]\nsut = 'dhl-cc-raw'\nworkload = 'DHL_INSERT'\n": "--fs raw",
+        "[sut.x]\nrun = 'true'\ncheckers = { 'my check' = 'true' }\n[[cell]]\nsut = 'x'\n":
+            "a name of letters",
     }
     for i, (text, why) in enumerate(bad.items()):
         f = tmp_path / f"m{i}.toml"

@@ -159,3 +159,38 @@ def test_a_run_without_sut_needs_a_checker(runs: dict) -> None:
     assert p.returncode == 2
     assert p.stderr.strip().splitlines()[-1].startswith("crashlab: error:")
     assert "--checker NAME=COMMAND" in p.stderr
+
+
+def test_contract_holes_are_closed(runs: dict, tmp_path: Path) -> None:
+    """Found by review: none of these may read as a verdict on the SUT."""
+    safe = str(runs["safe"].path)
+    # two checkers judging one invariant: refused, one line, exit 2
+    p = crashlab("check", safe, "--checker", "x=true", "--checker", "x=false")
+    assert p.returncode == 2 and "two checkers are named 'x'" in p.stderr
+    # an interpreter's checker is named after its script, not the interpreter
+    p, r = _check(runs["safe"], tmp_path / "n", f"python3 {runs['tmp'] / 'check_counter.py'}")
+    assert p.returncode == 0 and "USER:check_counter" in r["verdicts"]
+    # a recovery command that is not there, a checker that dies with a
+    # traceback (exit 1, nothing on stdout): checker errors, not violations
+    for name, extra, why in (
+            ("rec", ["--checker-recover", "no-such-recovery-tool ."], "exited 127"),
+            ("tb", [], "ZeroDivisionError")):
+        spec = "rec=true" if name == "rec" else "tb=python3 -c '1/0'"
+        out = tmp_path / name
+        p = crashlab("check", safe, "--strategy", "prefix", "--max-states", "4", "--out",
+                     str(out), "--checker", spec, *extra)
+        res = json.loads((out / "result.json").read_text())
+        inv = f"USER:{name}"
+        assert p.returncode == 1 and res["verdicts"][inv]["error"] == 4, (name, res["verdicts"])
+        assert res["violations"] == [] and any(why in w for w in res["errors"][inv]), name
+    # a background child of the checker does not outlive it, nor stall it
+    nap = f"sleep 300.{uuid.uuid4().int % 10**9}"  # a command line no one else runs
+    p = crashlab("check", safe, "--strategy", "prefix", "--max-states", "3", "--out",
+                 str(tmp_path / "bg"), "--checker-timeout", "20",
+                 "--checker", f"bg={nap} & exit 0")
+    assert p.returncode == 0, p.stderr
+    assert not [ln for ln in _ps() if ln.strip() == nap]
+    # repro shows an errored checker instead of crashing
+    state = json.loads((tmp_path / "tb" / "states.jsonl").read_text().splitlines()[0])["id"]
+    p = crashlab("repro", safe, state, "--checker", "tb=python3 -c '1/0'")
+    assert p.returncode == 1 and "ERROR USER:tb" in p.stdout and "Traceback" not in p.stderr

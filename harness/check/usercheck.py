@@ -25,7 +25,8 @@ import shlex
 import shutil
 import signal
 import subprocess
-from collections.abc import Callable
+import tempfile
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -37,7 +38,9 @@ from harness.marks import parse_label
 
 DEFAULT_TIMEOUT = 60.0
 EXPLANATION_MAX = 2000  # characters of a checker's output kept in a verdict
-_NAME = re.compile(r"[A-Za-z0-9_.-]{1,40}")
+OUTPUT_MAX = 1 << 20  # bytes of a checker's stdout and stderr read back
+CHECKER_NAME = re.compile(r"[A-Za-z0-9_.-]{1,40}")
+_INTERPRETER = re.compile(r"(python|sh|bash|dash|perl|ruby|node)[0-9.]*")
 
 
 class _Checker:
@@ -92,7 +95,7 @@ def parse_checker(spec: str, timeout: float = DEFAULT_TIMEOUT) -> UserChecker:
     if timeout <= 0:
         raise CrashlabError(f"--checker-timeout {timeout:g}: must be positive")
     head, sep, rest = spec.partition("=")
-    if sep and _NAME.fullmatch(head) and rest.strip():
+    if sep and CHECKER_NAME.fullmatch(head) and rest.strip():
         return UserChecker(head, rest, timeout)
     try:
         words = shlex.split(spec)
@@ -100,11 +103,26 @@ def parse_checker(spec: str, timeout: float = DEFAULT_TIMEOUT) -> UserChecker:
         raise CrashlabError(f"--checker {spec!r}: {e}") from None
     if not words:
         raise CrashlabError("--checker: empty command")
-    name = Path(words[0]).stem
-    if not _NAME.fullmatch(name):
+    # an interpreter's checker is named after its script: `python3 check.py`
+    # is "check", not "python3"
+    prog = words[1] if len(words) > 1 and _INTERPRETER.fullmatch(Path(words[0]).name) \
+        else words[0]
+    name = Path(prog).stem
+    if not CHECKER_NAME.fullmatch(name):
         raise CrashlabError(f"--checker {spec!r}: name it: NAME=COMMAND "
                             "(NAME: letters, digits, _ . -)")
     return UserChecker(name, spec, timeout)
+
+
+def unique(checkers: Sequence[UserChecker | PyChecker], where: str) -> None:
+    """CrashlabError when two checkers would judge the same invariant (one's
+    verdicts would hide the other's)."""
+    seen: set[str] = set()
+    for c in checkers:
+        if c.invariant in seen:
+            raise CrashlabError(f"{where}: two checkers are named {c.name!r}: name them "
+                                "apart (NAME=COMMAND)")
+        seen.add(c.invariant)
 
 
 def log_marks(reader: Any) -> list[tuple[int, str]]:  # noqa: ANN401
@@ -134,41 +152,65 @@ def state_facts(run: Path, state_id: str, lo: int, hi: int, acked: int, begun: i
 
 def run_checker(uc: UserChecker | PyChecker, files: Path, facts: dict[str, Any], work: Path,
                 env: dict[str, str]) -> Verdict:
-    """Run ``uc`` on a copy of ``files`` (in ``work``, emptied first) for
-    the state ``facts`` describes; its verdict."""
-    shutil.rmtree(work, ignore_errors=True)
-    mine = work / "files"
+    """Run ``uc`` on a copy of ``files`` (in a fresh folder under ``work``,
+    removed afterwards) for the state ``facts`` describes; its verdict."""
+    work.mkdir(parents=True, exist_ok=True)
+    here = Path(tempfile.mkdtemp(prefix="state-", dir=work))
+    try:
+        return _judge(uc, files, facts, here, env)
+    finally:
+        shutil.rmtree(here, ignore_errors=True)
+
+
+def _judge(uc: UserChecker | PyChecker, files: Path, facts: dict[str, Any], here: Path,
+           env: dict[str, str]) -> Verdict:
+    mine = here / "files"
     if files.exists():
         shutil.copytree(files, mine, symlinks=True)
     else:
         mine.mkdir(parents=True)
-    state_json = work / "state.json"
+    state_json = here / "state.json"
     state_json.write_text(json.dumps(facts, sort_keys=True))
     if isinstance(uc, PyChecker):
         return _run_function(uc, mine, facts)
     child_env = {**env, "CRASHLAB_FILES": str(mine), "CRASHLAB_STATE": facts["state"],
                  "CRASHLAB_STATE_JSON": str(state_json), "CRASHLAB_RUN": facts["run"]}
     if uc.recover:
-        done = _run(uc.recover, mine, child_env, uc.timeout)
+        done = _run(uc.recover, mine, here, child_env, uc.timeout)
         if isinstance(done, str):
             return errored(uc.invariant, f"the recovery command {done}")
         rc, out, err = done
+        if rc in (126, 127) or rc < 0:  # not found, not runnable, killed: not the SUT's fault
+            return errored(uc.invariant, f"the recovery command {_how(rc)}: "
+                                         + (_tail(err) or "no output on stderr"))
         if rc != 0:
             return failed(uc.invariant, f"the recovery command `{uc.recover}` exited {rc}: "
                                         + (_text(err) or _text(out) or "no output"))
-    done = _run(uc.command, mine, child_env, uc.timeout)
+    done = _run(uc.command, mine, here, child_env, uc.timeout)
     if isinstance(done, str):
         return errored(uc.invariant, f"the checker {done}")
     returncode, out, err = done
     text = _text(out)
     if returncode == 0:
         return passed(uc.invariant, text.splitlines()[0] if text else "")
-    if returncode == 1:
+    if returncode == 1 and (text or not _tail(err)):
         return failed(uc.invariant, text or "the checker exited 1 and printed nothing")
-    how = (f"was killed by {signal.Signals(-returncode).name}" if returncode < 0
-           else f"exited {returncode}")
-    tail = _text(err).splitlines()[-1:] or ["no output on stderr"]
-    return errored(uc.invariant, f"the checker {how} (0 = holds, 1 = violated): {tail[0]}")
+    # exit 1 with nothing on stdout but an error on stderr (an interpreter's
+    # traceback) is the checker failing, not a verdict
+    return errored(uc.invariant, f"the checker {_how(returncode)} (0 = holds, 1 = violated, "
+                                 f"with the reason on stdout): "
+                                 + (_tail(err) or "no output on stderr"))
+
+
+def _how(returncode: int) -> str:
+    return (f"was killed by {signal.Signals(-returncode).name}" if returncode < 0
+            else f"exited {returncode}")
+
+
+def _tail(err: bytes) -> str:
+    """The last line a command wrote on stderr."""
+    lines = _text(err).splitlines()
+    return lines[-1] if lines else ""
 
 
 def _run_function(pc: PyChecker, files: Path, facts: dict[str, Any]) -> Verdict:
@@ -177,7 +219,9 @@ def _run_function(pc: PyChecker, files: Path, facts: dict[str, Any]) -> Verdict:
         out = pc.fn(files, facts)
     except AssertionError as e:
         return failed(pc.invariant, str(e) or "assertion failed")
-    except Exception as e:  # noqa: BLE001  (any other failure is the checker's)
+    except KeyboardInterrupt:
+        raise
+    except BaseException as e:  # noqa: BLE001  (SystemExit too: the checker's failure)
         return errored(pc.invariant, f"the checker raised {type(e).__name__}: {e}")
     if out is None or out is True:
         return passed(pc.invariant)
@@ -189,24 +233,32 @@ def _run_function(pc: PyChecker, files: Path, facts: dict[str, Any]) -> Verdict:
                                  "a string or False: violated)")
 
 
-def _run(command: str, cwd: Path, env: dict[str, str], timeout: float
+def _run(command: str, cwd: Path, here: Path, env: dict[str, str], timeout: float
          ) -> tuple[int, bytes, bytes] | str:
     """``sh -c command`` in its own session: ``(exit status, stdout,
     stderr)``, or what went wrong (it did not start, or it did not finish
-    within ``timeout`` and was killed with its process group)."""
-    try:
-        proc = subprocess.Popen(["sh", "-c", command], cwd=cwd, env=env,
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                stdin=subprocess.DEVNULL, start_new_session=True)
-    except OSError as e:
-        return f"could not start: {e}"
-    try:
-        out, err = proc.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        _kill_group(proc)
-        proc.communicate()
-        return f"did not finish within {timeout:g} s (killed)"
-    return proc.returncode, out, err
+    within ``timeout`` and was killed).  Its output goes to files in
+    ``here`` (a background child holding a pipe open cannot stall it; at
+    most OUTPUT_MAX bytes of each are read back), and whatever is left of
+    its process group when it exits is killed."""
+    with open(here / "stdout", "w+b") as out, open(here / "stderr", "w+b") as err:
+        try:
+            proc = subprocess.Popen(["sh", "-c", command], cwd=cwd, env=env, stdout=out,
+                                    stderr=err, stdin=subprocess.DEVNULL,
+                                    start_new_session=True)
+        except OSError as e:
+            return f"could not start: {e}"
+        try:
+            proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            _kill_group(proc)
+            proc.wait()
+            return f"did not finish within {timeout:g} s (killed)"
+        finally:
+            _kill_group(proc)  # its background children, by the group it started
+        out.seek(0)
+        err.seek(0)
+        return proc.returncode, out.read(OUTPUT_MAX), err.read(OUTPUT_MAX)
 
 
 def _kill_group(proc: subprocess.Popen[bytes]) -> None:

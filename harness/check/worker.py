@@ -25,7 +25,6 @@ from harness.check.usercheck import (
     state_facts,
 )
 from harness.env import reference_recovery
-from harness.errors import CrashlabError
 from harness.fs import FsRecovery, get_fs
 from harness.fs.raw import DEVICE_NAME
 from harness.images import verified_base_for_run
@@ -77,9 +76,6 @@ class StateChecker:
             self.sut, _ = spec_from_meta(self.meta)
             self.checker = engine_of(self.sut).checker
             self.oracle = oracle_from_meta(self.meta)
-        elif not checkers:
-            raise CrashlabError(f"{run.path}: the run names no SUT (recorded with `crashlab "
-                                "record -- COMMAND`): check it with --checker NAME=COMMAND")
         self.user_checkers = tuple(checkers)
         self.marks_log: list[tuple[int, str]] = []
         if checkers:
@@ -139,8 +135,8 @@ class StateChecker:
             verdicts += self.checker.judge(facts, self.oracle, acked, begun,
                                            run_facts=self.run_facts)
         if self.user_checkers:
-            facts = state_facts(self.run.path, state.id, state.cut.lo, state.cut.hi, acked,
-                                begun, self.marks_log, self.meta.to_json())
+            facts = state_facts(self.run.path.resolve(), state.id, state.cut.lo, state.cut.hi,
+                                acked, begun, self.marks_log, self.meta.to_json())
             env = dict(os.environ)  # the child's environment: a copy, not a setting read
             verdicts += [run_checker(uc, files, facts, self.workdir / "user", env)
                          for uc in self.user_checkers]

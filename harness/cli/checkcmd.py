@@ -6,6 +6,7 @@ violated, or a known-unsafe one unexpectedly clean), 2 for usage errors.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -26,7 +27,7 @@ from rich.table import Table
 
 from harness.check.check import CheckOptions, check_run, count_states, default_window, options_for
 from harness.check.multicrash import COMPOSITE, Composite
-from harness.check.usercheck import DEFAULT_TIMEOUT, parse_checker
+from harness.check.usercheck import DEFAULT_TIMEOUT, UserChecker, parse_checker, unique
 from harness.cli.statescmd import options_from, state_options
 from harness.errors import CrashlabError
 from harness.rundir import RunDir
@@ -141,9 +142,20 @@ def checker_options(f: Any) -> Any:  # noqa: ANN401
                           "error); its verdicts are invariant USER:NAME. Repeatable"),
         click.option("--checker-timeout", type=float, default=DEFAULT_TIMEOUT,
                      show_default=True, help="seconds a checker may take per state"),
+        click.option("--checker-recover", default="", metavar="COMMAND",
+                     help="your application's recovery, run (sh -c) on the files before each "
+                          "checker; if it fails, the checker's invariant fails"),
     ]):
         f = d(f)
     return f
+
+
+def user_checkers(specs: tuple[str, ...], timeout: float, recover: str
+                  ) -> tuple[UserChecker, ...]:
+    """The --checker options, with the --checker-recover command, named apart."""
+    out = tuple(dataclasses.replace(parse_checker(s, timeout), recover=recover) for s in specs)
+    unique(out, "--checker")
+    return out
 
 
 @click.command("check")
@@ -156,12 +168,15 @@ def checker_options(f: Any) -> Any:  # noqa: ANN401
 def check_cmd(run: Path, jobs: int, max_states: int | None, no_fsck: bool, resume: bool,
               crashsafe_sample: int, progress: bool | None, out: Path | None,
               max_first: int, depth: int, then: str, checker_specs: tuple[str, ...],
-              checker_timeout: float, **kw: Any) -> int:
+              checker_timeout: float, checker_recover: str, **kw: Any) -> int:
     """Check every crash state of one recorded run."""
-    rd = RunDir(run)
+    rd = RunDir(run.resolve())  # absolute: repro commands and checkers get this path
     meta = rd.meta()
-    checkers = tuple(parse_checker(s, checker_timeout) for s in checker_specs)
+    checkers = user_checkers(checker_specs, checker_timeout, checker_recover)
     strategy = kw["strategy"]
+    if meta.sut is None and strategy in COMPOSITE:
+        raise CrashlabError(f"{run}: {strategy} continues a built-in SUT's workload after a "
+                            "crash; this run is of a command (record -- COMMAND)")
     if meta.sut is not None:
         cell = Cell(get_sut(meta.sut).name, str(meta.workload), meta.fs, (strategy,),
                     checkers=checkers)

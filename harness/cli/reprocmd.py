@@ -25,9 +25,8 @@ from checkers.verdict import Verdict
 from harness.atomic import write_json_atomic
 from harness.check.multicrash import resolve
 from harness.check.runlevel import prepare_run_level
-from harness.check.usercheck import parse_checker
 from harness.check.worker import StateChecker
-from harness.cli.checkcmd import checker_options
+from harness.cli.checkcmd import checker_options, user_checkers
 from harness.env import temporary_folder, work_folder
 from harness.errors import CrashlabError
 from harness.explain.sqlitefile import describe_files
@@ -93,7 +92,7 @@ def _write_line(w: WriteInfo) -> str:
 
 
 def _verdict_line(v: Verdict) -> str:
-    color = {"pass": "green", "fail": "red", "skip": "yellow"}[v.status]
+    color = {"pass": "green", "fail": "red", "skip": "yellow", "error": "magenta"}[v.status]
     line = f"  {click.style(v.status.upper(), fg=color, bold=v.failed):4} {v.invariant:13}"
     if v.explanation:
         line += f" {v.explanation}"
@@ -156,7 +155,8 @@ def _report(run: Path, meta: dict[str, Any], x: Explanation, verdicts: list[Verd
 @click.option("--no-fsck", is_flag=True, help="as in check: skip the read-only e2fsck")
 @checker_options
 def repro_cmd(run: Path, state_id: str, out: Path | None, shell: bool, all_writes: bool,
-              no_fsck: bool, checker_specs: tuple[str, ...], checker_timeout: float) -> int:
+              no_fsck: bool, checker_specs: tuple[str, ...], checker_timeout: float,
+              checker_recover: str) -> int:
     """Materialise crash state STATE of run RUN, explain it, check it (with
     your own checkers too: --checker, as in check)."""
     if not run.is_dir():
@@ -174,8 +174,8 @@ def repro_cmd(run: Path, state_id: str, out: Path | None, shell: bool, all_write
         # the run's facts from its whole log, as the check had them
         level = prepare_run_level(rd, work)
         checker = StateChecker(rd, work / "check", fsck=not no_fsck, run_facts=level.facts,
-                               checkers=[parse_checker(s, checker_timeout)
-                                         for s in checker_specs])
+                               checkers=user_checkers(checker_specs, checker_timeout,
+                                                      checker_recover))
         try:
             checker.keep = folder
             state: State = state_from_id(checker.image.reader, state_id, rd.log_order)
@@ -191,7 +191,7 @@ def repro_cmd(run: Path, state_id: str, out: Path | None, shell: bool, all_write
                 base=verified_base_for_run(rd), crash_image=folder / "crash.img",
                 recovered=recovered if rec.ok and checker.fsobj.has_files else None,
                 db_name=checker.db_name, workdir=work / "explain",
-                mode=checker.sut.mode if checker.sut else "tc")
+                mode=checker.sut.mode if checker.sut else "")
         steps = rec.steps + ([rec.detail] if rec.detail else [])
         engine = engine_of(checker.sut) if checker.sut else None  # None: the user's command
         files = describe_files(folder / "files", checker.db_name) \

@@ -38,6 +38,8 @@ class Raw(FileSystem):
         return BlockMap.identity(os.path.getsize(image))
 
     def explainer(self, ctx: ExplainContext) -> tuple[Explainer, list[str]]:
+        if not ctx.mode:  # not a DHL SUT's device (a user's command): bytes only
+            return super().explainer(ctx)
         from harness.explain.dhl import DhlExplainer
 
         dx = DhlExplainer(ctx.crash_image, ctx.workdir, ctx.mode)

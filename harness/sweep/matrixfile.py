@@ -39,11 +39,13 @@ from pathlib import Path
 from typing import Any
 
 from harness.check.multicrash import COMPOSITE
-from harness.check.usercheck import DEFAULT_TIMEOUT, UserChecker, parse_checker
+from harness.check.usercheck import CHECKER_NAME, DEFAULT_TIMEOUT, UserChecker, unique
 from harness.errors import CrashlabError
 from harness.fs import FILESYSTEMS
 from harness.states import STRATEGIES
 from harness.sweep.matrix import BUILTIN_WORKLOADS, Cell, UserSut, must_violate
+from workloads.run import check_sut_fs
+from workloads.spec import parse_spec
 from workloads.suts import SUTS, get_sut
 
 SUT_KEYS = {"run", "build", "checker", "checkers", "recover", "timeout", "promises",
@@ -103,30 +105,72 @@ def _user_sut(name: str, spec: Any, here: str, path: Path) -> UserSut:  # noqa: 
     if unknown:
         raise CrashlabError(f"{where}: unknown key {sorted(unknown)[0]!r} "
                             f"(known: {', '.join(sorted(SUT_KEYS))})")
-    if not isinstance(spec.get("run"), str) or not spec["run"].strip():
+    run = _str(spec, "run", where)
+    if not run.strip():
         raise CrashlabError(f"{where}: `run` (the workload command) is required")
-    timeout = float(spec.get("timeout", DEFAULT_TIMEOUT))
-    recover = _sub(str(spec.get("recover", "")), here)
-    named = {name: spec["checker"]} if "checker" in spec else {}
-    checkers = _checkers({**named, **spec.get("checkers", {})}, here, timeout, where, recover)
+    timeout = _number(spec, "timeout", DEFAULT_TIMEOUT, where)
+    recover = _sub(_str(spec, "recover", where), here)
+    named = {name: _str(spec, "checker", where)} if "checker" in spec else {}
+    checkers = _checkers({**named, **_dict(spec, "checkers", where)}, here, timeout, where,
+                         recover)
     if not checkers:
         raise CrashlabError(f"{where}: give it a `checker` (or `checkers`)")
-    promises = spec.get("promises")
-    return UserSut(name, _sub(spec["run"], here), _sub(str(spec.get("build", "")), here),
+    return UserSut(name, _sub(run, here), _sub(_str(spec, "build", where), here),
                    str(path.resolve().parent), checkers,
-                   tuple(promises) if promises is not None else None,
-                   tuple(spec.get("must_violate_any", ())))
+                   _strs(spec, "promises", where) if "promises" in spec else None,
+                   _strs(spec, "must_violate_any", where))
+
+
+def _str(spec: dict[str, Any], key: str, where: str) -> str:
+    v = spec.get(key, "")
+    if not isinstance(v, str):
+        raise CrashlabError(f"{where}: `{key}` must be a string, not {v!r}")
+    return v
+
+
+def _strs(spec: dict[str, Any], key: str, where: str) -> tuple[str, ...]:
+    v = spec.get(key, [])
+    if not isinstance(v, list) or not all(isinstance(x, str) for x in v):
+        raise CrashlabError(f"{where}: `{key}` must be a list of strings, not {v!r}")
+    return tuple(v)
+
+
+def _dict(spec: dict[str, Any], key: str, where: str) -> dict[str, Any]:
+    v = spec.get(key, {})
+    if not isinstance(v, dict):
+        raise CrashlabError(f"{where}: `{key}` must be a table of name = \"command\", "
+                            f"not {v!r}")
+    return v
+
+
+def _number(spec: dict[str, Any], key: str, default: float, where: str) -> float:
+    v = spec.get(key, default)
+    if isinstance(v, bool) or not isinstance(v, int | float) or v <= 0:
+        raise CrashlabError(f"{where}: `{key}` must be a positive number of seconds, "
+                            f"not {v!r}")
+    return float(v)
 
 
 def _checkers(table: Any, here: str, timeout: float, where: str,  # noqa: ANN401
               recover: str = "") -> tuple[UserChecker, ...]:
-    if not isinstance(table, dict):
-        raise CrashlabError(f"{where}: checkers must be a table of name = \"command\"")
     out = []
     for name, command in table.items():
-        uc = parse_checker(f"{name}={_sub(str(command), here)}", timeout)
-        out.append(UserChecker(uc.name, uc.command, uc.timeout, recover))
+        if not isinstance(command, str) or not CHECKER_NAME.fullmatch(name):
+            raise CrashlabError(f"{where}: checker {name!r} = {command!r}: a name of letters, "
+                                "digits, _ . - and a command string")
+        out.append(UserChecker(name, _sub(command, here), timeout, recover))
+    unique(out, where)
     return tuple(out)
+
+
+def _check_builtin(sut: str, workload: str, fs: str, where: str) -> None:
+    """A built-in SUT's workload spec parses and its device kind fits ``fs``
+    (what recording would find out later, mid-sweep)."""
+    try:
+        parse_spec(workload)
+        check_sut_fs(get_sut(sut), fs)
+    except CrashlabError as e:
+        raise CrashlabError(f"{where}: {e}") from None
 
 
 def _builtin(name: str) -> bool:
@@ -152,11 +196,13 @@ def _cells(spec: Any, i: int, suts: dict[str, UserSut], workloads: dict[str, str
     if unknown:
         raise CrashlabError(f"{where}: unknown key {sorted(unknown)[0]!r} "
                             f"(known: {', '.join(sorted(CELL_KEYS))})")
-    strategies = tuple(spec.get("strategies", ("prefix", "reorder")))
+    strategies = _strs(spec, "strategies", where) if "strategies" in spec \
+        else ("prefix", "reorder")
     bad = [s for s in strategies if s not in (*STRATEGIES, *COMPOSITE)]
     if bad:
         raise CrashlabError(f"{where}: unknown strategy {bad[0]!r}")
-    extra = _checkers(spec.get("checkers", {}), here, DEFAULT_TIMEOUT, where)
+    extra = _checkers(_dict(spec, "checkers", where), here, DEFAULT_TIMEOUT, where)
+    waived = _strs(spec, "waived", where)
     out = []
     for sut, workload, fs in itertools.product(_listed(spec, "sut", None),
                                                _listed(spec, "workload", ""),
@@ -174,8 +220,18 @@ def _cells(spec: Any, i: int, suts: dict[str, UserSut], workloads: dict[str, str
                                 f"workload after a crash; {sut!r} is yours")
         if user is None and not workload:
             raise CrashlabError(f"{where}: the built-in SUT {sut!r} needs a workload")
-        must = spec.get("must_violate_any",
-                        must_violate(sut) if user is None else user.must_violate_any)
-        out.append(Cell(sut, workloads.get(workload, workload), fs, strategies, tuple(must),
-                        tuple(spec.get("waived", ())), extra, user))
+        if not all(isinstance(x, str) for x in (sut, workload, fs)):
+            raise CrashlabError(f"{where}: sut, workload and fs are strings or lists of "
+                                "strings")
+        if user is not None and workload:
+            raise CrashlabError(f"{where}: {sut!r} is yours: it runs its own `run` command, "
+                                "not a workload")
+        must = _strs(spec, "must_violate_any", where) if "must_violate_any" in spec \
+            else must_violate(sut) if user is None else user.must_violate_any
+        spec_text = workloads.get(workload, workload)
+        if user is None:
+            _check_builtin(sut, spec_text, fs, where)
+        cell = Cell(sut, spec_text, fs, strategies, must, waived, extra, user)
+        unique(cell.all_checkers, where)
+        out.append(cell)
     return out
