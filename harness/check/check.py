@@ -69,6 +69,11 @@ class CheckOptions:
     composite: Composite | None = None
     # the user's own checkers, run on every state (harness/check/usercheck.py)
     checkers: tuple[UserChecker | PyChecker, ...] = ()
+    # where states are checked: "local" worker processes, or "dask" (the
+    # cluster at ``scheduler``; None: a LocalCluster of ``jobs`` workers).
+    # Neither changes a result, so neither is in the tag.
+    executor: str = "local"
+    scheduler: str | None = None
 
     @property
     def strategy(self) -> str:
@@ -282,7 +287,13 @@ def check_run(
                 if on_progress:
                     on_progress(enum.stats.generated, checked)
 
-            if jobs == 1:
+            init_args = (str(run.path), str(workroot), opts.fsck, level.facts, opts.checkers)
+            if opts.executor == "dask":
+                from harness.check.cluster import dask_imap
+
+                for records in dask_imap(map(_task, chunks), init_args, opts.scheduler, jobs):
+                    emit(records)
+            elif jobs == 1:
                 _init_worker(str(run.path), str(workroot), opts.fsck, level.facts, opts.checkers)
                 try:
                     for chunk in chunks:
@@ -291,8 +302,6 @@ def check_run(
                     _close_worker()
             else:
                 ctx = multiprocessing.get_context("fork")
-                init_args = (str(run.path), str(workroot), opts.fsck, level.facts,
-                             opts.checkers)
                 with ctx.Pool(jobs, _init_pool_worker, init_args) as pool:
                     for records in pool.imap(_check_task, map(_task, chunks)):
                         emit(records)
@@ -344,6 +353,32 @@ def _check_composite(run: RunDir, opts: CheckOptions, out: Path, resume: bool
     write_json_atomic(out / RESULT_NAME, result)
     result["timing"] = {"seconds": round(time.monotonic() - t0, 3), "resumed_from": 0}
     return result
+
+
+_remote_args: tuple[Any, ...] | None = None  # what this Dask worker's checker is for
+
+
+def remote_task(init_args: tuple[Any, ...], task: Task) -> list[StateRecord]:
+    """A Dask worker's task (harness/check/cluster.py): the records of one
+    chunk.  The worker's state checker is made on its first task of a run,
+    in a folder of its own under the client's work folder (or of this
+    machine's, on another machine)."""
+    global _remote_args
+    if _remote_args != init_args:
+        _close_worker()
+        run_path, workroot, *rest = init_args
+        if not Path(workroot).is_dir():
+            workroot = str(work_folder("crashlab-dask-"))
+        _init_worker(run_path, workroot, *rest)
+        _remote_args = init_args
+    return _check_task(task)
+
+
+def remote_close() -> None:
+    """Close this Dask worker's state checker (its helper processes)."""
+    global _remote_args
+    _close_worker()
+    _remote_args = None
 
 
 def _close_worker() -> None:

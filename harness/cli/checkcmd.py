@@ -86,6 +86,13 @@ def _run_options(f: Any) -> Any:  # noqa: ANN401
         click.option("--then", "then", type=click.Choice(STRATEGIES),
                      default=Composite.then, show_default=True,
                      help="multicrash, recovery-crash: strategy of the continuations' states"),
+        click.option("--executor", type=click.Choice(["local", "dask"]), default="local",
+                     show_default=True,
+                     help="check states in local worker processes, or on a Dask cluster "
+                          "(the same results; see README, Beyond one machine)"),
+        click.option("--scheduler", default=None, metavar="ADDRESS",
+                     help="--executor dask: the cluster's scheduler (tcp://HOST:8786); "
+                          "default: a local cluster of --jobs workers"),
     ]):
         f = d(f)
     return f
@@ -150,6 +157,12 @@ def checker_options(f: Any) -> Any:  # noqa: ANN401
     return f
 
 
+def _scheduler(executor: str, scheduler: str | None) -> str | None:
+    if scheduler is not None and executor != "dask":
+        raise CrashlabError("--scheduler goes with --executor dask")
+    return scheduler
+
+
 def user_checkers(specs: tuple[str, ...], timeout: float, recover: str
                   ) -> tuple[UserChecker, ...]:
     """The --checker options, with the --checker-recover command, named apart."""
@@ -168,7 +181,8 @@ def user_checkers(specs: tuple[str, ...], timeout: float, recover: str
 def check_cmd(run: Path, jobs: int, max_states: int | None, no_fsck: bool, resume: bool,
               crashsafe_sample: int, progress: bool | None, out: Path | None,
               max_first: int, depth: int, then: str, checker_specs: tuple[str, ...],
-              checker_timeout: float, checker_recover: str, **kw: Any) -> int:
+              checker_timeout: float, checker_recover: str, executor: str,
+              scheduler: str | None, **kw: Any) -> int:
     """Check every crash state of one recorded run."""
     rd = RunDir(run.resolve())  # absolute: repro commands and checkers get this path
     meta = rd.meta()
@@ -190,7 +204,8 @@ def check_cmd(run: Path, jobs: int, max_states: int | None, no_fsck: bool, resum
     base = CheckOptions(states=options_from(kw), max_states=max_states, jobs=jobs,
                         fsck=not no_fsck, crashsafe_sample=crashsafe_sample,
                         composite=Composite(then=then, max_first=max_first, depth=depth),
-                        checkers=checkers)
+                        checkers=checkers, executor=executor,
+                        scheduler=_scheduler(executor, scheduler))
     opts = options_for(strategy, base)
     show = console.is_terminal if progress is None else progress
     with progress_bar(show) as bar:
@@ -239,7 +254,7 @@ def _hook(bar: Progress, task: Any) -> Any:  # noqa: ANN401
 def sweep_cmd(matrix_name: str, out: Path | None, backend: str, shard_spec: str | None,
               jobs: int, max_states: int | None, no_fsck: bool, resume: bool,
               crashsafe_sample: int, progress: bool | None, max_first: int, depth: int,
-              then: str) -> int:
+              then: str, executor: str, scheduler: str | None) -> int:
     """Record and check every cell of a matrix; write summary.json,
     violations.jsonl and junit.xml."""
     cells = shard(matrix(matrix_name), shard_spec)
@@ -249,7 +264,8 @@ def sweep_cmd(matrix_name: str, out: Path | None, backend: str, shard_spec: str 
     opts = SweepOptions(backend=backend, jobs=jobs, max_states=max_states, fsck=not no_fsck,
                         crashsafe_sample=crashsafe_sample,
                         composite=Composite(then=then, max_first=max_first, depth=depth,
-                                            backend=backend))
+                                            backend=backend),
+                        executor=executor, scheduler=_scheduler(executor, scheduler))
     show = console.is_terminal if progress is None else progress
     with progress_bar(show) as bar:
         tasks: dict[str, Any] = {}

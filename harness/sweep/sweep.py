@@ -49,6 +49,8 @@ class SweepOptions:
     crashsafe_sample: int = 4
     base_states: Options = Options()
     composite: Composite = Composite()  # options of multicrash / recovery-crash cells
+    executor: str = "local"  # where states are checked (CheckOptions.executor)
+    scheduler: str | None = None
 
 
 def record_cell(cell: Cell, run_dir: Path, backend: str, resume: bool) -> RunDir:
@@ -144,7 +146,7 @@ def run_sweep(
                 states=opts.base_states, max_states=opts.max_states, jobs=opts.jobs,
                 fsck=opts.fsck, crashsafe_sample=opts.crashsafe_sample,
                 composite=dataclasses.replace(opts.composite, backend=opts.backend),
-                checkers=cell.all_checkers,
+                checkers=cell.all_checkers, executor=opts.executor, scheduler=opts.scheduler,
             ))
             label = f"{cell.sut} {strategy}"
             check_dir = run.check_dir(copts.tag())

@@ -1,0 +1,68 @@
+"""Checking a run's states on the workers of a Dask cluster
+(``crashlab check --executor dask [--scheduler ADDRESS]``; ``dask.distributed``).
+
+The unit of work is the same as for local worker processes: a chunk of one
+epoch's states, sent as the epoch's number and the states' keys
+(:data:`harness.check.check.Task`).  A worker needs the run's folder (its log
+and meta.json) and the base image the run names, at the same paths (a
+cluster of this machine's processes, or machines that share the results
+folder and built the images with the same recipe: the image's digest is
+verified before any state is checked).  Each worker process keeps one state
+checker per run, made on its first task of that run.
+
+Results are taken back in submission order, so states.jsonl and result.json
+are byte-identical to a local check; at most ``WINDOW`` chunks per worker are
+in flight, so memory stays flat.  A worker that dies loses only its tasks in
+flight: the scheduler runs them again on another worker (up to
+``RETRIES`` times), and because a state's verdicts depend on nothing but the
+run, the results are the same.  Without ``--scheduler`` a LocalCluster of
+``--jobs`` worker processes on 127.0.0.1 is started and stopped here.
+"""
+
+from __future__ import annotations
+
+import collections
+from collections.abc import Iterable, Iterator
+from typing import Any
+
+from harness.errors import CrashlabError
+
+# the worker side: harness.check.check.remote_task / remote_close
+
+WINDOW = 4  # chunks in flight per worker
+RETRIES = 3  # times a chunk is tried again after its worker died
+
+
+def dask_imap(tasks: Iterable[Any], init_args: tuple[Any, ...], scheduler: str | None,
+              jobs: int) -> Iterator[list[Any]]:
+    """The records of each task, in order, checked on a Dask cluster."""
+    from harness.check import check
+
+    try:
+        from distributed import Client, LocalCluster
+    except ImportError:
+        raise CrashlabError("--executor dask needs the `distributed` package "
+                            "(installed by make setup)") from None
+    cluster = None
+    if scheduler is None:
+        cluster = LocalCluster(n_workers=jobs, threads_per_worker=1, processes=True,
+                               host="127.0.0.1", dashboard_address=None)
+    try:
+        with Client(scheduler or cluster) as client:
+            width = max(1, len(client.scheduler_info()["workers"])) * WINDOW
+            pending: collections.deque[Any] = collections.deque()
+            try:
+                for task in tasks:
+                    pending.append(client.submit(check.remote_task, init_args, task,
+                                                 pure=False, retries=RETRIES))
+                    if len(pending) >= width:
+                        yield pending.popleft().result()
+                while pending:
+                    yield pending.popleft().result()
+            finally:
+                for f in pending:
+                    f.cancel()
+                client.run(check.remote_close)
+    finally:
+        if cluster is not None:
+            cluster.close()
