@@ -58,7 +58,13 @@ def test_lmdb_bank(tmp_path: Path) -> None:
     for sut in ("lmdb-nosync", "lmdb-nometasync"):
         assert cells[f"{sut}@ext4"]["verdicts"][f"USER:{sut}"]["fail"] > 0, sut
     bad = [json.loads(ln) for ln in (tmp_path / "violations.jsonl").read_text().splitlines()]
-    assert all("was acknowledged" in v["explanation"] for v in bad)  # durability, as documented
+    # metasync=False keeps the database's integrity (LMDB's documentation):
+    # it loses the last transaction only; sync=False may lose and may
+    # corrupt (seen: MDB_CORRUPTED in 3 prefix states of one recording)
+    assert all("was acknowledged" in v["explanation"] for v in bad
+               if v["sut"] == "lmdb-nometasync")
+    assert all("was acknowledged" in v["explanation"] or "does not open" in v["explanation"]
+               for v in bad)
 
 
 def test_matrix_files_check_every_key(tmp_path: Path) -> None:
