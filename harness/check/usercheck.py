@@ -12,8 +12,14 @@ The contract (README, "Test your own application"):
 * exit 0: the invariant holds; exit 1: it does not, and stdout explains
   why; anything else — another exit code, a signal, no exit within the
   timeout — is a *checker error*: no verdict on the SUT, reported as such
-  (status ``error``), never a pass.  A checker that hangs is killed with
-  its whole process group (the group it was started in, by its PID).
+  (status ``error``), never a pass; so is a ``recover`` command that is
+  not found or killed, and an exit 1 with only an error on stderr (an
+  interpreter's traceback).
+* its output goes to files (at most 1 MiB of each is read), and when it
+  exits, or hangs and is killed, whatever is left of its process group (the
+  session it was started in, by its PID) is killed too; a process that
+  starts a session of its own (``setsid``) escapes that, and is the
+  checker's to end.  Each state gets a fresh folder.
 """
 
 from __future__ import annotations
