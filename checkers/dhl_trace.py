@@ -80,14 +80,12 @@ class TraceResult:
 class RunFacts:
     """What the write trace says of a run, for judging its crash states
     without the engine's own counting: the pages each transaction stamped
-    with its TID (``txn_pages``), the TID written just before each
-    ``txn-ack:K`` (``ack_writer``), and the first TID the log wrote
-    (``first``: older transactions precede the log, so the trace cannot
-    say which pages they wrote)."""
+    with its TID (``txn_pages``; a transaction older than the log is not
+    there: the trace cannot say which pages it wrote), and the TID written
+    just before each ``txn-ack:K`` (``ack_writer``)."""
 
     txn_pages: dict[int, frozenset[int]]
     ack_writer: dict[int, int]
-    first: int
 
     def writer_at(self, acked: int) -> int | None:
         """The TID behind the newest acknowledgement at or below
@@ -279,8 +277,7 @@ def trace_pages(history: FileTrace, page_size: int, ntrees: int, nolog: bool = F
 
 
 def run_facts(res: TraceResult) -> RunFacts:
-    return RunFacts({t: frozenset(p) for t, p in res.txn_pages.items()}, dict(res.ack_writer),
-                    min(res.txn_pages, default=0))
+    return RunFacts({t: frozenset(p) for t, p in res.txn_pages.items()}, dict(res.ack_writer))
 
 
 def _entries(fs: Sequence[Finding]) -> list[str]:

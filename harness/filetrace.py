@@ -30,7 +30,7 @@ from pathlib import Path
 from harness.fs import BlockMap, FileSystem, get_fs
 from harness.images import verified_base_for_run
 from harness.logformat import LogReader
-from harness.materialize import replay
+from harness.materialize import replay, sparse_copy
 from harness.rundir import RunDir
 
 
@@ -114,7 +114,7 @@ def prepare(run: RunDir, work: Path) -> FileTrace | str:
     if isinstance(view, str):
         return f"the final image does not recover: {view}"
     base_copy = work / "base.img"
-    replay(base, run.log, base_copy, limit=0)  # the base image as it is
+    sparse_copy(base, base_copy)  # recovery writes to it
     base_view = _recovered_view(fs, base_copy, work / "base", db_name)
     if isinstance(base_view, str):
         return f"the base image does not recover: {base_view}"

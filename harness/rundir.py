@@ -114,9 +114,6 @@ class RunMeta:
             out[f.name] = list(v) if isinstance(v, tuple) else v
         return {**out, **self.extra}
 
-    def with_(self, **changes: Any) -> RunMeta:  # noqa: ANN401
-        return dataclasses.replace(self, **changes)
-
 
 _WORKLOAD_KEYS = ("sut", "workload", "seed", "db", "runner", "continues_at", "continues")
 

@@ -499,7 +499,7 @@ def test_tc_modes_do_not_promise_a_rollback_they_cannot_do() -> None:
 # --- judged by the write trace, not by the engine's counting --------------------
 
 FACTS = tr.RunFacts(txn_pages={9: frozenset({0, 4}), 10: frozenset({0, 1, 2})},
-                    ack_writer={3: 9, 4: 10}, first=9)
+                    ack_writer={3: 9, 4: 10})
 
 
 def test_rollback_is_judged_by_the_pages_the_trace_saw_written() -> None:

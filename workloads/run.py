@@ -15,6 +15,7 @@ meta.json keys written here (merged into the recorder's):
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import subprocess
 from collections.abc import Mapping
@@ -151,5 +152,6 @@ def record_workload(sut: str, workload: str, out: Path, *, fs: str = "ext4",
         run = record(cmd, out, fs=fs, backend=backend, extra_meta={**extra, **(extra_meta or {})},
                      base=base)
         if stats.exists():
-            run.write_meta(run.meta().with_(runner=json.loads(stats.read_text())))
+            run.write_meta(dataclasses.replace(run.meta(),
+                                               runner=json.loads(stats.read_text())))
     return run

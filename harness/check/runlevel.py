@@ -31,7 +31,7 @@ from checkers.recovery import crashsafe_verdict
 from checkers.verdict import Verdict, skipped
 from harness import filetrace
 from harness.check.records import StateRecord
-from harness.check.worker import StateChecker
+from harness.check.worker import StateChecker, verdict_record
 from harness.env import work_folder
 from harness.logformat import LogReader
 from harness.rundir import RunDir
@@ -46,16 +46,10 @@ TRIES_PER_SAMPLE = 16
 
 
 def record(rec_id: str, verdicts: list[Verdict]) -> StateRecord:
-    out: StateRecord = {"id": rec_id, "v": {v.invariant: v.status for v in verdicts}}
+    out = verdict_record(rec_id, verdicts)
     for v in verdicts:  # REC-CRASHSAFE: how many crash states of recovery were recovered
         if v.invariant == "REC-CRASHSAFE" and v.status == "pass" and isinstance(v.actual, int):
             out["recovery_states"] = v.actual
-    skips = {v.invariant: v.explanation for v in verdicts if v.status == "skip"}
-    if skips:
-        out["skip"] = skips
-    fails = [v.to_json() for v in verdicts if v.failed]
-    if fails:
-        out["fail"] = fails
     return out
 
 

@@ -78,9 +78,12 @@ class StateChecker:
             self.oracle = oracle_from_meta(self.meta)
         self.user_checkers = tuple(checkers)
         self.marks_log: list[tuple[int, str]] = []
-        if checkers:
+        if checkers:  # what every state's checker gets from the run, made once
             with LogReader(run.log) as reader:
                 self.marks_log = log_marks(reader)
+            self.run_abs = run.path.resolve()
+            self.meta_json = self.meta.to_json()
+            self.child_env = dict(os.environ)  # a copy for the children, not a setting read
         self.fs: str = self.meta.fs
         self.fsobj = get_fs(self.fs)
         self.db_name: str = self.meta.db or DEVICE_NAME
@@ -135,10 +138,9 @@ class StateChecker:
             verdicts += self.checker.judge(facts, self.oracle, acked, begun,
                                            run_facts=self.run_facts)
         if self.user_checkers:
-            facts = state_facts(self.run.path.resolve(), state.id, state.cut.lo, state.cut.hi,
-                                acked, begun, self.marks_log, self.meta.to_json())
-            env = dict(os.environ)  # the child's environment: a copy, not a setting read
-            verdicts += [run_checker(uc, files, facts, self.workdir / "user", env)
+            facts = state_facts(self.run_abs, state.id, state.cut.lo, state.cut.hi, acked,
+                                begun, self.marks_log, self.meta_json)
+            verdicts += [run_checker(uc, files, facts, self.workdir / "user", self.child_env)
                          for uc in self.user_checkers]
         return verdicts
 
@@ -198,16 +200,12 @@ class StateChecker:
         return facts
 
 
-def state_record(state: State, verdicts: list[Verdict], marks: tuple[int, int]
-                 ) -> StateRecord:
-    """The line a state leaves in states.jsonl (``marks``: the acknowledged
-    and begun transactions it was judged against)."""
-    rec: StateRecord = {
-        "id": state.id,
-        "acked": marks[0],
-        "begun": marks[1],
-        "v": {v.invariant: v.status for v in verdicts},
-    }
+def verdict_record(rec_id: str, verdicts: list[Verdict], **head: int) -> StateRecord:
+    """A states.jsonl / run.jsonl line: ``id`` (then ``head``), each
+    invariant's status, and the skip and error reasons, the passes whose
+    situation did not arise, the failures — each key only when it has any."""
+    rec: StateRecord = {"id": rec_id, **head,  # type: ignore[typeddict-item]
+                        "v": {v.invariant: v.status for v in verdicts}}
     skips = {v.invariant: v.explanation for v in verdicts if v.status == "skip"}
     if skips:
         rec["skip"] = skips
@@ -220,6 +218,16 @@ def state_record(state: State, verdicts: list[Verdict], marks: tuple[int, int]
     fails = [v.to_json() for v in verdicts if v.failed]
     if fails:
         rec["fail"] = fails
+    return rec
+
+
+def state_record(state: State, verdicts: list[Verdict], marks: tuple[int, int]
+                 ) -> StateRecord:
+    """The line a state leaves in states.jsonl (``marks``: the acknowledged
+    and begun transactions it was judged against); with a failure, what
+    the state dropped and tore, and its cut."""
+    rec = verdict_record(state.id, verdicts, acked=marks[0], begun=marks[1])
+    if "fail" in rec:
         rec["dropped"] = list(state.dropped_entries)
         rec["torn"] = [e for e, _ in state.torn_entries]
         rec["cut"] = [state.cut.lo, state.cut.hi]
