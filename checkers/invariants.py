@@ -2,7 +2,7 @@
 
 Every verdict names one of these.  ``CATEGORY`` is how reports classify a
 violation: corruption, atomicity, durability, DHL-theorem, counting-commit,
-FS, recovery.
+FS, recovery, error-handling.
 """
 
 from __future__ import annotations
@@ -50,6 +50,14 @@ INVARIANTS: dict[str, Invariant] = {
         Invariant("REC-IDEMPOTENT", "recovery", "recovering a recovered image changes nothing"),
         Invariant("REC-CRASHSAFE", "recovery",
                   "every crash state of recovery's own writes recovers to the same state"),
+        Invariant("ERR-NOACK", "error-handling",
+                  "no transaction whose commit reported an error is acknowledged "
+                  "(unless a new attempt of it succeeded)"),
+        Invariant("ERR-ATOMIC", "error-handling",
+                  "a transaction in doubt after an error is wholly present or wholly absent"),
+        Invariant("ERR-DURABLE", "error-handling",
+                  "after the device failed a request, every later acknowledged "
+                  "transaction survives"),
     )
 }
 
@@ -60,6 +68,8 @@ USER_PREFIX = "USER:"
 DB_LEVEL = ("DB-OPEN", "DB-INTEGRITY", "DB-ATOMIC", "DB-DURABLE", "DB-PREFIX", "FS-RECOVER")
 # judged once per run over the write trace (checkers/dhl_trace.py)
 TRACE_LEVEL = ("DHL-T2", "CC-NEXT", "CC-MONO")
+# judged on runs recorded with device faults (checkers/ioerror.py)
+ERROR_LEVEL = ("ERR-NOACK", "ERR-ATOMIC", "ERR-DURABLE")
 
 
 def invariant(inv_id: str) -> Invariant:

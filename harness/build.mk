@@ -6,13 +6,16 @@
 FUSE_CFLAGS = $(shell pkg-config --cflags fuse3)
 FUSE_LIBS   = $(shell pkg-config --libs fuse3)
 
-harness/build/logfuse: harness/fuse/logfuse.c harness/fuse/logwrites.h
-	@mkdir -p $(@D)
-	$(CC) $(CFLAGS_COMMON) $(FUSE_CFLAGS) -o $@ $< $(FUSE_LIBS)
+LOGFUSE_SRC := harness/fuse/logfuse.c harness/fuse/faultrules.c
+LOGFUSE_HDR := harness/fuse/logwrites.h harness/fuse/faultrules.h
 
-harness/build/logfuse-asan: harness/fuse/logfuse.c harness/fuse/logwrites.h
+harness/build/logfuse: $(LOGFUSE_SRC) $(LOGFUSE_HDR)
 	@mkdir -p $(@D)
-	$(CC) $(CFLAGS_COMMON) $(ASAN_FLAGS) $(FUSE_CFLAGS) -o $@ $< $(FUSE_LIBS)
+	$(CC) $(CFLAGS_COMMON) $(FUSE_CFLAGS) -o $@ $(LOGFUSE_SRC) $(FUSE_LIBS)
+
+harness/build/logfuse-asan: $(LOGFUSE_SRC) $(LOGFUSE_HDR)
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS_COMMON) $(ASAN_FLAGS) $(FUSE_CFLAGS) -o $@ $(LOGFUSE_SRC) $(FUSE_LIBS)
 
 .PHONY: ctest-logfuse
 ctest-logfuse: harness/build/logfuse-asan

@@ -78,6 +78,9 @@ class RunMeta:
     log: dict[str, Any] | None = None  # LogReader.summary(), or {"error": ...}
     wall_time_s: float = 0.0
     started: str = ""
+    # the faults beyond power loss given to the recording (harness/faults.py,
+    # canonical spellings; state faults among them apply when checking)
+    faults: tuple[str, ...] = ()
     # a workload run
     sut: str | None = None
     workload: str | None = None
@@ -96,7 +99,7 @@ class RunMeta:
             kw["image"] = ImageRef(**kw["image"])
         if kw.get("continues"):
             kw["continues"] = Continues(**kw["continues"])
-        for k in ("command", "marks"):
+        for k in ("command", "marks", "faults"):
             if k in kw:
                 kw[k] = tuple(kw[k])
         return cls(**kw, extra={k: v for k, v in d.items() if k not in names})

@@ -49,8 +49,9 @@ def fail_a_commit(sut_name: str, shm: Path) -> tuple[subprocess.CompletedProcess
                                                        WorkloadSpec]:
     """Run a workload whose database outgrows a file-size limit: the commit
     that crosses it fails.  Asserts what every engine must show — the runner
-    stops with one line, that transaction K has txn-begin but no txn-ack,
-    every earlier one is acknowledged — and returns (process, K, spec)."""
+    stops (exit 3) with one line, that transaction K has txn-begin and
+    txn-error but no txn-ack, every earlier one is acknowledged — and
+    returns (process, K, spec)."""
     spec = parse_spec("insert:txns=300,size=3000")
     ops = write_opstream(spec, shm / "ops")
     marks = shm / "marks"
@@ -59,14 +60,16 @@ def fail_a_commit(sut_name: str, shm: Path) -> tuple[subprocess.CompletedProcess
     cmd = runner_command(get_sut(sut_name), ops, shm / "db")
     proc = subprocess.run(cmd, capture_output=True, text=True, env=env,
                           preexec_fn=fsize_limit(200 * 1024))
-    assert proc.returncode == 1
+    assert proc.returncode == 3, proc.stderr
     lines = marks.read_text().splitlines()
-    last = lines[-1]
-    assert last.startswith("txn-begin:"), lines[-3:]
-    k = int(last.split(":")[1])
+    begin, error = lines[-2:]
+    assert begin.startswith("txn-begin:"), lines[-3:]
+    k = int(begin.split(":")[1])
+    assert error.startswith(f"txn-error:{k};attempt=1;op=commit;why="), error
     assert 5 < k < spec.txns
     assert f"txn-ack:{k}" not in lines
-    assert lines == expected_marks(k - 1)[:-1] + [last]
-    assert proc.stderr.startswith(f"crashlab-runner: txn {k}: commit failed: ")
+    assert lines == expected_marks(k - 1)[:-1] + [begin, error]
+    assert proc.stderr.startswith(f"crashlab-runner: txn {k}: commit failed (attempt 1): ")
+    assert proc.stderr.rstrip().endswith("; stopped")
     assert len(proc.stderr.splitlines()) == 1
     return proc, k, spec

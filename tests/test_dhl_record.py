@@ -196,16 +196,18 @@ def test_raw_command_gets_the_device(tmp_path):
 def test_full_raw_device_fails_the_commit_unacknowledged(tmp_path):
     """A workload that outgrows the 1 MiB raw device: the commit that writes
     past its end fails (ENOSPC), the record exits 1 with the runner's line,
-    the log ends that transaction with txn-begin and no txn-ack, and the
-    device recovers to the state before it."""
+    the log ends that transaction with txn-begin, txn-error and no txn-ack,
+    and the device recovers to the state before it."""
     proc = _record(tmp_path, "dhl-cc-raw", "insert:txns=400,size=3000", "raw")
     assert proc.returncode == 1
-    assert "commit failed: commit: write of page 256 failed: No space left on device" \
-        in proc.stderr
+    assert "commit failed (attempt 1): commit: write of page 256 failed: No space left on " \
+        "device (DHL_EIO); stopped" in proc.stderr
     run = RunDir(tmp_path / "run")
+    assert run.meta().exit_status == 3
     marks = _marks(run)
-    k = int(marks[-1].split(":")[1])
-    assert marks[-1].startswith("txn-begin:") and 100 < k < 400
-    assert marks == expected_marks(k - 1)[:-1] + [f"txn-begin:{k}"]
+    k = int(marks[-2].split(":")[1])
+    assert marks[-2].startswith("txn-begin:") and 100 < k < 400
+    assert marks[-1].startswith(f"txn-error:{k};attempt=1;op=commit;why=commit_write_of_page_256")
+    assert marks == expected_marks(k - 1)[:-1] + [f"txn-begin:{k}", marks[-1]]
     oracle = oracle_from_meta(run.meta())
     assert _digest_after(run, "raw", "cc", tmp_path, None) == oracle.digests[k - 1]

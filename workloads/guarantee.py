@@ -7,6 +7,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 DB_INVARIANTS = ("DB-OPEN", "DB-INTEGRITY", "DB-ATOMIC", "DB-DURABLE", "DB-PREFIX")
+# what a SUT promises when the device fails requests (checkers/ioerror.py)
+ERR_INVARIANTS = ("ERR-NOACK", "ERR-ATOMIC", "ERR-DURABLE")
 
 
 @dataclass(frozen=True)

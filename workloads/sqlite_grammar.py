@@ -12,6 +12,10 @@ documented rules.
               or delete with locking=exclusive: a journal that outlives its transaction)
     walopt    N frames: the WAL pre-allocated to N frames and autockpt=N   (wal only; not
               with autockpt or jlimit)
+    onerror   stop, retry: after a failed transaction the application    default stop
+              stops, or runs the transaction once more
+    syncretry 0, 1: 1 retries a failed fsync and reports the retry's     default 0
+              success (the fsyncgate bug, on purpose: never do this)
 
 workloads/README.md maps each key to its runner option.
 Values are case-insensitive and keys may come in any order; the *canonical*
@@ -35,12 +39,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from harness.errors import CrashlabError
-from workloads.guarantee import DB_INVARIANTS, Guarantee
+from workloads.guarantee import DB_INVARIANTS, ERR_INVARIANTS, Guarantee
 
 JOURNALS = ("delete", "truncate", "persist", "wal", "memory", "off")
 SYNCS = ("off", "normal", "full", "extra")
 LOCKINGS = ("normal", "exclusive")
-KEYS = ("journal", "sync", "page", "autockpt", "locking", "jlimit", "walopt")
+KEYS = ("journal", "sync", "page", "autockpt", "locking", "jlimit", "walopt", "onerror",
+        "syncretry")
+ON_ERRORS = ("stop", "retry")
 PREFIX = "sqlite:"
 DEFAULT_PAGE = 4096
 DEFAULT_AUTOCKPT = 1000
@@ -48,7 +54,8 @@ DEFAULT_JLIMIT = -1
 MAX_INT = 2**31 - 1  # autockpt, jlimit: what the runner's C int holds
 MAX_WALOPT = 65536
 GRAMMAR = ("sqlite:journal=" + "|".join(JOURNALS) + ",sync=" + "|".join(SYNCS)
-           + "[,page=512..65536][,autockpt=N][,locking=normal|exclusive][,jlimit=N][,walopt=N]")
+           + "[,page=512..65536][,autockpt=N][,locking=normal|exclusive][,jlimit=N][,walopt=N]"
+           + "[,onerror=stop|retry][,syncretry=0|1]")
 
 DOC_SYNC = "https://www.sqlite.org/pragma.html#pragma_synchronous"
 DOC_JOURNAL = "https://www.sqlite.org/pragma.html#pragma_journal_mode"
@@ -57,6 +64,9 @@ DOC_ATOMIC = "https://www.sqlite.org/atomiccommit.html"
 DOC_WAL = "https://www.sqlite.org/wal.html"
 DOC_PAGER = "https://sqlite.org/src/file/src/pager.c"
 DOC_CRASHLAB = "crashlab README, What a sweep does"
+DOC_RESCODE = "https://www.sqlite.org/rescode.html#ioerr"
+DOC_TXN = "https://www.sqlite.org/lang_transaction.html"
+DOC_FSYNCGATE = "https://lwn.net/Articles/752063/"
 
 
 class InvalidConfig(CrashlabError):
@@ -82,6 +92,8 @@ class SqliteConfig:
     locking: str = "normal"
     jlimit: int = DEFAULT_JLIMIT
     walopt: int = 0  # 0: no pre-allocated WAL
+    onerror: str = "stop"  # the application after a failed transaction
+    syncretry: int = 0  # 1: the fsyncgate bug (see the module comment)
 
     def __post_init__(self) -> None:
         if self.walopt > 0 and self.autockpt == DEFAULT_AUTOCKPT:
@@ -104,6 +116,10 @@ class SqliteConfig:
             parts.append(f"jlimit={self.jlimit}")
         if self.walopt:
             parts.append(f"walopt={self.walopt}")
+        if self.onerror != "stop":
+            parts.append(f"onerror={self.onerror}")
+        if self.syncretry:
+            parts.append("syncretry=1")
         return PREFIX + ",".join(parts)
 
     @property
@@ -125,6 +141,10 @@ class SqliteConfig:
             opts.append(("--journal-size-limit", str(self.jlimit)))
         if self.walopt:
             opts.append(("--wal-prealloc", str(self.walopt)))
+        if self.onerror != "stop":
+            opts.append(("--on-error", self.onerror))
+        if self.syncretry:
+            opts.append(("--sync-retry", ""))  # a flag: no value
         return tuple(opts)
 
     def describe(self) -> str:
@@ -143,6 +163,10 @@ def _invalid(c: SqliteConfig) -> str:
         return f"page={c.page} (a power of two, 512..65536)"
     if c.locking not in LOCKINGS:
         return f"locking={c.locking} (choose from {', '.join(LOCKINGS)})"
+    if c.onerror not in ON_ERRORS:
+        return f"onerror={c.onerror} (choose from {', '.join(ON_ERRORS)})"
+    if c.syncretry not in (0, 1):
+        return f"syncretry={c.syncretry} (0 or 1)"
     if not 0 <= c.walopt <= MAX_WALOPT or (c.walopt and c.journal != "wal"):
         return f"walopt=N (1 <= N <= {MAX_WALOPT}) is for journal=wal only"
     if c.walopt and (c.autockpt != c.walopt or c.jlimit != DEFAULT_JLIMIT):
@@ -181,7 +205,7 @@ def parse_sqlite_name(text: str) -> SqliteConfig:
         if key not in given:
             raise bad(f"{key}= is required")
     ints: dict[str, int] = {}
-    for key in ("page", "autockpt", "jlimit", "walopt"):
+    for key in ("page", "autockpt", "jlimit", "walopt", "syncretry"):
         if key in given:
             try:
                 ints[key] = int(given[key])
@@ -189,7 +213,8 @@ def parse_sqlite_name(text: str) -> SqliteConfig:
                 raise bad(f"{key}={given[key]} is not an integer") from None
     try:
         return SqliteConfig(journal=given["journal"], sync=given["sync"],
-                            locking=given.get("locking", "normal"), **ints)
+                            locking=given.get("locking", "normal"),
+                            onerror=given.get("onerror", "stop"), **ints)
     except InvalidConfig as e:
         raise bad(e.why) from None
 
@@ -369,3 +394,42 @@ def derive(c: SqliteConfig) -> tuple[Guarantee, ...]:
         rule = rule_for(c, inv)
         out.append(Guarantee(inv, rule.promised, rule.text, rule.source))
     return tuple(out)
+
+
+# --- under device faults (checkers/ioerror.py) -------------------------------
+
+ERR_NOACK_RULE = ("SQLite returns an error code from COMMIT when a write or a sync fails "
+                  "('SQLITE_IOERR ... the operating system reported an I/O error'), and the "
+                  "runner acknowledges only a COMMIT that returned SQLITE_OK "
+                  "(workloads/runner/main.c)")
+ERR_ATOMIC_RULE = ("after SQLITE_IOERR or SQLITE_FULL 'the transaction may or may not be rolled "
+                   "back automatically'; either way the runner issues ROLLBACK, and the journal "
+                   "or WAL that makes a power loss atomic makes the abandoned transaction "
+                   "wholly absent, or (the commit point already durable) wholly present")
+ERR_DURABLE_RULE = ("a commit is acknowledged only after its syncs returned success, and a "
+                    "retried transaction (onerror=retry) writes and syncs its pages anew")
+SYNCRETRY_RULE = ("syncretry=1 retries a failed fsync and reports the retry's success: after a "
+                  "failed writeback Linux marks the pages clean and reports the error once "
+                  "(the 2018 'fsyncgate' finding), so the retry succeeds and the data is lost")
+
+
+def derive_errors(c: SqliteConfig) -> tuple[Guarantee, ...]:
+    """One guarantee per ERR invariant (ERR_INVARIANTS order): ERR-NOACK
+    always; ERR-ATOMIC where a power loss keeps transactions atomic;
+    ERR-DURABLE where it keeps them durable, unless syncretry=1."""
+    atomic, durable = rule_for(c, "DB-ATOMIC"), rule_for(c, "DB-DURABLE")
+    noack = Guarantee("ERR-NOACK", True, ERR_NOACK_RULE, DOC_RESCODE)
+    err_atomic = Guarantee("ERR-ATOMIC", atomic.promised,
+                           ERR_ATOMIC_RULE if atomic.promised else atomic.text, DOC_TXN)
+    if c.syncretry:
+        # the error never reaches the application: no transaction is ever in
+        # doubt (ERR-ATOMIC does not arise), and the swallowed one is lost
+        err_atomic = Guarantee("ERR-ATOMIC", False, SYNCRETRY_RULE, DOC_FSYNCGATE)
+        err_durable = Guarantee("ERR-DURABLE", False, SYNCRETRY_RULE, DOC_FSYNCGATE)
+    else:
+        err_durable = Guarantee("ERR-DURABLE", durable.promised,
+                                ERR_DURABLE_RULE if durable.promised else durable.text,
+                                durable.source)
+    out = (noack, err_atomic, err_durable)
+    assert tuple(g.invariant for g in out) == ERR_INVARIANTS
+    return out

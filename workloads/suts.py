@@ -35,6 +35,7 @@ from workloads.sqlite_grammar import (
     PREFIX_RULE,
     SqliteConfig,
     derive,
+    derive_errors,
     grid,
     parse_sqlite_name,
 )
@@ -81,6 +82,9 @@ class Sut:
     # A SQLite SUT's configuration (workloads/sqlite_grammar.py): its
     # canonical grammar name, runner options and derived guarantees.
     config: SqliteConfig | None = None
+    # One per ERR_INVARIANTS entry: what it promises when the device fails
+    # requests (checkers/ioerror.py); judged only on runs with device faults.
+    error_guarantees: tuple[Guarantee, ...] = ()
 
     @property
     def canonical(self) -> str:
@@ -91,12 +95,17 @@ class Sut:
         """The engine arguments of ``crashlab-runner`` (without --ops/--db)."""
         args = ["--engine", self.engine]
         for flag, value in self.runner_options:
-            args += [flag, value]
+            args += [flag, value] if value else [flag]  # "": a flag without a value
         return args
 
     @property
     def promises(self) -> tuple[str, ...]:
         return tuple(g.invariant for g in self.guarantees if g.promised)
+
+    @property
+    def error_promises(self) -> tuple[str, ...]:
+        """The ERR invariants promised under device faults."""
+        return tuple(g.invariant for g in self.error_guarantees if g.promised)
 
     @property
     def may_violate(self) -> tuple[str, ...]:
@@ -152,10 +161,30 @@ def _sqlite(config: SqliteConfig, name: str = "", description: str = "") -> Sut:
         description=description or config.describe(),
         runner_options=config.runner_options(),
         guarantees=derive(config),
+        error_guarantees=derive_errors(config),
         mode=config.journal,
         in_place=config.journal in ("off", "memory"),
         config=config,
     )
+
+
+_DHL_ERR_NOACK = ("dhl_commit returns DHL_EIO when a write or sync fails and then poisons the "
+                  "handle: nothing more is committed through it (dhl/DESIGN.md, 'After an I/O "
+                  "error'); the runner acknowledges only a commit that returned DHL_OK and stops")
+_DHL_ERR_ATOMIC = ("the failed transaction is left exactly as a power loss at that point would "
+                   "leave it, and the recovery that makes power loss atomic resolves it")
+_DHL_ERR_DURABLE = ("fail-stop: after an error nothing more is acknowledged, so there is no "
+                    "later transaction to lose")
+
+
+def _dhl_errors(guarantees: list[Guarantee]) -> tuple[Guarantee, ...]:
+    """DHL under device faults: fail-stop, so ERR-NOACK and ERR-DURABLE
+    always; ERR-ATOMIC where recovery makes power loss atomic."""
+    atomic = next(g for g in guarantees if g.invariant == "DB-ATOMIC")
+    return (_g("ERR-NOACK", True, _DHL_ERR_NOACK, DOC_DHL),
+            _g("ERR-ATOMIC", atomic.promised,
+               _DHL_ERR_ATOMIC if atomic.promised else atomic.rule, DOC_DHL),
+            _g("ERR-DURABLE", True, _DHL_ERR_DURABLE, DOC_DHL))
 
 
 def _dhl(name: str, mode: str, description: str, guarantees: list[Guarantee],
@@ -170,6 +199,7 @@ def _dhl(name: str, mode: str, description: str, guarantees: list[Guarantee],
         runner_options=(("--dhl-mode", mode), ("--sync", "fsync"),
                         ("--page-size", str(PAGE_SIZE))),
         guarantees=tuple(guarantees),
+        error_guarantees=_dhl_errors(guarantees),
         raw=raw,
         commit_after_sync=mode in ("tc", "tc_opt"),
         mode=mode,

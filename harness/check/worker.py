@@ -7,6 +7,7 @@ log order."""
 
 from __future__ import annotations
 
+import bisect
 import os
 import shutil
 from collections import OrderedDict
@@ -15,6 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from checkers.engines import engine_of
+from checkers.invariants import ERROR_LEVEL
+from checkers.ioerror import judge_errors
 from checkers.verdict import Verdict, failed, passed, skipped
 from harness.check.records import StateRecord
 from harness.check.usercheck import (
@@ -25,6 +28,7 @@ from harness.check.usercheck import (
     state_facts,
 )
 from harness.env import reference_recovery
+from harness.faults import DEVICE, by_stage, parse_faults
 from harness.fs import FsRecovery, get_fs
 from harness.fs.raw import DEVICE_NAME
 from harness.images import verified_base_for_run
@@ -77,10 +81,16 @@ class StateChecker:
             self.checker = engine_of(self.sut).checker
             self.oracle = oracle_from_meta(self.meta)
         self.user_checkers = tuple(checkers)
+        # A run recorded with device faults is also judged by the error
+        # invariants (checkers/ioerror.py), from its marks.
+        self.judge_errors = self.checker is not None and bool(
+            by_stage(parse_faults(list(self.meta.faults)), DEVICE))
         self.marks_log: list[tuple[int, str]] = []
-        if checkers:  # what every state's checker gets from the run, made once
+        if checkers or self.judge_errors:  # made once, for every state
             with LogReader(run.log) as reader:
                 self.marks_log = log_marks(reader)
+            self.mark_entries = [e for e, _ in self.marks_log]
+        if checkers:  # what every state's checker gets from the run, made once
             self.run_abs = run.path.resolve()
             self.meta_json = self.meta.to_json()
             self.child_env = dict(os.environ)  # a copy for the children, not a setting read
@@ -130,13 +140,18 @@ class StateChecker:
             # nothing to open: every database verdict is skipped, saying so
             why = "the file system did not recover, so there is no database (see FS-RECOVER)"
             ids = [*(self.checker.IDS if self.checker else ()),
+                   *(ERROR_LEVEL if self.judge_errors else ()),
                    *(uc.invariant for uc in self.user_checkers)]
             return verdicts + [skipped(i, why) for i in ids]
         acked, begun = self.marks(state)
         if self.checker is not None:
             facts = self._facts(files)
-            verdicts += self.checker.judge(facts, self.oracle, acked, begun,
-                                           run_facts=self.run_facts)
+            judged = self.checker.judge(facts, self.oracle, acked, begun,
+                                        run_facts=self.run_facts)
+            verdicts += judged
+            if self.judge_errors:
+                upto = bisect.bisect_left(self.mark_entries, state.cut.hi)
+                verdicts += judge_errors([lab for _, lab in self.marks_log[:upto]], judged)
         if self.user_checkers:
             facts = state_facts(self.run_abs, state.id, state.cut.lo, state.cut.hi, acked,
                                 begun, self.marks_log, self.meta_json)

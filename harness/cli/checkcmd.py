@@ -193,7 +193,7 @@ def check_cmd(run: Path, jobs: int, max_states: int | None, no_fsck: bool, resum
                             "crash; this run is of a command (record -- COMMAND)")
     if meta.sut is not None:
         cell = Cell(get_sut(meta.sut).name, str(meta.workload), meta.fs, (strategy,),
-                    checkers=checkers)
+                    checkers=checkers, faults=meta.faults)
     elif checkers:  # a run of the user's own command
         cell = Cell("command", "", meta.fs, (strategy,),
                     user=UserSut("command", " ".join(meta.command), checkers=checkers))

@@ -8,6 +8,7 @@ from pathlib import Path
 import click
 
 from harness.errors import CrashlabError
+from harness.faults import PROCESS, by_stage, parse_faults
 from harness.fs import FILESYSTEMS
 from harness.record.backends import CHOICES, select_backend
 from harness.record.recorder import record
@@ -27,18 +28,31 @@ from workloads.suts import get_sut
 @click.option("--sut", help="with --workload: run crashlab-runner for this SUT "
               "(workloads/suts.py) instead of COMMAND")
 @click.option("--workload", help="workload spec, e.g. insert:txns=100,seed=1 (workloads/spec.py)")
+@click.option("--fault", "fault_specs", multiple=True, metavar="FAULT",
+              help="a fault beyond power loss (repeatable, or joined with +): "
+              "eio:write|flush|read[,after=MARK][,nth=N][,range=A-B][,sticky], "
+              "enospc,left=BYTES, process-crash,at=MARK (--sut only), and the state faults "
+              "lost-flush, misdirect, corrupt (kept in meta.json, applied when checking)")
 @click.argument("command", nargs=-1)
 def record_cmd(
     backend: str, fs: str, out: Path, sut: str | None, workload: str | None,
-    command: tuple[str, ...],
+    fault_specs: tuple[str, ...], command: tuple[str, ...],
 ) -> None:
     """Run COMMAND (after --) in the mounted file system of a fresh base
     image, logging every block write.  COMMAND gets CRASHLAB_MNT (the mount
     point) and CRASHLAB_MARK (fuse: write `label\\n` lines to it to log a
     mark) or CRASHLAB_MARK_DM (dm: `dmsetup message $CRASHLAB_MARK_DM 0 mark
-    LABEL`).  Exits 1 if COMMAND fails (the run is still written)."""
+    LABEL`).  Exits 1 if COMMAND fails (the run is still written).
+
+    A device fault (--fault eio:...) fails requests as a disk does and logs a
+    `fault:eio-OP` mark where it did; a workload arms a fault at run time by
+    writing the mark its `after=` names."""
+    faults = parse_faults(list(fault_specs))
     if sut is None and workload is None and not command:
         raise CrashlabError("nothing to record: give COMMAND (after --) or --sut and --workload")
+    if by_stage(faults, PROCESS) and sut is None:
+        raise CrashlabError("process-crash needs --sut and --workload: the workload runner "
+                            "kills itself at the mark")
     if sut is not None or workload is not None:
         if command or not sut or not workload:
             raise CrashlabError("give --sut and --workload together, and no COMMAND with them")
@@ -47,9 +61,9 @@ def record_cmd(
     _, choice = select_backend(backend)
     click.echo(f"crashlab: recording with {choice}", err=True)
     if sut is None or workload is None:
-        run = record(list(command), out, fs=fs, backend=backend)
+        run = record(list(command), out, fs=fs, backend=backend, faults=faults)
     else:
-        run = record_workload(sut, workload, out, fs=fs, backend=backend)
+        run = record_workload(sut, workload, out, fs=fs, backend=backend, faults=faults)
     meta = run.meta()
     log = meta.log or {}
     click.echo(

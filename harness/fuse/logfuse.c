@@ -1,7 +1,7 @@
 /*
 ** logfuse: the fuse recording daemon of crashlab.
 **
-**   logfuse --image IMG --log LOG MOUNTPOINT
+**   logfuse --image IMG --log LOG [--fault RULE]... MOUNTPOINT
 **
 ** Mounts a FUSE file system at MOUNTPOINT holding two files:
 **   disk   the block device's content, backed by IMG (read and written in
@@ -28,6 +28,10 @@
 ** never touches the file system stacked on top of it, and asks to be treated
 ** as an I/O flusher with its memory locked, against reclaim deadlocks.
 **
+** Device faults (--fault, faultrules.h): a request a rule fails is answered
+** EIO, neither applied nor logged; a MARK "fault:eio-..." is logged in its
+** place.  Marks arm the rules that wait for them.
+**
 ** After mounting it prints "ready" on stdout and closes stdout.  It exits 0
 ** when unmounted (fusermount3 -u) or on SIGTERM/SIGINT/SIGHUP, and 1 if any
 ** log write failed (the log is then incomplete: every later request gets EIO).
@@ -51,6 +55,7 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
+#include "faultrules.h"
 #include "logwrites.h"
 
 #ifndef PR_SET_IO_FLUSHER
@@ -77,6 +82,7 @@ static struct {
 } g = {.img_fd = -1, .log_fd = -1};
 
 static const uint8_t zero_block[ZERO_CHUNK];
+static fault_rules faults; /* the device faults to inject (--fault) */
 
 /*
 ** Write all of iov at offset off of fd (retrying short writes).  Returns 0,
@@ -268,10 +274,28 @@ static void lf_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
     fuse_reply_open(req, fi);
 }
 
+/*
+** A device fault: when a rule fails request OP on bytes [off, off+len), log
+** the fault's MARK, reply EIO and return 1; otherwise return 0.
+*/
+static int inject(fuse_req_t req, enum fault_op op, uint64_t off, uint64_t len)
+{
+    if (!faults.n || !fault_rules_hit(&faults, op, off, len))
+        return 0;
+    char label[FAULT_MARK_MAX];
+    size_t n = fault_mark_label(op, off, len, label, sizeof label);
+    if (log_append(0, 0, LOG_MARK_FLAG, label, n, NULL, 0) == 0)
+        g.n_marks++;
+    fuse_reply_err(req, EIO);
+    return 1;
+}
+
 static void lf_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
                     struct fuse_file_info *fi)
 {
     (void)fi;
+    if (ino == INO_DISK && off >= 0 && inject(req, FAULT_READ, (uint64_t)off, size))
+        return;
     if (ino != INO_DISK || off >= g.img_size) {
         fuse_reply_buf(req, NULL, 0);
         return;
@@ -308,6 +332,7 @@ static void write_marks(fuse_req_t req, const char *buf, size_t size)
             return;
         }
         g.n_marks++;
+        fault_rules_mark(&faults, buf + start, end - start);
     }
     fuse_reply_write(req, size);
 }
@@ -343,6 +368,8 @@ static void lf_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t siz
         fuse_reply_write(req, 0);
         return;
     }
+    if (inject(req, FAULT_WRITE, (uint64_t)off, size))
+        return;
     memcpy(g.img + off, buf, size);
     const void *data = buf;
     off_t first = off / LOG_SECTOR_SIZE;
@@ -365,6 +392,8 @@ static void lf_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_f
     (void)datasync;
     (void)fi;
     if (ino == INO_DISK) {
+        if (inject(req, FAULT_FLUSH, 0, 0))
+            return;
         if (log_append(0, 0, LOG_FLUSH_FLAG, NULL, 0, NULL, 0)) {
             fuse_reply_err(req, EIO);
             return;
@@ -490,7 +519,8 @@ static const struct fuse_lowlevel_ops ops = {
 
 static void usage(void)
 {
-    fprintf(stderr, "usage: logfuse --image IMG --log LOG MOUNTPOINT\n");
+    fprintf(stderr, "usage: logfuse --image IMG --log LOG [--fault OP:NTH:STICKY:LO:HI[:AFTER]]... "
+                    "MOUNTPOINT\n");
     exit(2);
 }
 
@@ -537,17 +567,24 @@ int main(int argc, char **argv)
     static const struct option longopts[] = {
         {"image", required_argument, NULL, 'i'},
         {"log", required_argument, NULL, 'l'},
+        {"fault", required_argument, NULL, 'f'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
     const char *image = NULL, *log = NULL;
     int c;
-    while ((c = getopt_long(argc, argv, "i:l:h", longopts, NULL)) != -1) {
+    char err[160];
+    while ((c = getopt_long(argc, argv, "i:l:f:h", longopts, NULL)) != -1) {
         if (c == 'i')
             image = optarg;
         else if (c == 'l')
             log = optarg;
-        else
+        else if (c == 'f') {
+            if (fault_rules_add(&faults, optarg, err, sizeof err) != 0) {
+                fprintf(stderr, "logfuse: %s\n", err);
+                return 2;
+            }
+        } else
             usage();
     }
     if (!image || !log || optind != argc - 1)
@@ -600,11 +637,12 @@ out_destroy:
     getrusage(RUSAGE_SELF, &ru);
     fprintf(stderr,
             "logfuse: %llu entries: %llu writes (%llu bytes), %llu flushes, %llu discards, "
-            "%llu zero-ranges, %llu marks; cpu user %.3f s sys %.3f s\n",
+            "%llu zero-ranges, %llu marks, %llu injected faults; cpu user %.3f s sys %.3f s\n",
             (unsigned long long)g.nr_entries, (unsigned long long)g.n_writes,
             (unsigned long long)g.bytes, (unsigned long long)g.n_flushes,
             (unsigned long long)g.n_discards, (unsigned long long)g.n_zero,
-            (unsigned long long)g.n_marks, ru.ru_utime.tv_sec + ru.ru_utime.tv_usec / 1e6,
+            (unsigned long long)g.n_marks, (unsigned long long)faults.injected,
+            ru.ru_utime.tv_sec + ru.ru_utime.tv_usec / 1e6,
             ru.ru_stime.tv_sec + ru.ru_stime.tv_usec / 1e6);
     return rc;
 }

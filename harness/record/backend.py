@@ -14,12 +14,15 @@ directly (a database on the raw device, no file system)."""
 from __future__ import annotations
 
 import contextlib
+import os
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import ClassVar
 
+from harness.errors import CrashlabError
+from harness.faults import Fault
 from harness.fs import get_fs
 from harness.record.proc import run_command
 from harness.sysops import is_mounted, mount, signals_deferred, umount
@@ -51,6 +54,8 @@ class Backend(ABC):
     # What a write's position in this backend's log means for crash states
     # (harness/states/model.py): "completion" or "dm-log-writes".
     log_order: ClassVar[str] = "completion"
+    # The device can fail requests on demand (eio faults, harness/faults.py).
+    injects_faults: ClassVar[bool] = False
 
     @classmethod
     @abstractmethod
@@ -58,25 +63,30 @@ class Backend(ABC):
         """Whether this backend can record on this host, and why (not)."""
 
     @abstractmethod
-    def attach(self, image: Path, log: Path, workdir: Path) -> contextlib.AbstractContextManager[
-        Device
-    ]:
+    def attach(self, image: Path, log: Path, workdir: Path, faults: tuple[Fault, ...] = ()
+               ) -> contextlib.AbstractContextManager[Device]:
         """Attach the working ``image`` (modified in place) with its writes
         logged to ``log``; ``workdir`` is a private scratch directory.  On exit
         (success, error or interrupt) everything created is torn down, by the
-        exact names created, and the log is complete."""
+        exact names created, and the log is complete.  ``faults``: the eio
+        faults the device injects (only where ``injects_faults``)."""
 
     @contextlib.contextmanager
-    def mounted(self, image: Path, log: Path, workdir: Path, fs: str) -> Iterator[Mounted]:
+    def mounted(self, image: Path, log: Path, workdir: Path, fs: str,
+                faults: tuple[Fault, ...] = ()) -> Iterator[Mounted]:
         """Attach, then mount ``fs`` from the device on ``workdir/mnt``; the
         unmount on exit comes before the detach, so the log ends with the
-        unmount's writes."""
-        with self.attach(image, log, workdir) as dev:
+        unmount's writes.  An ``enospc`` fault fills the file system right
+        after the mount (:func:`fill_file_system`)."""
+        with self.attach(image, log, workdir, device_rules(faults)) as dev:
             mnt = workdir / "mnt"
             mnt.mkdir()
             try:
                 with signals_deferred():  # an interrupt lands after mount() returns
                     mount(dev.path, mnt, fs)
+                for f in faults:
+                    if f.kind == "enospc":
+                        fill_file_system(mnt, int(f.get("left")))  # type: ignore[arg-type]
                 env = {"CRASHLAB_MNT": str(mnt), **dev.mark_env}
                 yield Mounted(mnt, dev, env)
             finally:
@@ -93,17 +103,55 @@ class Backend(ABC):
         workdir: Path,
         fs: str,
         env: Mapping[str, str],
+        faults: tuple[Fault, ...] = (),
     ) -> int:
         """Run ``command`` with cwd = the mounted file system and ``env`` plus
         CRASHLAB_MNT and the mark channel; return its exit status.  With no
         file system (``raw``) nothing is mounted: cwd is an empty scratch
         directory and ``env`` gets DEV_ENV (the block device) and the mark
-        channel."""
+        channel.  ``faults``: the recording's device faults (the recorder has
+        checked that this backend can inject them)."""
         if not get_fs(fs).has_files:
-            with self.attach(image, log, workdir) as dev:
+            if any(f.kind == "enospc" for f in faults):
+                raise CrashlabError("enospc fills a file system: give --fs other than raw")
+            with self.attach(image, log, workdir, device_rules(faults)) as dev:
                 cwd = workdir / "raw-cwd"
                 cwd.mkdir()
                 return run_command(command, cwd=cwd,
                                    env={**env, DEV_ENV: dev.path, **dev.mark_env})
-        with self.mounted(image, log, workdir, fs) as m:
+        with self.mounted(image, log, workdir, fs, faults) as m:
             return run_command(command, cwd=m.mountpoint, env={**env, **m.env})
+
+
+def device_rules(faults: tuple[Fault, ...]) -> tuple[Fault, ...]:
+    """The faults the device itself injects (eio); enospc is the harness's."""
+    return tuple(f for f in faults if f.kind == "eio")
+
+
+FILL_NAME = ".crashlab-fill"
+
+
+def fill_file_system(mnt: Path, free: int) -> None:
+    """Fill the file system mounted at ``mnt`` until ``free`` bytes remain
+    for root (``f_bfree``: the workload runs as root, which may use the
+    blocks reserved for it): one file, ``FILL_NAME``, allocated with
+    fallocate (no data written, only metadata), written with zeros where the
+    file system cannot preallocate.  A file system with less than ``free``
+    bytes free is left as it is."""
+    st = os.statvfs(mnt)
+    excess = st.f_bfree * st.f_frsize - free
+    if excess <= 0:
+        return
+    excess -= excess % st.f_frsize
+    fd = os.open(mnt / FILL_NAME, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    try:
+        try:
+            os.posix_fallocate(fd, 0, excess)
+        except OSError:
+            chunk = bytes(1 << 20)
+            done = 0
+            while done < excess:
+                done += os.write(fd, chunk[: min(len(chunk), excess - done)])
+        os.fsync(fd)
+    finally:
+        os.close(fd)

@@ -25,6 +25,7 @@ from types import TracebackType
 
 from harness.env import dm_log_size
 from harness.errors import CrashlabError
+from harness.faults import Fault
 from harness.logformat import LogReader
 from harness.marks import check_label
 from harness.record.backend import Backend, Device
@@ -86,7 +87,8 @@ class DmBackend(Backend):
         return True, "dmsetup targets lists log-writes"
 
     @contextlib.contextmanager
-    def attach(self, image: Path, log: Path, workdir: Path) -> Iterator[Device]:
+    def attach(self, image: Path, log: Path, workdir: Path, faults: tuple[Fault, ...] = ()
+               ) -> Iterator[Device]:
         size = dm_log_size(DEFAULT_LOG_SIZE)
         # The log device must read as zeros beyond what the kernel writes.
         with open(log, "wb") as f:

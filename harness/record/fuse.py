@@ -18,6 +18,7 @@ from types import TracebackType
 
 from harness.env import logfuse_path
 from harness.errors import CrashlabError
+from harness.faults import Fault
 from harness.marks import check_label
 from harness.record.backend import Backend, Device
 from harness.sysops import (
@@ -50,8 +51,21 @@ def write_mark(mark_file: Path, label: str) -> None:
         os.close(fd)
 
 
+def daemon_fault_args(faults: tuple[Fault, ...]) -> list[str]:
+    """logfuse's ``--fault`` arguments for the eio faults (the wire form
+    OP:NTH:STICKY:LO:HI[:AFTER] of harness/fuse/faultrules.h)."""
+    args: list[str] = []
+    for f in faults:
+        lo, hi = f.get("range") or (0, 0)  # type: ignore[misc]
+        after = f.get("after")
+        rule = f"{f.op}:{f.get('nth')}:{int(bool(f.get('sticky')))}:{lo}:{hi}"
+        args += ["--fault", f"{rule}:{after}" if after else rule]
+    return args
+
+
 class FuseBackend(Backend):
     name = "fuse"
+    injects_faults = True
 
     @classmethod
     def available(cls) -> tuple[bool, str]:
@@ -69,7 +83,8 @@ class FuseBackend(Backend):
         return True, "/dev/fuse, loop devices and logfuse are present"
 
     @contextlib.contextmanager
-    def attach(self, image: Path, log: Path, workdir: Path) -> Iterator[Device]:
+    def attach(self, image: Path, log: Path, workdir: Path, faults: tuple[Fault, ...] = ()
+               ) -> Iterator[Device]:
         fdir = workdir / "fuse"
         fdir.mkdir()
         err_path = workdir / "logfuse.err"
@@ -79,7 +94,8 @@ class FuseBackend(Backend):
         with contextlib.ExitStack() as stack:
             with signals_deferred(), open(err_path, "wb") as err:
                 daemon = subprocess.Popen(
-                    [str(logfuse_path()), "--image", str(image), "--log", str(log), str(fdir)],
+                    [str(logfuse_path()), "--image", str(image), "--log", str(log),
+                     *daemon_fault_args(faults), str(fdir)],
                     stdin=subprocess.DEVNULL,
                     stdout=subprocess.PIPE,
                     stderr=err,

@@ -27,9 +27,11 @@ from typing import Any
 
 from harness.env import tmp_parent, work_folder
 from harness.errors import CrashlabError
+from harness.faults import DEVICE, Fault, by_stage, format_fault
 from harness.fs import FILESYSTEMS, get_fs
 from harness.images import ensure_image
 from harness.logformat import LogReader
+from harness.record.backend import device_rules
 from harness.record.backends import select_backend
 from harness.rundir import ImageRef, RunDir, RunMeta
 from harness.sysops import Interrupted, signals_raise
@@ -81,6 +83,7 @@ def record(
     env: Mapping[str, str] | None = None,
     final_image: Path | None = None,
     base: tuple[Path, str] | None = None,
+    faults: Sequence[Fault] = (),
 ) -> RunDir:
     """Record ``command`` run on a fresh copy of the ``fs`` base image and
     return the run directory ``out`` (created; it must not hold a run yet).
@@ -97,7 +100,11 @@ def record(
     mounted): the command gets its path in CRASHLAB_DEV (``DEV_ENV``) and runs
     in an empty scratch directory.  ``base`` = (image, sha256) records on
     that image instead of the ``fs`` base image (a crash state, to continue
-    a workload after a crash).
+    a workload after a crash).  ``faults`` (harness/faults.py): the device
+    faults are injected while recording (eio by the backend's device, which
+    must be able to; enospc by filling the file system after the mount);
+    all of them, state and process faults too, are listed in meta.json's
+    ``faults`` (a process fault is the caller's: workloads/run.py).
 
     A failing command still leaves the log and meta.json (``exit_status``);
     an interrupt (SIGINT/SIGTERM) tears everything down, writes meta.json
@@ -108,6 +115,9 @@ def record(
     if clash:
         raise CrashlabError(f"extra_meta may not set {', '.join(clash)}")
     be, choice = select_backend(backend)
+    if device_rules(tuple(faults)) and not be.injects_faults:
+        raise CrashlabError(f"the {be.name} backend cannot inject eio faults: record with "
+                            "--backend fuse")
     base, digest = base or ensure_image(fs)
     out.mkdir(parents=True, exist_ok=True)
     run = RunDir(out)
@@ -133,6 +143,7 @@ def record(
                     workdir=workdir,
                     fs=fs,
                     env=dict(os.environ if env is None else env),
+                    faults=by_stage(tuple(faults), DEVICE),
                 )
             except Interrupted as e:
                 interrupted = str(e)
@@ -152,7 +163,7 @@ def record(
             _write_meta(run, backend=be.name, choice=choice, log_order=be.log_order,
                         image=ImageRef(fs, str(base), digest), command=command, status=status,
                         interrupted=interrupted, versions=versions, extra=extra_meta,
-                        started=started, wall=wall)
+                        started=started, wall=wall, faults=tuple(faults))
         if left:
             raise CrashlabError(f"still mounted after teardown: {', '.join(left)} "
                                 f"(working directory {workdir} kept)")
@@ -162,7 +173,7 @@ def record(
 def _write_meta(run: RunDir, *, backend: str, choice: str, log_order: str, image: ImageRef,
                 command: Sequence[str], status: int | None, interrupted: str | None,
                 versions: dict[str, str | None], extra: Mapping[str, Any] | None,
-                started: str, wall: float) -> None:
+                started: str, wall: float, faults: tuple[Fault, ...]) -> None:
     """The run's meta.json: the recorder's keys and ``extra`` (a workload
     run's, workloads/run.py)."""
     try:
@@ -186,5 +197,6 @@ def _write_meta(run: RunDir, *, backend: str, choice: str, log_order: str, image
         log=summary,
         wall_time_s=round(wall, 3),
         started=started,
+        faults=tuple(format_fault(f) for f in faults),
     )
     run.write_meta(RunMeta.from_json({**meta.to_json(), **(extra or {})}))

@@ -20,6 +20,7 @@ from checkers.engines import engine_of
 from checkers.invariants import TRACE_LEVEL as TRACE_IDS
 from harness.check.usercheck import UserChecker
 from harness.errors import CrashlabError
+from harness.faults import DEVICE, by_stage, parse_faults
 from harness.fs import DEFAULT_FS, FILESYSTEMS, NO_FS, get_fs
 from harness.states.strategies import TEARING
 from harness.sweep.expectations import Expectation
@@ -121,12 +122,18 @@ class Cell:
     # the user's own checkers, run on every state beside the SUT's checkers
     checkers: tuple[UserChecker, ...] = field(default=())
     user: UserSut | None = None  # a SUT of the user's, not of the registry
+    # faults beyond power loss (harness/faults.py, canonical spellings): the
+    # device and process ones injected while recording, the state ones when
+    # checking
+    faults: tuple[str, ...] = field(default=())
 
     @property
     def name(self) -> str:
         """A folder name: unique in a matrix, stable across runs."""
         slug = _slug(self.workload)
         name = f"{_slug(self.sut)}--{slug}--{self.fs}" if slug else f"{_slug(self.sut)}--{self.fs}"
+        if self.faults:
+            name += "--" + _slug("+".join(self.faults))
         return name + "--" + "-".join(self.strategies) if self.waived else name
 
     @property
@@ -151,6 +158,13 @@ class Cell:
                                self.must_violate_any)
         sut = get_sut(self.sut)
         promised = (*sut.promises, *mine)
+        if by_stage(parse_faults(list(self.faults)), DEVICE):
+            # under device faults the SUT is also held to its ERR promises;
+            # one that does not promise ERR-DURABLE (it swallows an error)
+            # cannot promise DB-DURABLE either
+            promised = (*promised, *sut.error_promises)
+            if "ERR-DURABLE" not in sut.error_promises:
+                promised = tuple(i for i in promised if i != "DB-DURABLE")
         if sut.recovery:
             promised = (*promised, *engine_of(sut).own_invariants)
             if not fs.block_mapped:
@@ -173,8 +187,9 @@ class Cell:
 
 
 def _slug(text: str) -> str:
-    """A SUT or workload name as part of a folder name (no ':', ',' or '=')."""
-    return text.replace(":", "-").replace(",", "-").replace("=", "")
+    """A SUT, workload or fault name as part of a folder name (no ':', ',',
+    '=' or '+')."""
+    return text.replace(":", "-").replace(",", "-").replace("=", "").replace("+", "-")
 
 
 def must_violate(sut: str) -> tuple[str, ...]:

@@ -41,6 +41,7 @@ from typing import Any
 from harness.check.multicrash import COMPOSITE
 from harness.check.usercheck import CHECKER_NAME, DEFAULT_TIMEOUT, UserChecker, unique
 from harness.errors import CrashlabError
+from harness.faults import PROCESS, by_stage, format_fault, parse_faults
 from harness.fs import FILESYSTEMS
 from harness.states import STRATEGIES
 from harness.sweep.matrix import BUILTIN_WORKLOADS, Cell, UserSut, must_violate
@@ -50,7 +51,8 @@ from workloads.suts import SUTS, get_sut
 
 SUT_KEYS = {"run", "build", "checker", "checkers", "recover", "timeout", "promises",
             "must_violate_any"}
-CELL_KEYS = {"sut", "workload", "fs", "strategies", "checkers", "must_violate_any", "waived"}
+CELL_KEYS = {"sut", "workload", "fs", "strategies", "checkers", "must_violate_any", "waived",
+             "faults"}
 MATRICES_DIR = Path(__file__).resolve().parent / "matrices"
 
 
@@ -203,6 +205,10 @@ def _cells(spec: Any, i: int, suts: dict[str, UserSut], workloads: dict[str, str
         raise CrashlabError(f"{where}: unknown strategy {bad[0]!r}")
     extra = _checkers(_dict(spec, "checkers", where), here, DEFAULT_TIMEOUT, where)
     waived = _strs(spec, "waived", where)
+    try:
+        faults = tuple(format_fault(f) for f in parse_faults(list(_strs(spec, "faults", where))))
+    except CrashlabError as e:
+        raise CrashlabError(f"{where}: {e}") from None
     out = []
     for sut, workload, fs in itertools.product(_listed(spec, "sut", None),
                                                _listed(spec, "workload", ""),
@@ -231,7 +237,10 @@ def _cells(spec: Any, i: int, suts: dict[str, UserSut], workloads: dict[str, str
         spec_text = workloads.get(workload, workload)
         if user is None:
             _check_builtin(sut, spec_text, fs, where)
-        cell = Cell(sut, spec_text, fs, strategies, must, waived, extra, user)
+        if user is not None and by_stage(parse_faults(list(faults)), PROCESS):
+            raise CrashlabError(f"{where}: process-crash kills crashlab's workload runner; "
+                                f"{sut!r} is yours")
+        cell = Cell(sut, spec_text, fs, strategies, must, waived, extra, user, faults)
         unique(cell.all_checkers, where)
         out.append(cell)
     return out

@@ -30,6 +30,7 @@ from harness.check.check import CheckOptions, check_run, options_for
 from harness.check.multicrash import Composite
 from harness.check.records import CheckResult
 from harness.errors import CrashlabError
+from harness.faults import DEVICE, PROCESS, by_stage, parse_faults
 from harness.record.recorder import record
 from harness.report.junit import write_junit
 from harness.rundir import RESULT_NAME, RunDir, SweepDir
@@ -53,24 +54,40 @@ class SweepOptions:
     scheduler: str | None = None
 
 
+def expected_exit(cell: Cell) -> tuple[int, ...] | None:
+    """The exit statuses of a successful recording of ``cell``: 0; with a
+    device fault also 3 (the runner stopped after a failed transaction); with
+    a process crash also 137 (killed by SIGKILL at its mark).  None: any (a
+    user's command under a device fault may fail as it likes: the recording
+    is still whole)."""
+    faults = parse_faults(list(cell.faults))
+    if cell.user is not None and by_stage(faults, DEVICE):
+        return None
+    return (0, *((3,) if by_stage(faults, DEVICE) else ()),
+            *((128 + 9,) if by_stage(faults, PROCESS) else ()))
+
+
 def record_cell(cell: Cell, run_dir: Path, backend: str, resume: bool) -> RunDir:
     """Record the cell's workload unless a complete recording is there."""
     run = RunDir(run_dir)
+    ok = expected_exit(cell)
+    faults = parse_faults(list(cell.faults))
     if resume and run.meta_path.exists():
         meta = run.meta()
-        if meta.exit_status == 0 and run.log.exists():
+        if (ok is None or meta.exit_status in ok) and run.log.exists():
             return run
     if run_dir.exists():
         shutil.rmtree(run_dir)
     run_dir.parent.mkdir(parents=True, exist_ok=True)
     if cell.user is not None:
         run = record(["sh", "-c", cell.user.run], run_dir, fs=cell.fs, backend=backend,
-                     extra_meta={"user_sut": cell.user.name})
+                     extra_meta={"user_sut": cell.user.name}, faults=faults)
     else:
         from workloads.run import record_workload
 
-        run = record_workload(cell.sut, cell.workload, run_dir, fs=cell.fs, backend=backend)
-    if run.meta().exit_status != 0:
+        run = record_workload(cell.sut, cell.workload, run_dir, fs=cell.fs, backend=backend,
+                              faults=faults)
+    if ok is not None and run.meta().exit_status not in ok:
         raise CrashlabError(f"{run_dir}: the workload failed while recording (see meta.json)")
     return run
 
@@ -95,6 +112,7 @@ def cell_record(cell: Cell, strategy: str, result: CheckResult,
         "workload": cell.workload,
         "fs": cell.fs,
         "strategy": strategy,
+        **({"faults": list(cell.faults)} if cell.faults else {}),
         "run": f"runs/{cell.name}",
         "states": result["states"],
         # totals only: the per-epoch figures stay in the run's result.json

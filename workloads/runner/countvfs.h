@@ -12,9 +12,11 @@
 
 #include "engine.h"
 
-/* Register the shim as the default VFS (idempotent).  Returns an SQLite
-** result code. */
-int countvfs_register(void);
+/* Register the shim as the default VFS (idempotent).  With SYNC_RETRY a
+** failed xSync is retried once and the retry's result returned (the
+** fsyncgate bug, on purpose: see engine_options.sync_retry).  Returns an
+** SQLite result code. */
+int countvfs_register(int sync_retry);
 
 /* The counts since the process started. */
 void countvfs_get(engine_counters *out);

@@ -37,6 +37,10 @@ typedef struct engine_options {
     const char *sync;         /* DHL: fsync, fdatasync */
     int page_size;
     uint32_t ntables;
+    /* SQLite: a failed fsync is retried once and the retry's success
+    ** reported (the "fsyncgate" bug, on purpose: a SUT that must fail
+    ** ERR-DURABLE under an eio fault).  Never do this in an application. */
+    int sync_retry;
 } engine_options;
 
 typedef struct engine engine; /* each engine defines its own */
@@ -52,6 +56,13 @@ typedef struct engine_vtab {
     int (*remove)(engine *e, uint32_t table, int64_t key);
     int (*select)(engine *e, uint32_t table, int64_t key);
     int (*commit)(engine *e);
+    /* Abandon the open transaction after a failure (best effort: an engine
+    ** that has already rolled it back, or has none open, does nothing). */
+    void (*rollback)(engine *e);
+    /* Whether the last failure was the storage's (an I/O error, a full
+    ** disk), not the workload's (a missing key): only those are a failed
+    ** transaction the runner handles (txn-error); the others are bugs. */
+    int (*io_failed)(engine *e);
     /* The I/O counts so far. */
     void (*counters)(engine *e, engine_counters *out);
     const char *(*errmsg)(engine *e);

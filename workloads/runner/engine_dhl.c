@@ -35,6 +35,7 @@ struct engine {
     void *buf;          /* select's value buffer */
     size_t buflen;
     char err[512];
+    int io_error; /* the last call failed with DHL_EIO */
 };
 
 /* Set X->err from a printf format; returns -1. */
@@ -44,6 +45,7 @@ struct engine {
 ** returns 0 for DHL_OK, else -1. */
 static int check(engine *e, int rc, const char *what)
 {
+    e->io_error = rc == DHL_EIO;
     if (rc == DHL_OK)
         return 0;
     return fail(e, "%s: %s (%s)", what, dhl_errmsg(e->db), dhl_errstr(rc));
@@ -196,6 +198,16 @@ static int dh_begin(engine *e) { return check(e, dhl_begin(e->db), "begin"); }
 
 static int dh_commit(engine *e) { return check(e, dhl_commit(e->db), "commit"); }
 
+/* After a failed commit libdhl has poisoned the handle (dhl/DESIGN.md): no
+** transaction stays open and nothing more may be written through it. */
+static int dh_io_failed(engine *e) { return e->io_error; }
+
+static void dh_rollback(engine *e)
+{
+    if (dhl_in_txn(e->db))
+        dhl_rollback(e->db);
+}
+
 /* "OP tT key K" for messages. */
 static void what(char *buf, size_t n, const char *op, uint32_t t, int64_t key)
 {
@@ -260,6 +272,17 @@ static int dh_close(engine *e, engine_counters *final, char *err, size_t errlen)
 }
 
 const engine_vtab engine_dhl = {
-    "dhl",     dh_open,   dh_begin,    dh_insert, dh_update, dh_remove,
-    dh_select, dh_commit, dh_counters, dh_errmsg, dh_close,
+    .name = "dhl",
+    .open = dh_open,
+    .begin = dh_begin,
+    .insert = dh_insert,
+    .update = dh_update,
+    .remove = dh_remove,
+    .select = dh_select,
+    .commit = dh_commit,
+    .rollback = dh_rollback,
+    .io_failed = dh_io_failed,
+    .counters = dh_counters,
+    .errmsg = dh_errmsg,
+    .close = dh_close,
 };

@@ -23,6 +23,7 @@ struct engine {
     uint32_t ntables;
     sqlite3_stmt **stmts; /* 4 per table: insert, update, delete, select */
     char err[512];
+    int io_error; /* the last failure was SQLITE_IOERR* or SQLITE_FULL */
 };
 
 enum { S_INSERT, S_UPDATE, S_DELETE, S_SELECT, S_PER_TABLE };
@@ -41,6 +42,7 @@ enum { WAL_HEADER = 32, WAL_FRAME_HEADER = 24 }; /* wal.c's file format */
 static int fail_db(engine *e, const char *what)
 {
     int code = sqlite3_extended_errcode(e->db);
+    e->io_error = (code & 0xff) == SQLITE_IOERR || (code & 0xff) == SQLITE_FULL;
     return fail(e, "%s: %s (%s, code %d)", what, sqlite3_errmsg(e->db), sqlite3_errstr(code), code);
 }
 
@@ -181,7 +183,7 @@ static int sq_open(const engine_options *opt, engine **out, char *err, size_t er
         snprintf(err, errlen, "--wal-prealloc needs journal mode WAL, not %s", opt->journal_mode);
         return -1;
     }
-    int rc = countvfs_register();
+    int rc = countvfs_register(opt->sync_retry);
     if (rc != SQLITE_OK) {
         snprintf(err, errlen, "registering the counting VFS: %s", sqlite3_errstr(rc));
         return -1;
@@ -254,9 +256,23 @@ static int sq_open(const engine_options *opt, engine **out, char *err, size_t er
     return 0;
 }
 
-static int sq_begin(engine *e) { return exec_expect(e, "BEGIN", NULL); }
+static int sq_begin(engine *e)
+{
+    e->io_error = 0;
+    return exec_expect(e, "BEGIN", NULL);
+}
 
-static int sq_commit(engine *e) { return exec_expect(e, "COMMIT", NULL); }
+static int sq_commit(engine *e)
+{
+    e->io_error = 0;
+    return exec_expect(e, "COMMIT", NULL);
+}
+
+static int sq_io_failed(engine *e) { return e->io_error; }
+
+/* After an error SQLite may have rolled back already ("cannot rollback - no
+** transaction is active"): either way no transaction is open afterwards. */
+static void sq_rollback(engine *e) { sqlite3_exec(e->db, "ROLLBACK", NULL, NULL, NULL); }
 
 /* Run statement K of TABLE for KEY (and VAL); it must change exactly one row,
 ** or for a select return one. */
@@ -269,6 +285,7 @@ static int run(engine *e, int k, uint32_t table, int64_t key, const void *val, u
     sqlite3_bind_int64(st, 1, key);
     if (val)
         sqlite3_bind_blob(st, 2, len ? val : "", (int)len, SQLITE_STATIC);
+    e->io_error = 0;
     int rc = sqlite3_step(st);
     int result = 0;
     char what[96];
@@ -340,6 +357,17 @@ static int sq_close(engine *e, engine_counters *final, char *err, size_t errlen)
 }
 
 const engine_vtab engine_sqlite = {
-    "sqlite",  sq_open,   sq_begin,    sq_insert, sq_update, sq_remove,
-    sq_select, sq_commit, sq_counters, sq_errmsg, sq_close,
+    .name = "sqlite",
+    .open = sq_open,
+    .begin = sq_begin,
+    .insert = sq_insert,
+    .update = sq_update,
+    .remove = sq_remove,
+    .select = sq_select,
+    .commit = sq_commit,
+    .rollback = sq_rollback,
+    .io_failed = sq_io_failed,
+    .counters = sq_counters,
+    .errmsg = sq_errmsg,
+    .close = sq_close,
 };

@@ -14,10 +14,22 @@
 ** Any failure prints one line "crashlab-runner: ..." on stderr and exits 1
 ** (2 for bad arguments or a malformed op stream); a failed commit is never
 ** followed by its txn-ack.
+**
+** A transaction that fails because the storage did (an I/O error, a full
+** disk: engine.h io_failed) is marked txn-error:K;attempt=N;op=OP;why=WORDS and rolled
+** back.  --on-error stop (the default) then closes the engine and exits 3;
+** --on-error retry runs the same transaction once more (its marks carry
+** ;attempt=2) and stops if that fails too.  Any other failure, and any in
+** the set-up, exits 1.
+** --crash-at NAME kills the runner (SIGKILL) right after it writes the mark
+** NAME: an application crash with no power loss (the process-crash fault).
+** --sync-retry is the fsyncgate bug on purpose (engine.h, SQLite only).
 */
+#include <ctype.h>
 #include <errno.h>
 #include <getopt.h>
 #include <inttypes.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -50,7 +62,8 @@ static void usage_error(const char *fmt, const char *arg)
                     "[--engine sqlite|dhl] [--journal-mode M] [--synchronous S] "
                     "[--locking-mode M] [--wal-autocheckpoint N] [--journal-size-limit N] "
                     "[--wal-prealloc N] [--dhl-mode M] [--sync fsync|fdatasync] [--page-size N] "
-                    "[--marks FILE] [--latency FILE] [--stats FILE] [--from-txn K]\n");
+                    "[--marks FILE] [--latency FILE] [--stats FILE] [--from-txn K] "
+                    "[--on-error stop|retry] [--crash-at MARK] [--sync-retry]\n");
     exit(2);
 }
 
@@ -149,7 +162,9 @@ typedef struct args {
     const char *ops_path, *marks_path, *latency_path, *stats_path;
     const char *engine_name;
     const char *db_env;
-    uint32_t from_txn; /* 0: from the start */
+    const char *crash_at; /* --crash-at: a mark name, or NULL */
+    int retry;            /* --on-error retry */
+    uint32_t from_txn;    /* 0: from the start */
     engine_options opt;
     const engine_vtab *vt; /* the engine named */
 } args;
@@ -175,6 +190,9 @@ static void parse_options(int argc, char **argv, args *a)
         {"wal-autocheckpoint", required_argument, 0, 'A'},
         {"journal-size-limit", required_argument, 0, 'J'},
         {"wal-prealloc", required_argument, 0, 'P'},
+        {"on-error", required_argument, 0, 'O'},
+        {"crash-at", required_argument, 0, 'C'},
+        {"sync-retry", no_argument, 0, 'R'},
         {0, 0, 0, 0},
     };
     int c;
@@ -202,6 +220,13 @@ static void parse_options(int argc, char **argv, args *a)
             a->opt.journal_size_limit = int_arg("--journal-size-limit", optarg, -1, INT32_MAX);
             break;
         case 'P': a->opt.wal_prealloc = int_arg("--wal-prealloc", optarg, 1, 65536); break;
+        case 'O':
+            if (strcmp(optarg, "stop") != 0 && strcmp(optarg, "retry") != 0)
+                usage_error("bad --on-error %s (choose from stop, retry)", optarg);
+            a->retry = strcmp(optarg, "retry") == 0;
+            break;
+        case 'C': a->crash_at = optarg; break;
+        case 'R': a->opt.sync_retry = 1; break;
         case 'm': a->marks_path = optarg; break;
         case 'l': a->latency_path = optarg; break;
         case 'S': a->stats_path = optarg; break;
@@ -259,6 +284,12 @@ static void parse_args(int argc, char **argv, args *a)
             a->vt = ENGINES[i];
     if (!a->vt)
         usage_error("unknown engine %s (choose from sqlite, dhl)", a->engine_name);
+    /* libdhl poisons its handle after a failed commit (fail-stop): a retry
+    ** would need a reopen that reads through a page cache the failed
+    ** writeback left wrong. */
+    if (a->vt == &engine_dhl && (a->retry || a->opt.sync_retry))
+        usage_error("%s", "--on-error retry and --sync-retry are for the sqlite engine: dhl is "
+                          "fail-stop after an error");
 }
 
 /* A run of the op stream against the engine, and what it measured. */
@@ -268,18 +299,27 @@ typedef struct run {
     marks *mk;
     ops_stream s;
     uint32_t from_txn;
-    uint64_t *latency; /* latency[K-1]: transaction K's, in microseconds */
+    const char *crash_at; /* --crash-at */
+    int retry;            /* --on-error retry */
+    int retrying;         /* txn_failed rewound the stream for a retry */
+    uint32_t attempt;     /* of the open transaction, from 1 */
+    ops_stream txn_start; /* the stream just before its BEGIN: a retry resumes there */
+    uint64_t *latency;    /* latency[K-1]: transaction K's, in microseconds */
     engine_counters c_start, c_end, c_final;
     uint64_t t_start, t_end, t_begin;
     uint32_t done_txns; /* the last transaction acknowledged */
     char err[600];
 } run;
 
-/* emit: write the mark LABEL, or die. */
+/* emit: write the mark LABEL, or die; with --crash-at NAME and LABEL's
+** name (before any ';') equal to NAME, the process then dies by SIGKILL. */
 static void emit(run *st, const char *label)
 {
     if (marks_emit(st->mk, label, st->err, sizeof st->err) != 0)
         die(1, "%s", st->err);
+    if (st->crash_at && strncmp(label, st->crash_at, strcspn(label, ";")) == 0 &&
+        strlen(st->crash_at) == strcspn(label, ";"))
+        kill(getpid(), SIGKILL);
 }
 
 /* begin_txn: BEGIN of transaction r->txn (0: set-up): start the measurement
@@ -292,7 +332,10 @@ static int begin_txn(run *st, const ops_record *r)
         st->t_start = now_us();
     }
     if (r->txn > 0) {
-        snprintf(label, sizeof label, "txn-begin:%u", r->txn);
+        if (st->attempt > 1)
+            snprintf(label, sizeof label, "txn-begin:%u;attempt=%u", r->txn, st->attempt);
+        else
+            snprintf(label, sizeof label, "txn-begin:%u", r->txn);
         emit(st, label);
     }
     st->t_begin = now_us();
@@ -318,8 +361,9 @@ static int commit_txn(run *st, const ops_record *r)
     return 0;
 }
 
-/* run_record: apply one record of the stream to the engine; die if it fails. */
-static void run_record(run *st, const ops_record *r)
+/* run_record: apply one record of the stream to the engine.  Returns NULL,
+** or the name of the operation that failed. */
+static const char *run_record(run *st, const ops_record *r)
 {
     const engine_vtab *vt = st->vt;
     engine *e = st->e;
@@ -348,13 +392,58 @@ static void run_record(run *st, const ops_record *r)
         break;
     case OPS_COMMIT:
         bad = commit_txn(st, r);
-        what = "commit failed";
+        what = "commit";
         break;
     case OPS_MARK: emit(st, r->label); break;
     case OPS_END: break;
     }
-    if (bad)
-        die(1, "txn %u: %s: %s", st->s.open_txn, what, vt->errmsg(e));
+    return bad ? what : NULL;
+}
+
+/* as_word: TEXT as one mark word in OUT: each run of bytes other than
+** [A-Za-z0-9.-] becomes one '_' (none at the ends), cut to OUTLEN-1 bytes. */
+static void as_word(const char *text, char *out, size_t outlen)
+{
+    size_t n = 0;
+    int gap = 0;
+    for (; *text && n + 1 < outlen; text++) {
+        unsigned char c = (unsigned char)*text;
+        if (isalnum(c) || c == '.' || c == '-') {
+            if (gap && n && n + 2 < outlen)
+                out[n++] = '_';
+            out[n++] = (char)c;
+            gap = 0;
+        } else {
+            gap = 1;
+        }
+    }
+    out[n] = '\0';
+}
+
+/* txn_failed: operation WHAT of transaction K failed: mark txn-error:K, roll
+** back, and either rewind the stream to K's BEGIN for one more attempt
+** (--on-error retry) or close the engine and exit 3. */
+static void txn_failed(run *st, uint32_t k, const char *what)
+{
+    char why[64], label[192];
+    const char *msg = st->vt->errmsg(st->e);
+    as_word(msg, why, sizeof why);
+    snprintf(label, sizeof label, "txn-error:%u;attempt=%u;op=%s;why=%s", k, st->attempt, what,
+             why);
+    emit(st, label);
+    st->vt->rollback(st->e);
+    int again = st->retry && st->attempt < 2;
+    fprintf(stderr, "crashlab-runner: txn %u: %s failed (attempt %u): %s; %s\n", k, what,
+            st->attempt, msg, again ? "retrying" : "stopped");
+    if (again) {
+        st->attempt++;
+        st->retrying = 1;
+        st->s = st->txn_start;
+        return;
+    }
+    st->vt->close(st->e, NULL, st->err, sizeof st->err); /* best effort: it failed already */
+    marks_close(st->mk);
+    exit(3);
 }
 
 /* run_stream: run the stream (from transaction from_txn on), close the
@@ -364,14 +453,31 @@ static void run_stream(run *st)
     ops_record r;
     int rc;
     int skipping = st->from_txn > 0;
+    ops_stream before = st->s;
     while ((rc = ops_next(&st->s, &r)) == 1) {
         if (skipping) { /* --from-txn: nothing before transaction from_txn runs */
             if (r.type == OPS_BEGIN && r.txn >= st->from_txn)
                 skipping = 0;
-            else
+            else {
+                before = st->s;
                 continue;
+            }
         }
-        run_record(st, &r);
+        if (r.type == OPS_BEGIN) {
+            if (!st->retrying)
+                st->attempt = 1; /* a new transaction, not a retry */
+            st->retrying = 0;
+            st->txn_start = before;
+        }
+        /* the transaction the record belongs to (0: the set-up, or a mark
+        ** outside any transaction: a failure there is not a transaction's) */
+        uint32_t k = r.type == OPS_MARK || r.type == OPS_END ? 0 : st->s.open_txn;
+        const char *what = run_record(st, &r);
+        if (what && (k == 0 || !st->vt->io_failed(st->e)))
+            die(1, "txn %u: %s: %s", k, what, st->vt->errmsg(st->e));
+        if (what)
+            txn_failed(st, k, what);
+        before = st->s;
     }
     if (rc < 0)
         die(2, "%s", st->s.err);
@@ -428,7 +534,8 @@ int main(int argc, char **argv)
     args a;
     parse_args(argc, argv, &a);
 
-    run st = {.vt = a.vt, .from_txn = a.from_txn}; /* no counters yet, nothing acknowledged */
+    /* no counters yet, nothing acknowledged */
+    run st = {.vt = a.vt, .from_txn = a.from_txn, .crash_at = a.crash_at, .retry = a.retry};
     if (ops_open_file(&st.s, a.ops_path) != 0)
         die(2, "%s", st.s.err);
     a.opt.ntables = st.s.ntables;
