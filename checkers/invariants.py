@@ -56,8 +56,7 @@ INVARIANTS: dict[str, Invariant] = {
         Invariant("ERR-ATOMIC", "error-handling",
                   "a transaction in doubt after an error is wholly present or wholly absent"),
         Invariant("ERR-DURABLE", "error-handling",
-                  "after the device failed a request, every later acknowledged "
-                  "transaction survives"),
+                  "after an I/O error, every later acknowledged transaction survives"),
     )
 }
 

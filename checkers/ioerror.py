@@ -20,11 +20,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from checkers.verdict import Verdict, failed, passed, skipped
-from harness.marks import parse_label
-
-ERROR_MARK = "txn-error"  # txn-error:K;attempt=N;op=OP;why=WORDS
-FAULT_MARK_PREFIX = "fault:"  # fault:eio-write;sector=S;sectors=N, fault:eio-flush
-IDS = ("ERR-NOACK", "ERR-ATOMIC", "ERR-DURABLE")
+from harness.faults import FAULT_MARK_PREFIX
+from harness.marks import TXN_ERROR, parse_label
 
 
 def _txn_of(name: str, kind: str) -> int | None:
@@ -50,7 +47,7 @@ def _noack(labels: Sequence[str]) -> Verdict:
     seen_error = False
     for label in labels:
         name = parse_label(label).name
-        if (k := _txn_of(name, ERROR_MARK)) is not None:
+        if (k := _txn_of(name, TXN_ERROR)) is not None:
             failing.add(k)
             seen_error = True
         elif (k := _txn_of(name, "txn-begin")) is not None:
@@ -67,7 +64,7 @@ def _atomic(labels: Sequence[str], atomic: Verdict | None) -> Verdict:
     """ERR-ATOMIC: after a failed transaction the content is still some
     oracle state (the in-doubt transaction wholly in or out)."""
     failed_txns = [k for lab in labels
-                   if (k := _txn_of(parse_label(lab).name, ERROR_MARK)) is not None]
+                   if (k := _txn_of(parse_label(lab).name, TXN_ERROR)) is not None]
     if not failed_txns:
         return skipped("ERR-ATOMIC", "no transaction failed before the crash")
     k = failed_txns[-1]
@@ -82,28 +79,29 @@ def _atomic(labels: Sequence[str], atomic: Verdict | None) -> Verdict:
 
 
 def _durable(labels: Sequence[str], durable: Verdict | None) -> Verdict:
-    """ERR-DURABLE: every transaction acknowledged after the device's first
-    failure is in the recovered content."""
+    """ERR-DURABLE: every transaction acknowledged after the first error —
+    the device's failure of a request, or a transaction's failure (a full
+    file system fails no request) — is in the recovered content."""
     after_fault = False
     acked_after = 0
     for label in labels:
         name = parse_label(label).name
-        if name.startswith(FAULT_MARK_PREFIX):
+        if name.startswith(FAULT_MARK_PREFIX) or _txn_of(name, TXN_ERROR) is not None:
             after_fault = True
         elif after_fault and (k := _txn_of(name, "txn-ack")) is not None:
             acked_after = max(acked_after, k)
     if not after_fault:
-        return skipped("ERR-DURABLE", "the device failed no request before the crash")
+        return skipped("ERR-DURABLE", "no error before the crash")
     if not acked_after:
-        return passed("ERR-DURABLE", "nothing was acknowledged after the device failed",
+        return passed("ERR-DURABLE", "nothing was acknowledged after the first error",
                       exercised=False)
     if durable is None or durable.status == "skip" or not isinstance(durable.actual, int):
         return skipped("ERR-DURABLE", "no oracle state matches the content (see DB-ATOMIC)")
     j = durable.actual
     if j < acked_after:
-        return failed("ERR-DURABLE", f"transaction {acked_after} was acknowledged after the "
-                      f"device failed a request, but the recovered content is the state after "
-                      f"transaction {j}: an error was swallowed and the data lost",
+        return failed("ERR-DURABLE", f"transaction {acked_after} was acknowledged after an I/O "
+                      f"error, but the recovered content is the state after transaction {j}: "
+                      "the error was swallowed and the data lost",
                       expected=acked_after, actual=j)
-    return passed("ERR-DURABLE", f"transaction {acked_after}, acknowledged after the device "
-                  f"failed, survived (content after {j})", expected=acked_after, actual=j)
+    return passed("ERR-DURABLE", f"transaction {acked_after}, acknowledged after an I/O error, "
+                  f"survived (content after {j})", expected=acked_after, actual=j)

@@ -53,6 +53,12 @@ from harness.errors import CrashlabError
 from harness.marks import check_label
 
 DEVICE, STATE, PROCESS = "device", "state", "process"
+# the mark the device logs where it failed a request: "fault:eio-write;
+# sector=S;sectors=N", "fault:eio-flush" (harness/fuse/faultrules.h)
+FAULT_MARK_PREFIX = "fault:"
+# the file an enospc fault fills the file system with (in its root); it is
+# the harness's, not the workload's, so recovery does not extract it
+FILL_NAME = ".crashlab-fill"
 Value = int | str | bool | tuple[int, int]
 SEP = "+"
 

@@ -7,15 +7,20 @@ because the kernel's dm-log-writes takes it as a single argument of a
 device-mapper message.  Its grammar:
 
     LABEL    = NAME [ ";" PAYLOAD ]
-    NAME     = "setup-done" | "workload-end" | "txn-begin:" K | "txn-ack:" K | any other word
+    NAME     = "setup-done" | "workload-end" | "txn-begin:" K | "txn-ack:" K
+             | "txn-error:" K | any other word
     PAYLOAD  = KEY "=" VALUE { ";" KEY "=" VALUE }
 
 ``txn-begin:K`` says transaction K (from 1) issued its first write,
 ``txn-ack:K`` that its commit returned: both give crash states their
 meaning (the acknowledged and begun transactions at the cut).  The payload
 is the workload's own: ``txn-ack:3;from=alice;to=bob;amount=20`` tells a
-checker what was acknowledged.  Keys and values are any bytes but ``;``,
-``=`` and whitespace (percent-encode them if you need them).
+checker what was acknowledged.  ``txn-error:K`` says transaction K failed
+(an I/O error, a full disk) and was rolled back; crashlab's runner adds
+``attempt=N;op=OP;why=WORDS``, and a retry of K begins with
+``txn-begin:K;attempt=2`` (checkers/ioerror.py judges them).  Keys and
+values are any bytes but ``;``, ``=`` and whitespace (percent-encode them if
+you need them).
 """
 
 from __future__ import annotations
@@ -26,6 +31,7 @@ from harness.errors import CrashlabError
 
 MARK_MAX = 480
 PAYLOAD_SEP = ";"
+TXN_ERROR = "txn-error"
 
 
 def check_label(label: str) -> bytes:

@@ -28,7 +28,7 @@ from harness.check.usercheck import (
     state_facts,
 )
 from harness.env import reference_recovery
-from harness.faults import DEVICE, by_stage, parse_faults
+from harness.faults import DEVICE, FILL_NAME, by_stage, parse_faults
 from harness.fs import FsRecovery, get_fs
 from harness.fs.raw import DEVICE_NAME
 from harness.images import verified_base_for_run
@@ -83,8 +83,10 @@ class StateChecker:
         self.user_checkers = tuple(checkers)
         # A run recorded with device faults is also judged by the error
         # invariants (checkers/ioerror.py), from its marks.
-        self.judge_errors = self.checker is not None and bool(
-            by_stage(parse_faults(list(self.meta.faults)), DEVICE))
+        faults = parse_faults(list(self.meta.faults))
+        self.judge_errors = self.checker is not None and bool(by_stage(faults, DEVICE))
+        # an enospc fault's fill file is the harness's, not the workload's
+        self.skip = (FILL_NAME,) if any(f.kind == "enospc" for f in faults) else ()
         self.marks_log: list[tuple[int, str]] = []
         if checkers or self.judge_errors:  # made once, for every state
             with LogReader(run.log) as reader:
@@ -115,7 +117,7 @@ class StateChecker:
             # e2fsprogs processes per state; verdicts are identical
             # (tests/test_sweep_perf.py).
             fast = not reference_recovery()
-        self.fast = self.fsobj.fast_recovery(workdir, fsck) if fast else None
+        self.fast = self.fsobj.fast_recovery(workdir, fsck, self.skip) if fast else None
 
     def close(self) -> None:
         if self.fast is not None:
@@ -182,7 +184,7 @@ class StateChecker:
                 self.image.mark_dirty(written)
             return rec
         rec = self.fsobj.recover(img, files, workdir=self.workdir, db_name=self.db_name,
-                                 fsck=self.fsck)
+                                 fsck=self.fsck, skip=self.skip)
         # The reference tools write wherever they need to.
         self.image.invalidate()
         return rec

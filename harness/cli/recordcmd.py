@@ -8,7 +8,7 @@ from pathlib import Path
 import click
 
 from harness.errors import CrashlabError
-from harness.faults import PROCESS, by_stage, parse_faults
+from harness.faults import FAULT_MARK_PREFIX, PROCESS, by_stage, parse_faults
 from harness.fs import FILESYSTEMS
 from harness.record.backends import CHOICES, select_backend
 from harness.record.recorder import record
@@ -71,6 +71,10 @@ def record_cmd(
         f"{log.get('flushes')} flushes, {len(meta.marks)} marks, "
         f"{meta.wall_time_s:.2f} s"
     )
+    if any(f.kind == "eio" for f in faults) and not any(
+            m.startswith(FAULT_MARK_PREFIX) for m in meta.marks):
+        click.echo("crashlab: record: warning: no eio fault fired (no request matched its rule "
+                   "after it was armed)", err=True)
     if meta.exit_status != 0:
         click.echo(f"crashlab: record: the command exited with status {meta.exit_status}",
                    err=True)

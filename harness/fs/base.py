@@ -104,9 +104,10 @@ class FileSystem:
             REGISTRY[cls.name] = cls
 
     def recover(self, image: Path, out_dir: Path, *, workdir: Path, db_name: str,
-                fsck: bool = True) -> FsRecovery:
+                fsck: bool = True, skip: tuple[str, ...] = ()) -> FsRecovery:
         """Recover the crash ``image`` (in place: it may be written) and
-        extract every file under ``out_dir``; ``fsck``: also check that
+        extract every file under ``out_dir`` but the root entries named in
+        ``skip`` (an enospc fault's fill file); ``fsck``: also check that
         nothing beyond journal replay needs repair."""
         raise NotImplementedError
 
@@ -114,7 +115,8 @@ class FileSystem:
         """FS-RECOVER's explanation of a clean recovery: what was checked."""
         return "journal replayed" if rec.journal_replayed else "clean, nothing to replay"
 
-    def fast_recovery(self, workdir: Path, fsck: bool) -> FastExt4 | None:
+    def fast_recovery(self, workdir: Path, fsck: bool, skip: tuple[str, ...] = ()
+                      ) -> FastExt4 | None:
         """A faster recovery path with byte-identical verdicts (None: the
         reference :meth:`recover` is all there is)."""
         return None
@@ -152,9 +154,10 @@ class MountedFileSystem(FileSystem):
     clone_mount_options: ClassVar[str | None] = None
 
     def recover(self, image: Path, out_dir: Path, *, workdir: Path, db_name: str,
-                fsck: bool = True) -> FsRecovery:
+                fsck: bool = True, skip: tuple[str, ...] = ()) -> FsRecovery:
         """Attach ``image`` to a loop device, mount it (which replays the
-        log), copy every file out to ``out_dir``, unmount and detach — each
+        log), copy every file but the root entries in ``skip`` out to
+        ``out_dir``, unmount and detach — each
         by the exact name created here, on success, error and interrupt
         alike.  No read-only fsck runs (``fsck`` is ignored; FS-RECOVER's
         explanation says so)."""
@@ -168,7 +171,9 @@ class MountedFileSystem(FileSystem):
                 rec.steps.append("mount (kernel log replay)")
                 rec.journal_replayed = True  # the kernel does not say; mounting is the replay
                 try:
-                    shutil.copytree(mnt, out_dir, symlinks=True, dirs_exist_ok=True)
+                    shutil.copytree(mnt, out_dir, symlinks=True, dirs_exist_ok=True,
+                                    ignore=lambda d, names: [n for n in names if n in skip
+                                                             and Path(d) == mnt])
                     rec.ok, rec.files = True, out_dir
                 except OSError as e:
                     rec.detail = f"reading files after mount failed: {e}"

@@ -27,8 +27,9 @@ class Raw(FileSystem):
     recovery_moves_image = True
 
     def recover(self, image: Path, out_dir: Path, *, workdir: Path, db_name: str,
-                fsck: bool = True) -> FsRecovery:
-        """The image is moved into ``out_dir`` under ``db_name``."""
+                fsck: bool = True, skip: tuple[str, ...] = ()) -> FsRecovery:
+        """The image is moved into ``out_dir`` under ``db_name`` (no files:
+        nothing to skip)."""
         out_dir.mkdir(parents=True, exist_ok=True)
         shutil.move(image, out_dir / db_name)
         return FsRecovery("raw", ok=True, journal_replayed=False, needed_repair=False,

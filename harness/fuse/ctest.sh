@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# Run one real recording through a (sanitizer) build of logfuse: sqlite3
-# inserts with marks, a discard and a zero-range on the device, and check
-# that the daemon exits cleanly (a sanitizer report makes it exit non-zero,
+# Run real recordings through a (sanitizer) build of logfuse: sqlite3
+# inserts with marks, a discard and a zero-range on the device, once plain and
+# once with a device fault, and check that the daemon exits cleanly (a sanitizer report makes it exit non-zero,
 # which fails the recording) and that the log reads back in full.
 set -euo pipefail
 daemon=$(realpath "${1:?usage: ctest.sh LOGFUSE}")
@@ -18,4 +18,9 @@ blkdiscard -f -o 1048576 -l 65536 $dev && fallocate -z -o 2097152 -l 65536 $dev 
 mount $dev $CRASHLAB_MNT'
 CRASHLAB_LOGFUSE=$daemon .venv/bin/crashlab record --backend fuse --out "$out/run" -- sh -c "$script"
 .venv/bin/crashlab log stat "$out/run" | grep -q '^marks *3 '
+# a device fault (faultrules.c): the first write after txn-ack:2 fails with EIO
+# and the daemon logs a fault mark in its place
+CRASHLAB_LOGFUSE=$daemon .venv/bin/crashlab record --backend fuse --out "$out/faulted" \
+    --fault eio:write,after=txn-ack:2 -- sh -c "$script; true" 2>/dev/null
+grep -q '"fault:eio-write;sector=' "$out/faulted/meta.json"
 echo "ctest-logfuse: ok"

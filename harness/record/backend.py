@@ -14,6 +14,7 @@ directly (a database on the raw device, no file system)."""
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -22,7 +23,7 @@ from pathlib import Path
 from typing import ClassVar
 
 from harness.errors import CrashlabError
-from harness.faults import Fault
+from harness.faults import FILL_NAME, Fault
 from harness.fs import get_fs
 from harness.record.proc import run_command
 from harness.sysops import is_mounted, mount, signals_deferred, umount
@@ -128,30 +129,28 @@ def device_rules(faults: tuple[Fault, ...]) -> tuple[Fault, ...]:
     return tuple(f for f in faults if f.kind == "eio")
 
 
-FILL_NAME = ".crashlab-fill"
-
-
-def fill_file_system(mnt: Path, free: int) -> None:
-    """Fill the file system mounted at ``mnt`` until ``free`` bytes remain
-    for root (``f_bfree``: the workload runs as root, which may use the
-    blocks reserved for it): one file, ``FILL_NAME``, allocated with
-    fallocate (no data written, only metadata), written with zeros where the
-    file system cannot preallocate.  A file system with less than ``free``
-    bytes free is left as it is."""
-    st = os.statvfs(mnt)
-    excess = st.f_bfree * st.f_frsize - free
-    if excess <= 0:
-        return
-    excess -= excess % st.f_frsize
+def fill_file_system(mnt: Path, left: int) -> None:
+    """Fill the file system mounted at ``mnt`` so that ``left`` bytes remain
+    for the workload: one file, ``FILL_NAME``, grown by fallocate (no data
+    written, only metadata) in halving steps until not one more block fits,
+    then cut by ``left`` bytes, which frees exactly those blocks.  (The free
+    counts of statvfs are no guide: ext4 keeps clusters back that even root
+    cannot use.)  CrashlabError when the file system cannot preallocate."""
     fd = os.open(mnt / FILL_NAME, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     try:
-        try:
-            os.posix_fallocate(fd, 0, excess)
-        except OSError:
-            chunk = bytes(1 << 20)
-            done = 0
-            while done < excess:
-                done += os.write(fd, chunk[: min(len(chunk), excess - done)])
+        block = os.statvfs(mnt).f_frsize
+        size, step = 0, os.statvfs(mnt).f_blocks * block
+        while step >= block:
+            try:
+                os.posix_fallocate(fd, size, step)
+                size += step
+            except OSError as e:
+                if e.errno == errno.EOPNOTSUPP:
+                    raise CrashlabError(f"enospc: {mnt} cannot preallocate") from None
+                if e.errno != errno.ENOSPC:
+                    raise
+                step = step // 2 // block * block
+        os.ftruncate(fd, max(0, size - left))
         os.fsync(fd)
     finally:
         os.close(fd)

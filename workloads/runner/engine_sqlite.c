@@ -23,7 +23,7 @@ struct engine {
     uint32_t ntables;
     sqlite3_stmt **stmts; /* 4 per table: insert, update, delete, select */
     char err[512];
-    int io_error; /* the last failure was SQLITE_IOERR* or SQLITE_FULL */
+    int io_error; /* the last failure was SQLITE_IOERR*, SQLITE_FULL or SQLITE_CANTOPEN */
 };
 
 enum { S_INSERT, S_UPDATE, S_DELETE, S_SELECT, S_PER_TABLE };
@@ -42,7 +42,9 @@ enum { WAL_HEADER = 32, WAL_FRAME_HEADER = 24 }; /* wal.c's file format */
 static int fail_db(engine *e, const char *what)
 {
     int code = sqlite3_extended_errcode(e->db);
-    e->io_error = (code & 0xff) == SQLITE_IOERR || (code & 0xff) == SQLITE_FULL;
+    /* CANTOPEN: a journal or WAL file that cannot be created on a full disk */
+    int primary = code & 0xff;
+    e->io_error = primary == SQLITE_IOERR || primary == SQLITE_FULL || primary == SQLITE_CANTOPEN;
     return fail(e, "%s: %s (%s, code %d)", what, sqlite3_errmsg(e->db), sqlite3_errstr(code), code);
 }
 

@@ -425,7 +425,7 @@ static void as_word(const char *text, char *out, size_t outlen)
 ** (--on-error retry) or close the engine and exit 3. */
 static void txn_failed(run *st, uint32_t k, const char *what)
 {
-    char why[64], label[192];
+    char why[120], label[256];
     const char *msg = st->vt->errmsg(st->e);
     as_word(msg, why, sizeof why);
     snprintf(label, sizeof label, "txn-error:%u;attempt=%u;op=%s;why=%s", k, st->attempt, what,

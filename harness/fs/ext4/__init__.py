@@ -28,15 +28,15 @@ class Ext4(FileSystem):
     version_tool = ("e2fsprogs", ["mke2fs", "-V"])
 
     def recover(self, image: Path, out_dir: Path, *, workdir: Path, db_name: str,
-                fsck: bool = True) -> FsRecovery:
+                fsck: bool = True, skip: tuple[str, ...] = ()) -> FsRecovery:
         from harness.fs.ext4.recover import recover_ext4
 
-        return recover_ext4(image, out_dir, check=fsck)
+        return recover_ext4(image, out_dir, check=fsck, skip=skip)
 
-    def fast_recovery(self, workdir: Path, fsck: bool) -> FastExt4:
+    def fast_recovery(self, workdir: Path, fsck: bool, skip: tuple[str, ...] = ()) -> FastExt4:
         from harness.fs.ext4.fast import FastExt4
 
-        return FastExt4(workdir, fsck=fsck)
+        return FastExt4(workdir, fsck=fsck, skip=skip)
 
     def block_map(self, image: Path, path: str) -> BlockMap:
         """The file's extents, from ``debugfs stat`` of the (journal-replayed)

@@ -45,6 +45,18 @@ def debugfs(image: Path, commands: Sequence[str]) -> str:
                 stdin="\n".join(commands) + "\n").stdout
 
 
+def root_entries(ls_p: str, skip: Sequence[str]) -> list[str]:
+    """The names in the root directory from the output of ``ls -p /``
+    (lines ``/INODE/MODE/UID/GID/NAME/SIZE/``), without ``.``, ``..`` and
+    the names in ``skip``."""
+    names = []
+    for line in ls_p.splitlines():
+        parts = line.split("/")
+        if len(parts) >= 7 and parts[5] not in (".", "..", *skip):
+            names.append(parts[5])
+    return names
+
+
 def extents(stat: str) -> tuple[list[tuple[int, int, int]], list[int]]:
     """The data extents ``(lblk, pblk, count)`` and the extent-tree blocks
     listed by a debugfs ``stat``."""

@@ -44,7 +44,7 @@ from pathlib import Path
 import xxhash
 
 from harness.fs.base import FsRecovery
-from harness.fs.ext4.debugfs import DebugfsError, DebugfsSession
+from harness.fs.ext4.debugfs import DebugfsError, DebugfsSession, root_entries
 from harness.fs.ext4.recover import FSCK_CORRECTED, FSCK_REBOOT, recover_ext4
 from harness.fs.ext4.superblock import EXT4_SB_OFFSET as SB_OFFSET
 from harness.fs.ext4.superblock import EXT4_SB_SIZE as SB_SIZE
@@ -82,9 +82,10 @@ class FastExt4:
     """Recovers ext4 crash images through one debugfs process; one per
     worker, closed with :meth:`close`."""
 
-    def __init__(self, workdir: Path, *, fsck: bool = True) -> None:
+    def __init__(self, workdir: Path, *, fsck: bool = True, skip: tuple[str, ...] = ()) -> None:
         self.workdir = workdir
         self.fsck = fsck
+        self.skip = skip  # names in the root directory not to extract
         self.undo = workdir / "recover.undo"
         self.session: DebugfsSession | None = None
         self.clean: OrderedDict[bytes, None] = OrderedDict()
@@ -130,7 +131,22 @@ class FastExt4:
         self.stats["fallback"] += 1
         self.last_fallback = fast
         img = rebuild()
-        return recover_ext4(img, out_dir, check=self.fsck), None
+        return recover_ext4(img, out_dir, check=self.fsck, skip=self.skip), None
+
+    def _extract(self, dbg: DebugfsSession, opened: list[str], out_dir: Path) -> list[str]:
+        """Send the requests ``opened`` (opening the image, replaying its
+        journal) and then extract every file to ``out_dir``: ``rdump /``, or
+        with ``skip`` a listing of the root and ``rdump`` of its entries but
+        the skipped ones.  Returns the answers to ``opened`` and the
+        extraction's (one: empty when all went well)."""
+        if not self.skip:
+            return dbg.request([*opened, f"rdump / {_quote(out_dir)}"])
+        *answers, listing = dbg.request([*opened, "ls -p /"])
+        names = root_entries(listing, self.skip)
+        if not names:
+            return [*answers, ""]
+        sources = " ".join(_quote("/" + n) for n in names)
+        return [*answers, *dbg.request([f"rdump {sources} {_quote(out_dir)}"])]
 
     def _fast(
         self, image: Path, out_dir: Path, overlay: list[tuple[int, int]], base: object
@@ -144,10 +160,8 @@ class FastExt4:
         self.undo.unlink(missing_ok=True)
         out_dir.mkdir(parents=True, exist_ok=True)
         dbg = self._debugfs()
-        opened, jr, rdump = dbg.request([
-            f"open -w -z {_quote(self.undo)} {_quote(image)}", "jr",
-            f"rdump / {_quote(out_dir)}",
-        ])
+        opened, jr, rdump = self._extract(
+            dbg, [f"open -w -z {_quote(self.undo)} {_quote(image)}", "jr"], out_dir)
         expected = _expected_open_banner(self.undo, image)
         stale = _STALE_BITMAP_CSUM.match(opened)
         if stale and opened[stale.end():] in ("", expected) and \
@@ -164,8 +178,7 @@ class FastExt4:
             if p.returncode & ~(FSCK_CORRECTED | FSCK_REBOOT):
                 return f"e2fsck -E journal_only: exit {p.returncode}"
             replay = "recovering journal" in (p.stdout + p.stderr)
-            opened, rdump = dbg.request([f"open {_quote(image)}",
-                                         f"rdump / {_quote(out_dir)}"])
+            opened, rdump = self._extract(dbg, [f"open {_quote(image)}"], out_dir)
             expected, jr = "", ""
         if opened != expected or jr or rdump:
             dbg.request(["close"])

@@ -15,6 +15,7 @@ import subprocess
 from pathlib import Path
 
 from harness.fs.base import FsRecovery
+from harness.fs.ext4.debugfs import root_entries
 from harness.sysops import tool
 
 # e2fsck exit status bits (e2fsck(8)).
@@ -38,9 +39,11 @@ def _complaints(out: str) -> str:
     return "; ".join(keep[:8])
 
 
-def recover_ext4(image: Path, out_dir: Path, *, check: bool = True) -> FsRecovery:
+def recover_ext4(image: Path, out_dir: Path, *, check: bool = True,
+                 skip: tuple[str, ...] = ()) -> FsRecovery:
     """Replay the journal of the ext4 ``image`` in place, check it, repair
-    if needed, and extract every file under ``out_dir``."""
+    if needed, and extract every file under ``out_dir`` but the root
+    entries named in ``skip``."""
     rec = FsRecovery("ext4", ok=False, journal_replayed=False, needed_repair=False)
     # No -f here: with -f, e2fsck runs its full check and repairs silently
     # despite journal_only, and FS-RECOVER could never fail.
@@ -63,7 +66,12 @@ def recover_ext4(image: Path, out_dir: Path, *, check: bool = True) -> FsRecover
                 rec.detail += f"; repair failed (exit {p.returncode})"
                 return rec
     out_dir.mkdir(parents=True, exist_ok=True)
-    p = _run(["debugfs", "-R", f"rdump / {out_dir}", str(image)])
+    sources = "/"
+    if skip:
+        listing = _run(["debugfs", "-R", "ls -p /", str(image)]).stdout
+        sources = " ".join(f'"/{n}"' for n in root_entries(listing, skip))
+    p = _run(["debugfs", "-R", f"rdump {sources} {out_dir}", str(image)]) if sources else \
+        subprocess.CompletedProcess([], 0, "", "")
     rec.steps.append(f"debugfs rdump: exit {p.returncode}")
     if p.returncode != 0:
         rec.detail = f"file extraction failed: {p.stderr.strip()}"
