@@ -106,6 +106,10 @@ def test_matrix_files_check_every_key(tmp_path: Path) -> None:
         "[[cell]]\nsut = 'dhl-cc-raw'\nworkload = 'DHL_INSERT'\n": "--fs raw",
         "[sut.x]\nrun = 'true'\ncheckers = { 'my check' = 'true' }\n[[cell]]\nsut = 'x'\n":
             "a name of letters",
+        "[[cell]]\nsut = 'sqlite-off'\nworkload = 'MULTI'\nfaults = ['eio']\n":
+            "cell 1: bad fault 'eio': eio needs an operation",
+        "[sut.x]\nrun = 'true'\nchecker = 'true'\n[[cell]]\nsut = 'x'\n"
+        "faults = ['process-crash,at=m']\n": "kills crashlab's workload runner",
     }
     for i, (text, why) in enumerate(bad.items()):
         f = tmp_path / f"m{i}.toml"
@@ -119,5 +123,5 @@ def test_matrix_files_check_every_key(tmp_path: Path) -> None:
 
 def test_the_default_matrix_is_a_file_of_that_format() -> None:
     cells = matrix("default")
-    assert len(cells) == 19 and sum(len(c.strategies) for c in cells) == 47
+    assert len(cells) == 24 and sum(len(c.strategies) for c in cells) == 52
     assert matrix(str(ROOT / "harness" / "sweep" / "matrices" / "default.toml")) == cells

@@ -20,7 +20,7 @@ from checkers.engines import engine_of
 from checkers.invariants import TRACE_LEVEL as TRACE_IDS
 from harness.check.usercheck import UserChecker
 from harness.errors import CrashlabError
-from harness.faults import DEVICE, by_stage, parse_faults
+from harness.faults import DEVICE, by_stage, format_fault, parse_faults
 from harness.fs import DEFAULT_FS, FILESYSTEMS, NO_FS, get_fs
 from harness.states.strategies import TEARING
 from harness.sweep.expectations import Expectation
@@ -42,10 +42,28 @@ DELETE = "delete:txns=10,ops=3,tables=3,warmup=60,seed=1"
 DHL_INSERT = "insert:txns=10,ops=6,tables=3,size=400,warmup=20,seed=1"
 DHL_UPDATE = "update:txns=10,ops=6,tables=3,size=400,order=rand,warmup=30,seed=1"
 DHL_DELETE = "delete:txns=10,ops=6,tables=3,size=400,order=rand,warmup=30,seed=1"
+# Enough 2 KB rows to fill the 96 KiB an enospc fault leaves (harness/faults.py):
+# SQLite DELETE+EXTRA stops at about transaction 32, WAL earlier.
+FILL = "insert:txns=60,size=2000,seed=1"
 # the names a matrix file may use for them
 BUILTIN_WORKLOADS = {"MULTI": MULTI, "SINGLE": SINGLE, "UPDATE": UPDATE, "DELETE": DELETE,
                      "DHL_INSERT": DHL_INSERT, "DHL_UPDATE": DHL_UPDATE,
-                     "DHL_DELETE": DHL_DELETE}
+                     "DHL_DELETE": DHL_DELETE, "FILL": FILL}
+
+# Faults beyond power loss (harness/faults.py) the nightly matrix injects:
+# the device fails the first write or flush once transaction 5 has begun, the
+# file system is full, the application dies right after transaction 5 is
+# acknowledged.
+EIO_WRITE = "eio:write,after=txn-begin:5"
+EIO_FLUSH = "eio:flush,after=txn-begin:5"
+ENOSPC = "enospc,left=96K"
+PROCESS_CRASH = "process-crash,at=txn-ack:5"
+# What a SUT that swallows an I/O error (SQLite syncretry=1, the fsyncgate
+# bug) must keep showing under a device fault: the refused write is lost —
+# a WAL frame (ERR-DURABLE, with every later transaction: WAL recovery stops
+# at the first bad frame), or a rollback-journal page (the hot journal then
+# rolls back only part of the transaction: DB-ATOMIC)
+SWALLOWED = ("ERR-DURABLE", "DB-DURABLE", "DB-ATOMIC", "DB-INTEGRITY", "DB-OPEN")
 
 # Known weaknesses a sweep must keep finding (see workloads/suts.py for the
 # documented rules and harness/record/NOTES.md for the DELETE+FULL case).
@@ -127,6 +145,11 @@ class Cell:
     # checking
     faults: tuple[str, ...] = field(default=())
 
+    def __post_init__(self) -> None:
+        # one spelling per fault: names, meta.json and reports agree
+        object.__setattr__(self, "faults", tuple(
+            format_fault(f) for f in parse_faults(list(self.faults))))
+
     @property
     def name(self) -> str:
         """A folder name: unique in a matrix, stable across runs."""
@@ -160,11 +183,13 @@ class Cell:
         promised = (*sut.promises, *mine)
         if by_stage(parse_faults(list(self.faults)), DEVICE):
             # under device faults the SUT is also held to its ERR promises;
-            # one that does not promise ERR-DURABLE (it swallows an error)
-            # cannot promise DB-DURABLE either
+            # one that swallows an error (no ERR-DURABLE) keeps only what
+            # rests on no write: every other promise assumed that a write it
+            # believed durable was (SWALLOWED lists what it loses)
             promised = (*promised, *sut.error_promises)
             if "ERR-DURABLE" not in sut.error_promises:
-                promised = tuple(i for i in promised if i != "DB-DURABLE")
+                promised = tuple(i for i in promised
+                                 if i in ("ERR-NOACK", "DB-PREFIX") or i in mine)
         if sut.recovery:
             promised = (*promised, *engine_of(sut).own_invariants)
             if not fs.block_mapped:
@@ -245,7 +270,7 @@ def _nightly() -> list[Cell]:
                 cells.append(Cell(name, MULTI, other, ("prefix",)))  # reported, not required
             else:
                 cells.append(_cell(name, MULTI, ("prefix",), other))
-    return cells + _grid_cells() + _option_cells()
+    return cells + _grid_cells() + _option_cells() + _fault_cells()
 
 
 def _grid_cells() -> list[Cell]:
@@ -267,6 +292,25 @@ def _option_cells() -> list[Cell]:
             _cell("sqlite:journal=wal,sync=full,walopt=8", MULTI, every),
             _cell("sqlite:journal=wal,sync=full,walopt=8", UPDATE, every),
             _cell("sqlite:journal=delete,sync=full,locking=exclusive", MULTI, every)]
+
+
+def _fault_cells() -> list[Cell]:
+    """Each fault beyond power loss on each SUT family, prefix and reorder:
+    SQLite WAL and rollback journal, DHL on a file and on the raw device;
+    the application retrying a failed transaction (onerror=retry); and the
+    fsyncgate bug on purpose (syncretry=1), which must keep losing data."""
+    safe = ("sqlite-wal-full", "sqlite-delete-extra", "dhl-cc", "dhl-tc")
+    cells = [Cell(s, MULTI, faults=(f,)) for f in (EIO_WRITE, EIO_FLUSH) for s in safe]
+    cells += [Cell(s, DHL_INSERT, NO_FS, faults=(f,)) for f in (EIO_WRITE, EIO_FLUSH)
+              for s in ("dhl-cc-raw", "dhl-tc-raw")]
+    for j in ("wal,sync=full", "delete,sync=extra"):
+        cells += [Cell(f"sqlite:journal={j},onerror=retry", MULTI, faults=(f,))
+                  for f in (EIO_WRITE, EIO_FLUSH)]
+        cells.append(Cell(f"sqlite:journal={j},syncretry=1", MULTI, faults=(EIO_WRITE,),
+                          must_violate_any=SWALLOWED))
+    cells += [Cell(s, FILL, faults=(ENOSPC,)) for s in safe[:3]]
+    cells += [Cell(s, MULTI, faults=(PROCESS_CRASH,)) for s in safe[:3]]
+    return cells
 
 
 def _sqlite_grid() -> list[Cell]:

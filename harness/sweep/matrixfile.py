@@ -207,7 +207,7 @@ def _cells(spec: Any, i: int, suts: dict[str, UserSut], workloads: dict[str, str
     waived = _strs(spec, "waived", where)
     try:
         faults = tuple(format_fault(f) for f in parse_faults(list(_strs(spec, "faults", where))))
-    except CrashlabError as e:
+    except CrashlabError as e:  # the fault's own message, placed in the file
         raise CrashlabError(f"{where}: {e}") from None
     out = []
     for sut, workload, fs in itertools.product(_listed(spec, "sut", None),
