@@ -31,8 +31,10 @@ from harness.env import temporary_folder, work_folder
 from harness.errors import CrashlabError
 from harness.explain.sqlitefile import describe_files
 from harness.explain.state import Explanation, WriteInfo, explain_state
+from harness.faults import FAULT_MARK_PREFIX
 from harness.images import verified_base_for_run
 from harness.logformat import LogReader
+from harness.marks import parse_label
 from harness.rundir import RunDir
 from harness.states import State, state_from_id
 
@@ -78,6 +80,21 @@ def _marks_line(x: Explanation) -> str:
     return "  ".join(parts)
 
 
+def _error_line(label: str) -> str:
+    """What an error mark before the crash says, in words."""
+    m = parse_label(label)
+    if m.name.startswith(FAULT_MARK_PREFIX):
+        what = m.name[len(FAULT_MARK_PREFIX):].replace("eio-", "")
+        where = f" of sectors {m.payload['sector']}+{m.payload['sectors']}" \
+            if "sector" in m.payload else ""
+        return (f"the device failed a {what}{where} with EIO: it was neither applied nor "
+                "logged")
+    k = m.name.partition(":")[2]
+    return (f"transaction {k} failed (attempt {m.payload.get('attempt', '?')}, "
+            f"{m.payload.get('op', '?')}: {m.payload.get('why', '?')}) and was rolled back: "
+            "in doubt, it may be wholly present or wholly absent")
+
+
 def _write_line(w: WriteInfo) -> str:
     status = "unwritten" if w.status == "after cut" else w.status
     tag = click.style(f"{status.upper():9}", fg=STYLE[status])
@@ -118,6 +135,10 @@ def _report(run: Path, meta: dict[str, Any], x: Explanation, verdicts: list[Verd
     echo(f"  cut    crash between entries #{x.cut_lo} and #{x.cut_hi}: acknowledged up to txn "
          f"{x.acked}, begun up to {x.begun}, {flight}")
     echo(f"  marks  {_marks_line(x)}")
+    if meta.faults:
+        echo(f"  faults {' + '.join(meta.faults)} (recorded with them)")
+    for idx, label in x.errors:
+        echo(f"  error  #{idx} {_error_line(label)}")
     for note in x.notes:
         echo(f"  note   {note}")
     echo(click.style(f"writes of epoch {x.epoch} (w = write in the ID, # = log entry, "

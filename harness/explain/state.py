@@ -8,8 +8,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from harness.explain.context import ExplainContext, write_data
+from harness.faults import FAULT_MARK_PREFIX
 from harness.fs import get_fs
 from harness.logformat import Entry, LogReader
+from harness.marks import TXN_ERROR
 from harness.states import State
 
 
@@ -42,6 +44,9 @@ class Explanation:
     marks: list[tuple[int, str]]  # (entry index, label) around the cut
     writes: list[WriteInfo]
     notes: list[str] = field(default_factory=list)
+    # the errors before the crash: the device's failed requests (fault:...)
+    # and the transactions that failed (txn-error:K), each with its entry
+    errors: list[tuple[int, str]] = field(default_factory=list)
 
 
 def _flags(e: Entry) -> str:
@@ -56,26 +61,31 @@ def _flags(e: Entry) -> str:
 
 
 def marks_around(reader: LogReader, lo: int, hi: int, context: int = 2
-                 ) -> tuple[list[tuple[int, str]], list[int]]:
+                 ) -> tuple[list[tuple[int, str]], list[int], list[tuple[int, str]]]:
     """The marks between entries ``lo`` and ``hi`` plus ``context`` on each
-    side, and every FLUSH entry index of the log (one pass, no payloads)."""
+    side, every FLUSH entry index of the log, and the error marks before
+    ``hi`` (a device's ``fault:...``, a runner's ``txn-error:K``) — one pass,
+    no payloads."""
     before: list[tuple[int, str]] = []
     inside: list[tuple[int, str]] = []
     after: list[tuple[int, str]] = []
     flushes: list[int] = []
+    errors: list[tuple[int, str]] = []
     for e in reader.entries():
         if e.is_flush:
             flushes.append(e.index)
         if not e.is_mark:
             continue
         m = (e.index, e.label or "")
+        if e.index < hi and m[1].startswith((FAULT_MARK_PREFIX, TXN_ERROR + ":")):
+            errors.append(m)
         if e.index < lo:
             before = (before + [m])[-context:]
         elif e.index <= hi:
             inside.append(m)
         elif len(after) < context:
             after.append(m)
-    return before + inside + after, flushes
+    return before + inside + after, flushes, errors
 
 
 def classify(state: State) -> list[WriteInfo]:
@@ -105,7 +115,7 @@ def explain_state(reader: LogReader, state: State, *, fs: str, base: Path,
     """Explain ``state`` of the log in ``reader``; ``crash_image`` is its
     image before recovery, ``recovered`` after file-system recovery."""
     workdir.mkdir(parents=True, exist_ok=True)
-    marks, flushes = marks_around(reader, state.cut.lo, state.cut.hi)
+    marks, flushes, errors = marks_around(reader, state.cut.lo, state.cut.hi)
     writes = classify(state)
     explainer, notes = get_fs(fs).explainer(ExplainContext(
         reader, state, base, crash_image, recovered, db_name, workdir, flushes, mode))
@@ -116,4 +126,4 @@ def explain_state(reader: LogReader, state: State, *, fs: str, base: Path,
     c = state.cut
     return Explanation(state.id, state.epoch.index, state.epoch.start, state.epoch.end,
                        state.epoch.closed, c.lo, c.hi, c.acked, c.begun, c.in_flight, marks,
-                       writes, notes)
+                       writes, notes, errors)
