@@ -41,21 +41,26 @@ def judge_errors(labels: Sequence[str], content: Sequence[Verdict]) -> list[Verd
 
 
 def _noack(labels: Sequence[str]) -> Verdict:
-    """ERR-NOACK: no txn-ack:K after a txn-error:K unless a new attempt of K
-    (txn-begin:K) came between."""
-    failing: set[int] = set()
-    seen_error = False
+    """ERR-NOACK: no attempt of a transaction has both a txn-error and a
+    txn-ack, in either order (an attempt runs from its txn-begin:K to the
+    next)."""
+    attempt: dict[int, int] = {}
+    errored: set[tuple[int, int]] = set()
+    acked: set[tuple[int, int]] = set()
     for label in labels:
         name = parse_label(label).name
-        if (k := _txn_of(name, TXN_ERROR)) is not None:
-            failing.add(k)
-            seen_error = True
-        elif (k := _txn_of(name, "txn-begin")) is not None:
-            failing.discard(k)
-        elif (k := _txn_of(name, "txn-ack")) is not None and k in failing:
-            return failed("ERR-NOACK", f"transaction {k} was acknowledged after its commit "
-                          "reported an error, with no new attempt between", actual=k)
-    if not seen_error:
+        if (k := _txn_of(name, "txn-begin")) is not None:
+            attempt[k] = attempt.get(k, 0) + 1
+        elif (k := _txn_of(name, TXN_ERROR)) is not None:
+            errored.add((k, attempt.get(k, 0)))
+        elif (k := _txn_of(name, "txn-ack")) is not None:
+            acked.add((k, attempt.get(k, 0)))
+        both = errored & acked
+        if both:
+            k, n = min(both)
+            return failed("ERR-NOACK", f"transaction {k} (attempt {n}) was acknowledged although "
+                          "its commit reported an error", actual=k)
+    if not errored:
         return passed("ERR-NOACK", "no transaction failed before the crash", exercised=False)
     return passed("ERR-NOACK", "no failed transaction was acknowledged")
 

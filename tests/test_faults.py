@@ -95,6 +95,8 @@ def _by_id(labels: list[str], content: list[Any]) -> dict[str, Any]:
 def test_err_noack_fails_an_ack_after_an_error_without_a_new_attempt() -> None:
     bad = _by_id(["txn-begin:5", "txn-error:5;attempt=1", "txn-ack:5"], [ATOMIC_OK])
     assert bad["ERR-NOACK"].failed and "transaction 5" in bad["ERR-NOACK"].explanation
+    # the order does not matter: an acknowledgement, then the error it ignored
+    assert _by_id(["txn-begin:5", "txn-ack:5", "txn-error:5"], [ATOMIC_OK])["ERR-NOACK"].failed
     retried = ["txn-begin:5", "txn-error:5;attempt=1", "txn-begin:5;attempt=2", "txn-ack:5"]
     assert _by_id(retried, [ATOMIC_OK])["ERR-NOACK"].status == "pass"
     clean = _by_id(["txn-begin:1", "txn-ack:1"], [ATOMIC_OK])["ERR-NOACK"]
