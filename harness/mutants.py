@@ -81,7 +81,7 @@ def _workload(text: str) -> str:
 def _cell(d: dict[str, Any]) -> Cell:
     return Cell(d["sut"], _workload(d["workload"]), d.get("fs", "ext4"),
                 tuple(d.get("strategies", ("prefix", "reorder"))),
-                mx.UNSAFE.get(d["sut"], ()))
+                mx.UNSAFE.get(d["sut"], ()), faults=tuple(d.get("faults", ())))
 
 
 def catalogue() -> list[Mutant]:

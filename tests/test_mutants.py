@@ -33,9 +33,10 @@ def test_patch_applies_to_todays_sources(name: str, tmp_path: Path) -> None:
 
 
 def test_mutant_cells_are_default_cells() -> None:
-    default = {(c.sut, c.workload, c.fs): set(c.strategies) for c in matrix("default")}
+    default = {(c.sut, c.workload, c.fs, c.faults): set(c.strategies)
+               for c in matrix("default")}
     for m in catalogue():
         for c in m.cells:
-            key = (c.sut, c.workload, c.fs)
+            key = (c.sut, c.workload, c.fs, c.faults)
             assert key in default, f"{m.name}: {key} is not a default cell"
             assert set(c.strategies) <= default[key], f"{m.name}: {c.strategies}"
