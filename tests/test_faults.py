@@ -141,8 +141,11 @@ RUNS = {
     "dhl-flush": ("dhl-tc-raw", "eio:flush,after=txn-begin:5"),
     # the runner dies at a mark; no power is lost
     "process": (WAL, "process-crash,at=txn-ack:5"),
+    # no journal: a failed transaction's pages stay where they were written
+    "off": ("sqlite-off", "eio:write,after=txn-begin:5,nth=2"),
 }
-WORKLOADS = {"enospc": "insert:txns=60,size=2000,seed=1"}
+WORKLOADS = {"enospc": "insert:txns=60,size=2000,seed=1",
+             "off": "insert:txns=10,ops=3,tables=3,warmup=100,seed=1"}
 
 
 @pytest.fixture(scope="module")
@@ -243,6 +246,32 @@ def test_process_crash_keeps_everything_the_os_accepted(runs: dict[str, RunDir])
     assert result["violations"] == []
     # the last state: the unmount wrote back everything; transaction 5 is in
     assert states[-1]["acked"] == 5 and states[-1]["v"]["DB-DURABLE"] == "pass"
+
+
+@needs_fuse
+def test_without_a_journal_a_failed_transaction_is_partly_there(runs: dict[str, RunDir]) -> None:
+    """SQLite with journal_mode=OFF cannot roll back: the failed
+    transaction's pages written before the error stay, and ERR-ATOMIC fails
+    (as its derived guarantee says it may)."""
+    result, states = _check(runs["off"])
+    assert _counts(result, "ERR-ATOMIC")["fail"] > 0
+    bad = next(f for s in states for f in s.get("fail", []) if f["invariant"] == "ERR-ATOMIC")
+    assert "a failed transaction is partly present" in bad["explanation"]
+    assert "ERR-ATOMIC" not in Cell("sqlite-off", "x", faults=(AT_5,)).expectation(
+        "prefix").guaranteed
+
+
+@needs_fuse
+def test_a_read_fault_fails_a_read_past_the_cache(tmp_path: Path) -> None:
+    """Reads reach the device only on a cache miss: a direct read after the
+    arming mark gets EIO, and the daemon logs where."""
+    script = ("dd if=/dev/urandom of=f bs=4k count=4 oflag=direct 2>/dev/null; "
+              "echo go > $CRASHLAB_MARK; dd if=f of=/dev/null bs=4k iflag=direct")
+    p = crashlab("record", "--backend", "fuse", "--out", str(tmp_path / "run"),
+                 "--fault", "eio:read,after=go", "--", "sh", "-c", script)
+    assert p.returncode == 1 and "Input/output error" in p.stderr, p.stderr
+    marks = RunDir(tmp_path / "run").meta().marks
+    assert marks[0] == "go" and marks[1].startswith("fault:eio-read;sector=")
 
 
 @needs_fuse

@@ -308,6 +308,11 @@ def _fault_cells() -> list[Cell]:
                   for f in (EIO_WRITE, EIO_FLUSH)]
         cells.append(Cell(f"sqlite:journal={j},syncretry=1", MULTI, faults=(EIO_WRITE,),
                           must_violate_any=SWALLOWED))
+    # no journal: the failed transaction's pages written before the error
+    # stay (the second write after txn-begin:5: the first is part of the
+    # file's growth)
+    cells.append(Cell("sqlite-off", MULTI, faults=(EIO_WRITE + ",nth=2",),
+                      must_violate_any=("ERR-ATOMIC",)))
     cells += [Cell(s, FILL, faults=(ENOSPC,)) for s in safe[:3]]
     cells += [Cell(s, MULTI, faults=(PROCESS_CRASH,)) for s in safe[:3]]
     return cells
