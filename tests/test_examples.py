@@ -54,7 +54,10 @@ def test_atomic_file_update(tmp_path: Path) -> None:
     assert _fails(cells["atomic-update@ext4"]) == _fails(cells["atomic-update@xfs"]) == 0
     assert cells["no-dir-fsync@ext4"]["verdicts"]["USER:no-dir-fsync"]["fail"] > 0
     assert cells["no-file-fsync@xfs"]["verdicts"]["USER:no-file-fsync"]["fail"] > 0
-    assert _fails(cells["no-file-fsync@ext4"]) == 0  # ext4's auto_da_alloc hides it
+    # ext4's auto_da_alloc starts the data's writeback at the rename without
+    # waiting for it: usually hidden, but not always (20 of 71 prefix states
+    # once, on a loaded machine), so reported and not asserted either way
+    assert cells["no-file-fsync@ext4"]["states"]["checked"] > 0
     bad = [json.loads(ln) for ln in (tmp_path / "violations.jsonl").read_text().splitlines()]
     assert any("0 bytes" in v["explanation"] for v in bad if v["sut"] == "no-file-fsync")
     assert any("was acknowledged" in v["explanation"] for v in bad if v["sut"] == "no-dir-fsync")
