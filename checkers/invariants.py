@@ -50,6 +50,9 @@ INVARIANTS: dict[str, Invariant] = {
         Invariant("REC-IDEMPOTENT", "recovery", "recovering a recovered image changes nothing"),
         Invariant("REC-CRASHSAFE", "recovery",
                   "every crash state of recovery's own writes recovers to the same state"),
+        Invariant("CORRUPT-DETECT", "corruption",
+                  "a corrupted or misdirected database block is reported, never returned "
+                  "as data"),
     )
 }
 
@@ -58,6 +61,8 @@ INVARIANTS: dict[str, Invariant] = {
 USER_PREFIX = "USER:"
 
 DB_LEVEL = ("DB-OPEN", "DB-INTEGRITY", "DB-ATOMIC", "DB-DURABLE", "DB-PREFIX", "FS-RECOVER")
+# judged only on states with a misdirect or corrupt fault (checkers/detect.py)
+FAULT_LEVEL = ("CORRUPT-DETECT",)
 # judged once per run over the write trace (checkers/dhl_trace.py)
 TRACE_LEVEL = ("DHL-T2", "CC-NEXT", "CC-MONO")
 

@@ -86,6 +86,10 @@ class RunMeta:
     runner: dict[str, Any] | None = None  # crashlab-runner's --stats report
     continues_at: int | None = None  # the runner's --from-txn
     continues: Continues | None = None
+    # faults beyond power loss injected into the run (canonical specs,
+    # harness/faults.py), written by ``crashlab record --fault``; the check
+    # stage applies the state kinds among them to every crash state
+    faults: tuple[str, ...] = ()
     extra: dict[str, Any] = field(default_factory=dict)
 
     @classmethod
@@ -96,7 +100,7 @@ class RunMeta:
             kw["image"] = ImageRef(**kw["image"])
         if kw.get("continues"):
             kw["continues"] = Continues(**kw["continues"])
-        for k in ("command", "marks"):
+        for k in ("command", "marks", "faults"):
             if k in kw:
                 kw[k] = tuple(kw[k])
         return cls(**kw, extra={k: v for k, v in d.items() if k not in names})
@@ -107,7 +111,8 @@ class RunMeta:
         out: dict[str, Any] = {}
         for f in dataclasses.fields(self):
             v = getattr(self, f.name)
-            if f.name == "extra" or (v is None and f.name in _WORKLOAD_KEYS):
+            if f.name == "extra" or (v is None and f.name in _WORKLOAD_KEYS) or (
+                    f.name == "faults" and not v):
                 continue
             if dataclasses.is_dataclass(v):
                 v = dataclasses.asdict(v)  # type: ignore[arg-type]

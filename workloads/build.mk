@@ -3,7 +3,7 @@
 # prerequisite, so `make build` builds dhl before the runner.
 WL_DIR      := workloads
 WL_BUILD    := $(WL_DIR)/build
-WL_SRC      := $(addprefix $(WL_DIR)/runner/,main.c opstream.c marks.c countvfs.c engine_sqlite.c engine_dhl.c)
+WL_SRC      := $(addprefix $(WL_DIR)/runner/,main.c opstream.c marks.c countvfs.c cksumvfs.c engine_sqlite.c engine_dhl.c)
 WL_HDR      := $(wildcard $(WL_DIR)/runner/*.h)
 WL_SQLITE_CFLAGS = $(shell pkg-config --cflags sqlite3 2>/dev/null)
 WL_SQLITE_LIBS   = $(shell pkg-config --libs sqlite3 2>/dev/null || echo -lsqlite3)
@@ -30,9 +30,17 @@ $(WL_BUILD)/test_runner: $(WL_TEST_SRC) $(WL_HDR) $(WL_DIR)/build.mk
 	@mkdir -p $(WL_BUILD)
 	$(CC) $(CFLAGS_COMMON) $(ASAN_FLAGS) -o $@ $(WL_TEST_SRC)
 
+# The checksum VFS as a shared library over the system SQLite: the checkers
+# load it (ctypes) to open a checksummed database as the SUT does
+# (workloads/cksumvfs.py).
+$(WL_BUILD)/libcrashlab-cksumvfs.so: $(WL_DIR)/runner/cksumvfs.c $(WL_DIR)/runner/cksumvfs.h $(WL_DIR)/build.mk
+	@mkdir -p $(WL_BUILD)
+	$(CC) $(CFLAGS_COMMON) -fPIC -shared $(WL_SQLITE_CFLAGS) -o $@ $(WL_DIR)/runner/cksumvfs.c \
+	    $(WL_SQLITE_LIBS)
+
 .PHONY: workloads-ctest
 workloads-ctest: $(WL_BUILD)/test_runner
 	$(WL_BUILD)/test_runner
 
-BUILD += $(WL_BUILD)/crashlab-runner $(WL_BUILD)/crashlab-runner-asan
+BUILD += $(WL_BUILD)/crashlab-runner $(WL_BUILD)/crashlab-runner-asan $(WL_BUILD)/libcrashlab-cksumvfs.so
 CTEST += workloads-ctest

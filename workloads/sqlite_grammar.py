@@ -12,6 +12,7 @@ documented rules.
               or delete with locking=exclusive: a journal that outlives its transaction)
     walopt    N frames: the WAL pre-allocated to N frames and autockpt=N   (wal only; not
               with autockpt or jlimit)
+    cksum     0, 1: page checksums through crashlab's checksum VFS       default 0
 
 workloads/README.md maps each key to its runner option.
 Values are case-insensitive and keys may come in any order; the *canonical*
@@ -40,7 +41,7 @@ from workloads.guarantee import DB_INVARIANTS, Guarantee
 JOURNALS = ("delete", "truncate", "persist", "wal", "memory", "off")
 SYNCS = ("off", "normal", "full", "extra")
 LOCKINGS = ("normal", "exclusive")
-KEYS = ("journal", "sync", "page", "autockpt", "locking", "jlimit", "walopt")
+KEYS = ("journal", "sync", "page", "autockpt", "locking", "jlimit", "walopt", "cksum")
 PREFIX = "sqlite:"
 DEFAULT_PAGE = 4096
 DEFAULT_AUTOCKPT = 1000
@@ -48,7 +49,8 @@ DEFAULT_JLIMIT = -1
 MAX_INT = 2**31 - 1  # autockpt, jlimit: what the runner's C int holds
 MAX_WALOPT = 65536
 GRAMMAR = ("sqlite:journal=" + "|".join(JOURNALS) + ",sync=" + "|".join(SYNCS)
-           + "[,page=512..65536][,autockpt=N][,locking=normal|exclusive][,jlimit=N][,walopt=N]")
+           + "[,page=512..65536][,autockpt=N][,locking=normal|exclusive][,jlimit=N][,walopt=N]"
+           "[,cksum=0|1]")
 
 DOC_SYNC = "https://www.sqlite.org/pragma.html#pragma_synchronous"
 DOC_JOURNAL = "https://www.sqlite.org/pragma.html#pragma_journal_mode"
@@ -82,6 +84,7 @@ class SqliteConfig:
     locking: str = "normal"
     jlimit: int = DEFAULT_JLIMIT
     walopt: int = 0  # 0: no pre-allocated WAL
+    cksum: int = 0  # 1: 8 reserved bytes per page hold a checksum (workloads/cksumvfs.py)
 
     def __post_init__(self) -> None:
         if self.walopt > 0 and self.autockpt == DEFAULT_AUTOCKPT:
@@ -104,6 +107,8 @@ class SqliteConfig:
             parts.append(f"jlimit={self.jlimit}")
         if self.walopt:
             parts.append(f"walopt={self.walopt}")
+        if self.cksum:
+            parts.append(f"cksum={self.cksum}")
         return PREFIX + ",".join(parts)
 
     @property
@@ -125,6 +130,8 @@ class SqliteConfig:
             opts.append(("--journal-size-limit", str(self.jlimit)))
         if self.walopt:
             opts.append(("--wal-prealloc", str(self.walopt)))
+        if self.cksum:
+            opts.append(("--cksumvfs", str(self.cksum)))
         return tuple(opts)
 
     def describe(self) -> str:
@@ -153,6 +160,8 @@ def _invalid(c: SqliteConfig) -> str:
         return "autockpt is for journal=wal only"
     if not -1 <= c.jlimit <= MAX_INT:
         return f"jlimit={c.jlimit} (-1 <= N <= {MAX_INT})"
+    if c.cksum not in (0, 1):
+        return f"cksum={c.cksum} (0 or 1)"
     if c.jlimit != DEFAULT_JLIMIT and not c.journal_persists:
         return ("jlimit is for a journal that outlives its transaction: journal=persist, "
                 "journal=wal, or journal=delete with locking=exclusive")
@@ -181,7 +190,7 @@ def parse_sqlite_name(text: str) -> SqliteConfig:
         if key not in given:
             raise bad(f"{key}= is required")
     ints: dict[str, int] = {}
-    for key in ("page", "autockpt", "jlimit", "walopt"):
+    for key in ("page", "autockpt", "jlimit", "walopt", "cksum"):
         if key in given:
             try:
                 ints[key] = int(given[key])

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from functools import cache
 
 from harness.errors import CrashlabError
+from workloads import cksumvfs
 from workloads.guarantee import DB_INVARIANTS, Guarantee
 from workloads.sqlite_grammar import (
     DOC_CRASHLAB,
@@ -81,6 +82,9 @@ class Sut:
     # A SQLite SUT's configuration (workloads/sqlite_grammar.py): its
     # canonical grammar name, runner options and derived guarantees.
     config: SqliteConfig | None = None
+    # The VFS shim its database is opened through, by the SUT and by the
+    # checkers ("": none; workloads/cksumvfs.py: the checksum VFS).
+    vfs: str = ""
 
     @property
     def canonical(self) -> str:
@@ -155,6 +159,7 @@ def _sqlite(config: SqliteConfig, name: str = "", description: str = "") -> Sut:
         mode=config.journal,
         in_place=config.journal in ("off", "memory"),
         config=config,
+        vfs=cksumvfs.NAME if config.cksum else "",
     )
 
 

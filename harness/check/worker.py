@@ -14,6 +14,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from checkers.detect import ID as DETECT_ID
+from checkers.detect import judge_detect
 from checkers.engines import engine_of
 from checkers.verdict import Verdict, failed, passed, skipped
 from harness.check.records import StateRecord
@@ -32,6 +34,7 @@ from harness.logformat import LogReader
 from harness.materialize import DurableImage, sparse_copy
 from harness.rundir import RunDir
 from harness.states import State
+from harness.states.inject import Spans
 from workloads.run import oracle_from_meta, spec_from_meta
 from workloads.suts import Sut
 
@@ -61,8 +64,12 @@ class StateChecker:
 
     def __init__(self, run: RunDir, workdir: Path, *, fsck: bool = True,
                  fast: bool | None = None, run_facts: object = None,
-                 checkers: Sequence[UserChecker | PyChecker] = ()) -> None:
+                 checkers: Sequence[UserChecker | PyChecker] = (),
+                 db_spans: Spans | None = None) -> None:
         self.run = run
+        # the database file's device spans (harness/filetrace.py): whether a
+        # misdirect or corrupt fault touched it (None: unknown, taken as yes)
+        self.db_spans = db_spans
         # what the run-level stage learnt from the whole log, for the
         # engine's judge (DHL: checkers.dhl_trace.RunFacts; None: none)
         self.run_facts = run_facts
@@ -115,7 +122,7 @@ class StateChecker:
     def check(self, state: State) -> list[Verdict]:
         """Every verdict for ``state``, FS-RECOVER first."""
         self.image.advance(state.durable_upto)
-        img = self.image.scratch(state.extents(self.image.reader))
+        img = self.image.scratch(state.extents(self.image.reader), state.flips())
         if self.keep is not None:
             sparse_copy(img, self.keep / "crash.img")
         files = self.workdir / "files"
@@ -130,19 +137,32 @@ class StateChecker:
             # nothing to open: every database verdict is skipped, saying so
             why = "the file system did not recover, so there is no database (see FS-RECOVER)"
             ids = [*(self.checker.IDS if self.checker else ()),
+                   *((DETECT_ID,) if self.checker and state.fault_ranges() else ()),
                    *(uc.invariant for uc in self.user_checkers)]
             return verdicts + [skipped(i, why) for i in ids]
         acked, begun = self.marks(state)
         if self.checker is not None:
             facts = self._facts(files)
-            verdicts += self.checker.judge(facts, self.oracle, acked, begun,
-                                           run_facts=self.run_facts)
+            judged = self.checker.judge(facts, self.oracle, acked, begun,
+                                        run_facts=self.run_facts)
+            verdicts += judged
+            if state.fault_ranges():
+                verdicts.append(judge_detect(judged, "; ".join(state.fault_notes()),
+                                             self._touched(state)))
         if self.user_checkers:
             facts = state_facts(self.run_abs, state.id, state.cut.lo, state.cut.hi, acked,
                                 begun, self.marks_log, self.meta_json)
             verdicts += [run_checker(uc, files, facts, self.workdir / "user", self.child_env)
                          for uc in self.user_checkers]
         return verdicts
+
+    def _touched(self, state: State) -> bool:
+        """Whether the state's misdirect or corrupt fault changed bytes of
+        the database file (True when the run has no block map)."""
+        if self.db_spans is None:
+            return True
+        return any(a < off + n and off < b for off, n in state.fault_ranges()
+                   for a, b, _ in self.db_spans)
 
     def marks(self, state: State) -> tuple[int, int]:
         """(acknowledged, begun) at the state's crash: its cut's, raised to
@@ -156,7 +176,7 @@ class StateChecker:
         if self.fast is not None and self.keep is None:
             def rebuild() -> Path:
                 self.image.invalidate()
-                return self.image.scratch(state.extents(self.image.reader))
+                return self.image.scratch(state.extents(self.image.reader), state.flips())
 
             rec, written = self.fast.recover(
                 img, files, overlay=self.image.overlay, base=self.image.position,
@@ -193,7 +213,8 @@ class StateChecker:
             self.cache.move_to_end(key)
             self.cache_hits += 1
             return facts
-        facts = self.checker.examine(files / self.db_name, blockdev=self.blockdev)
+        facts = self.checker.examine(files / self.db_name, blockdev=self.blockdev,
+                                     vfs=self.sut.vfs if self.sut else "")
         self.cache[key] = facts
         if len(self.cache) > CACHE_SIZE:
             self.cache.popitem(last=False)

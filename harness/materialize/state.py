@@ -7,16 +7,18 @@ from __future__ import annotations
 import os
 
 from harness.logformat import LogReader
-from harness.materialize.replay import apply_entry
+from harness.materialize.replay import apply_entry, apply_flips
 from harness.states.model import State
 
 
 def write_state_image(fd: int, reader: LogReader, state: State) -> None:
-    """Turn the base image open at ``fd`` into ``state``'s image: apply the
-    durable entries (``[0, state.durable_upto)``), then the overlay."""
+    """Turn the base image open (read-write) at ``fd`` into ``state``'s
+    image: apply the durable entries (``[0, state.durable_upto)``), then the
+    overlay, then the corrupt fault's flips."""
     for entry in reader.entries():
         if entry.index >= state.durable_upto:
             break
         apply_entry(fd, reader, entry)
     for offset, data in state.extents(reader):
         os.pwrite(fd, data, offset)
+    apply_flips(fd, state.flips())

@@ -49,7 +49,8 @@ static void usage_error(const char *fmt, const char *arg)
     fprintf(stderr, "\nusage: crashlab-runner --ops FILE (--db PATH | --db-env NAME) "
                     "[--engine sqlite|dhl] [--journal-mode M] [--synchronous S] "
                     "[--locking-mode M] [--wal-autocheckpoint N] [--journal-size-limit N] "
-                    "[--wal-prealloc N] [--dhl-mode M] [--sync fsync|fdatasync] [--page-size N] "
+                    "[--wal-prealloc N] [--cksumvfs 0|1] [--dhl-mode M] [--sync fsync|fdatasync] "
+                    "[--page-size N] "
                     "[--marks FILE] [--latency FILE] [--stats FILE] [--from-txn K]\n");
     exit(2);
 }
@@ -175,6 +176,7 @@ static void parse_options(int argc, char **argv, args *a)
         {"wal-autocheckpoint", required_argument, 0, 'A'},
         {"journal-size-limit", required_argument, 0, 'J'},
         {"wal-prealloc", required_argument, 0, 'P'},
+        {"cksumvfs", required_argument, 0, 'C'},
         {0, 0, 0, 0},
     };
     int c;
@@ -202,6 +204,7 @@ static void parse_options(int argc, char **argv, args *a)
             a->opt.journal_size_limit = int_arg("--journal-size-limit", optarg, -1, INT32_MAX);
             break;
         case 'P': a->opt.wal_prealloc = int_arg("--wal-prealloc", optarg, 1, 65536); break;
+        case 'C': a->opt.cksumvfs = int_arg("--cksumvfs", optarg, 0, 1); break;
         case 'm': a->marks_path = optarg; break;
         case 'l': a->latency_path = optarg; break;
         case 'S': a->stats_path = optarg; break;
@@ -259,6 +262,8 @@ static void parse_args(int argc, char **argv, args *a)
             a->vt = ENGINES[i];
     if (!a->vt)
         usage_error("unknown engine %s (choose from sqlite, dhl)", a->engine_name);
+    if (a->opt.cksumvfs && a->vt != &engine_sqlite)
+        usage_error("%s", "--cksumvfs is an option of the sqlite engine");
 }
 
 /* A run of the op stream against the engine, and what it measured. */
