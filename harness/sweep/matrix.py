@@ -20,9 +20,11 @@ from checkers.engines import engine_of
 from checkers.invariants import TRACE_LEVEL as TRACE_IDS
 from harness.check.usercheck import UserChecker
 from harness.errors import CrashlabError
+from harness.faults import STATE, by_stage, format_fault, parse_fault, parse_faults
 from harness.fs import DEFAULT_FS, FILESYSTEMS, NO_FS, get_fs
 from harness.states.strategies import TEARING
 from harness.sweep.expectations import Expectation
+from workloads.fault_guarantees import promised_under
 from workloads.suts import SUTS, get_sut, sqlite_grid
 
 # Mobibench's shape: one statement on each of 3 tables per transaction, so a
@@ -90,6 +92,11 @@ TORN_WAIVED = ("DB-OPEN", "DB-INTEGRITY", "DB-ATOMIC", "DHL-READ")
 # required to violate.
 
 
+# Engine invariants judged over the write trace only: the log a state fault
+# leaves unchanged, so they are still promised in a cell with state faults.
+FAULT_KEPT = ("DHL-T2", "CC-NEXT")
+
+
 @dataclass(frozen=True)
 class UserSut:
     """A SUT a project describes itself (a ``[sut.NAME]`` table of a matrix
@@ -121,13 +128,22 @@ class Cell:
     # the user's own checkers, run on every state beside the SUT's checkers
     checkers: tuple[UserChecker, ...] = field(default=())
     user: UserSut | None = None  # a SUT of the user's, not of the registry
+    # faults beyond power loss (canonical specs, harness/faults.py); the
+    # state kinds are injected on every crash state of the cell's checks
+    faults: tuple[str, ...] = field(default=())
 
     @property
     def name(self) -> str:
         """A folder name: unique in a matrix, stable across runs."""
         slug = _slug(self.workload)
         name = f"{_slug(self.sut)}--{slug}--{self.fs}" if slug else f"{_slug(self.sut)}--{self.fs}"
-        return name + "--" + "-".join(self.strategies) if self.waived else name
+        name = name + "--" + "-".join(self.strategies) if self.waived else name
+        return name + "--" + "-".join(_slug(f) for f in self.faults) if self.faults else name
+
+    @property
+    def state_faults(self) -> tuple[str, ...]:
+        """The faults of the cell the crash-state enumeration injects."""
+        return tuple(format_fault(f) for f in by_stage(parse_faults(list(self.faults)), STATE))
 
     @property
     def all_checkers(self) -> tuple[UserChecker, ...]:
@@ -168,8 +184,28 @@ class Cell:
                 promised = tuple(i for i in promised if i != "REC-CRASHSAFE")
         if fs.has_files and strategy not in TEARING:
             promised = ("FS-RECOVER", *promised)
+        promised = self._under_state_faults(promised)
         return Expectation(tuple(i for i in promised if i not in self.waived),
                            self.must_violate_any)
+
+    def _under_state_faults(self, promised: tuple[str, ...]) -> tuple[str, ...]:
+        """``promised`` under the cell's state faults: the SUT's database
+        promises as workloads/fault_guarantees.py derives them; the engine's
+        own per-state invariants dropped (DHL's theorems assume a device that
+        returns what it acknowledged, where it was written), its trace ones
+        kept (a state fault does not change the log they judge); FS-RECOVER
+        dropped under a lost flush (ext4's journal orders its commits with
+        flushes) and kept under misdirect and corrupt only where the run's
+        block map aims them at the database file (elsewhere they may hit the
+        file system's own blocks)."""
+        kinds = tuple(parse_fault(f).kind for f in self.state_faults)
+        if not kinds:
+            return promised
+        waived, added = promised_under(get_sut(self.sut), kinds)
+        own = set(engine_of(get_sut(self.sut)).own_invariants) - set(FAULT_KEPT)
+        fs_ok = "lost-flush" not in kinds and get_fs(self.fs).block_mapped
+        return tuple(i for i in promised if i not in waived and i not in own
+                     and (i != "FS-RECOVER" or fs_ok)) + added
 
 
 def _slug(text: str) -> str:

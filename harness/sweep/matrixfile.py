@@ -22,6 +22,8 @@ matrix is such a file, ``harness/sweep/matrices/default.toml``).
     checkers = { rows = "python3 {here}/rows.py" }   # yours, on any cell's states
     must_violate_any = []             # default: the built-in SUT's known weakness
     waived = []                       # promises this cell does not hold the SUT to
+    faults = ["corrupt,seed=1"]       # state faults on every crash state (harness/faults.py);
+                                      # the promises become the SUT's under them
 
 ``{here}`` in a command is the folder of the file and ``{python}`` the
 Python crashlab runs on (both shell-quoted); a checker named by
@@ -41,6 +43,7 @@ from typing import Any
 from harness.check.multicrash import COMPOSITE
 from harness.check.usercheck import CHECKER_NAME, DEFAULT_TIMEOUT, UserChecker, unique
 from harness.errors import CrashlabError
+from harness.faults import STATE, format_fault, parse_faults
 from harness.fs import FILESYSTEMS
 from harness.states import STRATEGIES
 from harness.sweep.matrix import BUILTIN_WORKLOADS, Cell, UserSut, must_violate
@@ -50,7 +53,8 @@ from workloads.suts import SUTS, get_sut
 
 SUT_KEYS = {"run", "build", "checker", "checkers", "recover", "timeout", "promises",
             "must_violate_any"}
-CELL_KEYS = {"sut", "workload", "fs", "strategies", "checkers", "must_violate_any", "waived"}
+CELL_KEYS = {"sut", "workload", "fs", "strategies", "checkers", "must_violate_any", "waived",
+             "faults"}
 MATRICES_DIR = Path(__file__).resolve().parent / "matrices"
 
 
@@ -182,6 +186,20 @@ def _builtin(name: str) -> bool:
     return True
 
 
+def _faults(spec: dict[str, Any], where: str) -> tuple[str, ...]:
+    """The cell's ``faults``: canonical fault specs, state kinds only (the
+    ones the check stage injects)."""
+    try:
+        faults = parse_faults(list(_strs(spec, "faults", where)))
+    except CrashlabError as e:
+        raise CrashlabError(f"{where}: {e}") from None
+    for f in faults:
+        if f.where != STATE:
+            raise CrashlabError(f"{where}: {format_fault(f)} is a {f.where} fault: a cell takes "
+                                "state faults (lost-flush, misdirect, corrupt)")
+    return tuple(format_fault(f) for f in faults)
+
+
 def _listed(spec: dict[str, Any], key: str, default: Any) -> list[Any]:  # noqa: ANN401
     v = spec.get(key, default)
     return list(v) if isinstance(v, list) else [v]
@@ -203,6 +221,10 @@ def _cells(spec: Any, i: int, suts: dict[str, UserSut], workloads: dict[str, str
         raise CrashlabError(f"{where}: unknown strategy {bad[0]!r}")
     extra = _checkers(_dict(spec, "checkers", where), here, DEFAULT_TIMEOUT, where)
     waived = _strs(spec, "waived", where)
+    faults = _faults(spec, where)
+    if faults and set(strategies) & set(COMPOSITE):
+        raise CrashlabError(f"{where}: state faults apply to the log strategies, not to "
+                            f"{', '.join(COMPOSITE)}")
     out = []
     for sut, workload, fs in itertools.product(_listed(spec, "sut", None),
                                                _listed(spec, "workload", ""),
@@ -231,7 +253,10 @@ def _cells(spec: Any, i: int, suts: dict[str, UserSut], workloads: dict[str, str
         spec_text = workloads.get(workload, workload)
         if user is None:
             _check_builtin(sut, spec_text, fs, where)
-        cell = Cell(sut, spec_text, fs, strategies, must, waived, extra, user)
+        if faults and user is not None:
+            raise CrashlabError(f"{where}: faults are for the built-in SUTs (their promises "
+                                f"under a fault are known); {sut!r} is yours")
+        cell = Cell(sut, spec_text, fs, strategies, must, waived, extra, user, faults)
         unique(cell.all_checkers, where)
         out.append(cell)
     return out
