@@ -31,7 +31,7 @@ from harness.fs import FsRecovery, get_fs
 from harness.fs.raw import DEVICE_NAME
 from harness.images import verified_base_for_run
 from harness.logformat import LogReader
-from harness.materialize import DurableImage, sparse_copy
+from harness.materialize import DurableImage, misdirect_extents, sparse_copy
 from harness.rundir import RunDir
 from harness.states import State
 from harness.states.inject import Spans
@@ -122,7 +122,9 @@ class StateChecker:
     def check(self, state: State) -> list[Verdict]:
         """Every verdict for ``state``, FS-RECOVER first."""
         self.image.advance(state.durable_upto)
-        img = self.image.scratch(state.extents(self.image.reader), state.flips())
+        reader = self.image.reader
+        victim = state.victim(reader)
+        img = self.image.scratch(self._writes(state), state.flips())
         if self.keep is not None:
             sparse_copy(img, self.keep / "crash.img")
         files = self.workdir / "files"
@@ -137,7 +139,7 @@ class StateChecker:
             # nothing to open: every database verdict is skipped, saying so
             why = "the file system did not recover, so there is no database (see FS-RECOVER)"
             ids = [*(self.checker.IDS if self.checker else ()),
-                   *((DETECT_ID,) if self.checker and state.fault_ranges() else ()),
+                   *((DETECT_ID,) if self.checker and state.fault_ranges(victim) else ()),
                    *(uc.invariant for uc in self.user_checkers)]
             return verdicts + [skipped(i, why) for i in ids]
         acked, begun = self.marks(state)
@@ -146,9 +148,10 @@ class StateChecker:
             judged = self.checker.judge(facts, self.oracle, acked, begun,
                                         run_facts=self.run_facts)
             verdicts += judged
-            if state.fault_ranges():
-                verdicts.append(judge_detect(judged, "; ".join(state.fault_notes()),
-                                             self._touched(state)))
+            ranges = state.fault_ranges(victim)
+            if ranges:
+                verdicts.append(judge_detect(judged, "; ".join(state.fault_notes(victim)),
+                                             self._touched(ranges)))
         if self.user_checkers:
             facts = state_facts(self.run_abs, state.id, state.cut.lo, state.cut.hi, acked,
                                 begun, self.marks_log, self.meta_json)
@@ -156,13 +159,18 @@ class StateChecker:
                          for uc in self.user_checkers]
         return verdicts
 
-    def _touched(self, state: State) -> bool:
-        """Whether the state's misdirect or corrupt fault changed bytes of
-        the database file (True when the run has no block map)."""
+    def _writes(self, state: State) -> list[tuple[int, bytes]]:
+        """What to write on the durable image for ``state``: its overlay,
+        then a misdirected write's two places."""
+        reader = self.image.reader
+        return [*state.extents(reader), *misdirect_extents(reader, self.image.base, state)]
+
+    def _touched(self, ranges: tuple[tuple[int, int], ...]) -> bool:
+        """Whether a fault's device ranges meet the database file (True when
+        the run has no block map)."""
         if self.db_spans is None:
             return True
-        return any(a < off + n and off < b for off, n in state.fault_ranges()
-                   for a, b, _ in self.db_spans)
+        return any(a < off + n and off < b for off, n in ranges for a, b, _ in self.db_spans)
 
     def marks(self, state: State) -> tuple[int, int]:
         """(acknowledged, begun) at the state's crash: its cut's, raised to
@@ -176,7 +184,7 @@ class StateChecker:
         if self.fast is not None and self.keep is None:
             def rebuild() -> Path:
                 self.image.invalidate()
-                return self.image.scratch(state.extents(self.image.reader), state.flips())
+                return self.image.scratch(self._writes(state), state.flips())
 
             rec, written = self.fast.recover(
                 img, files, overlay=self.image.overlay, base=self.image.position,

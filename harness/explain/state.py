@@ -104,13 +104,14 @@ def _fault_notes(state: State, reader: LogReader, crash_image: Path,
                  explainer: Explainer) -> list[str]:
     """The state's faults in words (:meth:`State.fault_notes`), each
     misdirect and corrupt one with what its bytes hit on the device."""
-    notes = state.fault_notes()
+    victim = state.victim(reader)
+    notes = state.fault_notes(victim)
     key = state.key
     out = [n for n in notes if n.startswith("lost flush")]
-    if key.misdirect is not None:
-        w, sector = key.misdirect
-        data = write_data(reader, state.epoch.writes[w])
-        own = state.epoch.writes[w].sector * state.epoch.sectorsize
+    if key.misdirect is not None and victim is not None:
+        sector = key.misdirect[1]
+        data = write_data(reader, victim)
+        own = victim.sector * reader.sectorsize
         hit, was = explainer.explain([(sector * UNIT, data), (own, data)])
         out.append(next(n for n in notes if n.startswith("misdirect"))
                    + f"; it landed on: {'; '.join(hit) or '?'}; it was meant for: "

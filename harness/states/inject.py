@@ -6,19 +6,25 @@ README.md, State faults, says what they model).
   performed adds: the strategy's states of the two epochs merged, of which
   only those a lying device alone can leave (they lack a write issued
   before the lost FLUSH and may crash after it).
-* :class:`Targets` picks, for one state, where a misdirected write lands or
-  which bits flip: from a :class:`random.Random` seeded with the fault and
-  the state's ID (a str seed is hashed with SHA-512, so the pick is the same
-  on every machine), among the database file's blocks when the run's block
-  map is known (``harness/filetrace.py``: :func:`database_map`), else among
-  every block the run writes.  The result is part of the state's ID, so a
-  faulted state is looked up by its ID alone, without the seed or the map.
+* :class:`Targets` picks, for one state, which write is misdirected and
+  where it lands, or which bits flip: from a :class:`random.Random` seeded
+  with the fault and the state's ID (a str seed is hashed with SHA-512, so
+  the pick is the same on every machine), among the database file's blocks
+  when the run's block map is known (``harness/filetrace.py``:
+  :func:`database_map`), else among every block the run writes.  The
+  misdirected write is one of the last :data:`RECENT` writes to the
+  database file the state persisted (its own kept writes and the durable
+  ones before them: a recently committed page is the one whose loss
+  matters); it lands on another block the run writes to the database file.
+  The result is part of the state's ID, so a faulted state is looked up by
+  its ID alone, without the seed or the map.
 """
 
 from __future__ import annotations
 
 import bisect
 import random
+from collections import deque
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -30,6 +36,8 @@ from harness.states.model import State, compute_cut, loses_to_flush
 from harness.states.stateid import SECTOR_BITS, UNIT, StateKey, iter_bits
 
 Spans = tuple[tuple[int, int, int], ...]  # harness.fs.BlockMap.spans: (dev start, end, file off)
+Write = tuple[int, int, int]  # a database write: (log entry, device offset, length)
+RECENT = 16  # misdirect: the victim is one of the state's last this many database writes
 
 
 @dataclass(frozen=True)
@@ -96,6 +104,10 @@ def _pieces(entry: Entry, sectorsize: int, spans: Spans | None) -> list[tuple[in
     return out
 
 
+def _write(entry: Entry, sectorsize: int) -> Write:
+    return entry.index, entry.sector * sectorsize, entry.nr_sectors * sectorsize
+
+
 class Targets:
     """Where misdirected writes land and which bits flip, for the states of
     one log, whose epochs are shown in order (:meth:`see`).  ``spans``: the
@@ -105,7 +117,9 @@ class Targets:
         self.faults = faults
         self.spans = spans
         self._before: dict[int, int] = {}  # piece start -> longest length, epochs before
-        self._pending: dict[int, dict[int, int]] = {}  # epoch -> its pieces, not yet before
+        # epoch -> its pieces and its database writes (entry index), not yet before
+        self._pending: dict[int, tuple[dict[int, int], list[Write]]] = {}
+        self._recent: deque[Write] = deque(maxlen=RECENT)  # database writes of epochs before
         self._landing: list[tuple[int, int]] = []
 
     def see(self, epoch: Epoch) -> None:
@@ -116,15 +130,21 @@ class Targets:
             if epoch.index + i in self._pending:
                 continue
             here: dict[int, int] = {}
+            writes: list[Write] = []
             for e in epoch.writes[bounds[i]:bounds[i + 1]]:
-                for off, n in _pieces(e, epoch.sectorsize, self.spans):
+                pieces = _pieces(e, epoch.sectorsize, self.spans)
+                for off, n in pieces:
                     here[off] = max(n, here.get(off, 0))
-            self._pending[epoch.index + i] = here
-        for idx in [i for i in self._pending if i < epoch.index]:
-            for off, n in self._pending.pop(idx).items():
+                if pieces:
+                    writes.append(_write(e, epoch.sectorsize))
+            self._pending[epoch.index + i] = (here, writes)
+        for idx in sorted(i for i in self._pending if i < epoch.index):
+            pieces, writes = self._pending.pop(idx)
+            for off, n in pieces.items():
                 self._before[off] = max(n, self._before.get(off, 0))
+            self._recent.extend(writes)
         both = dict(self._before)
-        for here in self._pending.values():
+        for here, _ in self._pending.values():
             for off, n in here.items():
                 both[off] = max(n, both.get(off, 0))
         self._landing = sorted(both.items())
@@ -160,18 +180,17 @@ class Targets:
         return out
 
     def _misdirect(self, state: State, rng: random.Random) -> tuple[int, int] | None:
-        victims = self._kept_pieces(state)
+        ep = state.epoch
+        own = [_write(ep.writes[w], ep.sectorsize) for w, _ in self._kept_pieces(state)]
+        victims = ([*self._recent] + own)[-RECENT:]
         if not victims:
             return None
-        w, _ = rng.choice(victims)
-        entry = state.epoch.writes[w]
-        own = entry.sector * state.epoch.sectorsize
-        length = entry.nr_sectors * state.epoch.sectorsize
-        places = [off for off, _ in self._landing if off != own]
+        index, at, length = rng.choice(victims)
+        places = [off for off, _ in self._landing if off != at]
         if not places:
             return None
-        fits = [off for off, n in self._landing if off != own and n >= length]
-        return w, rng.choice(fits or places) // UNIT
+        fits = [off for off, n in self._landing if off != at and n >= length]
+        return index, rng.choice(fits or places) // UNIT
 
     def _corrupt(self, state: State, rng: random.Random) -> tuple[int, int] | None:
         pieces = [p for _, ps in self._kept_pieces(state) for p in ps]

@@ -5,7 +5,7 @@ from __future__ import annotations
 from harness.errors import CrashlabError
 from harness.logformat import LogReader
 from harness.states.epochs import Epoch, iter_epochs, merge_epochs
-from harness.states.model import State, check_valid
+from harness.states.model import State, check_valid, check_victim
 from harness.states.stateid import parse_id
 
 
@@ -26,7 +26,11 @@ def state_from_id(reader: LogReader, state_id: str, log_order: str = "completion
         if epoch.index == key.last_epoch:
             merged = merge_epochs(found) if len(found) > 1 else found[0]
             check_valid(merged, key)
-            return State(key, merged)
+            state = State(key, merged)
+            victim = state.victim(reader)
+            if victim is not None:
+                check_victim(key, victim, reader.sectorsize)
+            return state
     raise CrashlabError(
         f"state {state_id}: {reader.path} has epochs 0..{last}, no epoch {key.last_epoch}"
     )

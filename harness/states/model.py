@@ -166,12 +166,26 @@ def check_valid(epoch: Epoch, key: StateKey) -> None:
             f"state {sid}: it keeps every write issued before the lost FLUSH "
             f"(entries {', '.join(f'#{f}' for f in epoch.lost_flushes)}) or its crash lies "
             "before it: an ordinary state, not a lost-flush one")
-    if key.misdirect is not None:
-        w, sector = key.misdirect
-        entry = epoch.writes[w]
-        if sector * UNIT == entry.sector * epoch.sectorsize:
-            raise CrashlabError(f"state {sid}: write {w} is at sector {sector} already: "
-                                "a misdirected write lands elsewhere")
+    if key.misdirect is not None and key.misdirect[0] >= epoch.start:
+        entry = key.misdirect[0]
+        kept = {epoch.writes[w].index for w in iter_bits(key.kept)}
+        if entry not in kept:
+            raise CrashlabError(f"state {sid}: entry {entry} is no write the state keeps in "
+                                f"epoch {epoch.index}: only a persisted write can be misdirected")
+
+
+def check_victim(key: StateKey, victim: Entry, sectorsize: int) -> None:
+    """Raise :class:`CrashlabError` (one line) unless the misdirected write
+    ``victim`` (the entry ``key`` names) is a write with data that lands
+    elsewhere than its own place."""
+    sid = format_id(key)
+    assert key.misdirect is not None
+    if not victim.has_payload or victim.is_discard:
+        raise CrashlabError(f"state {sid}: entry {victim.index} is no write with data: "
+                            "only a write can be misdirected")
+    if key.misdirect[1] * UNIT == victim.sector * sectorsize:
+        raise CrashlabError(f"state {sid}: entry {victim.index} is at sector "
+                            f"{key.misdirect[1]} already: a misdirected write lands elsewhere")
 
 
 class State:
@@ -252,33 +266,40 @@ class State:
 
     def extents(self, reader: LogReader) -> Iterator[tuple[int, bytes]]:
         """``(byte offset on the device, data)`` to write, in order, on top of
-        the durable base of the epoch to get this state's image (then
-        :meth:`flips`).  A misdirected write is written at its landing place
-        and not at its own, which keeps what the image held there."""
-        mis = self.key.misdirect
+        the durable base of the epoch to get this state's image, before the
+        state faults (``harness/materialize/faults.py``)."""
         for w, units in self.program():
-            if mis is not None and w == mis[0]:
-                _, data = next(item_extents(reader, self.epoch.writes[w], units))
-                yield mis[1] * UNIT, data
-                continue
             yield from item_extents(reader, self.epoch.writes[w], units)
 
-    def fault_ranges(self) -> tuple[tuple[int, int], ...]:
+    def victim(self, reader: LogReader) -> Entry | None:
+        """The misdirected write's log entry (None: no misdirect fault);
+        CrashlabError when the log has no such entry."""
+        if self.key.misdirect is None:
+            return None
+        index = self.key.misdirect[0]
+        if index >= self.epoch.start:
+            return next(e for e in self.epoch.writes if e.index == index)
+        for e in reader.entries():
+            if e.index == index:
+                return e
+        raise CrashlabError(f"state {self.id}: {reader.path} has no entry {index}")
+
+    def fault_ranges(self, victim: Entry | None) -> tuple[tuple[int, int], ...]:
         """Device ``(offset, length)`` ranges the misdirect and corrupt
         faults changed: a misdirected write's landing place and its own
-        place (which kept old content), a corrupt fault's sector."""
+        place (which kept old content), a corrupt fault's sector
+        (``victim``: :meth:`victim`)."""
         out = []
-        if self.key.misdirect is not None:
-            w, sector = self.key.misdirect
-            e = self.epoch.writes[w]
-            n = e.nr_sectors * self.epoch.sectorsize
-            out += [(sector * UNIT, n), (e.sector * self.epoch.sectorsize, n)]
+        if self.key.misdirect is not None and victim is not None:
+            n = victim.nr_sectors * self.epoch.sectorsize
+            out += [(self.key.misdirect[1] * UNIT, n), (victim.sector * self.epoch.sectorsize, n)]
         if self.key.corrupt is not None:
             out.append((self.key.corrupt[0] * UNIT, UNIT))
         return tuple(out)
 
-    def fault_notes(self) -> list[str]:
-        """The state faults of this state in words, one sentence each."""
+    def fault_notes(self, victim: Entry | None = None) -> list[str]:
+        """The state faults of this state in words, one sentence each
+        (``victim``: :meth:`victim`)."""
         key, ep = self.key, self.epoch
         notes = []
         if key.last is not None:
@@ -291,13 +312,16 @@ class State:
                 f"(w{', w'.join(map(str, lost[:8]))}{' ...' if len(lost) > 8 else ''}) and its "
                 f"crash may come after it: acknowledged up to txn {self.cut.acked}")
         if key.misdirect is not None:
-            w, sector = key.misdirect
-            e = ep.writes[w]
-            n = e.nr_sectors * ep.sectorsize
+            index, sector = key.misdirect
+            where = "kept in this epoch" if index >= ep.start else "durable before this epoch"
+            meant = ""
+            if victim is not None:
+                meant = (f", {victim.nr_sectors * ep.sectorsize} bytes for device byte "
+                         f"{victim.sector * ep.sectorsize}")
             notes.append(
-                f"misdirect: write w{w} (entry #{e.index}, {n} bytes for device byte "
-                f"{e.sector * ep.sectorsize}) landed at device byte {sector * UNIT} (sector "
-                f"{sector}) instead; its own place keeps what it held before")
+                f"misdirect: the write of entry #{index} ({where}{meant}) landed at device "
+                f"byte {sector * UNIT} (sector {sector}) instead; its own place keeps what it "
+                "held before")
         if key.corrupt is not None:
             sector, bits = key.corrupt
             shown = ", ".join(f"byte {b // 8} bit {b % 8}" for b in list(iter_bits(bits))[:6])

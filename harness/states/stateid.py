@@ -21,8 +21,9 @@ The state faults:
 * ``eA-B`` (lost-flush): epochs A..B as one epoch, the FLUSHes between them
   acknowledged but not performed; write numbers count from the first write
   of epoch A across the merged epochs.
-* ``.mW@S`` (misdirect): kept write W landed at device sector S (512-byte
-  units) instead of its own place, which keeps its old content.
+* ``.mN@S`` (misdirect): the write of log entry N, one the state persisted
+  (kept in its epoch, or durable before it), landed at device sector S
+  (512-byte units) instead of its own place, which keeps its old content.
 * ``.cS:BITS`` (corrupt): the bits BITS (0..4095, bit b is bit b % 8 of
   byte b // 8) of device sector S flipped after everything else.
 
@@ -30,8 +31,9 @@ Canonical form (anything else is rejected, naming the canonical spelling
 where there is one): ranges ascending, maximal (``0-2,4`` not ``0-1,2,4``),
 a kept set that is a prefix is written ``p``; torn segments ascending by
 write, a torn write is not also kept, its unit set is not empty; an epoch
-range has A < B; a misdirected write is kept (not torn) and lands elsewhere
-than its own sector (the log tells its sector).  Whether a torn unit set
+range has A < B.  That a misdirected write is one the state persisted (a
+kept write of its epoch, or a write entry before it) and lands elsewhere
+than its own place, the log tells.  Whether a torn unit set
 is a *proper* subset of the write, whether the numbers fit the log, and
 whether a merged state really loses a write to the lost flush, only the
 log can tell: :func:`harness.states.lookup.state_from_id` checks that.
@@ -40,7 +42,7 @@ Examples: ``e0.p0`` (the base image), ``e17.p4`` (epoch 17, writes 0-3),
 ``e17.k0-3,5`` (write 4 lost), ``e17.p4.t4:0-2`` (writes 0-3, and the first
 1536 bytes of write 4), ``e16-17.k5-9`` (the FLUSH ending epoch 16 lost:
 epoch 16's writes 0-4 lost, its 5 and epoch 17's first writes kept),
-``e17.p4.m2@8200`` (write 2 landed at sector 8200), ``e17.p4.c8211:5,4000``
+``e17.p4.m1234@8200`` (entry 1234's write landed at sector 8200), ``e17.p4.c8211:5,4000``
 (bits 5 and 4000 of sector 8211 flipped).
 """
 
@@ -115,8 +117,9 @@ class StateKey:
     """What a state ID says, as bitmasks: ``kept`` over the epoch's writes,
     ``torn`` as ``(write, persisted 512-byte units)`` pairs ascending by
     write; the state faults: ``last`` the last epoch merged into ``epoch``
-    by lost flushes (None: none), ``misdirect`` ``(write, device sector it
-    landed at)``, ``corrupt`` ``(device sector, bitmask of flipped bits)``.
+    by lost flushes (None: none), ``misdirect`` ``(log entry of the write,
+    device sector it landed at)``, ``corrupt`` ``(device sector, bitmask of
+    flipped bits)``.
     Construct through :func:`parse_id` or with canonical values."""
 
     epoch: int
@@ -136,9 +139,8 @@ class StateKey:
             prev = write
         if self.last is not None and self.last <= self.epoch:
             raise ValueError(f"a merged epoch range must ascend: {self!r}")
-        if self.misdirect is not None and not (self.kept >> self.misdirect[0] & 1
-                                               and self.misdirect[1] >= 0):
-            raise ValueError(f"a misdirected write must be kept: {self!r}")
+        if self.misdirect is not None and min(self.misdirect) < 0:
+            raise ValueError(f"negative entry or sector in {self!r}")
         if self.corrupt is not None and not (self.corrupt[0] >= 0
                                              and 0 < self.corrupt[1] < 1 << SECTOR_BITS):
             raise ValueError(f"a corrupt fault flips 1..{SECTOR_BITS} bits: {self!r}")
@@ -225,7 +227,7 @@ def parse_id(text: str) -> StateKey:
     if m is None:
         raise StateIdError(
             f"bad state ID {text!r}: expected e<epoch>.p<n> or e<epoch>.k<ranges>, "
-            "then optional .t<write>:<ranges>, .m<write>@<sector>, .c<sector>:<bits> "
+            "then optional .t<write>:<ranges>, .m<entry>@<sector>, .c<sector>:<bits> "
             "(e.g. e17.k0-3,5.t4:0-2; e16-17.p3 for a lost flush)"
         )
     epoch = int(m["epoch"])
@@ -249,10 +251,8 @@ def parse_id(text: str) -> StateKey:
         torn.append((write, _parse_ranges(tm[2], text)))
     misdirect = corrupt = None
     if m["mis_write"] is not None:
-        write = _number(m["mis_write"], text)
-        if not kept >> write & 1:
-            raise StateIdError(f"bad state ID {text!r}: misdirected write {write} is not kept")
-        misdirect = (write, _number(m["mis_sector"], text, MAX_SECTOR))
+        misdirect = (_number(m["mis_write"], text, MAX_SECTOR),
+                     _number(m["mis_sector"], text, MAX_SECTOR))
     if m["cor_sector"] is not None:
         corrupt = (_number(m["cor_sector"], text, MAX_SECTOR),
                    _parse_ranges(m["cor_bits"], text, SECTOR_BITS))
