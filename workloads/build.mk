@@ -20,7 +20,8 @@ $(WL_BUILD)/crashlab-runner: $(WL_SRC) $(WL_HDR) $(WL_DIR)/build.mk $(WL_DHL_LIB
 	    $(WL_SQLITE_LIBS) $(WL_DHL_LIBS)
 
 # The same runner under AddressSanitizer + UBSan (the pytest suite runs one
-# clean workload through it) and the C unit test of the stream reader and marks.
+# clean workload through it) and the C unit tests of the stream reader and
+# marks, and of the checksum VFS.
 $(WL_BUILD)/crashlab-runner-asan: $(WL_SRC) $(WL_HDR) $(WL_DIR)/build.mk $(WL_DHL_SRC) dhl/include/dhl.h dhl/src/internal.h
 	@mkdir -p $(WL_BUILD)
 	$(CC) $(CFLAGS_COMMON) $(ASAN_FLAGS) $(WL_SQLITE_CFLAGS) $(WL_DHL_CFLAGS) -Idhl/src -o $@ \
@@ -38,9 +39,15 @@ $(WL_BUILD)/libcrashlab-cksumvfs.so: $(WL_DIR)/runner/cksumvfs.c $(WL_DIR)/runne
 	$(CC) $(CFLAGS_COMMON) -fPIC -shared $(WL_SQLITE_CFLAGS) -o $@ $(WL_DIR)/runner/cksumvfs.c \
 	    $(WL_SQLITE_LIBS)
 
+$(WL_BUILD)/test_cksumvfs: $(WL_DIR)/runner/test_cksumvfs.c $(WL_DIR)/runner/cksumvfs.c $(WL_DIR)/runner/cksumvfs.h $(WL_DIR)/build.mk
+	@mkdir -p $(WL_BUILD)
+	$(CC) $(CFLAGS_COMMON) $(ASAN_FLAGS) $(WL_SQLITE_CFLAGS) -o $@ $(WL_DIR)/runner/test_cksumvfs.c \
+	    $(WL_DIR)/runner/cksumvfs.c $(WL_SQLITE_LIBS)
+
 .PHONY: workloads-ctest
-workloads-ctest: $(WL_BUILD)/test_runner
+workloads-ctest: $(WL_BUILD)/test_runner $(WL_BUILD)/test_cksumvfs
 	$(WL_BUILD)/test_runner
+	$(WL_BUILD)/test_cksumvfs
 
 BUILD += $(WL_BUILD)/crashlab-runner $(WL_BUILD)/crashlab-runner-asan $(WL_BUILD)/libcrashlab-cksumvfs.so
 CTEST += workloads-ctest

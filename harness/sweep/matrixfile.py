@@ -46,6 +46,7 @@ from harness.errors import CrashlabError
 from harness.faults import STATE, format_fault, parse_faults
 from harness.fs import FILESYSTEMS
 from harness.states import STRATEGIES
+from harness.states.inject import parse_state_faults
 from harness.sweep.matrix import BUILTIN_WORKLOADS, Cell, UserSut, must_violate
 from workloads.run import check_sut_fs
 from workloads.spec import parse_spec
@@ -191,13 +192,15 @@ def _faults(spec: dict[str, Any], where: str) -> tuple[str, ...]:
     ones the check stage injects)."""
     try:
         faults = parse_faults(list(_strs(spec, "faults", where)))
+        for f in faults:
+            if f.where != STATE:
+                raise CrashlabError(f"{format_fault(f)} is a {f.where} fault: a cell takes "
+                                    "state faults (lost-flush, misdirect, corrupt)")
+        canonical = tuple(format_fault(f) for f in faults)
+        parse_state_faults(canonical)  # one of each kind
     except CrashlabError as e:
         raise CrashlabError(f"{where}: {e}") from None
-    for f in faults:
-        if f.where != STATE:
-            raise CrashlabError(f"{where}: {format_fault(f)} is a {f.where} fault: a cell takes "
-                                "state faults (lost-flush, misdirect, corrupt)")
-    return tuple(format_fault(f) for f in faults)
+    return canonical
 
 
 def _listed(spec: dict[str, Any], key: str, default: Any) -> list[Any]:  # noqa: ANN401
