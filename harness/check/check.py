@@ -13,6 +13,13 @@ number of states.  It is appended chunk by chunk and fsynced:
 (identical) enumeration, and continues.  ``result.json`` is written last,
 atomically, from ``states.jsonl`` alone, so an interrupted and resumed check
 gives the same result as an uninterrupted one.
+
+State faults (``Options.faults``: asked for, and the state kinds of the
+run's meta.json, :func:`default_window`) travel in each state's key; where
+misdirect and corrupt aim (the database file's device spans) is worked out
+once here (``harness.filetrace.fault_targets``) and handed to the
+enumeration and to every worker (CORRUPT-DETECT asks whether a fault
+touched the database).
 """
 
 from __future__ import annotations

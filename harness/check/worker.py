@@ -3,7 +3,9 @@ materialise → file-system recovery → SUT recovery and checkers.
 
 One :class:`StateChecker` per process holds the run's log, oracle and a
 durable image that advances through the log as states are handed out in
-log order."""
+log order.  A state's faults are part of its image (a misdirected write's
+two places, flipped bits); a state with a misdirect or corrupt fault is
+judged on CORRUPT-DETECT too (``checkers/detect.py``)."""
 
 from __future__ import annotations
 
