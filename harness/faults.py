@@ -15,7 +15,7 @@ or join them with ``+``)::
 
     FAULT  = KIND [ ":" OP ] { "," KEY [ "=" VALUE ] }
 
-    eio:write | eio:flush | eio:read                          device
+    eio:flush | eio:write | eio:read                          device
         after=MARK   armed when the workload writes MARK (default: from the
                      start of the recording); a workload arms a fault at run
                      time simply by writing the mark
@@ -25,7 +25,7 @@ or join them with ``+``)::
         sticky       that request and every later matching one fail
                      (default: only that one)
     enospc                                                    device
-        free=BYTES   the file system is filled before the workload starts
+        left=BYTES   the file system is filled before the workload starts
                      until BYTES remain free (required)
     lost-flush                                                state
         nth=N        the Nth FLUSH of the window is acknowledged without
@@ -62,8 +62,8 @@ SEP = "+"
 # kind -> (where it is injected, its operations (empty: none), its keys in
 # canonical order, the keys it requires)
 KINDS: dict[str, tuple[str, tuple[str, ...], tuple[str, ...], tuple[str, ...]]] = {
-    "eio": (DEVICE, ("write", "flush", "read"), ("after", "nth", "range", "sticky"), ()),
-    "enospc": (DEVICE, (), ("free",), ("free",)),
+    "eio": (DEVICE, ("flush", "write", "read"), ("after", "nth", "range", "sticky"), ()),
+    "enospc": (DEVICE, (), ("left",), ("left",)),
     "lost-flush": (STATE, (), ("nth",), ()),
     "misdirect": (STATE, (), ("seed",), ()),
     "corrupt": (STATE, (), ("seed", "bits"), ()),
@@ -75,7 +75,7 @@ DEFAULTS: dict[str, dict[str, Value]] = {
     "eio": {"nth": 1}, "misdirect": {"seed": 0}, "corrupt": {"seed": 0, "bits": 1},
 }
 MARK_KEYS = ("after", "at")
-SIZE_KEYS = ("free",)
+SIZE_KEYS = ("left",)
 COUNT_KEYS = ("nth", "bits")  # integers >= 1
 SEED_KEYS = ("seed",)  # integers >= 0
 MAX_BITS = 4096  # corrupt: the bits of a 512-byte sector

@@ -94,7 +94,7 @@ def _write_line(w: WriteInfo) -> str:
 
 def _verdict_line(v: Verdict) -> str:
     color = {"pass": "green", "fail": "red", "skip": "yellow", "error": "magenta"}[v.status]
-    line = f"  {click.style(v.status.upper(), fg=color, bold=v.failed):4} {v.invariant:14}"
+    line = f"  {click.style(v.status.upper(), fg=color, bold=v.failed):4} {v.invariant:13}"
     if v.explanation:
         line += f" {v.explanation}"
     if v.expected is not None:
