@@ -327,12 +327,13 @@ def _changed_pages(a: bytes, b: bytes, page_size: int) -> tuple[int, ...]:
                  != b[p * page_size: (p + 1) * page_size])
 
 
-def examine(db_path: Path, *, blockdev: bool = False) -> DhlFacts:
+def examine(db_path: Path, *, blockdev: bool = False, vfs: str = "") -> DhlFacts:
     """Examine the crash image ``db_path`` before and after DHL recovery.
     ``db_path`` is read once and not modified: recovery runs on in-memory
     copies, labelled as files of a scratch folder beside it (``dhl-check/``)
     that is never created.  ``blockdev``: the image is the block device the
-    SUT ran on, and the engine sees it as one (as the SUT's recovery did)."""
+    SUT ran on, and the engine sees it as one (as the SUT's recovery did).
+    ``vfs`` plays no part (DHL has no VFS layer)."""
     if not db_path.exists():
         return DhlFacts(exists=False)
     _IMAGE.blockdev = _AGAIN.blockdev = blockdev

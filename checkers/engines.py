@@ -7,10 +7,12 @@ file system (with its journal/WAL sidecars beside it):
 
 * ``content_key(files, db_name) -> bytes``: a digest of the files as
   extracted; equal keys recover and examine identically (a cache key);
-* ``examine(db_path, *, blockdev) -> facts``: run the engine's own recovery
-  and look at the result (independent of the crash point's marks, hence
-  cacheable); ``blockdev``: the file is an image of the block device the
-  SUT ran on (the raw tier), so the engine must see a block device;
+* ``examine(db_path, *, blockdev, vfs) -> facts``: run the engine's own
+  recovery and look at the result (independent of the crash point's marks,
+  hence cacheable); ``blockdev``: the file is an image of the block device
+  the SUT ran on (the raw tier), so the engine must see a block device;
+  ``vfs``: the SUT opens its database through this VFS shim (``Sut.vfs``;
+  "" none);
 * ``judge(facts, oracle, acked, begun, *, run_facts) -> list[Verdict]``:
   the verdicts; ``run_facts`` is what the run-level stage learnt from the
   whole log (DHL: the write trace's :class:`checkers.dhl_trace.RunFacts`);

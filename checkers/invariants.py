@@ -57,6 +57,9 @@ INVARIANTS: dict[str, Invariant] = {
                   "a transaction in doubt after an error is wholly present or wholly absent"),
         Invariant("ERR-DURABLE", "error-handling",
                   "after an I/O error, every later acknowledged transaction survives"),
+        Invariant("CORRUPT-DETECT", "corruption",
+                  "a corrupted or misdirected database block is reported, never returned "
+                  "as data"),
     )
 }
 
@@ -65,6 +68,8 @@ INVARIANTS: dict[str, Invariant] = {
 USER_PREFIX = "USER:"
 
 DB_LEVEL = ("DB-OPEN", "DB-INTEGRITY", "DB-ATOMIC", "DB-DURABLE", "DB-PREFIX", "FS-RECOVER")
+# judged only on states with a misdirect or corrupt fault (checkers/detect.py)
+FAULT_LEVEL = ("CORRUPT-DETECT",)
 # judged once per run over the write trace (checkers/dhl_trace.py)
 TRACE_LEVEL = ("DHL-T2", "CC-NEXT", "CC-MONO")
 # judged on runs recorded with device faults (checkers/ioerror.py)

@@ -18,6 +18,7 @@ import xxhash
 from checkers.content import judge_content
 from checkers.verdict import Verdict, failed, passed, skipped
 from harness.errors import CrashlabError
+from workloads.cksumvfs import connect
 from workloads.oracle import Oracle, sqlite_digest
 
 SIDECARS = ("", "-journal", "-wal")
@@ -47,20 +48,22 @@ def content_key(files: Path, db_name: str) -> bytes:
     return h.digest()
 
 
-def examine(db: Path, *, blockdev: bool = False) -> DbFacts:
-    """Open ``db`` (running SQLite's recovery), check its integrity and
-    compute its content digest.  ``blockdev`` plays no part: SQLite always
-    runs on a file of a file system."""
+def examine(db: Path, *, blockdev: bool = False, vfs: str = "") -> DbFacts:
+    """Open ``db`` through ``vfs`` (the SUT's: "" SQLite's default, or the
+    checksum VFS, whose verification failures are errors like any other),
+    running SQLite's recovery, check its integrity and compute its content
+    digest.  ``blockdev`` plays no part: SQLite always runs on a file of a
+    file system."""
     if not db.exists():
         return DbFacts(exists=False)
     try:
-        con = sqlite3.connect(str(db), isolation_level=None)
+        con = connect(db, vfs)
         try:
             rows = [r[0] for r in con.execute("PRAGMA integrity_check(8)")]
         finally:
             con.close()
         integrity = "ok" if rows == ["ok"] else "; ".join(rows)
-        digest = sqlite_digest(db)
+        digest = sqlite_digest(db, vfs)
     except (sqlite3.Error, CrashlabError) as e:
         return DbFacts(exists=True, open_error=f"{type(e).__name__}: {e}")
     return DbFacts(exists=True, integrity=integrity, digest=digest)

@@ -34,14 +34,17 @@ or join them with ``+``)::
         seed=N       a persisted write lands at another block (default 0)
     corrupt                                                   state
         seed=N       bits of a persisted sector flip (default 0)
-        bits=N       how many bits (default 1)
+        bits=N       how many bits, 1..4096 (default 1)
     process-crash                                             process
         at=MARK      the workload is killed (SIGKILL) right after writing
                      MARK; no power is lost (required)
 
 The canonical spelling (:func:`format_fault`) lists the keys in the table's
 order and leaves defaults out, so equal faults print alike in meta.json,
-state IDs and reports.
+state IDs and reports.  What the enumeration does with the state kinds
+(which states a lost flush adds, which write is misdirected where, which
+bits flip) is ``harness/states/README.md``, State faults; a state's ID then
+names the fault exactly (``harness/states/stateid.py``).
 """
 
 from __future__ import annotations
@@ -81,6 +84,7 @@ MARK_KEYS = ("after", "at")
 SIZE_KEYS = ("left",)
 COUNT_KEYS = ("nth", "bits")  # integers >= 1
 SEED_KEYS = ("seed",)  # integers >= 0
+MAX_BITS = 4096  # corrupt: the bits of a 512-byte sector
 
 _SIZE = re.compile(r"(0|[1-9][0-9]*)([KMG]?)", re.IGNORECASE)
 _UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
@@ -142,6 +146,8 @@ def _parse_value(key: str, text: str, whole: str) -> Value:
         n = int(text)
         if key in COUNT_KEYS and n < 1:
             raise CrashlabError(f"{key} must be at least 1")
+        if key == "bits" and n > MAX_BITS:
+            raise CrashlabError(f"bits must be at most {MAX_BITS} (the bits of a sector)")
         return n
     except CrashlabError as e:
         raise CrashlabError(f"bad fault {whole!r}: {e}") from None

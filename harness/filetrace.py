@@ -32,6 +32,7 @@ from harness.images import verified_base_for_run
 from harness.logformat import LogReader
 from harness.materialize import replay, sparse_copy
 from harness.rundir import RunDir
+from harness.states.inject import Spans, parse_state_faults
 
 
 @dataclass(frozen=True)
@@ -120,6 +121,40 @@ def prepare(run: RunDir, work: Path) -> FileTrace | str:
         return f"the base image does not recover: {base_view}"
     (bmap, _), (base_map, base_size) = view, base_view
     return FileTrace(base, run.log, bmap, work / "final" / db_name, base_map, base_size)
+
+
+def database_map(run: RunDir, work: Path) -> BlockMap | str:
+    """Where the run's database file lies on the device (the final map, as
+    :func:`prepare` reads it; on the raw tier the whole device), built in
+    ``work`` (which the caller removes); or why it cannot be told.  Where
+    state faults aim (``harness/states/inject.py``)."""
+    meta = run.meta()
+    fs, db_name = get_fs(meta.fs), str(meta.db)
+    if not fs.has_files:
+        return fs.block_map(verified_base_for_run(run), "/" + db_name)
+    if not fs.block_mapped:
+        return fs.block_map(Path(), "/" + db_name)  # why not
+    final = work / "final.img"
+    replay(verified_base_for_run(run), run.log, final)
+    view = _recovered_view(fs, final, work / "final", db_name)
+    if isinstance(view, str):
+        return f"the final image does not recover: {view}"
+    return view[0]
+
+
+def fault_targets(run: RunDir, faults: tuple[str, ...], work: Path) -> Spans | None:
+    """The database file's device spans for state faults that aim at it
+    (misdirect, corrupt), built in ``work`` (removed again); None when no
+    such fault is among ``faults`` or the run has no block map (the faults
+    then aim at any block the run writes)."""
+    if not parse_state_faults(faults).targeted:
+        return None
+    work.mkdir(parents=True, exist_ok=True)
+    try:
+        bmap = database_map(run, work)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    return bmap.spans if isinstance(bmap, BlockMap) else None
 
 
 def _recovered_view(fs: FileSystem, image: Path, files: Path, db_name: str

@@ -79,7 +79,8 @@ class RunMeta:
     wall_time_s: float = 0.0
     started: str = ""
     # the faults beyond power loss given to the recording (harness/faults.py,
-    # canonical spellings; state faults among them apply when checking)
+    # canonical spellings; written only when there are some): the check
+    # stage applies the state kinds among them to every crash state
     faults: tuple[str, ...] = ()
     # a workload run
     sut: str | None = None
@@ -110,7 +111,8 @@ class RunMeta:
         out: dict[str, Any] = {}
         for f in dataclasses.fields(self):
             v = getattr(self, f.name)
-            if f.name == "extra" or (v is None and f.name in _WORKLOAD_KEYS):
+            if f.name == "extra" or (v is None and f.name in _WORKLOAD_KEYS) or (
+                    f.name == "faults" and not v):
                 continue
             if dataclasses.is_dataclass(v):
                 v = dataclasses.asdict(v)  # type: ignore[arg-type]

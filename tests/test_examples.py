@@ -126,5 +126,5 @@ def test_matrix_files_check_every_key(tmp_path: Path) -> None:
 
 def test_the_default_matrix_is_a_file_of_that_format() -> None:
     cells = matrix("default")
-    assert len(cells) == 24 and sum(len(c.strategies) for c in cells) == 52
+    assert len(cells) == 26 and sum(len(c.strategies) for c in cells) == 54
     assert matrix(str(ROOT / "harness" / "sweep" / "matrices" / "default.toml")) == cells

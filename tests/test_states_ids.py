@@ -22,6 +22,11 @@ from harness.states.stateid import format_ranges, mask_runs
         (StateKey(3, 0b10, ((0, 0b1), (2, 0b1010))), "e3.k1.t0:0.t2:1,3"),
         (StateKey(2, 1 << 9), "e2.k9"),
         (StateKey(123456, 0), "e123456.p0"),
+        (StateKey(16, 0b1111100000, last=17), "e16-17.k5-9"),
+        (StateKey(16, 0, last=19), "e16-19.p0"),
+        (StateKey(17, 0b1111, misdirect=(1234, 8200)), "e17.p4.m1234@8200"),
+        (StateKey(17, 0b1111, corrupt=(8211, 1 << 5 | 1 << 4000)), "e17.p4.c8211:5,4000"),
+        (StateKey(3, 0b10, ((0, 1),), 4, (1, 7), (9, 0b111)), "e3-4.k1.t0:0.m1@7.c9:0-2"),
     ],
 )
 def test_examples(key, text):
@@ -58,6 +63,13 @@ def test_examples(key, text):
         ("e1.p0.t3:0.t2:0", "torn writes must ascend"),
         ("e1.p0.t3:0.t3:1", "torn writes must ascend"),
         ("e1.p0.t3:2,1", "ascend"),
+        ("e2-2.p0", "must ascend"),
+        ("e3-1.p0", "must ascend"),
+        ("e1.p2.m@5", "expected"),
+        ("e1.p2.c5:4096", "out of range"),
+        ("e1.p2.c5:3,1", "ascend"),
+        ("e1.p2.c5:1.m0@3", "expected"),
+        ("e1-2.k0-1", "written 'e1-2.p2'"),
         ("e1.k99999999999", "out of range"),
         ("e1.p99999999999", "out of range"),
         ("e1.p0.t99999999999:0", "out of range"),
@@ -82,7 +94,15 @@ def keys(draw):
     kept = draw(masks)
     torn_writes = draw(st.sets(st.integers(min_value=0, max_value=60), max_size=4))
     torn = tuple((w, draw(nonzero_masks)) for w in sorted(torn_writes) if not kept >> w & 1)
-    return StateKey(epoch, kept, torn)
+    last = draw(st.one_of(st.none(), st.integers(min_value=epoch + 1, max_value=epoch + 3)))
+    mis = None
+    if draw(st.booleans()):
+        mis = (draw(st.integers(min_value=0, max_value=10**9)),
+               draw(st.integers(min_value=0, max_value=(1 << 40) - 1)))
+    cor = draw(st.one_of(st.none(), st.tuples(st.integers(min_value=0, max_value=(1 << 40) - 1),
+                                              st.integers(min_value=1,
+                                                          max_value=(1 << 4096) - 1))))
+    return StateKey(epoch, kept, torn, last, mis, cor)
 
 
 @settings(max_examples=500, deadline=None)
@@ -95,7 +115,7 @@ def test_round_trip(key):
 
 
 @settings(max_examples=1000, deadline=None)
-@given(st.text(alphabet="ekpt.:,-0123456789", max_size=24))
+@given(st.text(alphabet="ekptmc@.:,-0123456789", max_size=24))
 def test_any_string_either_canonical_or_rejected(text):
     try:
         key = parse_id(text)

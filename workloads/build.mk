@@ -3,7 +3,7 @@
 # prerequisite, so `make build` builds dhl before the runner.
 WL_DIR      := workloads
 WL_BUILD    := $(WL_DIR)/build
-WL_SRC      := $(addprefix $(WL_DIR)/runner/,main.c opstream.c marks.c countvfs.c engine_sqlite.c engine_dhl.c)
+WL_SRC      := $(addprefix $(WL_DIR)/runner/,main.c opstream.c marks.c countvfs.c cksumvfs.c engine_sqlite.c engine_dhl.c)
 WL_HDR      := $(wildcard $(WL_DIR)/runner/*.h)
 WL_SQLITE_CFLAGS = $(shell pkg-config --cflags sqlite3 2>/dev/null)
 WL_SQLITE_LIBS   = $(shell pkg-config --libs sqlite3 2>/dev/null || echo -lsqlite3)
@@ -20,7 +20,8 @@ $(WL_BUILD)/crashlab-runner: $(WL_SRC) $(WL_HDR) $(WL_DIR)/build.mk $(WL_DHL_LIB
 	    $(WL_SQLITE_LIBS) $(WL_DHL_LIBS)
 
 # The same runner under AddressSanitizer + UBSan (the pytest suite runs one
-# clean workload through it) and the C unit test of the stream reader and marks.
+# clean workload through it) and the C unit tests of the stream reader and
+# marks, and of the checksum VFS.
 $(WL_BUILD)/crashlab-runner-asan: $(WL_SRC) $(WL_HDR) $(WL_DIR)/build.mk $(WL_DHL_SRC) dhl/include/dhl.h dhl/src/internal.h
 	@mkdir -p $(WL_BUILD)
 	$(CC) $(CFLAGS_COMMON) $(ASAN_FLAGS) $(WL_SQLITE_CFLAGS) $(WL_DHL_CFLAGS) -Idhl/src -o $@ \
@@ -30,9 +31,23 @@ $(WL_BUILD)/test_runner: $(WL_TEST_SRC) $(WL_HDR) $(WL_DIR)/build.mk
 	@mkdir -p $(WL_BUILD)
 	$(CC) $(CFLAGS_COMMON) $(ASAN_FLAGS) -o $@ $(WL_TEST_SRC)
 
-.PHONY: workloads-ctest
-workloads-ctest: $(WL_BUILD)/test_runner
-	$(WL_BUILD)/test_runner
+# The checksum VFS as a shared library over the system SQLite: the checkers
+# load it (ctypes) to open a checksummed database as the SUT does
+# (workloads/cksumvfs.py).
+$(WL_BUILD)/libcrashlab-cksumvfs.so: $(WL_DIR)/runner/cksumvfs.c $(WL_DIR)/runner/cksumvfs.h $(WL_DIR)/build.mk
+	@mkdir -p $(WL_BUILD)
+	$(CC) $(CFLAGS_COMMON) -fPIC -shared $(WL_SQLITE_CFLAGS) -o $@ $(WL_DIR)/runner/cksumvfs.c \
+	    $(WL_SQLITE_LIBS)
 
-BUILD += $(WL_BUILD)/crashlab-runner $(WL_BUILD)/crashlab-runner-asan
+$(WL_BUILD)/test_cksumvfs: $(WL_DIR)/runner/test_cksumvfs.c $(WL_DIR)/runner/cksumvfs.c $(WL_DIR)/runner/cksumvfs.h $(WL_DIR)/build.mk
+	@mkdir -p $(WL_BUILD)
+	$(CC) $(CFLAGS_COMMON) $(ASAN_FLAGS) $(WL_SQLITE_CFLAGS) -o $@ $(WL_DIR)/runner/test_cksumvfs.c \
+	    $(WL_DIR)/runner/cksumvfs.c $(WL_SQLITE_LIBS)
+
+.PHONY: workloads-ctest
+workloads-ctest: $(WL_BUILD)/test_runner $(WL_BUILD)/test_cksumvfs
+	$(WL_BUILD)/test_runner
+	$(WL_BUILD)/test_cksumvfs
+
+BUILD += $(WL_BUILD)/crashlab-runner $(WL_BUILD)/crashlab-runner-asan $(WL_BUILD)/libcrashlab-cksumvfs.so
 CTEST += workloads-ctest

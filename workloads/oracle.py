@@ -19,7 +19,6 @@ opaque value are what every SUT, DHL included, can store and digest alike).
 from __future__ import annotations
 
 import re
-import sqlite3
 import struct
 from collections.abc import Iterable
 from pathlib import Path
@@ -27,6 +26,7 @@ from pathlib import Path
 import xxhash
 
 from harness.errors import CrashlabError
+from workloads.cksumvfs import connect
 from workloads.generate import generate
 from workloads.opstream import DELETE, INSERT, SELECT, UPDATE, Txn
 from workloads.spec import WorkloadSpec
@@ -103,15 +103,16 @@ class Oracle:
         return {d: list(v) for d, v in self._index.items()}
 
 
-def sqlite_digest(db_path: Path | str) -> str:
+def sqlite_digest(db_path: Path | str, vfs: str = "") -> str:
     """The content digest of a SQLite database: every user table must be
-    ``t<N>`` (``id``, ``value``).  Opening runs SQLite's own recovery (hot
-    journal rollback, WAL recovery) as any opener would; sqlite3 errors
-    propagate (a checker turns them into DB-OPEN verdicts)."""
+    ``t<N>`` (``id``, ``value``).  Opening (through ``vfs``, the SUT's:
+    workloads/cksumvfs.py) runs SQLite's own recovery (hot journal rollback,
+    WAL recovery) as any opener would; sqlite3 errors propagate (a checker
+    turns them into DB-OPEN verdicts)."""
     path = Path(db_path)
     if not path.exists():
         raise CrashlabError(f"{path}: no such database")
-    con = sqlite3.connect(str(path), isolation_level=None)
+    con = connect(path, vfs)
     try:
         names = [r[0] for r in con.execute(
             "SELECT name FROM sqlite_master WHERE type='table' AND name NOT LIKE 'sqlite_%'"

@@ -16,6 +16,7 @@ documented rules.
               stops, or runs the transaction once more
     syncretry 0, 1: 1 retries a failed fsync and reports the retry's     default 0
               success (the fsyncgate bug, on purpose: never do this)
+    cksum     0, 1: page checksums through crashlab's checksum VFS       default 0
 
 workloads/README.md maps each key to its runner option.
 Values are case-insensitive and keys may come in any order; the *canonical*
@@ -45,7 +46,7 @@ JOURNALS = ("delete", "truncate", "persist", "wal", "memory", "off")
 SYNCS = ("off", "normal", "full", "extra")
 LOCKINGS = ("normal", "exclusive")
 KEYS = ("journal", "sync", "page", "autockpt", "locking", "jlimit", "walopt", "onerror",
-        "syncretry")
+        "syncretry", "cksum")
 ON_ERRORS = ("stop", "retry")
 PREFIX = "sqlite:"
 DEFAULT_PAGE = 4096
@@ -55,7 +56,7 @@ MAX_INT = 2**31 - 1  # autockpt, jlimit: what the runner's C int holds
 MAX_WALOPT = 65536
 GRAMMAR = ("sqlite:journal=" + "|".join(JOURNALS) + ",sync=" + "|".join(SYNCS)
            + "[,page=512..65536][,autockpt=N][,locking=normal|exclusive][,jlimit=N][,walopt=N]"
-           + "[,onerror=stop|retry][,syncretry=0|1]")
+           + "[,onerror=stop|retry][,syncretry=0|1][,cksum=0|1]")
 
 DOC_SYNC = "https://www.sqlite.org/pragma.html#pragma_synchronous"
 DOC_JOURNAL = "https://www.sqlite.org/pragma.html#pragma_journal_mode"
@@ -94,6 +95,7 @@ class SqliteConfig:
     walopt: int = 0  # 0: no pre-allocated WAL
     onerror: str = "stop"  # the application after a failed transaction
     syncretry: int = 0  # 1: the fsyncgate bug (see the module comment)
+    cksum: int = 0  # 1: 8 reserved bytes per page hold a checksum (workloads/cksumvfs.py)
 
     def __post_init__(self) -> None:
         if self.walopt > 0 and self.autockpt == DEFAULT_AUTOCKPT:
@@ -120,6 +122,8 @@ class SqliteConfig:
             parts.append(f"onerror={self.onerror}")
         if self.syncretry:
             parts.append("syncretry=1")
+        if self.cksum:
+            parts.append(f"cksum={self.cksum}")
         return PREFIX + ",".join(parts)
 
     @property
@@ -145,6 +149,8 @@ class SqliteConfig:
             opts.append(("--on-error", self.onerror))
         if self.syncretry:
             opts.append(("--sync-retry", ""))  # a flag: no value
+        if self.cksum:
+            opts.append(("--cksumvfs", str(self.cksum)))
         return tuple(opts)
 
     def describe(self) -> str:
@@ -177,6 +183,8 @@ def _invalid(c: SqliteConfig) -> str:
         return "autockpt is for journal=wal only"
     if not -1 <= c.jlimit <= MAX_INT:
         return f"jlimit={c.jlimit} (-1 <= N <= {MAX_INT})"
+    if c.cksum not in (0, 1):
+        return f"cksum={c.cksum} (0 or 1)"
     if c.jlimit != DEFAULT_JLIMIT and not c.journal_persists:
         return ("jlimit is for a journal that outlives its transaction: journal=persist, "
                 "journal=wal, or journal=delete with locking=exclusive")
@@ -205,7 +213,7 @@ def parse_sqlite_name(text: str) -> SqliteConfig:
         if key not in given:
             raise bad(f"{key}= is required")
     ints: dict[str, int] = {}
-    for key in ("page", "autockpt", "jlimit", "walopt", "syncretry"):
+    for key in ("page", "autockpt", "jlimit", "walopt", "syncretry", "cksum"):
         if key in given:
             try:
                 ints[key] = int(given[key])

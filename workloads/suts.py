@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from functools import cache
 
 from harness.errors import CrashlabError
+from workloads import cksumvfs
 from workloads.guarantee import DB_INVARIANTS, Guarantee
 from workloads.sqlite_grammar import (
     DOC_CRASHLAB,
@@ -85,6 +86,9 @@ class Sut:
     # One per ERR_INVARIANTS entry: what it promises when the device fails
     # requests (checkers/ioerror.py); judged only on runs with device faults.
     error_guarantees: tuple[Guarantee, ...] = ()
+    # The VFS shim its database is opened through, by the SUT and by the
+    # checkers ("": none; workloads/cksumvfs.py: the checksum VFS).
+    vfs: str = ""
 
     @property
     def canonical(self) -> str:
@@ -165,6 +169,7 @@ def _sqlite(config: SqliteConfig, name: str = "", description: str = "") -> Sut:
         mode=config.journal,
         in_place=config.journal in ("off", "memory"),
         config=config,
+        vfs=cksumvfs.NAME if config.cksum else "",
     )
 
 

@@ -13,6 +13,13 @@ number of states.  It is appended chunk by chunk and fsynced:
 (identical) enumeration, and continues.  ``result.json`` is written last,
 atomically, from ``states.jsonl`` alone, so an interrupted and resumed check
 gives the same result as an uninterrupted one.
+
+State faults (``Options.faults``: asked for, and the state kinds of the
+run's meta.json, :func:`default_window`) travel in each state's key; where
+misdirect and corrupt aim (the database file's device spans) is worked out
+once here (``harness.filetrace.fault_targets``) and handed to the
+enumeration and to every worker (CORRUPT-DETECT asks whether a fault
+touched the database).
 """
 
 from __future__ import annotations
@@ -47,10 +54,13 @@ from harness.check.usercheck import DEFAULT_TIMEOUT, PyChecker, UserChecker
 from harness.check.worker import StateChecker, state_record
 from harness.env import work_folder
 from harness.errors import CrashlabError
+from harness.faults import STATE, by_stage, format_fault, parse_faults
+from harness.filetrace import fault_targets
 from harness.logformat import LogReader
 from harness.rundir import RESULT_NAME, RUN_NAME, STATES_NAME, RunDir
 from harness.states import Enumeration, Options, State, coverage
-from harness.states.epochs import Epoch, iter_epochs
+from harness.states.epochs import Epoch, iter_epochs, merge_epochs
+from harness.states.inject import Spans
 from harness.states.stateid import StateKey
 from harness.sysops import worker_signals
 
@@ -83,7 +93,7 @@ class CheckOptions:
     def tag(self) -> str:
         """Names the output folder: the strategy and a digest of every
         option that changes which states are checked or how."""
-        d = asdict(self.states) | self.extra_options()
+        d = self.states.record() | self.extra_options()
         h = hashlib.sha256(json.dumps(d, sort_keys=True).encode()).hexdigest()[:8]
         return f"{self.strategy}-{h}"
 
@@ -112,24 +122,33 @@ def options_for(strategy: str, base: CheckOptions) -> CheckOptions:
 
 def default_window(run: RunDir, opts: Options) -> Options:
     """The run's own facts in the options: its log order (which states are
-    valid) and, when the run has a ``setup-done`` mark and no window was
-    given, a window from it on (before it the database does not exist)."""
-    opts = dataclasses.replace(opts, log_order=run.log_order)
-    if opts.window_start is None and "setup-done" in run.meta().marks:
+    valid), the state faults its meta.json lists besides those asked for
+    (``crashlab record --fault``; the device and process ones were injected
+    while recording) and, when the run has a ``setup-done`` mark and no
+    window was given, a window from it on (before it the database does not
+    exist)."""
+    meta = run.meta()
+    recorded = tuple(format_fault(f) for f in by_stage(parse_faults(list(meta.faults)), STATE))
+    faults = tuple(format_fault(f) for f in parse_faults([*opts.faults, *recorded]))
+    opts = dataclasses.replace(opts, log_order=meta.log_order, faults=faults)
+    if opts.window_start is None and "setup-done" in meta.marks:
         return dataclasses.replace(opts, window_start="setup-done")
     return opts
 
 
 # --- worker processes --------------------------------------------------------
 
-# A chunk as sent to a worker: its epoch's number and, per state, the kept
-# mask, the torn writes and the ordinal (what rebuilds the State there).
-Task = tuple[int, list[tuple[int, tuple[tuple[int, int], ...], int | None]]]
+# A chunk as sent to a worker: its epoch's number (and the last epoch merged
+# into it by a lost flush, or None) and, per state, its key and ordinal
+# (what rebuilds the State there).
+Task = tuple[int, int | None, list[tuple[StateKey, int | None]]]
 
 
 class _EpochCursor:
     """The log's epochs in order, for a worker: chunks arrive in log order,
-    so the cursor only moves forward (an earlier epoch restarts it)."""
+    so the cursor only moves forward (an earlier epoch restarts it).  It
+    keeps the epochs it read since the one asked for last, so that a merged
+    epoch (lost flushes: epochs a..b) is built from them."""
 
     def __init__(self, log: Path, log_order: str) -> None:
         self.reader = LogReader(log)
@@ -138,16 +157,25 @@ class _EpochCursor:
 
     def _restart(self) -> None:
         self._it = iter_epochs(self.reader, self.log_order)
-        self.epoch: Epoch | None = None
+        self._held: list[Epoch] = []
+        self._merged: Epoch | None = None
 
-    def get(self, index: int) -> Epoch:
-        if self.epoch is not None and self.epoch.index > index:
+    def get(self, index: int, last: int | None = None) -> Epoch:
+        last = index if last is None else last
+        if self._held and self._held[0].index > index:
             self._restart()
-        while self.epoch is None or self.epoch.index < index:
-            self.epoch = next(self._it, None)
-            if self.epoch is None:
-                raise CrashlabError(f"{self.reader.path}: no epoch {index}")
-        return self.epoch
+        while not self._held or self._held[-1].index < last:
+            epoch = next(self._it, None)
+            if epoch is None:
+                raise CrashlabError(f"{self.reader.path}: no epoch {last}")
+            self._held.append(epoch)
+        self._held = [e for e in self._held if e.index >= index]
+        if last == index:
+            return self._held[0]
+        m = self._merged
+        if m is None or (m.index, m.last) != (index, last):
+            m = self._merged = merge_epochs([e for e in self._held if e.index <= last])
+        return m
 
     def close(self) -> None:
         self.reader.close()
@@ -159,23 +187,26 @@ _init_error: BaseException | None = None
 
 
 def _init_worker(run_path: str, workroot: str, fsck: bool, facts: RunFacts | None,
-                 checkers: tuple[UserChecker | PyChecker, ...]) -> None:
+                 checkers: tuple[UserChecker | PyChecker, ...], spans: Spans | None = None
+                 ) -> None:
     # An exception escaping a Pool initializer makes the Pool respawn the
     # worker forever: keep it and raise it with the first task instead.
     global _checker, _epochs, _init_error
     try:
         workdir = Path(tempfile.mkdtemp(prefix="w", dir=workroot))
         run = RunDir(Path(run_path))
-        _checker = StateChecker(run, workdir, fsck=fsck, run_facts=facts, checkers=checkers)
+        _checker = StateChecker(run, workdir, fsck=fsck, run_facts=facts, checkers=checkers,
+                                db_spans=spans)
         _epochs = _EpochCursor(run.log, run.log_order)
     except BaseException as e:  # noqa: BLE001
         _init_error = e
 
 
 def _init_pool_worker(run_path: str, workroot: str, fsck: bool, facts: RunFacts | None,
-                      checkers: tuple[UserChecker | PyChecker, ...]) -> None:
+                      checkers: tuple[UserChecker | PyChecker, ...], spans: Spans | None = None
+                      ) -> None:
     worker_signals()
-    _init_worker(run_path, workroot, fsck, facts, checkers)
+    _init_worker(run_path, workroot, fsck, facts, checkers, spans)
     # An orderly pool exit (close + join) ends the checker's helper
     # processes; on terminate they die with the worker (PDEATHSIG).
     multiprocessing.util.Finalize(None, _close_worker, exitpriority=10)
@@ -189,17 +220,17 @@ def _check_chunk(states: list[State]) -> list[StateRecord]:
 
 
 def _task(chunk: list[State]) -> Task:
-    return chunk[0].epoch.index, [(s.key.kept, s.key.torn, s.ordinal) for s in chunk]
+    ep = chunk[0].epoch
+    return ep.index, ep.last, [(s.key, s.ordinal) for s in chunk]
 
 
 def _check_task(task: Task) -> list[StateRecord]:
     if _init_error is not None:
         raise _init_error
     assert _epochs is not None
-    index, items = task
-    epoch = _epochs.get(index)
-    return _check_chunk([State(StateKey(index, kept, torn), epoch, ordinal)
-                         for kept, torn, ordinal in items])
+    index, last, items = task
+    epoch = _epochs.get(index, last)
+    return _check_chunk([State(key, epoch, ordinal) for key, ordinal in items])
 
 
 # --- the parent --------------------------------------------------------------
@@ -216,7 +247,7 @@ def _chunks(states: Iterator[State], skip: int, limit: int | None) -> Iterator[l
         n += 1
         if n <= skip:
             continue
-        if chunk and (len(chunk) >= CHUNK or chunk[0].epoch.index != state.epoch.index):
+        if chunk and (len(chunk) >= CHUNK or chunk[0].epoch is not state.epoch):
             yield chunk
             chunk = []
         chunk.append(state)
@@ -257,6 +288,9 @@ def check_run(
     """Check the states of ``run``; return (and write) ``result.json``.
     ``on_progress(generated, checked)`` is called after every chunk."""
     if opts.composite is not None:
+        if default_window(run, opts.states).faults:
+            raise CrashlabError(f"{run.path}: state faults apply to the log strategies, not to "
+                                f"{opts.composite.kind}")
         return _check_composite(run, opts, out or run.check_dir(opts.tag()), resume)
     opts.states = default_window(run, opts.states)
     out = out or run.check_dir(opts.tag())
@@ -272,8 +306,9 @@ def check_run(
     try:
         # the run-level stage's trace first: its facts judge every state
         level = prepare_run_level(run, workroot)
+        spans = fault_targets(run, opts.states.faults, workroot / "dbmap")
         with LogReader(run.log) as reader, open(states_path, "ab") as sink:
-            enum = Enumeration(reader, opts.states)
+            enum = Enumeration(reader, opts.states, targets=spans)
             chunks = _chunks(iter(enum), done, opts.max_states)
             checked = done
 
@@ -287,14 +322,15 @@ def check_run(
                 if on_progress:
                     on_progress(enum.stats.generated, checked)
 
-            init_args = (str(run.path), str(workroot), opts.fsck, level.facts, opts.checkers)
+            init_args = (str(run.path), str(workroot), opts.fsck, level.facts, opts.checkers,
+                         spans)
             if opts.executor == "dask":
                 from harness.check.cluster import dask_imap
 
                 for records in dask_imap(map(_task, chunks), init_args, opts.scheduler, jobs):
                     emit(records)
             elif jobs == 1:
-                _init_worker(str(run.path), str(workroot), opts.fsck, level.facts, opts.checkers)
+                _init_worker(*init_args)
                 try:
                     for chunk in chunks:
                         emit(_check_chunk(chunk))
@@ -469,7 +505,9 @@ def summarise(run: RunDir, states_path: Path, opts: CheckOptions, *,
         "workload": meta.workload,
         "fs": meta.fs,
         "strategy": opts.strategy,
-        "options": asdict(opts.states) | opts.extra_options(),
+        "options": opts.states.record() | opts.extra_options(),
+        # the state faults injected on top of every state (their IDs show each one)
+        **({"faults": list(opts.states.faults)} if opts.states.faults else {}),
         "states": {"checked": checked},
         "verdicts": {k: counts[k] for k in sorted(counts)},
         "violations": violations,

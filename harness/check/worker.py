@@ -3,7 +3,9 @@ materialise → file-system recovery → SUT recovery and checkers.
 
 One :class:`StateChecker` per process holds the run's log, oracle and a
 durable image that advances through the log as states are handed out in
-log order."""
+log order.  A state's faults are part of its image (a misdirected write's
+two places, flipped bits); a state with a misdirect or corrupt fault is
+judged on CORRUPT-DETECT too (``checkers/detect.py``)."""
 
 from __future__ import annotations
 
@@ -15,6 +17,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from checkers.detect import ID as DETECT_ID
+from checkers.detect import judge_detect
 from checkers.engines import engine_of
 from checkers.invariants import ERROR_LEVEL
 from checkers.ioerror import judge_errors
@@ -33,9 +37,10 @@ from harness.fs import FsRecovery, get_fs
 from harness.fs.raw import DEVICE_NAME
 from harness.images import verified_base_for_run
 from harness.logformat import LogReader
-from harness.materialize import DurableImage, sparse_copy
+from harness.materialize import DurableImage, misdirect_extents, sparse_copy
 from harness.rundir import RunDir
 from harness.states import State
+from harness.states.inject import Spans
 from workloads.run import oracle_from_meta, spec_from_meta
 from workloads.suts import Sut
 
@@ -65,8 +70,12 @@ class StateChecker:
 
     def __init__(self, run: RunDir, workdir: Path, *, fsck: bool = True,
                  fast: bool | None = None, run_facts: object = None,
-                 checkers: Sequence[UserChecker | PyChecker] = ()) -> None:
+                 checkers: Sequence[UserChecker | PyChecker] = (),
+                 db_spans: Spans | None = None) -> None:
         self.run = run
+        # the database file's device spans (harness/filetrace.py): whether a
+        # misdirect or corrupt fault touched it (None: unknown, taken as yes)
+        self.db_spans = db_spans
         # what the run-level stage learnt from the whole log, for the
         # engine's judge (DHL: checkers.dhl_trace.RunFacts; None: none)
         self.run_facts = run_facts
@@ -127,7 +136,9 @@ class StateChecker:
     def check(self, state: State) -> list[Verdict]:
         """Every verdict for ``state``, FS-RECOVER first."""
         self.image.advance(state.durable_upto)
-        img = self.image.scratch(state.extents(self.image.reader))
+        reader = self.image.reader
+        victim = state.victim(reader)
+        img = self.image.scratch(self._writes(state), state.flips())
         if self.keep is not None:
             sparse_copy(img, self.keep / "crash.img")
         files = self.workdir / "files"
@@ -143,6 +154,7 @@ class StateChecker:
             why = "the file system did not recover, so there is no database (see FS-RECOVER)"
             ids = [*(self.checker.IDS if self.checker else ()),
                    *(ERROR_LEVEL if self.judge_errors else ()),
+                   *((DETECT_ID,) if self.checker and state.fault_ranges(victim) else ()),
                    *(uc.invariant for uc in self.user_checkers)]
             return verdicts + [skipped(i, why) for i in ids]
         acked, begun = self.marks(state)
@@ -154,12 +166,29 @@ class StateChecker:
             if self.judge_errors:
                 upto = bisect.bisect_left(self.mark_entries, state.cut.hi)
                 verdicts += judge_errors([lab for _, lab in self.marks_log[:upto]], judged)
+            ranges = state.fault_ranges(victim)
+            if ranges:
+                verdicts.append(judge_detect(judged, "; ".join(state.fault_notes(victim)),
+                                             self._touched(ranges)))
         if self.user_checkers:
             facts = state_facts(self.run_abs, state.id, state.cut.lo, state.cut.hi, acked,
                                 begun, self.marks_log, self.meta_json)
             verdicts += [run_checker(uc, files, facts, self.workdir / "user", self.child_env)
                          for uc in self.user_checkers]
         return verdicts
+
+    def _writes(self, state: State) -> list[tuple[int, bytes]]:
+        """What to write on the durable image for ``state``: its overlay,
+        then a misdirected write's two places."""
+        reader = self.image.reader
+        return [*state.extents(reader), *misdirect_extents(reader, self.image.base, state)]
+
+    def _touched(self, ranges: tuple[tuple[int, int], ...]) -> bool:
+        """Whether a fault's device ranges meet the database file (True when
+        the run has no block map)."""
+        if self.db_spans is None:
+            return True
+        return any(a < off + n and off < b for off, n in ranges for a, b, _ in self.db_spans)
 
     def marks(self, state: State) -> tuple[int, int]:
         """(acknowledged, begun) at the state's crash: its cut's, raised to
@@ -173,7 +202,7 @@ class StateChecker:
         if self.fast is not None and self.keep is None:
             def rebuild() -> Path:
                 self.image.invalidate()
-                return self.image.scratch(state.extents(self.image.reader))
+                return self.image.scratch(self._writes(state), state.flips())
 
             rec, written = self.fast.recover(
                 img, files, overlay=self.image.overlay, base=self.image.position,
@@ -210,7 +239,8 @@ class StateChecker:
             self.cache.move_to_end(key)
             self.cache_hits += 1
             return facts
-        facts = self.checker.examine(files / self.db_name, blockdev=self.blockdev)
+        facts = self.checker.examine(files / self.db_name, blockdev=self.blockdev,
+                                     vfs=self.sut.vfs if self.sut else "")
         self.cache[key] = facts
         if len(self.cache) > CACHE_SIZE:
             self.cache.popitem(last=False)

@@ -125,14 +125,15 @@ def _verdict_table(title: str, rows: list[dict[str, Any]]) -> Table:
     invariants that failed, with the number of failing states (the full
     matrix is in report.html)."""
     t = Table(title=title)
-    for col in ("SUT", "workload", "fs", "strategy", "states", "folded", "kept sets",
+    for col in ("SUT", "workload", "fs", "strategy (+ faults)", "states", "folded", "kept sets",
                 "failures", "expectation"):
         t.add_column(col, overflow="fold")
     for r in rows:
         fails = [f"{inv} {c['fail']}" for inv, c in sorted(r["verdicts"].items()) if c["fail"]]
         exp = r["expectation"]
         status = STATUS_STYLE[exp.get("status", "held" if exp["ok"] else "broken")]
-        t.add_row(r["sut"], r["workload"] or "-", r["fs"], r["strategy"],
+        t.add_row(r["sut"], r["workload"] or "-", r["fs"],
+                  " + ".join([r["strategy"], *r.get("faults", [])]),
                   str(r["states"]["checked"]),
                   str(r["states"].get("folded", 0)),
                   describe(r["coverage"]) if r.get("coverage") else "-",
@@ -191,17 +192,20 @@ def check_cmd(run: Path, jobs: int, max_states: int | None, no_fsck: bool, resum
     if meta.sut is None and strategy in COMPOSITE:
         raise CrashlabError(f"{run}: {strategy} continues a built-in SUT's workload after a "
                             "crash; this run is of a command (record -- COMMAND)")
+    kw["strategy"] = then if strategy in COMPOSITE else strategy
+    states = options_from(kw)
     if meta.sut is not None:
+        # the state faults asked for and those the run's meta.json lists
         cell = Cell(get_sut(meta.sut).name, str(meta.workload), meta.fs, (strategy,),
-                    checkers=checkers, faults=meta.faults)
+                    checkers=checkers,
+                    faults=(*meta.faults, *default_window(rd, states).faults))
     elif checkers:  # a run of the user's own command
         cell = Cell("command", "", meta.fs, (strategy,),
                     user=UserSut("command", " ".join(meta.command), checkers=checkers))
     else:
         raise CrashlabError(f"{run}: the run names no SUT (recorded with `crashlab record -- "
                             "COMMAND`): check it with --checker NAME=COMMAND")
-    kw["strategy"] = then if strategy in COMPOSITE else strategy
-    base = CheckOptions(states=options_from(kw), max_states=max_states, jobs=jobs,
+    base = CheckOptions(states=states, max_states=max_states, jobs=jobs,
                         fsck=not no_fsck, crashsafe_sample=crashsafe_sample,
                         composite=Composite(then=then, max_first=max_first, depth=depth),
                         checkers=checkers, executor=executor,

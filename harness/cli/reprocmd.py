@@ -32,11 +32,12 @@ from harness.errors import CrashlabError
 from harness.explain.sqlitefile import describe_files
 from harness.explain.state import Explanation, WriteInfo, explain_state
 from harness.faults import FAULT_MARK_PREFIX
+from harness.filetrace import fault_targets
 from harness.images import verified_base_for_run
 from harness.logformat import LogReader
 from harness.marks import parse_label
 from harness.rundir import RunDir
-from harness.states import State, state_from_id
+from harness.states import State, parse_id, state_from_id
 
 DEFAULT_SHOWN = 40  # writes listed unless --all-writes
 STYLE = {"kept": "green", "dropped": "red", "torn": "yellow", "unwritten": "bright_black"}
@@ -192,11 +193,14 @@ def repro_cmd(run: Path, state_id: str, out: Path | None, shell: bool, all_write
     interactive = shell and sys.stdin.isatty()
     with _folder(out, keep_tmp=False) as folder, \
             temporary_folder("crashlab-repro-work-") as work:
-        # the run's facts from its whole log, as the check had them
+        # the run's facts from its whole log, as the check had them, and
+        # where its database lies (whether a fault touched it)
         level = prepare_run_level(rd, work)
+        faults = ("misdirect", "corrupt") if parse_id(state_id).faulted else ()
         checker = StateChecker(rd, work / "check", fsck=not no_fsck, run_facts=level.facts,
                                checkers=user_checkers(checker_specs, checker_timeout,
-                                                      checker_recover))
+                                                      checker_recover),
+                               db_spans=fault_targets(rd, faults, work / "dbmap"))
         try:
             checker.keep = folder
             state: State = state_from_id(checker.image.reader, state_id, rd.log_order)

@@ -14,8 +14,11 @@ from typing import Any
 
 import click
 
+from harness.env import temporary_folder
+from harness.faults import format_fault, parse_faults
+from harness.filetrace import fault_targets
 from harness.logformat import LogReader
-from harness.rundir import resolve_log
+from harness.rundir import RunDir, resolve_log
 from harness.states import STRATEGIES, TORN_PATTERNS, Enumeration, Options, State, state_from_id
 from harness.states.model import LOG_ORDERS
 
@@ -51,6 +54,10 @@ def state_options(f: Callable[..., Any], strategies: tuple[str, ...] = STRATEGIE
                      show_default=True,
                      help="what a write's log position means (a run's meta.json says; "
                           "dm-log-writes: non-FUA writes logged at the next flush)"),
+        click.option("--fault", "fault", multiple=True, metavar="SPEC",
+                     help="a state fault on top of every state: lost-flush[,nth=N], "
+                          "misdirect[,seed=N], corrupt[,seed=N][,bits=N] (repeat or join "
+                          "with +; a run's meta.json may list more; harness/states/README.md)"),
     ]
     for d in reversed(decorators):
         f = d(f)
@@ -58,8 +65,10 @@ def state_options(f: Callable[..., Any], strategies: tuple[str, ...] = STRATEGIE
 
 
 def options_from(kw: dict[str, Any]) -> Options:
-    """Pop the :func:`state_options` values out of ``kw`` into Options."""
-    return Options(
+    """Pop the :func:`state_options` values out of ``kw`` into Options
+    (checked: a bad value, or a device or process fault, is a one-line
+    CrashlabError)."""
+    opts = Options(
         strategy=kw.pop("strategy"),
         max_exhaustive=kw.pop("max_exhaustive"),
         max_drop=kw.pop("max_drop"),
@@ -72,7 +81,10 @@ def options_from(kw: dict[str, Any]) -> Options:
         window_end=kw.pop("window_end"),
         dedup=not kw.pop("no_dedup"),
         log_order=kw.pop("log_order"),
+        faults=tuple(format_fault(f) for f in parse_faults(list(kw.pop("fault")))),
     )
+    opts.validate()
+    return opts
 
 
 def state_record(s: State) -> dict[str, Any]:
@@ -90,6 +102,7 @@ def state_record(s: State) -> dict[str, Any]:
         "begun": c.begun,
         "in_flight": c.in_flight,
         "last_mark": c.last_mark,
+        **({"faults": s.fault_notes()} if s.key.faulted else {}),
     }
 
 
@@ -103,12 +116,16 @@ def states_cmd(target: Path, count_only: bool, as_json: bool, show_id: str | Non
                **kw: Any) -> None:
     """List the crash states of a run's log (RUN directory or log file)."""
     opts = options_from(kw)
+    spans = None
+    if Path(target).is_dir() and show_id is None:  # a run: faults aim as its check aims them
+        with temporary_folder("crashlab-states-") as work:
+            spans = fault_targets(RunDir(Path(target)), opts.faults, work)
     with LogReader(resolve_log(target)) as reader:
         if show_id is not None:
             click.echo(json.dumps(state_record(state_from_id(reader, show_id, opts.log_order)),
                                   indent=2))
             return
-        en = Enumeration(reader, opts)
+        en = Enumeration(reader, opts, targets=spans)
         for s in en:
             if count_only:
                 continue

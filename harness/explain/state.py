@@ -7,12 +7,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from harness.explain.context import ExplainContext, write_data
+from harness.explain.context import ExplainContext, Explainer, write_data
 from harness.faults import FAULT_MARK_PREFIX
 from harness.fs import get_fs
 from harness.logformat import Entry, LogReader
 from harness.marks import TXN_ERROR
 from harness.states import State
+from harness.states.stateid import UNIT
 
 
 @dataclass
@@ -109,6 +110,33 @@ def classify(state: State) -> list[WriteInfo]:
     return out
 
 
+def _fault_notes(state: State, reader: LogReader, crash_image: Path,
+                 explainer: Explainer) -> list[str]:
+    """The state's faults in words (:meth:`State.fault_notes`), each
+    misdirect and corrupt one with what its bytes hit on the device."""
+    victim = state.victim(reader)
+    notes = state.fault_notes(victim)
+    key = state.key
+    out = [n for n in notes if n.startswith("lost flush")]
+    if key.misdirect is not None and victim is not None:
+        sector = key.misdirect[1]
+        data = write_data(reader, victim)
+        own = victim.sector * reader.sectorsize
+        hit, was = explainer.explain([(sector * UNIT, data), (own, data)])
+        out.append(next(n for n in notes if n.startswith("misdirect"))
+                   + f"; it landed on: {'; '.join(hit) or '?'}; it was meant for: "
+                   + ("; ".join(was) or "?"))
+    if key.corrupt is not None:
+        sector = key.corrupt[0]
+        with open(crash_image, "rb") as f:
+            f.seek(sector * UNIT)
+            data = f.read(UNIT)
+        (hit,) = explainer.explain([(sector * UNIT, data)])
+        out.append(next(n for n in notes if n.startswith("corrupt"))
+                   + f"; the sector belongs to: {'; '.join(hit) or '?'}")
+    return out
+
+
 def explain_state(reader: LogReader, state: State, *, fs: str, base: Path,
                   crash_image: Path, recovered: Path | None, db_name: str, workdir: Path,
                   mode: str = "tc") -> Explanation:
@@ -123,6 +151,7 @@ def explain_state(reader: LogReader, state: State, *, fs: str, base: Path,
     data = [(w.offset, write_data(reader, entries[w.write])) for w in writes]
     for w, what in zip(writes, explainer.explain(data), strict=True):
         w.what = what
+    notes = _fault_notes(state, reader, crash_image, explainer) + notes
     c = state.cut
     return Explanation(state.id, state.epoch.index, state.epoch.start, state.epoch.end,
                        state.epoch.closed, c.lo, c.hi, c.acked, c.begun, c.in_flight, marks,

@@ -26,7 +26,7 @@ from pathlib import Path
 
 from harness.errors import CrashlabError
 from harness.logformat import Entry, LogReader
-from harness.materialize.replay import apply_entry
+from harness.materialize.replay import apply_entry, apply_flips
 
 
 def sparse_copy(src: Path, dst: Path) -> None:
@@ -153,9 +153,12 @@ class DurableImage:
         # The scratch image lacks these entries: restore them too.
         self.mark_dirty(changed)
 
-    def scratch(self, writes: Iterable[tuple[int, bytes]]) -> Path:
+    def scratch(self, writes: Iterable[tuple[int, bytes]],
+                flips: Iterable[tuple[int, int]] = ()) -> Path:
         """A fresh copy of the durable image with ``(byte offset, data)``
-        writes applied in order; valid until the next call.  Only the
+        writes applied in order, then the ``(byte offset, XOR mask)`` flips
+        (a corrupt fault: :meth:`harness.states.State.flips`); valid until
+        the next call.  Only the
         ranges where the previous scratch image may differ are copied back
         from the durable image, unless :meth:`invalidate` was called or the
         file is gone (a recovery moved it away)."""
@@ -164,7 +167,7 @@ class DurableImage:
             sparse_copy(self.path, self.scratch_path)
             self.full_copies += 1
             dirty = []
-        fd = os.open(self.scratch_path, os.O_WRONLY)
+        fd = os.open(self.scratch_path, os.O_RDWR)
         try:
             if dirty:
                 src = os.open(self.path, os.O_RDONLY)
@@ -181,6 +184,7 @@ class DurableImage:
             for offset, data in writes:
                 os.pwrite(fd, data, offset)
                 overlay.append((offset, len(data)))
+            overlay += apply_flips(fd, flips)
         finally:
             os.close(fd)
         self.overlay = overlay

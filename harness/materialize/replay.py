@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import shutil
+from collections.abc import Iterable
 from pathlib import Path
 
 from harness.errors import CrashlabError
@@ -23,6 +24,18 @@ def apply_entry(fd: int, reader: LogReader, entry: Entry) -> None:
         os.pwrite(fd, bytes(length), entry.sector * s)
     elif entry.has_payload:
         os.pwrite(fd, reader.payload(entry), entry.sector * s)
+
+
+def apply_flips(fd: int, flips: Iterable[tuple[int, int]]) -> list[tuple[int, int]]:
+    """XOR each ``(byte offset, mask)`` into the image open (read-write) at
+    ``fd`` (a corrupt fault's flipped bits); return the ``(offset, 1)``
+    ranges changed."""
+    changed = []
+    for off, mask in flips:
+        old = os.pread(fd, 1, off).ljust(1, b"\0")
+        os.pwrite(fd, bytes([old[0] ^ mask]), off)
+        changed.append((off, 1))
+    return changed
 
 
 def replay(

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.atomic import write_bytes_atomic
+from harness.report.load import strategy_label
 
 
 def write_junit(path: Path, sweep: str, cells: list[dict[str, Any]]) -> None:
@@ -24,7 +25,7 @@ def write_junit(path: Path, sweep: str, cells: list[dict[str, Any]]) -> None:
     for c in cells:
         case = ET.SubElement(
             suite, "testcase", classname=f"crashlab.{c['sut']}",
-            name=f"{c['workload']} [{c['fs']}, {c['strategy']}]",
+            name=f"{c['workload']} [{c['fs']}, {strategy_label(c)}]",
         )
         exp = c["expectation"]
         if not exp["ok"]:

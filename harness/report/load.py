@@ -76,6 +76,12 @@ def _optional_json(path: Path) -> Any:  # noqa: ANN401
         return None
 
 
+def strategy_label(rec: dict[str, Any]) -> str:
+    """A cell's or violation's strategy as the report names it: with the
+    state faults injected on top, if any (``reorder + corrupt``)."""
+    return " + ".join([str(rec.get("strategy")), *rec.get("faults", [])])
+
+
 def _check_result(run: Path, cell: dict[str, Any]) -> dict[str, Any] | None:
     """The result.json under RUN/check/ that this summary cell came from:
     same strategy and the same state counts (a run can hold checks made with

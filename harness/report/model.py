@@ -21,7 +21,7 @@ from checkers.invariants import INVARIANTS
 from harness.errors import CrashlabError
 from harness.report import papers
 from harness.report.iocost import RunCost, run_cost
-from harness.report.load import Sweep
+from harness.report.load import Sweep, strategy_label
 from harness.rundir import RunMeta
 from harness.states.coverage import describe
 
@@ -344,6 +344,7 @@ def _shown(v: dict[str, Any], breaks: bool) -> dict[str, Any]:
     shown = {k: "" for k in ("state", "strategy", "workload", "fs", "explanation", "expected",
                              "actual", "repro")}
     shown.update({k: ("" if val is None else val) for k, val in v.items()})
+    shown["strategy"] = strategy_label(v)
     shown["dropped"] = v.get("dropped") or []
     shown["torn"] = v.get("torn") or []
     shown["breaks"] = breaks
@@ -351,7 +352,7 @@ def _shown(v: dict[str, Any], breaks: bool) -> dict[str, Any]:
 
 
 def _groups(sweep: Sweep, per_group: int) -> tuple[list[InvariantGroup], int]:
-    guaranteed = {(c["sut"], c["workload"], c["fs"], c["strategy"]):
+    guaranteed = {(c["sut"], c["workload"], c["fs"], strategy_label(c)):
                   set(c["expectation"]["guaranteed"]) for c in sweep.cells}
     groups: dict[str, InvariantGroup] = {}
     total = 0
@@ -366,7 +367,7 @@ def _groups(sweep: Sweep, per_group: int) -> tuple[list[InvariantGroup], int]:
         g.total += 1
         sg = g.suts.setdefault(v["sut"], ViolationGroup(v["sut"]))
         sg.total += 1
-        key = (v["sut"], v.get("workload"), v.get("fs"), v.get("strategy"))
+        key = (v["sut"], v.get("workload"), v.get("fs"), strategy_label(v))
         breaks = inv in guaranteed.get(key, set())
         sg.breaking += breaks
         if len(sg.shown) < per_group:
@@ -384,14 +385,15 @@ def build_report(sweep: Sweep, *, per_group: int = DEFAULT_PER_GROUP) -> Report:
     strategies: list[str] = []
     for i, c in enumerate(sweep.cells):
         inv_ids.update(c["verdicts"])
-        if c["strategy"] not in strategies:
-            strategies.append(c["strategy"])
+        label = strategy_label(c)
+        if label not in strategies:
+            strategies.append(label)
         res = sweep.results.get(i)
         run_name = Path(c["run"]).name
         t = sweep.timing.get(run_name, {}).get(c["strategy"])
         meta = sweep.metas.get(c["run"])
         cells.append(CellInfo(
-            i, c["sut"], c["workload"], c["fs"], c["strategy"], c["run"], c["states"],
+            i, c["sut"], c["workload"], c["fs"], label, c["run"], c["states"],
             c["verdicts"], c["expectation"], (res or {}).get("options"),
             float(t) if isinstance(t, int | float) else None,
             meta.log if meta is not None else None,

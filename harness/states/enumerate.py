@@ -1,5 +1,5 @@
 """Streaming enumeration of a log's crash states: epochs → strategy →
-window → dedup.
+window → dedup → state faults.
 
 Window of marks: with ``window_start`` = A, only states whose crash interval
 reaches past the first mark A are kept (``cut.hi > index(A)``); with
@@ -7,6 +7,14 @@ reaches past the first mark A are kept (``cut.hi > index(A)``); with
 first mark B after A (``cut.lo <= index(B)``), and the walk stops after B's
 epoch.  A named mark missing from the log is an error, found by a cheap
 header-only pass before any state is produced.
+
+State faults (``Options.faults``, ``harness/states/inject.py``): with
+``lost-flush`` the epochs walked are the merged pairs around each FLUSH of
+the window (or only the Nth), each with only the states a lying device
+alone leaves; ``misdirect`` and ``corrupt`` then place their fault on each
+state that dedup kept (one faulted variant per distinct image), and a state
+where a fault has no place is left out (``Stats.unplaced``).  With state
+faults only faulted states are enumerated.
 """
 
 from __future__ import annotations
@@ -18,7 +26,8 @@ from harness.errors import CrashlabError
 from harness.logformat import LogReader
 from harness.states.coverage import EpochCoverage, possible_kept_sets
 from harness.states.dedup import Folder
-from harness.states.epochs import Epoch, iter_epochs
+from harness.states.epochs import Epoch, iter_epochs, merge_epochs
+from harness.states.inject import Spans, Targets, lost_flush_states, parse_state_faults
 from harness.states.model import State
 from harness.states.stateid import StateKey
 from harness.states.strategies import Options, epoch_states
@@ -31,7 +40,8 @@ class Stats:
     epochs: int = 0  # epochs walked
     generated: int = 0  # states the strategy produced inside the window
     folded: int = 0  # of those, folded into an earlier identical state
-    emitted: int = 0  # generated - folded
+    emitted: int = 0  # generated - folded - unplaced
+    unplaced: int = 0  # of those, left out: a state fault had no place in them
     coverage: list[EpochCoverage] = field(default_factory=list)  # epochs walked in full
 
 
@@ -64,6 +74,8 @@ class Enumeration:
     streaming.  Iterate it for the states, or :meth:`epochs` for
     ``(epoch, states)`` pairs (consume each epoch's states before asking for
     the next epoch).  ``on_fold(state, into_id)`` hears of every folded state.
+    ``targets``: the database file's device spans, where misdirect and
+    corrupt faults aim (None: every block the run writes).
     An Enumeration can be iterated once."""
 
     def __init__(
@@ -72,6 +84,7 @@ class Enumeration:
         opts: Options | None = None,
         *,
         on_fold: Callable[[State, str], None] | None = None,
+        targets: Spans | None = None,
     ) -> None:
         self.reader = reader
         self.opts = opts or Options()
@@ -80,16 +93,51 @@ class Enumeration:
         self.stats = Stats()
         self._window = resolve_window(reader, self.opts)
         self._folder = Folder(reader) if self.opts.dedup else None
+        self.faults = parse_state_faults(self.opts.faults)
+        self._targets = Targets(self.faults, targets) if self.faults.targeted else None
 
     def epochs(self) -> Iterator[tuple[Epoch, Iterator[State]]]:
         """Every epoch of the log up to the window's end, with the
-        iterator of its states (empty for epochs outside the window)."""
+        iterator of its states (empty for epochs outside the window); with
+        a lost flush, the merged epochs instead."""
+        if self.faults.lost_flush is not None:
+            yield from self._merged_epochs()
+            return
         a, b = self._window
         for epoch in iter_epochs(self.reader, self.opts.log_order):
             if b is not None and epoch.start > b:
                 return
             self.stats.epochs += 1
+            if self._targets is not None:
+                self._targets.see(epoch)
             yield epoch, self._states(epoch)
+
+    def _merged_epochs(self) -> Iterator[tuple[Epoch, Iterator[State]]]:
+        """For each FLUSH of the window (after the start mark, at or before
+        the end mark), or only the Nth, the two epochs around it merged."""
+        assert self.faults.lost_flush is not None
+        nth = self.faults.lost_flush.get("nth")
+        a, b = self._window
+        prev: Epoch | None = None
+        count = 0
+        for epoch in iter_epochs(self.reader, self.opts.log_order):
+            if b is not None and epoch.start > b:
+                return
+            self.stats.epochs += 1
+            flush = epoch.flush
+            if (prev is not None and flush is not None and (a is None or flush > a)
+                    and (b is None or flush <= b)):
+                count += 1
+                if nth is None or count == nth:
+                    merged = merge_epochs([prev, epoch])
+                    if self._targets is not None:
+                        self._targets.see(merged)
+                    yield merged, self._states(merged)
+                    prev = epoch
+                    continue
+            if self._targets is not None:
+                self._targets.see(epoch)
+            prev = epoch
 
     def _states(self, epoch: Epoch) -> Iterator[State]:
         a, b = self._window
@@ -98,10 +146,16 @@ class Enumeration:
         opts = self.opts
         stats = self.stats
         folder = self._folder
+        pairs = epoch_states(epoch, opts)
+        if epoch.lost_flushes:
+            pairs = lost_flush_states(epoch, pairs)
+            # a merged epoch shares its writes with its neighbours, not its
+            # durable base: fold its states among themselves only
+            folder = Folder(self.reader) if folder is not None else None
         kept_sets: set[int] = set()
         generated = 0
-        for kept, torn in epoch_states(epoch, opts):
-            state = State(StateKey(epoch.index, kept, torn), epoch, stats.generated)
+        for kept, torn in pairs:
+            state = State(StateKey(epoch.index, kept, torn, epoch.last), epoch, stats.generated)
             cut = state.cut
             if (a is not None and cut.hi <= a) or (b is not None and cut.lo > b):
                 continue
@@ -115,6 +169,12 @@ class Enumeration:
                     if self.on_fold is not None:
                         self.on_fold(state, into)
                     continue
+            if self._targets is not None:
+                key = self._targets.apply(state)
+                if key is None:
+                    stats.unplaced += 1
+                    continue
+                state = State(key, epoch, state.ordinal)
             stats.emitted += 1
             yield state
         if generated:

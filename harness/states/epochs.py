@@ -9,6 +9,10 @@ appears if it has the FUA flag (a PREFLUSH+FUA write therefore is; a
 PREFLUSH write without FUA is an ordinary volatile write of the new epoch).
 Only one epoch is held in memory at a time: memory grows with the size of
 the largest epoch, never with the log or the number of states.
+
+A lost flush (``harness/faults.py``, README.md: State faults) merges the
+epochs on both sides of it into one (:func:`merge_epochs`): their writes,
+marks and FUA flags in log order, the FLUSH between them a no-op.
 """
 
 from __future__ import annotations
@@ -45,6 +49,18 @@ class Epoch:
     mark_labels: list[str] = field(default_factory=list)
     acked_upto: list[int] = field(default_factory=list)  # highest ack after each mark
     begun_upto: list[int] = field(default_factory=list)
+    flush: int | None = None  # entry index of the FLUSH that starts it (None: epoch 0)
+    # a merged epoch (lost flushes): the last epoch merged in (None: not
+    # merged), the entry index of each lost FLUSH, and the write number at
+    # which the writes issued after each of them begin
+    last: int | None = None
+    lost_flushes: tuple[int, ...] = ()
+    parts: tuple[int, ...] = ()
+
+    @property
+    def last_index(self) -> int:
+        """The last epoch this one spans (its own index unless merged)."""
+        return self.index if self.last is None else self.last
 
     @property
     def nr_writes(self) -> int:
@@ -98,11 +114,13 @@ class Epoch:
             self.fua_mask |= 1 << len(self.writes)
         self.writes.append(entry)
 
-    def _next(self, start: int) -> Epoch:
-        """The epoch that follows this one, starting at entry ``start``."""
+    def _next(self, start: int, flush: int) -> Epoch:
+        """The epoch that follows this one, starting at entry ``start``
+        after the FLUSH at entry ``flush``."""
         return Epoch(
             self.index + 1,
             start,
+            flush=flush,
             sectorsize=self.sectorsize,
             log_order=self.log_order,
             marks_before=self.marks_before + len(self.mark_at),
@@ -110,6 +128,36 @@ class Epoch:
             begun_before=self.begun_upto[-1] if self.begun_upto else self.begun_before,
             last_mark_before=self.mark_labels[-1] if self.mark_labels else self.last_mark_before,
         )
+
+
+def merge_epochs(epochs: list[Epoch]) -> Epoch:
+    """Consecutive epochs as one, the FLUSHes between them lost: writes,
+    FUA flags and marks concatenated in log order; its index is the first
+    epoch's, ``last`` the last one's.  A FLUSH that carried data keeps its
+    data as a write (the first of the epoch after it)."""
+    first, final = epochs[0], epochs[-1]
+    if any(b.index != a.index + 1 or not a.closed for a, b in zip(epochs, epochs[1:],
+                                                                    strict=False)):
+        raise ValueError("merge_epochs: the epochs must be consecutive and closed")
+    m = Epoch(first.index, first.start, final.end, final.closed, first.sectorsize,
+              log_order=first.log_order, marks_before=first.marks_before,
+              acked_before=first.acked_before, begun_before=first.begun_before,
+              last_mark_before=first.last_mark_before, last=final.index)
+    lost: list[int] = []
+    parts: list[int] = []
+    for e in epochs:
+        if e is not first:
+            assert e.flush is not None
+            lost.append(e.flush)
+            parts.append(len(m.writes))
+        m.fua_mask |= e.fua_mask << len(m.writes)
+        m.writes.extend(e.writes)
+        m.mark_at.extend(e.mark_at)
+        m.mark_labels.extend(e.mark_labels)
+        m.acked_upto.extend(e.acked_upto)
+        m.begun_upto.extend(e.begun_upto)
+    m.lost_flushes, m.parts = tuple(lost), tuple(parts)
+    return m
 
 
 def iter_epochs(reader: LogReader, log_order: str = "completion") -> Iterator[Epoch]:
@@ -123,7 +171,7 @@ def iter_epochs(reader: LogReader, log_order: str = "completion") -> Iterator[Ep
         if entry.is_flush:
             epoch.end = entry.index
             epoch.closed = True
-            nxt = epoch._next(entry.index if entry.is_write else entry.index + 1)
+            nxt = epoch._next(entry.index if entry.is_write else entry.index + 1, entry.index)
             yield epoch
             epoch = nxt
             if entry.is_write:

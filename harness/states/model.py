@@ -122,9 +122,21 @@ def compute_cut(epoch: Epoch, kept: int, torn_mask: int) -> Cut:
     )
 
 
+def loses_to_flush(epoch: Epoch, kept: int, hi: int) -> bool:
+    """Whether a state of the merged ``epoch`` keeping ``kept`` whose crash
+    interval ends at entry ``hi`` lacks a write issued before a lost FLUSH
+    it may crash after: a state only a lying device leaves (False for an
+    epoch that is not merged)."""
+    for flush, part in zip(epoch.lost_flushes, epoch.parts, strict=True):
+        before = (1 << part) - 1
+        if flush < hi and kept & before != before:
+            return True
+    return False
+
+
 def check_valid(epoch: Epoch, key: StateKey) -> None:
     """Raise :class:`CrashlabError` (one line) unless ``key`` names a state
-    this epoch can produce."""
+    this epoch can produce (``epoch`` is merged when the key names a range)."""
     sid = format_id(key)
     n = epoch.nr_writes
     torn_mask = key.torn_mask
@@ -148,6 +160,32 @@ def check_valid(epoch: Epoch, key: StateKey) -> None:
             f"state {sid}: FUA write {w} completed before a persisted write later in the "
             f"log ({epoch.log_order} order), so it cannot be dropped or torn"
         )
+    if key.last is not None and not loses_to_flush(epoch, key.kept,
+                                                   compute_cut(epoch, key.kept, torn_mask).hi):
+        raise CrashlabError(
+            f"state {sid}: it keeps every write issued before the lost FLUSH "
+            f"(entries {', '.join(f'#{f}' for f in epoch.lost_flushes)}) or its crash lies "
+            "before it: an ordinary state, not a lost-flush one")
+    if key.misdirect is not None and key.misdirect[0] >= epoch.start:
+        entry = key.misdirect[0]
+        kept = {epoch.writes[w].index for w in iter_bits(key.kept)}
+        if entry not in kept:
+            raise CrashlabError(f"state {sid}: entry {entry} is no write the state keeps in "
+                                f"epoch {epoch.index}: only a persisted write can be misdirected")
+
+
+def check_victim(key: StateKey, victim: Entry, sectorsize: int) -> None:
+    """Raise :class:`CrashlabError` (one line) unless the misdirected write
+    ``victim`` (the entry ``key`` names) is a write with data that lands
+    elsewhere than its own place."""
+    sid = format_id(key)
+    assert key.misdirect is not None
+    if not victim.has_payload or victim.is_discard:
+        raise CrashlabError(f"state {sid}: entry {victim.index} is no write with data: "
+                            "only a write can be misdirected")
+    if key.misdirect[1] * UNIT == victim.sector * sectorsize:
+        raise CrashlabError(f"state {sid}: entry {victim.index} is at sector "
+                            f"{key.misdirect[1]} already: a misdirected write lands elsewhere")
 
 
 class State:
@@ -228,9 +266,83 @@ class State:
 
     def extents(self, reader: LogReader) -> Iterator[tuple[int, bytes]]:
         """``(byte offset on the device, data)`` to write, in order, on top of
-        the durable base of the epoch to get this state's image."""
+        the durable base of the epoch to get this state's image, before the
+        state faults (``harness/materialize/faults.py``)."""
         for w, units in self.program():
             yield from item_extents(reader, self.epoch.writes[w], units)
+
+    def victim(self, reader: LogReader) -> Entry | None:
+        """The misdirected write's log entry (None: no misdirect fault);
+        CrashlabError when the log has no such entry."""
+        if self.key.misdirect is None:
+            return None
+        index = self.key.misdirect[0]
+        if index >= self.epoch.start:
+            return next(e for e in self.epoch.writes if e.index == index)
+        for e in reader.entries():
+            if e.index == index:
+                return e
+        raise CrashlabError(f"state {self.id}: {reader.path} has no entry {index}")
+
+    def fault_ranges(self, victim: Entry | None) -> tuple[tuple[int, int], ...]:
+        """Device ``(offset, length)`` ranges the misdirect and corrupt
+        faults changed: a misdirected write's landing place and its own
+        place (which kept old content), a corrupt fault's sector
+        (``victim``: :meth:`victim`)."""
+        out = []
+        if self.key.misdirect is not None and victim is not None:
+            n = victim.nr_sectors * self.epoch.sectorsize
+            out += [(self.key.misdirect[1] * UNIT, n), (victim.sector * self.epoch.sectorsize, n)]
+        if self.key.corrupt is not None:
+            out.append((self.key.corrupt[0] * UNIT, UNIT))
+        return tuple(out)
+
+    def fault_notes(self, victim: Entry | None = None) -> list[str]:
+        """The state faults of this state in words, one sentence each
+        (``victim``: :meth:`victim`)."""
+        key, ep = self.key, self.epoch
+        notes = []
+        if key.last is not None:
+            lost = [w for w in range(ep.parts[-1]) if not key.kept >> w & 1]
+            flushes = ", ".join(f"#{f}" for f in ep.lost_flushes)
+            notes.append(
+                f"lost flush: the FLUSH at entry {flushes} was acknowledged but persisted "
+                f"nothing, so epochs {ep.index}-{ep.last_index} are one epoch (writes numbered "
+                f"across them); this state lacks {len(lost)} write(s) issued before it "
+                f"(w{', w'.join(map(str, lost[:8]))}{' ...' if len(lost) > 8 else ''}) and its "
+                f"crash may come after it: acknowledged up to txn {self.cut.acked}")
+        if key.misdirect is not None:
+            index, sector = key.misdirect
+            where = "kept in this epoch" if index >= ep.start else "durable before this epoch"
+            meant = ""
+            if victim is not None:
+                meant = (f", {victim.nr_sectors * ep.sectorsize} bytes for device byte "
+                         f"{victim.sector * ep.sectorsize}")
+            notes.append(
+                f"misdirect: the write of entry #{index} ({where}{meant}) landed at device "
+                f"byte {sector * UNIT} (sector {sector}) instead; its own place keeps what it "
+                "held before")
+        if key.corrupt is not None:
+            sector, bits = key.corrupt
+            shown = ", ".join(f"byte {b // 8} bit {b % 8}" for b in list(iter_bits(bits))[:6])
+            notes.append(
+                f"corrupt: {bits.bit_count()} bit(s) of device sector {sector} (bytes "
+                f"{sector * UNIT}..{sector * UNIT + UNIT - 1}) flipped after every write: "
+                f"{shown}{' ...' if bits.bit_count() > 6 else ''}")
+        return notes
+
+    def flips(self) -> tuple[tuple[int, int], ...]:
+        """``(byte offset on the device, XOR mask)`` to apply to the image
+        after :meth:`extents`: the corrupt fault's flipped bits (bit b of
+        the sector is bit b % 8 of its byte b // 8), one item per byte."""
+        if self.key.corrupt is None:
+            return ()
+        sector, bits = self.key.corrupt
+        masks: dict[int, int] = {}
+        for b in iter_bits(bits):
+            off = sector * UNIT + b // 8
+            masks[off] = masks.get(off, 0) | 1 << (b % 8)
+        return tuple(sorted(masks.items()))
 
 
 def item_extents(reader: LogReader, entry: Entry, units: int) -> Iterator[tuple[int, bytes]]:

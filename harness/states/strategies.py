@@ -42,12 +42,13 @@ from __future__ import annotations
 
 import random
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from itertools import combinations
 
 from harness.errors import CrashlabError
 from harness.logformat import Entry
 from harness.states.epochs import Epoch
+from harness.states.inject import parse_state_faults
 from harness.states.model import LOG_ORDERS, lost_fua
 from harness.states.stateid import UNIT, is_prefix_mask, run_mask
 
@@ -75,6 +76,21 @@ class Options:
     window_end: str | None = None  # last mark of the window
     dedup: bool = True  # fold states with identical overlays and mark context
     log_order: str = "completion"  # the run's (harness/states/model.py): which states are valid
+    # state faults injected on top of the strategy's states (canonical fault
+    # specs, harness/faults.py; harness/states/inject.py): only faulted
+    # states are enumerated then
+    faults: tuple[str, ...] = ()
+
+    def record(self) -> dict[str, object]:
+        """The options as a JSON object (a check's tag and result.json):
+        ``faults`` only when there are any, so that a check without state
+        faults names its folder and writes its result as before them."""
+        d = asdict(self)
+        if not self.faults:
+            del d["faults"]
+        else:
+            d["faults"] = list(self.faults)
+        return d
 
     def validate(self) -> None:
         """Raise :class:`CrashlabError` (one line) on a bad option."""
@@ -102,6 +118,7 @@ class Options:
                                 f"(choose from {', '.join(LOG_ORDERS)})")
         if self.sample is not None and self.sample < 1:
             raise CrashlabError(f"sample must be >= 1, not {self.sample}")
+        parse_state_faults(self.faults)
 
 
 def _fua_ok(epoch: Epoch, kept: int, torn: int = 0) -> bool:
@@ -115,7 +132,7 @@ def prefix_states(epoch: Epoch) -> Iterator[tuple[int, Torn]]:
 
 
 def persistence_point_states(epoch: Epoch) -> Iterator[tuple[int, Torn]]:
-    if epoch.index == 0:
+    if epoch.index == 0 and not epoch.lost_flushes:
         return
     ws = epoch.writes
     # The FLUSH entry itself carried data: that write is complete when the

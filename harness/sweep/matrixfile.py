@@ -22,6 +22,8 @@ matrix is such a file, ``harness/sweep/matrices/default.toml``).
     checkers = { rows = "python3 {here}/rows.py" }   # yours, on any cell's states
     must_violate_any = []             # default: the built-in SUT's known weakness
     waived = []                       # promises this cell does not hold the SUT to
+    faults = ["corrupt,seed=1"]       # state faults on every crash state (harness/faults.py);
+                                      # the promises become the SUT's under them
 
 ``{here}`` in a command is the folder of the file and ``{python}`` the
 Python crashlab runs on (both shell-quoted); a checker named by
@@ -41,9 +43,10 @@ from typing import Any
 from harness.check.multicrash import COMPOSITE
 from harness.check.usercheck import CHECKER_NAME, DEFAULT_TIMEOUT, UserChecker, unique
 from harness.errors import CrashlabError
-from harness.faults import PROCESS, by_stage, format_fault, parse_faults
+from harness.faults import PROCESS, STATE, by_stage, format_fault, parse_faults
 from harness.fs import FILESYSTEMS
 from harness.states import STRATEGIES
+from harness.states.inject import parse_state_faults
 from harness.sweep.matrix import BUILTIN_WORKLOADS, Cell, UserSut, must_violate
 from workloads.run import check_sut_fs
 from workloads.spec import parse_spec
@@ -184,6 +187,19 @@ def _builtin(name: str) -> bool:
     return True
 
 
+def _faults(spec: dict[str, Any], where: str) -> tuple[str, ...]:
+    """The cell's ``faults``: canonical fault specs (device and process ones
+    are injected while recording, state ones by the check stage: at most one
+    of each state kind)."""
+    try:
+        faults = parse_faults(list(_strs(spec, "faults", where)))
+        canonical = tuple(format_fault(f) for f in faults)
+        parse_state_faults(tuple(format_fault(f) for f in by_stage(faults, STATE)))
+    except CrashlabError as e:
+        raise CrashlabError(f"{where}: {e}") from None
+    return canonical
+
+
 def _listed(spec: dict[str, Any], key: str, default: Any) -> list[Any]:  # noqa: ANN401
     v = spec.get(key, default)
     return list(v) if isinstance(v, list) else [v]
@@ -205,10 +221,10 @@ def _cells(spec: Any, i: int, suts: dict[str, UserSut], workloads: dict[str, str
         raise CrashlabError(f"{where}: unknown strategy {bad[0]!r}")
     extra = _checkers(_dict(spec, "checkers", where), here, DEFAULT_TIMEOUT, where)
     waived = _strs(spec, "waived", where)
-    try:
-        faults = tuple(format_fault(f) for f in parse_faults(list(_strs(spec, "faults", where))))
-    except CrashlabError as e:  # the fault's own message, placed in the file
-        raise CrashlabError(f"{where}: {e}") from None
+    faults = _faults(spec, where)
+    if faults and set(strategies) & set(COMPOSITE):
+        raise CrashlabError(f"{where}: faults apply to the log strategies, not to "
+                            f"{', '.join(COMPOSITE)}")
     out = []
     for sut, workload, fs in itertools.product(_listed(spec, "sut", None),
                                                _listed(spec, "workload", ""),
@@ -237,9 +253,11 @@ def _cells(spec: Any, i: int, suts: dict[str, UserSut], workloads: dict[str, str
         spec_text = workloads.get(workload, workload)
         if user is None:
             _check_builtin(sut, spec_text, fs, where)
-        if user is not None and by_stage(parse_faults(list(faults)), PROCESS):
-            raise CrashlabError(f"{where}: process-crash kills crashlab's workload runner; "
-                                f"{sut!r} is yours")
+        kinds = {f.where for f in parse_faults(list(faults))}
+        if user is not None and kinds & {STATE, PROCESS}:
+            raise CrashlabError(f"{where}: state and process faults are for the built-in SUTs "
+                                f"(their promises under a fault are known; process-crash kills "
+                                f"crashlab's workload runner); {sut!r} is yours")
         cell = Cell(sut, spec_text, fs, strategies, must, waived, extra, user, faults)
         unique(cell.all_checkers, where)
         out.append(cell)

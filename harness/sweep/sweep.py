@@ -161,7 +161,8 @@ def run_sweep(
         for strategy in cell.strategies:
             t1 = time.monotonic()
             copts = options_for(strategy, CheckOptions(
-                states=opts.base_states, max_states=opts.max_states, jobs=opts.jobs,
+                states=dataclasses.replace(opts.base_states, faults=cell.state_faults),
+                max_states=opts.max_states, jobs=opts.jobs,
                 fsck=opts.fsck, crashsafe_sample=opts.crashsafe_sample,
                 composite=dataclasses.replace(opts.composite, backend=opts.backend),
                 checkers=cell.all_checkers, executor=opts.executor, scheduler=opts.scheduler,
@@ -183,7 +184,9 @@ def run_sweep(
             cell_records.append(cell_record(cell, strategy, result, exp))
             for v in result["violations"]:
                 violations.append({"sut": cell.sut, "workload": cell.workload, "fs": cell.fs,
-                                   "strategy": strategy, **v})
+                                   "strategy": strategy,
+                                   **({"faults": list(cell.faults)} if cell.faults else {}),
+                                   **v})
             timing[cell.name][strategy] = round(time.monotonic() - t1, 3)
     code = exit_code(results)
     summary = {"sweep": name, "ok": code == 0, "cells": cell_records}

@@ -6,7 +6,10 @@
 ** against what SQLite reports, before the tables are created.  With
 ** --wal-prealloc N the WAL is then grown to N frames of zeros (synced), so
 ** that transactions overwrite it in place instead of growing it.  All file
-** I/O goes through the counting VFS.
+** I/O goes through the counting VFS; with --cksumvfs the database is opened
+** through crashlab's checksum VFS over it (cksumvfs.h) and given 8 reserved
+** bytes per page before anything is written, so every page carries its
+** checksum from the first write on.
 */
 #include <sqlite3.h>
 #include <stdio.h>
@@ -14,6 +17,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "cksumvfs.h"
 #include "countvfs.h"
 #include "engine.h"
 #include "errorf.h"
@@ -186,6 +190,8 @@ static int sq_open(const engine_options *opt, engine **out, char *err, size_t er
         return -1;
     }
     int rc = countvfs_register(opt->sync_retry);
+    if (rc == SQLITE_OK && opt->cksumvfs)
+        rc = cksumvfs_register(); /* over the counting VFS, the default now */
     if (rc != SQLITE_OK) {
         snprintf(err, errlen, "registering the counting VFS: %s", sqlite3_errstr(rc));
         return -1;
@@ -196,13 +202,17 @@ static int sq_open(const engine_options *opt, engine **out, char *err, size_t er
         return -1;
     }
     e->ntables = opt->ntables;
-    rc = sqlite3_open_v2(opt->db, &e->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, NULL);
+    rc = sqlite3_open_v2(opt->db, &e->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE,
+                         opt->cksumvfs ? CKSUMVFS_NAME : NULL);
     char sql[256];
     int bad = rc != SQLITE_OK;
     if (bad)
         fail_db(e, opt->db);
     if (!bad)
         sqlite3_extended_result_codes(e->db, 1);
+    int reserve = CKSUMVFS_RESERVE;
+    if (!bad && opt->cksumvfs)
+        sqlite3_file_control(e->db, "main", SQLITE_FCNTL_RESERVE_BYTES, &reserve);
     if (!bad)
         bad = set_pragmas(e, opt);
     if (!bad)
@@ -216,6 +226,12 @@ static int sq_open(const engine_options *opt, engine **out, char *err, size_t er
         bad = exec_expect(e, "COMMIT", NULL);
     if (!bad && opt->wal_prealloc > 0)
         bad = prealloc_wal(e, opt->wal_prealloc, opt->page_size);
+    reserve = -1; /* only asks: the reserved bytes the database has now */
+    if (!bad && opt->cksumvfs &&
+        (sqlite3_file_control(e->db, "main", SQLITE_FCNTL_RESERVE_BYTES, &reserve) != SQLITE_OK ||
+         reserve != CKSUMVFS_RESERVE))
+        bad = fail(e, "checksum VFS: the database has %d reserved bytes per page, not %d", reserve,
+                   CKSUMVFS_RESERVE);
     if (!bad) {
         snprintf(sql, sizeof sql, "PRAGMA page_size");
         sqlite3_stmt *st;

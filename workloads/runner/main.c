@@ -61,8 +61,8 @@ static void usage_error(const char *fmt, const char *arg)
     fprintf(stderr, "\nusage: crashlab-runner --ops FILE (--db PATH | --db-env NAME) "
                     "[--engine sqlite|dhl] [--journal-mode M] [--synchronous S] "
                     "[--locking-mode M] [--wal-autocheckpoint N] [--journal-size-limit N] "
-                    "[--wal-prealloc N] [--dhl-mode M] [--sync fsync|fdatasync] [--page-size N] "
-                    "[--marks FILE] [--latency FILE] [--stats FILE] [--from-txn K] "
+                    "[--wal-prealloc N] [--cksumvfs 0|1] [--dhl-mode M] [--sync fsync|fdatasync] "
+                    "[--page-size N] [--marks FILE] [--latency FILE] [--stats FILE] [--from-txn K] "
                     "[--on-error stop|retry] [--crash-at MARK] [--sync-retry]\n");
     exit(2);
 }
@@ -193,6 +193,7 @@ static void parse_options(int argc, char **argv, args *a)
         {"on-error", required_argument, 0, 'O'},
         {"crash-at", required_argument, 0, 'C'},
         {"sync-retry", no_argument, 0, 'R'},
+        {"cksumvfs", required_argument, 0, 'V'},
         {0, 0, 0, 0},
     };
     int c;
@@ -227,6 +228,7 @@ static void parse_options(int argc, char **argv, args *a)
             break;
         case 'C': a->crash_at = optarg; break;
         case 'R': a->opt.sync_retry = 1; break;
+        case 'V': a->opt.cksumvfs = int_arg("--cksumvfs", optarg, 0, 1); break;
         case 'm': a->marks_path = optarg; break;
         case 'l': a->latency_path = optarg; break;
         case 'S': a->stats_path = optarg; break;
@@ -290,6 +292,8 @@ static void parse_args(int argc, char **argv, args *a)
     if (a->vt == &engine_dhl && (a->retry || a->opt.sync_retry))
         usage_error("%s", "--on-error retry and --sync-retry are for the sqlite engine: dhl is "
                           "fail-stop after an error");
+    if (a->opt.cksumvfs && a->vt != &engine_sqlite)
+        usage_error("%s", "--cksumvfs is an option of the sqlite engine");
 }
 
 /* A run of the op stream against the engine, and what it measured. */

@@ -1,0 +1,417 @@
+/*
+** crashlab's checksum VFS (the contract and page format: cksumvfs.h).  The
+** shim sits over the VFS that was the default when it was registered (in
+** crashlab-runner the counting VFS, so its writes are counted where they
+** reach the OS).  The same file builds the runner's copy and a shared
+** library (libcrashlab-cksumvfs.so) through which the checkers open a
+** checksummed database with the system SQLite.
+*/
+#include "cksumvfs.h"
+
+#include <sqlite3.h>
+#include <string.h>
+
+enum { WAL_HDR = 32, FRAME_HDR = 24, CKSUM = 8 };
+
+typedef struct kfile kfile;
+struct kfile {
+    sqlite3_file base;
+    sqlite3_file *real; /* lives right after this struct */
+    int is_wal;
+    kfile *main; /* a WAL's database file (itself for a database) */
+    /* known from the database header (on the database's kfile) */
+    int on;       /* 8 reserved bytes: compute and verify */
+    int pagesize; /* 0: no header seen yet */
+};
+
+static sqlite3_vfs *g_real;
+static sqlite3_vfs g_vfs;
+
+#define REAL(f) (((kfile *)(f))->real)
+
+static uint32_t le32(const unsigned char *p)
+{
+    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
+static uint32_t be32(const unsigned char *p)
+{
+    return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | (uint32_t)p[3];
+}
+
+static void put_le32(unsigned char *p, uint32_t v)
+{
+    for (int i = 0; i < 4; i++)
+        p[i] = (unsigned char)(v >> (8 * i));
+}
+
+static void put_be32(unsigned char *p, uint32_t v)
+{
+    for (int i = 0; i < 4; i++)
+        p[i] = (unsigned char)(v >> (24 - 8 * i));
+}
+
+/* The running sums over N bytes of A (a multiple of 8) taken as pairs of
+** 32-bit words, little- or big-endian; S carries them in and out. */
+static void sums(const unsigned char *a, size_t n, int big_endian, uint32_t s[2])
+{
+    uint32_t (*word)(const unsigned char *) = big_endian ? be32 : le32;
+    for (size_t i = 0; i + 8 <= n; i += 8) {
+        s[0] += word(a + i) + s[1];
+        s[1] += word(a + i + 4) + s[0];
+    }
+}
+
+void cksumvfs_compute(const unsigned char *a, size_t n, unsigned char out[8])
+{
+    uint32_t s[2] = {0, 0};
+    sums(a, n, 0, s);
+    put_le32(out, s[0]);
+    put_le32(out + 4, s[1]);
+}
+
+/* note_header: learn the checksum switch and page size from a database
+** header at the start of BUF (N bytes of page 1), if it is one. */
+static void note_header(kfile *db, const unsigned char *buf, int n)
+{
+    if (n < 100 || memcmp(buf, "SQLite format 3", 16) != 0)
+        return;
+    int ps = buf[16] << 8 | buf[17];
+    db->pagesize = ps == 1 ? 65536 : ps;
+    db->on = buf[20] == CKSUMVFS_RESERVE;
+}
+
+/* A whole page whose checksum mismatches: the read's error, logged. */
+static int verify(kfile *p, const unsigned char *page, int n, sqlite3_int64 off)
+{
+    unsigned char want[CKSUM];
+    cksumvfs_compute(page, (size_t)n - CKSUM, want);
+    if (memcmp(page + n - CKSUM, want, CKSUM) == 0)
+        return SQLITE_OK;
+    sqlite3_log(SQLITE_IOERR_DATA, "crashlab-cksum: checksum mismatch at offset %lld of %s", off,
+                p->is_wal ? "a WAL" : "a database");
+    return SQLITE_IOERR_DATA;
+}
+
+/* wal_geometry: the WAL's page size and checksum byte order from its
+** header on disk (0 when it has none yet). */
+static int wal_geometry(kfile *p, int *big_endian, unsigned char hdr[WAL_HDR])
+{
+    sqlite3_file *r = p->real;
+    if (r->pMethods->xRead(r, hdr, WAL_HDR, 0) != SQLITE_OK)
+        return 0;
+    uint32_t magic = be32(hdr);
+    if ((magic & ~1u) != 0x377f0682u)
+        return 0;
+    *big_endian = (int)(magic & 1);
+    uint32_t ps = be32(hdr + 8);
+    return ps >= 512 && ps <= 65536 && !(ps & (ps - 1)) ? (int)ps : 0;
+}
+
+/* The frame number (from 0) whose page data starts at OFF, or -1. */
+static sqlite3_int64 frame_at(sqlite3_int64 off, int pagesize)
+{
+    sqlite3_int64 rel = off - WAL_HDR - FRAME_HDR;
+    if (rel < 0 || rel % (pagesize + FRAME_HDR))
+        return -1;
+    return rel / (pagesize + FRAME_HDR);
+}
+
+/* reseal: rewrite the header of frame K so that its WAL checksum covers
+** PAGE as it will be written: the running checksum of the frame before (or
+** of the WAL header), over the header's first 8 bytes and the page. */
+static int reseal(kfile *p, sqlite3_int64 k, const unsigned char *page, int pagesize,
+                  int big_endian, const unsigned char walhdr[WAL_HDR])
+{
+    sqlite3_file *r = p->real;
+    sqlite3_int64 at = WAL_HDR + k * (pagesize + FRAME_HDR);
+    unsigned char hdr[FRAME_HDR], prev[8];
+    int rc = r->pMethods->xRead(r, hdr, FRAME_HDR, at);
+    if (rc == SQLITE_OK && k > 0)
+        rc = r->pMethods->xRead(r, prev, 8, at - (pagesize + FRAME_HDR) + 16);
+    else if (rc == SQLITE_OK)
+        memcpy(prev, walhdr + 24, 8);
+    if (rc != SQLITE_OK)
+        return rc;
+    uint32_t s[2] = {be32(prev), be32(prev + 4)};
+    sums(hdr, 8, big_endian, s);
+    sums(page, (size_t)pagesize, big_endian, s);
+    put_be32(hdr + 16, s[0]);
+    put_be32(hdr + 20, s[1]);
+    return r->pMethods->xWrite(r, hdr, FRAME_HDR, at);
+}
+
+static int k_read(sqlite3_file *f, void *buf, int n, sqlite3_int64 off)
+{
+    kfile *p = (kfile *)f;
+    int rc = REAL(f)->pMethods->xRead(REAL(f), buf, n, off);
+    if (rc != SQLITE_OK)
+        return rc;
+    if (!p->is_wal) {
+        if (off == 0)
+            note_header(p, buf, n);
+        return p->on && n == p->pagesize ? verify(p, buf, n, off) : SQLITE_OK;
+    }
+    if (!p->main || !p->main->on || n != p->main->pagesize)
+        return SQLITE_OK;
+    unsigned char walhdr[WAL_HDR];
+    int big_endian, ps = wal_geometry(p, &big_endian, walhdr);
+    if (ps != n || frame_at(off, ps) < 0)
+        return SQLITE_OK;
+    return verify(p, buf, n, off);
+}
+
+static int k_write(sqlite3_file *f, const void *buf, int n, sqlite3_int64 off)
+{
+    kfile *p = (kfile *)f;
+    /* The page buffer is SQLite's, and its last 8 bytes are reserved for
+    ** this shim: the checksum is written into it, as SQLite's cksumvfs does,
+    ** so the cached page matches what is on disk. */
+    unsigned char *page = (unsigned char *)(uintptr_t)buf;
+    if (!p->is_wal) {
+        if (off == 0)
+            note_header(p, buf, n);
+        if (p->on && n == p->pagesize)
+            cksumvfs_compute(page, (size_t)n - CKSUM, page + n - CKSUM);
+        return REAL(f)->pMethods->xWrite(REAL(f), buf, n, off);
+    }
+    kfile *db = p->main;
+    unsigned char walhdr[WAL_HDR];
+    int big_endian = 0, ps = 0;
+    sqlite3_int64 k = -1;
+    if (db && n >= 512 && !(n & (n - 1))) { /* a page, if the WAL header says so */
+        ps = wal_geometry(p, &big_endian, walhdr);
+        k = ps == n ? frame_at(off, ps) : -1;
+    }
+    if (k >= 0 && memcmp(page, "SQLite format 3", 16) == 0)
+        note_header(db, page, n); /* page 1 as the WAL holds it */
+    if (k < 0 || !db->on)
+        return REAL(f)->pMethods->xWrite(REAL(f), buf, n, off);
+    cksumvfs_compute(page, (size_t)n - CKSUM, page + n - CKSUM);
+    int rc = reseal(p, k, page, ps, big_endian, walhdr);
+    return rc == SQLITE_OK ? REAL(f)->pMethods->xWrite(REAL(f), buf, n, off) : rc;
+}
+
+static int k_close(sqlite3_file *f) { return REAL(f)->pMethods->xClose(REAL(f)); }
+static int k_truncate(sqlite3_file *f, sqlite3_int64 size)
+{
+    return REAL(f)->pMethods->xTruncate(REAL(f), size);
+}
+static int k_sync(sqlite3_file *f, int flags) { return REAL(f)->pMethods->xSync(REAL(f), flags); }
+static int k_file_size(sqlite3_file *f, sqlite3_int64 *size)
+{
+    return REAL(f)->pMethods->xFileSize(REAL(f), size);
+}
+static int k_lock(sqlite3_file *f, int lock) { return REAL(f)->pMethods->xLock(REAL(f), lock); }
+static int k_unlock(sqlite3_file *f, int lock) { return REAL(f)->pMethods->xUnlock(REAL(f), lock); }
+static int k_check_reserved(sqlite3_file *f, int *out)
+{
+    return REAL(f)->pMethods->xCheckReservedLock(REAL(f), out);
+}
+static int k_file_control(sqlite3_file *f, int op, void *arg)
+{
+    int rc = REAL(f)->pMethods->xFileControl(REAL(f), op, arg);
+    if (rc == SQLITE_OK && op == SQLITE_FCNTL_VFSNAME)
+        *(char **)arg = sqlite3_mprintf(CKSUMVFS_NAME "/%z", *(char **)arg);
+    return rc;
+}
+static int k_sector_size(sqlite3_file *f) { return REAL(f)->pMethods->xSectorSize(REAL(f)); }
+static int k_device_chars(sqlite3_file *f)
+{
+    return REAL(f)->pMethods->xDeviceCharacteristics(REAL(f));
+}
+static int k_shm_map(sqlite3_file *f, int pg, int sz, int extend, void volatile **pp)
+{
+    return REAL(f)->pMethods->xShmMap(REAL(f), pg, sz, extend, pp);
+}
+static int k_shm_lock(sqlite3_file *f, int off, int n, int flags)
+{
+    return REAL(f)->pMethods->xShmLock(REAL(f), off, n, flags);
+}
+static void k_shm_barrier(sqlite3_file *f) { REAL(f)->pMethods->xShmBarrier(REAL(f)); }
+static int k_shm_unmap(sqlite3_file *f, int del)
+{
+    return REAL(f)->pMethods->xShmUnmap(REAL(f), del);
+}
+/* No memory-mapped pages of a checksummed database: every read is verified. */
+static int k_fetch(sqlite3_file *f, sqlite3_int64 off, int n, void **pp)
+{
+    kfile *p = (kfile *)f;
+    if (p->main && p->main->on) {
+        *pp = NULL;
+        return SQLITE_OK;
+    }
+    return REAL(f)->pMethods->xFetch(REAL(f), off, n, pp);
+}
+static int k_unfetch(sqlite3_file *f, sqlite3_int64 off, void *p)
+{
+    return REAL(f)->pMethods->xUnfetch(REAL(f), off, p);
+}
+
+static const sqlite3_io_methods g_io = {
+    3,
+    k_close,
+    k_read,
+    k_write,
+    k_truncate,
+    k_sync,
+    k_file_size,
+    k_lock,
+    k_unlock,
+    k_check_reserved,
+    k_file_control,
+    k_sector_size,
+    k_device_chars,
+    k_shm_map,
+    k_shm_lock,
+    k_shm_barrier,
+    k_shm_unmap,
+    k_fetch,
+    k_unfetch,
+};
+
+/* xOpen: the main database and its WAL go through the shim (a WAL finds
+** its database's kfile through sqlite3_database_file_object); every other
+** file is the underlying VFS's own. */
+static int k_open(sqlite3_vfs *vfs, const char *name, sqlite3_file *f, int flags, int *out)
+{
+    (void)vfs;
+    if (!(flags & (SQLITE_OPEN_MAIN_DB | SQLITE_OPEN_WAL)))
+        return g_real->xOpen(g_real, name, f, flags, out);
+    kfile *p = (kfile *)f;
+    memset(p, 0, sizeof *p);
+    p->real = (sqlite3_file *)&p[1];
+    int rc = g_real->xOpen(g_real, name, p->real, flags, out);
+    if (rc != SQLITE_OK || !p->real->pMethods) {
+        p->base.pMethods = NULL;
+        return rc;
+    }
+    if (p->real->pMethods->iVersion < 3) {
+        p->real->pMethods->xClose(p->real);
+        p->base.pMethods = NULL;
+        return SQLITE_CANTOPEN;
+    }
+    if (flags & SQLITE_OPEN_WAL) {
+        sqlite3_file *db = sqlite3_database_file_object(name);
+        p->is_wal = 1;
+        p->main = db && db->pMethods == &g_io ? (kfile *)db : NULL;
+    } else {
+        p->main = p;
+    }
+    p->base.pMethods = &g_io;
+    return SQLITE_OK;
+}
+
+static int v_delete(sqlite3_vfs *v, const char *name, int dirsync)
+{
+    (void)v;
+    return g_real->xDelete(g_real, name, dirsync);
+}
+static int v_access(sqlite3_vfs *v, const char *name, int flags, int *out)
+{
+    (void)v;
+    return g_real->xAccess(g_real, name, flags, out);
+}
+static int v_full_pathname(sqlite3_vfs *v, const char *name, int n, char *out)
+{
+    (void)v;
+    return g_real->xFullPathname(g_real, name, n, out);
+}
+static void *v_dlopen(sqlite3_vfs *v, const char *name)
+{
+    (void)v;
+    return g_real->xDlOpen(g_real, name);
+}
+static void v_dlerror(sqlite3_vfs *v, int n, char *msg)
+{
+    (void)v;
+    g_real->xDlError(g_real, n, msg);
+}
+static void (*v_dlsym(sqlite3_vfs *v, void *h, const char *sym))(void)
+{
+    (void)v;
+    return g_real->xDlSym(g_real, h, sym);
+}
+static void v_dlclose(sqlite3_vfs *v, void *h)
+{
+    (void)v;
+    g_real->xDlClose(g_real, h);
+}
+static int v_randomness(sqlite3_vfs *v, int n, char *out)
+{
+    (void)v;
+    return g_real->xRandomness(g_real, n, out);
+}
+static int v_sleep(sqlite3_vfs *v, int us)
+{
+    (void)v;
+    return g_real->xSleep(g_real, us);
+}
+static int v_current_time(sqlite3_vfs *v, double *out)
+{
+    (void)v;
+    return g_real->xCurrentTime(g_real, out);
+}
+static int v_last_error(sqlite3_vfs *v, int n, char *out)
+{
+    (void)v;
+    return g_real->xGetLastError(g_real, n, out);
+}
+static int v_current_time64(sqlite3_vfs *v, sqlite3_int64 *out)
+{
+    (void)v;
+    return g_real->xCurrentTimeInt64(g_real, out);
+}
+static int v_set_syscall(sqlite3_vfs *v, const char *name, sqlite3_syscall_ptr p)
+{
+    (void)v;
+    return g_real->xSetSystemCall(g_real, name, p);
+}
+static sqlite3_syscall_ptr v_get_syscall(sqlite3_vfs *v, const char *name)
+{
+    (void)v;
+    return g_real->xGetSystemCall(g_real, name);
+}
+static const char *v_next_syscall(sqlite3_vfs *v, const char *name)
+{
+    (void)v;
+    return g_real->xNextSystemCall(g_real, name);
+}
+
+int cksumvfs_register(void)
+{
+    if (g_real)
+        return SQLITE_OK;
+    int rc = sqlite3_initialize();
+    if (rc != SQLITE_OK)
+        return rc;
+    sqlite3_vfs *real = sqlite3_vfs_find(NULL);
+    if (!real || real->iVersion < 3)
+        return SQLITE_ERROR;
+    g_vfs = (sqlite3_vfs){
+        3,
+        (int)sizeof(kfile) + real->szOsFile,
+        real->mxPathname,
+        NULL,
+        CKSUMVFS_NAME,
+        NULL,
+        k_open,
+        v_delete,
+        v_access,
+        v_full_pathname,
+        v_dlopen,
+        v_dlerror,
+        v_dlsym,
+        v_dlclose,
+        v_randomness,
+        v_sleep,
+        v_current_time,
+        v_last_error,
+        v_current_time64,
+        v_set_syscall,
+        v_get_syscall,
+        v_next_syscall,
+    };
+    g_real = real;
+    return sqlite3_vfs_register(&g_vfs, 0);
+}
