@@ -58,6 +58,7 @@ class RunMeta:
     run's part (``workloads/run.py``): the SUT, the canonical workload spec
     and its seed (the oracle is rebuilt from them), the database file's
     name, the runner's counts, and for a continuation where it starts.
+    A run recorded in a qemu guest also has ``guest``.
     Keys this class does not know (a caller's own) are kept in ``extra``."""
 
     fs: str = ""
@@ -78,6 +79,9 @@ class RunMeta:
     log: dict[str, Any] | None = None  # LogReader.summary(), or {"error": ...}
     wall_time_s: float = 0.0
     started: str = ""
+    # a run recorded in a guest (backend qemu): kernel package and sha256s
+    # of the kernel, the initramfs and the job archive (harness/record/qemu.py)
+    guest: dict[str, Any] | None = None
     # a workload run
     sut: str | None = None
     workload: str | None = None
@@ -107,7 +111,7 @@ class RunMeta:
         out: dict[str, Any] = {}
         for f in dataclasses.fields(self):
             v = getattr(self, f.name)
-            if f.name == "extra" or (v is None and f.name in _WORKLOAD_KEYS):
+            if f.name == "extra" or (v is None and f.name in _OPTIONAL_KEYS):
                 continue
             if dataclasses.is_dataclass(v):
                 v = dataclasses.asdict(v)  # type: ignore[arg-type]
@@ -115,7 +119,9 @@ class RunMeta:
         return {**out, **self.extra}
 
 
-_WORKLOAD_KEYS = ("sut", "workload", "seed", "db", "runner", "continues_at", "continues")
+# written only when set: a workload run's keys, and a guest's facts
+_OPTIONAL_KEYS = ("sut", "workload", "seed", "db", "runner", "continues_at", "continues",
+                  "guest")
 
 
 @dataclass(frozen=True)

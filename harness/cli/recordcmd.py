@@ -18,7 +18,8 @@ from workloads.suts import get_sut
 
 @click.command("record")
 @click.option("--backend", type=click.Choice(CHOICES), default="auto", show_default=True,
-              help="how writes are recorded (auto: dm, else fuse)")
+              help="how writes are recorded (auto: dm, else fuse, else qemu; qemu: the "
+              "kernel's dm-log-writes in a guest, no root)")
 @click.option("--fs", type=click.Choice(FILESYSTEMS), default="ext4", show_default=True,
               help="file system of the base image (raw: none; the command gets the "
               "device in CRASHLAB_DEV)")
@@ -36,7 +37,9 @@ def record_cmd(
     image, logging every block write.  COMMAND gets CRASHLAB_MNT (the mount
     point) and CRASHLAB_MARK (fuse: write `label\\n` lines to it to log a
     mark) or CRASHLAB_MARK_DM (dm: `dmsetup message $CRASHLAB_MARK_DM 0 mark
-    LABEL`).  Exits 1 if COMMAND fails (the run is still written)."""
+    LABEL`; also qemu, where COMMAND runs in the guest: busybox tools or a
+    host program named by absolute path).  Exits 1 if COMMAND fails (the run
+    is still written)."""
     if sut is None and workload is None and not command:
         raise CrashlabError("nothing to record: give COMMAND (after --) or --sut and --workload")
     if sut is not None or workload is not None:

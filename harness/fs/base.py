@@ -92,6 +92,9 @@ class FileSystem:
     recovery_moves_image: ClassVar[bool] = False
     # (package, command) whose first output line is the tool version a run records
     version_tool: ClassVar[tuple[str, list[str]] | None] = None
+    # the kernel modules a qemu guest loads to mount it (harness/qemu/); a
+    # driver the guest kernel has built in is skipped
+    guest_modules: ClassVar[tuple[str, ...]] = ()
 
     @staticmethod
     def version(first_line: str) -> str | None:

@@ -14,18 +14,29 @@ directly (a database on the raw device, no file system)."""
 from __future__ import annotations
 
 import contextlib
+import platform
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import ClassVar
+from typing import Any, ClassVar
 
+from harness.errors import CrashlabError
 from harness.fs import get_fs
 from harness.record.proc import run_command
 from harness.sysops import is_mounted, mount, signals_deferred, umount
 
 # no file system: the environment variable that names the recorded block device.
 DEV_ENV = "CRASHLAB_DEV"
+
+
+class BackendFailed(CrashlabError):
+    """Recording failed; ``keep`` names working files (run-folder name ->
+    path) the run folder keeps to show why (a hung guest's console log)."""
+
+    def __init__(self, message: str, *, keep: Mapping[str, Path] | None = None) -> None:
+        super().__init__(message)
+        self.keep = dict(keep or {})
 
 
 @dataclass(frozen=True)
@@ -56,6 +67,14 @@ class Backend(ABC):
     @abstractmethod
     def available(cls) -> tuple[bool, str]:
         """Whether this backend can record on this host, and why (not)."""
+
+    def recorded_kernel(self) -> str:
+        """The kernel that ran the recorded file system (after :meth:`run`)."""
+        return platform.release()
+
+    def guest_facts(self) -> dict[str, Any] | None:
+        """What a guest-based backend ran (meta.json ``guest``), after :meth:`run`."""
+        return None
 
     @abstractmethod
     def attach(self, image: Path, log: Path, workdir: Path) -> contextlib.AbstractContextManager[

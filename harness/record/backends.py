@@ -7,8 +7,11 @@ from harness.errors import CrashlabError
 from harness.record.backend import Backend
 from harness.record.dm import DmBackend
 from harness.record.fuse import FuseBackend
+from harness.record.qemu import QemuBackend
 
-ORDER: tuple[type[Backend], ...] = (DmBackend, FuseBackend)
+# qemu last: it works anywhere qemu and the guest kernel are, but each
+# recording boots a guest under TCG (seconds), so a host backend is preferred
+ORDER: tuple[type[Backend], ...] = (DmBackend, FuseBackend, QemuBackend)
 BACKENDS: dict[str, type[Backend]] = {cls.name: cls for cls in ORDER}
 CHOICES = ("auto", *BACKENDS)
 

@@ -16,7 +16,6 @@ import dataclasses
 import datetime
 import importlib.metadata
 import os
-import platform
 import shutil
 import signal
 import subprocess
@@ -30,6 +29,7 @@ from harness.errors import CrashlabError
 from harness.fs import FILESYSTEMS, get_fs
 from harness.images import ensure_image
 from harness.logformat import LogReader
+from harness.record.backend import Backend, BackendFailed
 from harness.record.backends import select_backend
 from harness.rundir import ImageRef, RunDir, RunMeta
 from harness.sysops import Interrupted, signals_raise
@@ -109,6 +109,7 @@ def record(
         raise CrashlabError(f"extra_meta may not set {', '.join(clash)}")
     be, choice = select_backend(backend)
     base, digest = base or ensure_image(fs)
+    created = not out.exists()
     out.mkdir(parents=True, exist_ok=True)
     run = RunDir(out)
     if run.log.exists() or run.meta_path.exists():
@@ -137,6 +138,15 @@ def record(
             except Interrupted as e:
                 interrupted = str(e)
                 raise
+            except BackendFailed as e:
+                kept = []
+                for name, path in e.keep.items():
+                    if path.exists():
+                        shutil.copyfile(path, run.path / name)
+                        kept.append(str(run.path / name))
+                if not kept:
+                    raise
+                raise CrashlabError(f"{e} (kept {', '.join(kept)})") from None
             if final_image is not None:
                 shutil.copyfile(image, final_image)
     finally:
@@ -149,17 +159,19 @@ def record(
         if not left:  # never rmtree into a live mount: it would delete inside it
             shutil.rmtree(workdir, ignore_errors=True)
         if run.log.exists():
-            _write_meta(run, backend=be.name, choice=choice, log_order=be.log_order,
+            _write_meta(run, backend=be, choice=choice,
                         image=ImageRef(fs, str(base), digest), command=command, status=status,
                         interrupted=interrupted, versions=versions, extra=extra_meta,
                         started=started, wall=wall)
+        elif created and not any(out.iterdir()):
+            out.rmdir()  # a failure before any log: leave nothing behind
         if left:
             raise CrashlabError(f"still mounted after teardown: {', '.join(left)} "
                                 f"(working directory {workdir} kept)")
     return run
 
 
-def _write_meta(run: RunDir, *, backend: str, choice: str, log_order: str, image: ImageRef,
+def _write_meta(run: RunDir, *, backend: Backend, choice: str, image: ImageRef,
                 command: Sequence[str], status: int | None, interrupted: str | None,
                 versions: dict[str, str | None], extra: Mapping[str, Any] | None,
                 started: str, wall: float) -> None:
@@ -171,11 +183,11 @@ def _write_meta(run: RunDir, *, backend: str, choice: str, log_order: str, image
     except CrashlabError as e:
         summary = {"error": str(e)}
     meta = RunMeta(
-        backend=backend,
+        backend=backend.name,
         backend_choice=choice,
-        log_order=log_order,
+        log_order=backend.log_order,
         fs=image.fs,
-        kernel=platform.release(),
+        kernel=backend.recorded_kernel(),
         image=image,
         command=tuple(command),
         exit_status=None if status is None else (status if status >= 0 else 128 - status),
@@ -186,5 +198,6 @@ def _write_meta(run: RunDir, *, backend: str, choice: str, log_order: str, image
         log=summary,
         wall_time_s=round(wall, 3),
         started=started,
+        guest=backend.guest_facts(),
     )
     run.write_meta(RunMeta.from_json({**meta.to_json(), **(extra or {})}))

@@ -1,0 +1,31 @@
+# Sourced by /init: the recording job.  Stacks dm-log-writes (device "lw")
+# on /dev/vda (the working image) and /dev/vdb (the preallocated log disk),
+# mounts $FS on it (not for FS=raw), runs /job/command there with the mark
+# channel CRASHLAB_MARK_DM=lw, unmounts and removes the device (the kernel
+# then appends its dm-log-writes-end mark).  /out/status: the command's exit
+# status; /out/stdout, /out/stderr: its output.  With BLKTRACE=1 the block
+# tracepoints of lw are recorded during the command into /out/trace.
+export DM_DISABLE_UDEV=1
+table="0 $(blockdev --getsz /dev/vda) log-writes /dev/vda /dev/vdb"
+dmsetup create lw --table "$table" || fail "dmsetup create lw ($table) failed"
+if [ "$FS" = raw ]; then
+    mkdir -p /raw-cwd && cd /raw-cwd
+    export CRASHLAB_DEV=/dev/mapper/lw
+else
+    mkdir -p /mnt
+    mount -t "$FS" /dev/mapper/lw /mnt || fail "mount -t $FS /dev/mapper/lw failed"
+    cd /mnt
+    export CRASHLAB_MNT=/mnt
+fi
+export CRASHLAB_MARK_DM=lw HOME=/ TZ=UTC
+. /job/env
+[ "$BLKTRACE" = 1 ] && trace_start
+sh /job/command > /out/stdout 2> /out/stderr
+echo $? > /out/status
+[ "$BLKTRACE" = 1 ] && trace_stop
+cd /
+if [ "$FS" != raw ]; then
+    for i in 1 2 3 4 5 6 7 8 9 10; do umount /mnt && break; sleep 0.2; done
+    grep -q ' /mnt ' /proc/mounts && fail "umount /mnt failed"
+fi
+dmsetup remove lw || fail "dmsetup remove lw failed"

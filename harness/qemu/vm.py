@@ -1,0 +1,185 @@
+"""Booting one guest to run one job, and reading its answer.
+
+Contract of :func:`run_job`: the guest boots the pinned kernel under TCG
+(``-cpu max``: this machine's /dev/kvm cannot boot a stock kernel, and
+without ``max`` the guest's getrandom stalls) with the base initramfs plus
+the job archive, the given disks as ``/dev/vda``, ``/dev/vdb``, … in order
+and an exchange disk after them; the guest's /init (guest/init.sh) runs the
+job and writes ``/out`` and the job's output files as a tar archive onto the
+exchange disk, then powers off.  The console goes to ``console`` (a file).
+
+* Nothing is left running: qemu is started in its own session and, on
+  success, error, timeout and interrupt alike, waited for by its PID (killed
+  first unless it exited).  The caller owns ``workdir`` (initrd and
+  exchange disk are written there) and removes it.
+* A guest still running after ``timeout`` seconds is killed: GuestHung,
+  whose message names the console log.
+* A guest that wrote ``/out/error`` (a failed boot step or job step), or
+  left no answer: CrashlabError with one line (the guest's, or the last
+  console lines).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import io
+import os
+import shutil
+import signal
+import subprocess
+import tarfile
+import time
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from harness.errors import CrashlabError
+from harness.qemu.initramfs import Base, base_archive, job_archive
+from harness.qemu.kernel import Kernel
+
+QEMU = "qemu-system-x86_64"
+EXCHANGE_SIZE = 256 << 20  # sparse; holds the answer's tar archive
+MEMORY_MB = 512
+CMDLINE = "console=ttyS0 panic=-1 quiet rdinit=/init"
+
+
+class GuestHung(CrashlabError):
+    """The guest did not power off within its time limit and was killed."""
+
+
+@dataclass(frozen=True)
+class GuestAnswer:
+    files: dict[str, bytes]  # path in the guest (no leading /) -> content
+    wall_s: float
+    base: Base
+    job_sha256: str
+
+    def text(self, name: str) -> str:
+        return self.files.get(name, b"").decode(errors="replace")
+
+
+def qemu_available() -> tuple[bool, str]:
+    if shutil.which(QEMU) is None:
+        return False, f"{QEMU} is not installed (run `make setup`)"
+    return True, f"{QEMU} (TCG)"
+
+
+def disk_arg(path: Path, index: int) -> list[str]:
+    # cache=unsafe: the host never syncs the image files (they are scratch
+    # copies on tmpfs); the guest still sees a volatile write cache, so the
+    # file system issues flushes and FUA writes as on a real disk.
+    return ["-drive", f"file={path},format=raw,if=virtio,cache=unsafe,index={index}"]
+
+
+def console_tail(console: Path, n: int = 3) -> str:
+    try:
+        lines = [ln.strip() for ln in console.read_text(errors="replace").splitlines()]
+    except OSError:
+        return "(no console output)"
+    lines = [ln for ln in lines if ln]
+    return " / ".join(lines[-n:]) or "(no console output)"
+
+
+def params_text(params: Mapping[str, str]) -> bytes:
+    """Shell assignments (single-quoted values) for /job/params."""
+    out = []
+    for key, value in params.items():
+        out.append(f"{key}='" + value.replace("'", "'\\''") + "'\n")
+    return "".join(out).encode()
+
+
+def sha256_file(path: str | Path) -> str:
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+
+
+def _stop(proc: subprocess.Popen[bytes]) -> None:
+    """Kill qemu (by its PID) unless it has exited, then reap it."""
+    if proc.poll() is None:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+
+
+def run_job(
+    kernel: Kernel,
+    job: Mapping[str, bytes],
+    params: Mapping[str, str],
+    disks: Iterable[Path],
+    workdir: Path,
+    console: Path,
+    *,
+    host_files: Mapping[str, str] | None = None,
+    timeout: float = 600,
+    modules: Iterable[str] = (),
+) -> GuestAnswer:
+    """Boot a guest for one job (see the module's contract).  ``job``: extra
+    /job files; ``params``: /job/params assignments (JOB, the role, is
+    required); ``host_files``: guest path -> host file to copy in (ELF
+    programs with their libraries); ``modules``: the modules to load beyond the base archive's
+    first ones, already in dependency order."""
+    base = base_archive(kernel)
+    disks = list(disks)
+    exchange = workdir / "exchange.img"
+    with open(exchange, "wb") as f:
+        f.truncate(EXCHANGE_SIZE)
+    all_params = {
+        "MODULES": " ".join(modules),
+        "EXCHANGE": f"/dev/vd{chr(ord('a') + len(disks))}",
+        **params,
+    }
+    files = {"/job/params": params_text(all_params), **dict(job)}
+    initrd = workdir / "initrd"
+    job_data = job_archive(files, host_files or {}, base)
+    with open(initrd, "wb") as f:
+        f.write(base.data)
+        f.write(job_data)
+    argv = [QEMU, "-nodefaults", "-no-user-config", "-display", "none", "-no-reboot",
+            "-machine", "pc", "-accel", "tcg", "-cpu", "max", "-smp", "1",
+            "-m", str(MEMORY_MB), "-kernel", str(kernel.vmlinuz), "-initrd", str(initrd),
+            "-append", CMDLINE, "-serial", f"file:{console}"]
+    for i, disk in enumerate([*disks, exchange]):
+        argv += disk_arg(disk, i)
+    t0 = time.monotonic()
+    err_path = workdir / "qemu.err"
+    with open(err_path, "wb") as err:
+        proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=err, stderr=err,
+                                start_new_session=True)
+    try:
+        try:
+            rc = proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            _stop(proc)
+            raise GuestHung(f"the guest did not finish in {timeout:.0f} s and was killed; "
+                            f"console: {console_tail(console)}") from None
+    finally:
+        _stop(proc)
+    wall = time.monotonic() - t0
+    if rc != 0:
+        qerr = err_path.read_text(errors="replace").strip().splitlines()
+        raise CrashlabError(f"qemu exited with status {rc}: "
+                            f"{qerr[-1] if qerr else console_tail(console)}")
+    answer = GuestAnswer(_read_tar(exchange), wall, base, hashlib.sha256(job_data).hexdigest())
+    if "out/error" in answer.files:
+        raise CrashlabError(f"in the guest: {answer.text('out/error').strip()}")
+    if not any(k.startswith("out") for k in answer.files):
+        raise CrashlabError(f"the guest left no answer; console: {console_tail(console)}")
+    return answer
+
+
+def _read_tar(exchange: Path) -> dict[str, bytes]:
+    with open(exchange, "rb") as f:
+        head = f.read(512)
+        if not head.strip(b"\0"):
+            return {}
+        f.seek(0)
+        try:
+            with tarfile.open(fileobj=io.BufferedReader(f), mode="r:") as tar:
+                out = {}
+                for m in tar:
+                    if m.isfile():
+                        data = tar.extractfile(m)
+                        out[m.name.lstrip("/")] = data.read() if data else b""
+                return out
+        except tarfile.TarError as e:
+            raise CrashlabError(f"the guest's answer is not a tar archive: {e}") from None
