@@ -141,16 +141,18 @@ def workload_command(
 def record_workload(sut: str, workload: str, out: Path, *, fs: str = "ext4",
                     backend: str = "auto", base: tuple[Path, str] | None = None,
                     from_txn: int | None = None,
-                    extra_meta: Mapping[str, Any] | None = None) -> RunDir:
+                    extra_meta: Mapping[str, Any] | None = None,
+                    final_image: Path | None = None) -> RunDir:
     """Record crashlab-runner running WORKLOAD on SUT.  meta.json gets the
     SUT, the canonical spec and seed (the oracle is rebuilt from them) and
     the runner's own counts (``runner``: writes and syncs per transaction).
     ``base`` and ``from_txn`` continue the workload on a crash state (see
-    :func:`record` and :func:`workloads.run.workload_command`)."""
+    :func:`record` and :func:`workloads.run.workload_command`); ``final_image``
+    as for :func:`record`."""
     with temporary_folder("crashlab-wl-") as tmp:
         cmd, extra, stats = workload_command(sut, workload, tmp, fs, from_txn=from_txn)
         run = record(cmd, out, fs=fs, backend=backend, extra_meta={**extra, **(extra_meta or {})},
-                     base=base)
+                     base=base, final_image=final_image)
         if stats.exists():
             run.write_meta(dataclasses.replace(run.meta(),
                                                runner=json.loads(stats.read_text())))

@@ -132,17 +132,15 @@ class QemuBackend(Backend):
             answer = vm.run_job(kernel, job, params, [image, log], workdir, console,
                                 host_files={moved[p]: p for p in inputs},
                                 timeout=qemu_timeout(TIMEOUT_S), modules=modules)
-        except vm.GuestHung as e:
-            log.unlink(missing_ok=True)
-            raise BackendFailed(f"qemu backend: {e}", keep={"console.log": console}) from None
-        except CrashlabError as e:
-            log.unlink(missing_ok=True)
-            raise CrashlabError(f"qemu backend: {e}") from None
-        try:
             os.truncate(log, log_end(log))
-        except CrashlabError as e:
+        except BaseException as e:
+            # no half log: an interrupted or failed guest leaves no run
             log.unlink(missing_ok=True)
-            raise CrashlabError(f"qemu backend: the guest's log does not read back: {e}") from None
+            if isinstance(e, vm.GuestHung):
+                raise BackendFailed(f"qemu backend: {e}", keep={"console.log": console}) from None
+            if isinstance(e, CrashlabError):
+                raise CrashlabError(f"qemu backend: {e}") from None
+            raise
         for path in outputs:
             data = answer.files.get(moved[path].lstrip("/"))
             if data is not None:

@@ -30,6 +30,7 @@ fail() {
 }
 
 . /job/params
+echo "crashlab-guest: $(uname -r), job $JOB"
 for m in $MODULES; do
     insmod "/lib/modules/$m.ko" || fail "insmod $m failed"
 done

@@ -20,6 +20,7 @@ fi
 export CRASHLAB_MARK_DM=lw HOME=/ TZ=UTC
 . /job/env
 [ "$BLKTRACE" = 1 ] && trace_start
+echo "crashlab-guest: running the command on $FS"
 sh /job/command > /out/stdout 2> /out/stderr
 echo $? > /out/status
 [ "$BLKTRACE" = 1 ] && trace_stop
@@ -29,3 +30,4 @@ if [ "$FS" != raw ]; then
     grep -q ' /mnt ' /proc/mounts && fail "umount /mnt failed"
 fi
 dmsetup remove lw || fail "dmsetup remove lw failed"
+echo "crashlab-guest: recorded; command exit status $(cat /out/status)"
