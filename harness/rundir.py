@@ -150,8 +150,18 @@ class RunDir:
 
     @property
     def log_order(self) -> str:
-        """What log order means for this run's crash states."""
-        return self.meta().log_order
+        """What log order means for this run's crash states: the recording
+        backend's (meta.json), except that a run in the kernel's
+        ``dm-log-writes`` order on a file system that waits for each FUA write
+        before issuing the next write (:attr:`FileSystem.fua_waited`) keeps
+        its FUA writes ordered before every write logged after them, which is
+        ``completion`` order (harness/states/model.py)."""
+        from harness.fs import get_fs  # harness.fs imports from this module's users
+
+        meta = self.meta()
+        if meta.log_order == "dm-log-writes" and meta.fs and get_fs(meta.fs).fua_waited:
+            return "completion"
+        return meta.log_order
 
     def write_meta(self, meta: RunMeta) -> None:
         write_json_atomic(self.meta_path, meta.to_json())

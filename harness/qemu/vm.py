@@ -22,9 +22,11 @@ exchange disk, then powers off.  The console goes to ``console`` (a file).
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import hashlib
 import io
 import os
+import select
 import shutil
 import signal
 import subprocess
@@ -42,6 +44,7 @@ QEMU = "qemu-system-x86_64"
 EXCHANGE_SIZE = 256 << 20  # sparse; holds the answer's tar archive
 MEMORY_MB = 512
 CMDLINE = "console=ttyS0 panic=-1 quiet rdinit=/init"
+PR_SET_PDEATHSIG = 1
 
 
 class GuestHung(CrashlabError):
@@ -101,25 +104,20 @@ def _stop(proc: subprocess.Popen[bytes]) -> None:
     proc.wait()
 
 
-def run_job(
+def _boot_files(
     kernel: Kernel,
     job: Mapping[str, bytes],
     params: Mapping[str, str],
-    disks: Iterable[Path],
+    disks: list[Path],
     workdir: Path,
     console: Path,
-    *,
-    host_files: Mapping[str, str] | None = None,
-    timeout: float = 600,
-    modules: Iterable[str] = (),
-) -> GuestAnswer:
-    """Boot a guest for one job (see the module's contract).  ``job``: extra
-    /job files; ``params``: /job/params assignments (JOB, the role, is
-    required); ``host_files``: guest path -> host file to copy in (ELF
-    programs with their libraries); ``modules``: the modules to load beyond the base archive's
-    first ones, already in dependency order."""
+    host_files: Mapping[str, str] | None,
+    modules: Iterable[str],
+) -> tuple[list[str], Base, str, Path]:
+    """The qemu command line of a guest, with its initrd and exchange disk
+    written into ``workdir``; also the base archive, the job archive's sha256
+    and the exchange disk."""
     base = base_archive(kernel)
-    disks = list(disks)
     exchange = workdir / "exchange.img"
     with open(exchange, "wb") as f:
         f.truncate(EXCHANGE_SIZE)
@@ -140,6 +138,28 @@ def run_job(
             "-append", CMDLINE, "-serial", f"file:{console}"]
     for i, disk in enumerate([*disks, exchange]):
         argv += disk_arg(disk, i)
+    return argv, base, hashlib.sha256(job_data).hexdigest(), exchange
+
+
+def run_job(
+    kernel: Kernel,
+    job: Mapping[str, bytes],
+    params: Mapping[str, str],
+    disks: Iterable[Path],
+    workdir: Path,
+    console: Path,
+    *,
+    host_files: Mapping[str, str] | None = None,
+    timeout: float = 600,
+    modules: Iterable[str] = (),
+) -> GuestAnswer:
+    """Boot a guest for one job (see the module's contract).  ``job``: extra
+    /job files; ``params``: /job/params assignments (JOB, the role, is
+    required); ``host_files``: guest path -> host file to copy in (ELF
+    programs with their libraries); ``modules``: the modules to load, in
+    dependency order."""
+    argv, base, job_sha, exchange = _boot_files(kernel, job, params, list(disks), workdir,
+                                                console, host_files, modules)
     t0 = time.monotonic()
     err_path = workdir / "qemu.err"
     with open(err_path, "wb") as err:
@@ -159,12 +179,98 @@ def run_job(
         qerr = err_path.read_text(errors="replace").strip().splitlines()
         raise CrashlabError(f"qemu exited with status {rc}: "
                             f"{qerr[-1] if qerr else console_tail(console)}")
-    answer = GuestAnswer(_read_tar(exchange), wall, base, hashlib.sha256(job_data).hexdigest())
+    answer = GuestAnswer(_read_tar(exchange), wall, base, job_sha)
     if "out/error" in answer.files:
         raise CrashlabError(f"in the guest: {answer.text('out/error').strip()}")
     if not any(k.startswith("out") for k in answer.files):
         raise CrashlabError(f"the guest left no answer; console: {console_tail(console)}")
     return answer
+
+
+def _die_with_parent() -> None:
+    # between fork and exec: qemu is killed when the process that started
+    # it dies (a check worker killed with SIGKILL leaves no guest behind)
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+
+
+class Guest:
+    """A long-lived guest answering one-line requests on its second serial
+    port (qemu's stdin and stdout); see guest/recover.sh.  Booted by the
+    constructor, which returns once the guest says ``ready``; :meth:`close`
+    asks it to power off and kills it by PID if it lingers.  qemu dies with
+    the process that started it (PR_SET_PDEATHSIG)."""
+
+    def __init__(
+        self,
+        kernel: Kernel,
+        params: Mapping[str, str],
+        disks: Iterable[Path],
+        workdir: Path,
+        *,
+        modules: Iterable[str] = (),
+        boot_timeout: float = 300,
+    ) -> None:
+        self.console = workdir / "console.log"
+        argv, self.base, _, _ = _boot_files(kernel, {}, params, list(disks), workdir,
+                                            self.console, None, modules)
+        argv += ["-serial", "stdio"]
+        self.proc: subprocess.Popen[bytes] | None = subprocess.Popen(
+            argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+            start_new_session=True, preexec_fn=_die_with_parent)
+        self._buf = b""
+        try:
+            line = self._line(boot_timeout)
+            if line != "ready":
+                raise CrashlabError(f"the recovery guest said {line!r} instead of ready; "
+                                    f"console: {console_tail(self.console)}")
+        except BaseException:
+            self.close()
+            raise
+
+    def _line(self, timeout: float) -> str:
+        assert self.proc is not None and self.proc.stdout is not None
+        fd = self.proc.stdout.fileno()
+        deadline = time.monotonic() + timeout
+        while b"\n" not in self._buf:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise GuestHung(f"the guest did not answer in {timeout:.0f} s; "
+                                f"console: {console_tail(self.console)}")
+            ready, _, _ = select.select([fd], [], [], left)
+            if ready:
+                chunk = os.read(fd, 4096)
+                if not chunk:
+                    raise CrashlabError("the guest stopped; console: "
+                                        f"{console_tail(self.console)}")
+                self._buf += chunk
+        line, _, self._buf = self._buf.partition(b"\n")
+        return line.decode(errors="replace").strip()
+
+    def request(self, line: str, timeout: float = 120) -> str:
+        """Send one request line; return the guest's one-line reply."""
+        if self.proc is None or self.proc.stdin is None:
+            raise CrashlabError("the guest is closed")
+        self.proc.stdin.write(line.encode() + b"\n")
+        self.proc.stdin.flush()
+        return self._line(timeout)
+
+    def close(self) -> None:
+        """Power the guest off (``quit``), or kill it by PID.  Idempotent."""
+        proc, self.proc = self.proc, None
+        if proc is None:
+            return
+        with contextlib.suppress(OSError, ValueError):
+            if proc.stdin is not None:
+                proc.stdin.write(b"quit\n")
+                proc.stdin.close()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            pass
+        _stop(proc)
+        if proc.stdout is not None:
+            proc.stdout.close()
 
 
 def _read_tar(exchange: Path) -> dict[str, bytes]:
