@@ -47,7 +47,7 @@ def record_cmd(
             raise CrashlabError("give --sut and --workload together, and no COMMAND with them")
         check_sut_fs(get_sut(sut), fs)  # bad input fails before any setup
         parse_spec(workload)
-    _, choice = select_backend(backend)
+    _, choice = select_backend(backend, fs)
     click.echo(f"crashlab: recording with {choice}", err=True)
     if sut is None or workload is None:
         run = record(list(command), out, fs=fs, backend=backend)

@@ -54,21 +54,15 @@ class RecoveryGuest:
         self.stats = {"states": 0}
 
     def _boot(self, size: int) -> None:
-        from harness.fs import get_fs
-        from harness.qemu.initramfs import BASE_MODULES
-        from harness.qemu.kernel import kernel_for
         from harness.qemu.vm import Guest
 
-        mods = [*BASE_MODULES, *get_fs(self.fs).guest_modules]
-        kernel = kernel_for(mods)
         shutil.rmtree(self.dir, ignore_errors=True)
         self.dir.mkdir(parents=True)
         for name, n in (("slot.img", size), ("answer.img", ANSWER_SIZE)):
             with open(self.dir / name, "wb") as f:
                 f.truncate(n)
-        self.guest = Guest(kernel, {"JOB": "recover", "FS": self.fs},
-                           [self.dir / "slot.img", self.dir / "answer.img"], self.dir,
-                           modules=kernel.load_order(mods))
+        self.guest = Guest(self.fs, {"JOB": "recover"},
+                           [self.dir / "slot.img", self.dir / "answer.img"], self.dir)
         self.size = size
 
     def recover(self, image: Path, out_dir: Path, *, overlay: Iterable[tuple[int, int]] = (),

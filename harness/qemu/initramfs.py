@@ -4,8 +4,9 @@ same for the same inputs (harness/qemu/cpio.py).
 * The **base archive** (:func:`base_archive`): static busybox, ``dmsetup``
   with the shared libraries ``ldd`` names, the guest scripts of
   ``harness/qemu/guest/`` (``/init`` and the roles under
-  ``/lib/crashlab/``), and the kernel modules every supported file system
-  needs, flat under ``/lib/modules/NAME.ko``.  Its sha256 goes into a run's
+  ``/lib/crashlab/``), and the kernel modules the guest's file system needs
+  (with the virtio disks and dm-log-writes), flat under
+  ``/lib/modules/NAME.ko``.  Its sha256 goes into a run's
   meta.json.  It is rebuilt in memory for each guest (reading ~15 MB of
   files takes milliseconds; nothing to go stale) and kept per process.
 * A **job archive** (:func:`job_archive`), appended after it: the job's
@@ -81,28 +82,24 @@ class Base:
     files: tuple[str, ...]  # every file path in the archive (a job skips these)
 
 
-def guest_modules() -> list[str]:
-    """Every module a guest may load: the base ones and each registered file
-    system's."""
-    from harness.fs import FILESYSTEMS, get_fs
+def guest_modules(fs: str) -> list[str]:
+    """The modules a guest for file system ``fs`` loads: the base ones and
+    the file system's (FileSystem.guest_modules)."""
+    from harness.fs import get_fs
 
-    mods = list(BASE_MODULES)
-    for name in FILESYSTEMS:
-        mods += [m for m in get_fs(name).guest_modules if m not in mods]
-    return mods
+    return [*BASE_MODULES, *get_fs(fs).guest_modules]
 
 
-_BASES: dict[str, Base] = {}
+_BASES: dict[tuple[str, str], Base] = {}
 
 
-def base_archive(kernel: Kernel) -> Base:
-    """The base archive for ``kernel`` (every module of :func:`guest_modules`
-    this kernel has; a file system whose driver it lacks cannot boot it)."""
-    cached = _BASES.get(kernel.release)
+def base_archive(kernel: Kernel, fs: str) -> Base:
+    """The base archive of a guest of ``kernel`` for file system ``fs``:
+    only its modules (unpacking every file system's took seconds under TCG)."""
+    cached = _BASES.get((kernel.release, fs))
     if cached is not None:
         return cached
-    wanted = [m for m in guest_modules() if kernel.has(m)]
-    modules = kernel.load_order(wanted)
+    modules = kernel.load_order(guest_modules(fs))
     members = [cpio.file(BUSYBOX, Path(BUSYBOX).read_bytes(), executable=True)]
     if libraries(BUSYBOX):
         raise CrashlabError(f"{BUSYBOX} is not static (install busybox-static)")
@@ -120,7 +117,7 @@ def base_archive(kernel: Kernel) -> Base:
     data = cpio.archive(members)
     base = Base(data, hashlib.sha256(data).hexdigest(), tuple(modules),
                 tuple(m.path for m in members if m.mode & 0o100000))
-    _BASES[kernel.release] = base
+    _BASES[(kernel.release, fs)] = base
     return base
 
 

@@ -68,6 +68,21 @@ class Backend(ABC):
     def available(cls) -> tuple[bool, str]:
         """Whether this backend can record on this host, and why (not)."""
 
+    @classmethod
+    def supports(cls, fs: str) -> tuple[bool, str]:
+        """Whether this backend can record file system ``fs``, and why (not):
+        a host backend needs the host kernel's driver (/proc/filesystems)."""
+        if not get_fs(fs).has_files:
+            return True, "no file system"
+        try:
+            with open("/proc/filesystems") as f:
+                known = {line.split()[-1] for line in f if line.strip()}
+        except OSError as e:
+            return False, f"cannot read /proc/filesystems: {e}"
+        if fs in known:
+            return True, f"the host kernel has {fs}"
+        return False, f"the host kernel has no {fs} (/proc/filesystems)"
+
     def recorded_kernel(self) -> str:
         """The kernel that ran the recorded file system (after :meth:`run`)."""
         return platform.release()

@@ -38,7 +38,6 @@ from typing import Any
 
 from harness.env import MARK_FILE, dm_log_size, qemu_timeout
 from harness.errors import CrashlabError
-from harness.fs import get_fs
 from harness.qemu import vm
 from harness.qemu.initramfs import BASE_MODULES
 from harness.qemu.kernel import Kernel, kernel_for
@@ -93,6 +92,13 @@ class QemuBackend(Backend):
             return False, "/bin/busybox is missing (busybox-static; run `make setup`)"
         return True, f"{why}, guest kernel {k.release}"
 
+    @classmethod
+    def supports(cls, fs: str) -> tuple[bool, str]:
+        try:
+            return True, f"guest kernel {vm.guest_kernel(fs).release}"
+        except CrashlabError as e:
+            return False, str(e)
+
     def attach(self, image: Path, log: Path, workdir: Path) -> Any:  # noqa: ANN401
         raise CrashlabError("the qemu backend records inside a guest: it has no host device")
 
@@ -112,10 +118,7 @@ class QemuBackend(Backend):
         fs: str,
         env: Mapping[str, str],
     ) -> int:
-        fsobj = get_fs(fs)
-        kernel = kernel_for([*BASE_MODULES, *fsobj.guest_modules])
-        self.kernel = kernel
-        modules = kernel.load_order([*BASE_MODULES, *fsobj.guest_modules])
+        self.kernel = vm.guest_kernel(fs)
         inputs, outputs = split_paths(command)
         with open(log, "wb") as f:
             f.truncate(dm_log_size(DEFAULT_LOG_SIZE))
@@ -125,13 +128,13 @@ class QemuBackend(Backend):
                              ).encode(),
             "/job/env": guest_env(env),
         }
-        params = {"JOB": "record", "FS": fs if fsobj.has_files else "raw",
+        params = {"JOB": "record",
                   "OUTPUTS": " ".join(moved[p] for p in outputs), "BLKTRACE": "0"}
         console = workdir / "console.log"
         try:
-            answer = vm.run_job(kernel, job, params, [image, log], workdir, console,
+            answer = vm.run_job(fs, job, params, [image, log], workdir, console,
                                 host_files={moved[p]: p for p in inputs},
-                                timeout=qemu_timeout(TIMEOUT_S), modules=modules)
+                                timeout=qemu_timeout(TIMEOUT_S))
             os.truncate(log, log_end(log))
         except BaseException as e:
             # no half log: an interrupted or failed guest leaves no run
@@ -149,6 +152,7 @@ class QemuBackend(Backend):
         sys.stdout.flush()
         sys.stderr.buffer.write(answer.files.get("out/stderr", b""))
         sys.stderr.flush()
+        kernel = answer.kernel
         self.facts = {
             "package": str(kernel.pin),
             "release": kernel.release,

@@ -107,7 +107,7 @@ def record(
     clash = sorted(META_KEYS & set(extra_meta or {}))
     if clash:
         raise CrashlabError(f"extra_meta may not set {', '.join(clash)}")
-    be, choice = select_backend(backend)
+    be, choice = select_backend(backend, fs)
     base, digest = base or ensure_image(fs)
     created = not out.exists()
     out.mkdir(parents=True, exist_ok=True)

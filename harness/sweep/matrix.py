@@ -121,12 +121,17 @@ class Cell:
     # the user's own checkers, run on every state beside the SUT's checkers
     checkers: tuple[UserChecker, ...] = field(default=())
     user: UserSut | None = None  # a SUT of the user's, not of the registry
+    # the recording backend of this cell (None: the sweep's --backend);
+    # named in the folder name, so one matrix can record a cell both ways
+    backend: str | None = None
 
     @property
     def name(self) -> str:
         """A folder name: unique in a matrix, stable across runs."""
         slug = _slug(self.workload)
         name = f"{_slug(self.sut)}--{slug}--{self.fs}" if slug else f"{_slug(self.sut)}--{self.fs}"
+        if self.backend is not None:
+            name += f"--{self.backend}"
         return name + "--" + "-".join(self.strategies) if self.waived else name
 
     @property
@@ -260,7 +265,15 @@ def _sqlite_grid() -> list[Cell]:
     return [_cell(name, MULTI) for name in sqlite_grid()]
 
 
-MATRICES = {"default": _default, "nightly": _nightly, "sqlite-grid": _sqlite_grid}
+def _qemu() -> list[Cell]:
+    """The qemu matrix: a matrix file (harness/sweep/matrices/qemu.toml)."""
+    from harness.sweep.matrixfile import MATRICES_DIR, load_matrix
+
+    return load_matrix(MATRICES_DIR / "qemu.toml")
+
+
+MATRICES = {"default": _default, "nightly": _nightly, "sqlite-grid": _sqlite_grid,
+            "qemu": _qemu}
 
 
 def matrix(name: str) -> list[Cell]:

@@ -22,6 +22,7 @@ matrix is such a file, ``harness/sweep/matrices/default.toml``).
     checkers = { rows = "python3 {here}/rows.py" }   # yours, on any cell's states
     must_violate_any = []             # default: the built-in SUT's known weakness
     waived = []                       # promises this cell does not hold the SUT to
+    backend = "qemu"                  # record with this backend (default: the sweep's)
 
 ``{here}`` in a command is the folder of the file and ``{python}`` the
 Python crashlab runs on (both shell-quoted); a checker named by
@@ -42,6 +43,7 @@ from harness.check.multicrash import COMPOSITE
 from harness.check.usercheck import CHECKER_NAME, DEFAULT_TIMEOUT, UserChecker, unique
 from harness.errors import CrashlabError
 from harness.fs import FILESYSTEMS
+from harness.record.backends import BACKENDS
 from harness.states import STRATEGIES
 from harness.sweep.matrix import BUILTIN_WORKLOADS, Cell, UserSut, must_violate
 from workloads.run import check_sut_fs
@@ -50,7 +52,8 @@ from workloads.suts import SUTS, get_sut
 
 SUT_KEYS = {"run", "build", "checker", "checkers", "recover", "timeout", "promises",
             "must_violate_any"}
-CELL_KEYS = {"sut", "workload", "fs", "strategies", "checkers", "must_violate_any", "waived"}
+CELL_KEYS = {"sut", "workload", "fs", "strategies", "checkers", "must_violate_any", "waived",
+             "backend"}
 MATRICES_DIR = Path(__file__).resolve().parent / "matrices"
 
 
@@ -203,6 +206,10 @@ def _cells(spec: Any, i: int, suts: dict[str, UserSut], workloads: dict[str, str
         raise CrashlabError(f"{where}: unknown strategy {bad[0]!r}")
     extra = _checkers(_dict(spec, "checkers", where), here, DEFAULT_TIMEOUT, where)
     waived = _strs(spec, "waived", where)
+    backend = spec.get("backend")
+    if backend is not None and backend not in BACKENDS:
+        raise CrashlabError(f"{where}: unknown backend {backend!r} (choose from "
+                            f"{', '.join(BACKENDS)})")
     out = []
     for sut, workload, fs in itertools.product(_listed(spec, "sut", None),
                                                _listed(spec, "workload", ""),
@@ -231,7 +238,7 @@ def _cells(spec: Any, i: int, suts: dict[str, UserSut], workloads: dict[str, str
         spec_text = workloads.get(workload, workload)
         if user is None:
             _check_builtin(sut, spec_text, fs, where)
-        cell = Cell(sut, spec_text, fs, strategies, must, waived, extra, user)
+        cell = Cell(sut, spec_text, fs, strategies, must, waived, extra, user, backend)
         unique(cell.all_checkers, where)
         out.append(cell)
     return out

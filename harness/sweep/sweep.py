@@ -138,7 +138,7 @@ def run_sweep(
     for cell in cells:
         t0 = time.monotonic()
         say(f"record {cell.name}")
-        run = record_cell(cell, sweep.run(cell.name).path, opts.backend, resume)
+        run = record_cell(cell, sweep.run(cell.name).path, cell.backend or opts.backend, resume)
         timing[cell.name] = {"record_s": round(time.monotonic() - t0, 3)}
         for strategy in cell.strategies:
             t1 = time.monotonic()

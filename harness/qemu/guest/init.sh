@@ -6,7 +6,7 @@
 # leaves its answers in /out; /out and the files named in $OUTPUTS are
 # written as one tar archive to the exchange disk $EXCHANGE (the last
 # disk), and the guest powers off.  A failure writes /out/error (one line)
-# and powers off too.
+# and powers off too.  (With acpi=off, "power off" is a reset: qemu exits.)
 export PATH=/sbin:/bin:/usr/sbin:/usr/bin
 /bin/busybox --install -s
 mount -t proc proc /proc
@@ -20,7 +20,7 @@ finish() {
     for f in $OUTPUTS; do [ -e "$f" ] && set -- "$@" "$f"; done
     tar -cf "$EXCHANGE" out "$@" 2>/dev/null || echo "crashlab-guest: cannot write $EXCHANGE"
     sync
-    poweroff -f
+    reboot -f  # qemu runs with -no-reboot: a reset ends it
 }
 
 fail() {

@@ -5,7 +5,7 @@
 #   recover  drop every cached block, mount $FS from the slot (the kernel's
 #            own recovery runs: F2FS's roll-forward), write every file as a
 #            tar archive onto /dev/vdb, unmount; reply "ok", or "fail WHY"
-#   quit     power off
+#   quit     power off (reset)
 # The guest says "ready" once it can take requests.
 stty -F /dev/ttyS1 raw -echo || fail "stty /dev/ttyS1 failed"
 exec 3<>/dev/ttyS1
