@@ -33,8 +33,8 @@ def private_tmp(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Pat
 def qemu_runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     """Recordings through the qemu backend (the guest kernel's dm-log-writes),
     made once per test session and shared: ``{sut: run folder}`` for
-    sqlite-wal-full and sqlite-delete-extra on MULTI (ext4), each with the
-    guest's final image beside it (``<run>.final.img``).  Skipped, with the
+    sqlite-wal-full (with ``--blktrace``) and sqlite-delete-extra on MULTI
+    (ext4), each with the guest's final image beside it (``<run>.final.img``).  Skipped, with the
     reason, where qemu or the guest kernel is missing."""
     from harness.record.qemu import QemuBackend
     from harness.sweep.matrix import MULTI
@@ -48,6 +48,7 @@ def qemu_runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     for sut in ("sqlite-wal-full", "sqlite-delete-extra"):
         run = root / sut
         record_workload(sut, MULTI, run, backend="qemu",
-                        final_image=root / f"{sut}.final.img")
+                        final_image=root / f"{sut}.final.img",
+                        blktrace=sut == "sqlite-wal-full")
         runs[sut] = run
     return runs

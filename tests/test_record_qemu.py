@@ -18,6 +18,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -29,8 +30,10 @@ from harness.fs import get_fs
 from harness.logformat import LogReader
 from harness.qemu.initramfs import base_archive
 from harness.qemu.vm import guest_kernel
+from harness.record.blktrace import events
 from harness.record.qemu import QemuBackend
 from harness.record.recorder import record
+from harness.report.plots import timeline_chart
 from harness.rundir import RunDir
 from harness.states import Enumeration, Options, state_from_id
 from workloads.oracle import Oracle, sqlite_digest
@@ -130,6 +133,26 @@ def test_states_follow_the_kernels_log_order(qemu_runs: dict[str, Path]) -> None
         with pytest.raises(CrashlabError, match="FUA write"):
             state_from_id(r, found[0])
         assert state_from_id(r, found[0], "dm-log-writes").id == found[0]
+
+
+def test_blktrace_agrees_with_the_log(qemu_runs: dict[str, Path], tmp_path: Path) -> None:
+    """``--blktrace``: blkparse's text beside the log; every write the
+    device was asked for during the command is a write of the log, every
+    FUA write a FUA entry; the report draws its I/O timeline."""
+    run = qemu_runs["sqlite-wal-full"]
+    evs = events(run / "blktrace.txt")
+    writes = Counter((e.sector, e.sectors) for e in evs if e.op == "W" and e.sector is not None)
+    fua = Counter((e.sector, e.sectors) for e in evs if e.op == "W" and e.fua)
+    assert sum(writes.values()) > TXNS and sum(fua.values()) > 0
+    assert any(e.preflush for e in evs)
+    with LogReader(run / "writes.log") as r:
+        logged = [e for e in r.entries() if e.has_payload]
+    assert not writes - Counter((e.sector, e.nr_sectors) for e in logged)
+    assert not fua - Counter((e.sector, e.nr_sectors) for e in logged if e.is_fua)
+    assert not (qemu_runs["sqlite-delete-extra"] / "blktrace.txt").exists()
+    png = tmp_path / "timeline.png"
+    timeline_chart(run / "blktrace.txt", png, "timeline")
+    assert png.read_bytes()[:4] == b"\x89PNG"
 
 
 @pytest.mark.parametrize("strategy", ["prefix", "reorder"])

@@ -142,7 +142,7 @@ def record_workload(sut: str, workload: str, out: Path, *, fs: str = "ext4",
                     backend: str = "auto", base: tuple[Path, str] | None = None,
                     from_txn: int | None = None,
                     extra_meta: Mapping[str, Any] | None = None,
-                    final_image: Path | None = None) -> RunDir:
+                    final_image: Path | None = None, blktrace: bool = False) -> RunDir:
     """Record crashlab-runner running WORKLOAD on SUT.  meta.json gets the
     SUT, the canonical spec and seed (the oracle is rebuilt from them) and
     the runner's own counts (``runner``: writes and syncs per transaction).
@@ -152,7 +152,7 @@ def record_workload(sut: str, workload: str, out: Path, *, fs: str = "ext4",
     with temporary_folder("crashlab-wl-") as tmp:
         cmd, extra, stats = workload_command(sut, workload, tmp, fs, from_txn=from_txn)
         run = record(cmd, out, fs=fs, backend=backend, extra_meta={**extra, **(extra_meta or {})},
-                     base=base, final_image=final_image)
+                     base=base, final_image=final_image, blktrace=blktrace)
         if stats.exists():
             run.write_meta(dataclasses.replace(run.meta(),
                                                runner=json.loads(stats.read_text())))

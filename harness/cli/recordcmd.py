@@ -28,10 +28,12 @@ from workloads.suts import get_sut
 @click.option("--sut", help="with --workload: run crashlab-runner for this SUT "
               "(workloads/suts.py) instead of COMMAND")
 @click.option("--workload", help="workload spec, e.g. insert:txns=100,seed=1 (workloads/spec.py)")
+@click.option("--blktrace", is_flag=True,
+              help="qemu: also trace the recorded device (RUN/blktrace.txt, blkparse output)")
 @click.argument("command", nargs=-1)
 def record_cmd(
     backend: str, fs: str, out: Path, sut: str | None, workload: str | None,
-    command: tuple[str, ...],
+    blktrace: bool, command: tuple[str, ...],
 ) -> None:
     """Run COMMAND (after --) in the mounted file system of a fresh base
     image, logging every block write.  COMMAND gets CRASHLAB_MNT (the mount
@@ -50,9 +52,9 @@ def record_cmd(
     _, choice = select_backend(backend, fs)
     click.echo(f"crashlab: recording with {choice}", err=True)
     if sut is None or workload is None:
-        run = record(list(command), out, fs=fs, backend=backend)
+        run = record(list(command), out, fs=fs, backend=backend, blktrace=blktrace)
     else:
-        run = record_workload(sut, workload, out, fs=fs, backend=backend)
+        run = record_workload(sut, workload, out, fs=fs, backend=backend, blktrace=blktrace)
     meta = run.meta()
     log = meta.log or {}
     click.echo(

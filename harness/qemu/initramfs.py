@@ -2,7 +2,7 @@
 same for the same inputs (harness/qemu/cpio.py).
 
 * The **base archive** (:func:`base_archive`): static busybox, ``dmsetup``
-  with the shared libraries ``ldd`` names, the guest scripts of
+  and ``blktrace`` with the shared libraries ``ldd`` names, the guest scripts of
   ``harness/qemu/guest/`` (``/init`` and the roles under
   ``/lib/crashlab/``), and the kernel modules the guest's file system needs
   (with the virtio disks and dm-log-writes), flat under
@@ -30,7 +30,7 @@ from harness.qemu.kernel import Kernel
 
 GUEST_DIR = Path(__file__).resolve().parent / "guest"
 BUSYBOX = "/bin/busybox"  # Debian's busybox-static
-TOOLS = ("/usr/sbin/dmsetup",)
+TOOLS = ("/usr/sbin/dmsetup", "/usr/sbin/blktrace")
 # virtio disks and the log-writes target; a file system adds its own
 # (FileSystem.guest_modules).  Loaded in this order after dependencies.
 BASE_MODULES = ("virtio_pci", "virtio_blk", "dm-log-writes")

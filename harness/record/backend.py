@@ -62,6 +62,13 @@ class Backend(ABC):
     # What a write's position in this backend's log means for crash states
     # (harness/states/model.py): "completion" or "dm-log-writes".
     log_order: ClassVar[str] = "completion"
+    # can trace the recorded device with blktrace (``blktrace = True``)
+    can_blktrace: ClassVar[bool] = False
+
+    def __init__(self) -> None:
+        self.blktrace = False
+        # run-folder name -> working file the recorder copies beside the log
+        self.artifacts: dict[str, Path] = {}
 
     @classmethod
     @abstractmethod

@@ -21,6 +21,10 @@ and stderr come back after the guest powers off.  Its environment: the
 caller's ``CRASHLAB_*`` variables, PATH, HOME=/, TZ=UTC and the recording's
 own (CRASHLAB_MNT or CRASHLAB_DEV, CRASHLAB_MARK_DM).
 
+``blktrace = True`` (``crashlab record --blktrace``): the guest runs
+blktrace on the recorded device while the command runs; blkparse's text is
+left beside the log (RUN/blktrace.txt, harness/record/blktrace.py).
+
 Failures (a step of the boot or of the recording) raise one line and leave
 no log; a guest still running after CRASHLAB_QEMU_TIMEOUT seconds is killed
 and its console log is kept in the run folder (``console.log``).  qemu is
@@ -42,6 +46,7 @@ from harness.qemu import vm
 from harness.qemu.initramfs import BASE_MODULES
 from harness.qemu.kernel import Kernel, kernel_for
 from harness.record.backend import Backend, BackendFailed
+from harness.record.blktrace import TRACE_NAME, blkparse
 from harness.record.dm import DEFAULT_LOG_SIZE, log_end
 
 TIMEOUT_S = 600.0
@@ -75,7 +80,10 @@ class QemuBackend(Backend):
     name = "qemu"
     log_order = "dm-log-writes"  # the guest kernel's own target
 
+    can_blktrace = True
+
     def __init__(self) -> None:
+        super().__init__()
         self.kernel: Kernel | None = None
         self.facts: dict[str, Any] | None = None
 
@@ -129,7 +137,8 @@ class QemuBackend(Backend):
             "/job/env": guest_env(env),
         }
         params = {"JOB": "record",
-                  "OUTPUTS": " ".join(moved[p] for p in outputs), "BLKTRACE": "0"}
+                  "OUTPUTS": " ".join(moved[p] for p in outputs),
+                  "BLKTRACE": "1" if self.blktrace else "0"}
         console = workdir / "console.log"
         try:
             answer = vm.run_job(fs, job, params, [image, log], workdir, console,
@@ -152,6 +161,8 @@ class QemuBackend(Backend):
         sys.stdout.flush()
         sys.stderr.buffer.write(answer.files.get("out/stderr", b""))
         sys.stderr.flush()
+        if self.blktrace:
+            self._blkparse(answer.files, workdir)
         kernel = answer.kernel
         self.facts = {
             "package": str(kernel.pin),
@@ -167,3 +178,15 @@ class QemuBackend(Backend):
         except ValueError:
             raise CrashlabError("qemu backend: the guest reported no exit status") from None
 
+
+    def _blkparse(self, files: Mapping[str, bytes], workdir: Path) -> None:
+        """The guest's binary trace, parsed by blkparse into an artifact."""
+        trace = workdir / "blktrace"
+        trace.mkdir()
+        for name, data in files.items():
+            if name.startswith("out/blktrace/"):
+                (trace / Path(name).name).write_bytes(data)
+        if not any(trace.iterdir()):
+            raise CrashlabError("qemu backend: the guest left no blktrace")
+        blkparse(trace, "lw", workdir / TRACE_NAME)
+        self.artifacts[TRACE_NAME] = workdir / TRACE_NAME

@@ -81,6 +81,7 @@ def record(
     env: Mapping[str, str] | None = None,
     final_image: Path | None = None,
     base: tuple[Path, str] | None = None,
+    blktrace: bool = False,
 ) -> RunDir:
     """Record ``command`` run on a fresh copy of the ``fs`` base image and
     return the run directory ``out`` (created; it must not hold a run yet).
@@ -97,7 +98,8 @@ def record(
     mounted): the command gets its path in CRASHLAB_DEV (``DEV_ENV``) and runs
     in an empty scratch directory.  ``base`` = (image, sha256) records on
     that image instead of the ``fs`` base image (a crash state, to continue
-    a workload after a crash).
+    a workload after a crash).  ``blktrace``: also trace the recorded device
+    (a backend that can: qemu) into RUN/blktrace.txt.
 
     A failing command still leaves the log and meta.json (``exit_status``);
     an interrupt (SIGINT/SIGTERM) tears everything down, writes meta.json
@@ -108,6 +110,11 @@ def record(
     if clash:
         raise CrashlabError(f"extra_meta may not set {', '.join(clash)}")
     be, choice = select_backend(backend, fs)
+    if blktrace:
+        if not be.can_blktrace:
+            raise CrashlabError(f"--blktrace needs the qemu backend (this is {be.name}: "
+                                "the host kernel's blktrace is blocked here)")
+        be.blktrace = True
     base, digest = base or ensure_image(fs)
     created = not out.exists()
     out.mkdir(parents=True, exist_ok=True)
@@ -149,6 +156,9 @@ def record(
                 raise CrashlabError(f"{e} (kept {', '.join(kept)})") from None
             if final_image is not None:
                 shutil.copyfile(image, final_image)
+            for name, path in be.artifacts.items():
+                shutil.copyfile(path, run.path / f".{name}.partial")
+                os.replace(run.path / f".{name}.partial", run.path / name)
     finally:
         wall = time.monotonic() - t0
         left = _mounts_under(workdir)

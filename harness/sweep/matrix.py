@@ -124,6 +124,7 @@ class Cell:
     # the recording backend of this cell (None: the sweep's --backend);
     # named in the folder name, so one matrix can record a cell both ways
     backend: str | None = None
+    blktrace: bool = False  # also trace the device while recording (qemu)
 
     @property
     def name(self) -> str:

@@ -23,6 +23,7 @@ matrix is such a file, ``harness/sweep/matrices/default.toml``).
     must_violate_any = []             # default: the built-in SUT's known weakness
     waived = []                       # promises this cell does not hold the SUT to
     backend = "qemu"                  # record with this backend (default: the sweep's)
+    blktrace = true                   # qemu: blktrace the device too (report: I/O timeline)
 
 ``{here}`` in a command is the folder of the file and ``{python}`` the
 Python crashlab runs on (both shell-quoted); a checker named by
@@ -53,7 +54,7 @@ from workloads.suts import SUTS, get_sut
 SUT_KEYS = {"run", "build", "checker", "checkers", "recover", "timeout", "promises",
             "must_violate_any"}
 CELL_KEYS = {"sut", "workload", "fs", "strategies", "checkers", "must_violate_any", "waived",
-             "backend"}
+             "backend", "blktrace"}
 MATRICES_DIR = Path(__file__).resolve().parent / "matrices"
 
 
@@ -210,6 +211,9 @@ def _cells(spec: Any, i: int, suts: dict[str, UserSut], workloads: dict[str, str
     if backend is not None and backend not in BACKENDS:
         raise CrashlabError(f"{where}: unknown backend {backend!r} (choose from "
                             f"{', '.join(BACKENDS)})")
+    blktrace = spec.get("blktrace", False)
+    if not isinstance(blktrace, bool):
+        raise CrashlabError(f"{where}: `blktrace` must be true or false, not {blktrace!r}")
     out = []
     for sut, workload, fs in itertools.product(_listed(spec, "sut", None),
                                                _listed(spec, "workload", ""),
@@ -238,7 +242,8 @@ def _cells(spec: Any, i: int, suts: dict[str, UserSut], workloads: dict[str, str
         spec_text = workloads.get(workload, workload)
         if user is None:
             _check_builtin(sut, spec_text, fs, where)
-        cell = Cell(sut, spec_text, fs, strategies, must, waived, extra, user, backend)
+        cell = Cell(sut, spec_text, fs, strategies, must, waived, extra, user, backend,
+                    blktrace)
         unique(cell.all_checkers, where)
         out.append(cell)
     return out

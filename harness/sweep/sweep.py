@@ -65,11 +65,12 @@ def record_cell(cell: Cell, run_dir: Path, backend: str, resume: bool) -> RunDir
     run_dir.parent.mkdir(parents=True, exist_ok=True)
     if cell.user is not None:
         run = record(["sh", "-c", cell.user.run], run_dir, fs=cell.fs, backend=backend,
-                     extra_meta={"user_sut": cell.user.name})
+                     extra_meta={"user_sut": cell.user.name}, blktrace=cell.blktrace)
     else:
         from workloads.run import record_workload
 
-        run = record_workload(cell.sut, cell.workload, run_dir, fs=cell.fs, backend=backend)
+        run = record_workload(cell.sut, cell.workload, run_dir, fs=cell.fs, backend=backend,
+                              blktrace=cell.blktrace)
     if run.meta().exit_status != 0:
         raise CrashlabError(f"{run_dir}: the workload failed while recording (see meta.json)")
     return run

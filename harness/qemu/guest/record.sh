@@ -6,6 +6,26 @@
 # status; /out/stdout, /out/stderr: its output.  With BLKTRACE=1 the block
 # tracepoints of lw are recorded during the command into /out/trace.
 export DM_DISABLE_UDEV=1
+
+# blktrace of the recorded device while the command runs: the binary trace
+# (one file per CPU) goes back in /out/blktrace/; the host runs blkparse.
+trace_start() {
+    mount -t debugfs debugfs /sys/kernel/debug || fail "mount debugfs failed"
+    mkdir -p /out/blktrace
+    blktrace -d /dev/mapper/lw -D /out/blktrace -o lw > /tmp/blktrace.log 2>&1 &
+    TRACE_PID=$!
+    for i in 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20; do
+        [ -e /sys/kernel/debug/block/dm-0/trace0 ] && break
+        sleep 0.1
+    done
+    [ -e /sys/kernel/debug/block/dm-0/trace0 ] ||
+        fail "blktrace did not start: $(tail -n 1 /tmp/blktrace.log)"
+}
+trace_stop() {
+    kill -INT "$TRACE_PID"
+    wait "$TRACE_PID" || fail "blktrace failed: $(tail -n 1 /tmp/blktrace.log)"
+}
+
 table="0 $(blockdev --getsz /dev/vda) log-writes /dev/vda /dev/vdb"
 dmsetup create lw --table "$table" || fail "dmsetup create lw ($table) failed"
 if [ "$FS" = raw ]; then
