@@ -113,6 +113,10 @@ class FileSystem:
     # order too, no write logged after a FUA write persisted without it, and
     # its runs' states follow completion order (RunDir.log_order)
     fua_waited: ClassVar[bool] = False
+    # recorded and recovered only in a qemu guest (the host kernel has no
+    # driver): seconds per recording, a few states/s; the nightly matrix
+    # leaves it to the qemu matrix
+    guest_only: ClassVar[bool] = False
 
     @staticmethod
     def version(first_line: str) -> str | None:

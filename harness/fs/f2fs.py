@@ -121,6 +121,7 @@ class F2fs(FileSystem):
     # checkpoint's writes to the other checkpoint pack: both packs broken, a
     # mount failure ("Structure needs cleaning") no real crash can leave.
     fua_waited = True
+    guest_only = True
 
     @staticmethod
     def version(first_line: str) -> str | None:

@@ -132,12 +132,12 @@ def io_chart(report: Report, path: Path) -> None:
     _save(fig, path)
 
 
-TIMELINE_KINDS = (  # (label, colour, marker)
-    ("write", "#4c72b0", "."),
-    ("FUA write", "#c0392b", "o"),
-    ("discard", "#937860", "s"),
-    ("read", "#bbbbbb", "."),
-)
+TIMELINE_KINDS = {  # label -> (colour, marker)
+    "write": ("#4c72b0", "."),
+    "FUA write": ("#c0392b", "o"),
+    "discard": ("#937860", "s"),
+    "read": ("#bbbbbb", "."),
+}
 
 
 def timeline_chart(trace: Path, path: Path, title: str) -> None:
@@ -145,7 +145,7 @@ def timeline_chart(trace: Path, path: Path, title: str) -> None:
     evs = events(trace)
     fig, ax = plt.subplots(figsize=(10, 4))
     t0 = evs[0].time_s if evs else 0.0
-    groups: dict[str, tuple[list[float], list[int]]] = {k[0]: ([], []) for k in TIMELINE_KINDS}
+    groups: dict[str, tuple[list[float], list[int]]] = {k: ([], []) for k in TIMELINE_KINDS}
     flushes = []
     for e in evs:
         if e.preflush:
@@ -159,7 +159,7 @@ def timeline_chart(trace: Path, path: Path, title: str) -> None:
     for i, x in enumerate(flushes):
         ax.axvline(x, color="#55a868", linewidth=0.6, alpha=0.7,
                    label=f"flush ({len(flushes)})" if i == 0 else None)
-    for label, colour, marker in TIMELINE_KINDS:
+    for label, (colour, marker) in TIMELINE_KINDS.items():
         xs, ys = groups[label]
         if xs:
             ax.scatter(xs, ys, s=10 if marker == "." else 16, c=colour, marker=marker,
