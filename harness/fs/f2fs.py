@@ -131,10 +131,14 @@ class F2fs(FileSystem):
 
     def recover(self, image: Path, out_dir: Path, *, workdir: Path, db_name: str,
                 fsck: bool = True) -> FsRecovery:
-        """A recovery guest booted for this one image."""
+        """A recovery guest booted for this one image, which is then replaced
+        by the recovered image (as a kernel mount would leave it)."""
         guest = RecoveryGuest(workdir, fsck)
         try:
-            return guest.recover_one(image, out_dir)
+            rec = guest.recover_one(image, out_dir)
+            if rec.journal_replayed:
+                sparse_copy(guest.dir / "slot.img", image)
+            return rec
         finally:
             guest.close()
 

@@ -1,4 +1,6 @@
-"""Booting one guest to run one job, and reading its answer.
+"""Booting one guest to run one job, and reading its answer (:func:`run_job`);
+or one long-lived guest answering requests (:class:`Guest`, the F2FS
+recovery guest).
 
 Contract of :func:`run_job`: the guest boots the pinned kernel under TCG
 (``-cpu max``: this machine's /dev/kvm cannot boot a stock kernel, and
