@@ -33,7 +33,7 @@ setup:
 build: setup $(BUILD)
 
 images: setup
-	@for fs in ext4 xfs btrfs; do \
+	@for fs in ext4 xfs btrfs f2fs; do \
 	  [ -f images/$$fs.img ] || { echo "images: building $$fs"; images/build-image.sh $$fs images/$$fs.img; }; \
 	  echo "images/$$fs.img sha256 $$(cat images/$$fs.img.sha256)"; done
 

@@ -16,6 +16,11 @@ Variables, who reads them, and their defaults:
   device (4 GiB);
 * ``CRASHLAB_BENCH_SWEEP_STATES`` (bench): states of the sweep memory
   benchmark (100000);
+* ``CRASHLAB_CACHE`` (set-up, record with the qemu backend): where the
+  guest kernel packages and built initramfs images are kept
+  (``$XDG_CACHE_HOME/crashlab``, else ``~/.cache/crashlab``);
+* ``CRASHLAB_QEMU_TIMEOUT`` (record, qemu backend): seconds a guest may run
+  before it is killed as hung (600);
 * ``CRASHLAB_RUNNER`` (record): the workload runner binary instead of
   ``workloads/build/crashlab-runner`` (mutation testing runs a mutant's);
   ``DHL_LIB`` does the same for libdhl (read by ``dhl/binding.py``, which
@@ -36,6 +41,8 @@ TMPDIR = "CRASHLAB_TMPDIR"
 RECOVERY = "CRASHLAB_RECOVERY"
 LOGFUSE = "CRASHLAB_LOGFUSE"
 DM_LOG_SIZE = "CRASHLAB_DM_LOG_SIZE"
+CACHE = "CRASHLAB_CACHE"
+QEMU_TIMEOUT = "CRASHLAB_QEMU_TIMEOUT"
 BENCH_SWEEP_STATES = "CRASHLAB_BENCH_SWEEP_STATES"
 RUNNER = "CRASHLAB_RUNNER"
 DHL_LIB = "DHL_LIB"
@@ -95,6 +102,19 @@ def logfuse_path() -> Path:
 
 def dm_log_size(default: int) -> int:
     return int(os.environ.get(DM_LOG_SIZE, default))
+
+
+def cache_root() -> Path:
+    """Where fetched and built artefacts that outlive a checkout are kept."""
+    env = os.environ.get(CACHE)
+    if env:
+        return Path(env)
+    xdg = os.environ.get("XDG_CACHE_HOME")
+    return (Path(xdg) if xdg else Path.home() / ".cache") / "crashlab"
+
+
+def qemu_timeout(default: float) -> float:
+    return float(os.environ.get(QEMU_TIMEOUT, default))
 
 
 def bench_sweep_states() -> int:

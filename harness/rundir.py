@@ -58,6 +58,7 @@ class RunMeta:
     run's part (``workloads/run.py``): the SUT, the canonical workload spec
     and its seed (the oracle is rebuilt from them), the database file's
     name, the runner's counts, and for a continuation where it starts.
+    A run recorded in a qemu guest also has ``guest``.
     Keys this class does not know (a caller's own) are kept in ``extra``."""
 
     fs: str = ""
@@ -82,6 +83,9 @@ class RunMeta:
     # canonical spellings; written only when there are some): the check
     # stage applies the state kinds among them to every crash state
     faults: tuple[str, ...] = ()
+    # a run recorded in a guest (backend qemu): kernel package and sha256s
+    # of the kernel, the initramfs and the job archive (harness/record/qemu.py)
+    guest: dict[str, Any] | None = None
     # a workload run
     sut: str | None = None
     workload: str | None = None
@@ -111,7 +115,7 @@ class RunMeta:
         out: dict[str, Any] = {}
         for f in dataclasses.fields(self):
             v = getattr(self, f.name)
-            if f.name == "extra" or (v is None and f.name in _WORKLOAD_KEYS) or (
+            if f.name == "extra" or (v is None and f.name in _OPTIONAL_KEYS) or (
                     f.name == "faults" and not v):
                 continue
             if dataclasses.is_dataclass(v):
@@ -120,7 +124,9 @@ class RunMeta:
         return {**out, **self.extra}
 
 
-_WORKLOAD_KEYS = ("sut", "workload", "seed", "db", "runner", "continues_at", "continues")
+# written only when set: a workload run's keys, and a guest's facts
+_OPTIONAL_KEYS = ("sut", "workload", "seed", "db", "runner", "continues_at", "continues",
+                  "guest")
 
 
 @dataclass(frozen=True)
@@ -149,8 +155,18 @@ class RunDir:
 
     @property
     def log_order(self) -> str:
-        """What log order means for this run's crash states."""
-        return self.meta().log_order
+        """What log order means for this run's crash states: the recording
+        backend's (meta.json), except that a run in the kernel's
+        ``dm-log-writes`` order on a file system that waits for each FUA write
+        before issuing the next write (:attr:`FileSystem.fua_waited`) keeps
+        its FUA writes ordered before every write logged after them, which is
+        ``completion`` order (harness/states/model.py)."""
+        from harness.fs import get_fs  # harness.fs imports from this module's users
+
+        meta = self.meta()
+        if meta.log_order == "dm-log-writes" and meta.fs and get_fs(meta.fs).fua_waited:
+            return "completion"
+        return meta.log_order
 
     def write_meta(self, meta: RunMeta) -> None:
         write_json_atomic(self.meta_path, meta.to_json())

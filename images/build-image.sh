@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Build one base image deterministically: build-image.sh FS OUT
-#   FS = ext4 | xfs | btrfs | raw.  OUT gets the image; OUT.sha256 its digest.
+#   FS = ext4 | xfs | btrfs | f2fs | raw.  OUT gets the image; OUT.sha256 its digest.
 # Fixed UUID, hash seed and clock; no lazy initialisation and no discard,
 # so nothing but the workload's own writes reaches a recorded log later.
 # ext4 and xfs come out byte-identical on every build; btrfs-progs 6.2 draws
@@ -14,8 +14,8 @@
 # state's image, and 8 MiB made checking ~5x slower (measured).  A workload
 # that outgrows it fails at the commit that writes past the device's end.
 set -euo pipefail
-fs=${1:?usage: build-image.sh ext4|xfs|btrfs|raw OUT}
-out=${2:?usage: build-image.sh ext4|xfs|btrfs|raw OUT}
+fs=${1:?usage: build-image.sh ext4|xfs|btrfs|f2fs|raw OUT}
+out=${2:?usage: build-image.sh ext4|xfs|btrfs|f2fs|raw OUT}
 uuid=5eed0000-c0de-4a11-8c4a-000000000001
 clock='2023-11-14 22:13:20'
 tmp="$out.partial"
@@ -37,11 +37,18 @@ btrfs)
     truncate -s 128M "$tmp"
     faketime -f "$clock" mkfs.btrfs -q -f -K -U "$uuid" -L crashlab "$tmp" >/dev/null
     ;;
+f2fs)
+    # F2FS is recorded and recovered in a qemu guest (this host has no F2FS);
+    # mkfs.f2fs runs here. -t 0: no discard; -r: checkpoint seed 0. Byte-
+    # identical on every build under the fixed clock.
+    truncate -s 64M "$tmp"
+    faketime -f "$clock" mkfs.f2fs -q -f -t 0 -r -U "$uuid" -l crashlab "$tmp" >/dev/null
+    ;;
 raw)
     truncate -s 1M "$tmp"
     ;;
 *)
-    echo "build-image.sh: unknown file system '$fs' (ext4, xfs, btrfs, raw)" >&2
+    echo "build-image.sh: unknown file system '$fs' (ext4, xfs, btrfs, f2fs, raw)" >&2
     exit 2
     ;;
 esac

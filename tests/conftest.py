@@ -27,3 +27,28 @@ def private_tmp(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Pat
     assert procs_mentioning(str(parent)) == []
     assert list(parent.iterdir()) == []
     parent.rmdir()
+
+
+@pytest.fixture(scope="session")
+def qemu_runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """Recordings through the qemu backend (the guest kernel's dm-log-writes),
+    made once per test session and shared: ``{sut: run folder}`` for
+    sqlite-wal-full (with ``--blktrace``) and sqlite-delete-extra on MULTI
+    (ext4), each with the guest's final image beside it (``<run>.final.img``).  Skipped, with the
+    reason, where qemu or the guest kernel is missing."""
+    from harness.record.qemu import QemuBackend
+    from harness.sweep.matrix import MULTI
+    from workloads.run import record_workload
+
+    ok, why = QemuBackend.available()
+    if not ok:
+        pytest.skip(f"qemu backend unavailable: {why}")
+    root = tmp_path_factory.mktemp("qemu-runs")
+    runs = {}
+    for sut in ("sqlite-wal-full", "sqlite-delete-extra"):
+        run = root / sut
+        record_workload(sut, MULTI, run, backend="qemu",
+                        final_image=root / f"{sut}.final.img",
+                        blktrace=sut == "sqlite-wal-full")
+        runs[sut] = run
+    return runs

@@ -16,6 +16,7 @@ from harness.record import backends
 from harness.record.backends import select_backend
 from harness.record.dm import DmBackend
 from harness.record.fuse import FuseBackend
+from harness.record.qemu import QemuBackend
 from harness.record.recorder import record
 
 CRASHLAB = Path(sys.executable).with_name("crashlab")
@@ -37,6 +38,9 @@ def test_dm_availability_matches_the_kernel():
 
 def test_auto_prefers_dm_then_fuse_and_says_why():
     if not (DmBackend.available()[0] or FuseBackend.available()[0]):
+        if QemuBackend.available()[0]:  # the last resort, never ahead of a host backend
+            assert select_backend("auto")[0].name == "qemu"
+            return
         with pytest.raises(CrashlabError, match="no recording backend is available"):
             select_backend("auto")
         return
@@ -49,7 +53,7 @@ def test_auto_prefers_dm_then_fuse_and_says_why():
 
 
 def test_auto_order_and_unknown_backend():
-    assert [cls.name for cls in backends.ORDER] == ["dm", "fuse"]
+    assert [cls.name for cls in backends.ORDER] == ["dm", "fuse", "qemu"]
     with pytest.raises(CrashlabError, match="unknown backend 'nbd'"):
         select_backend("nbd")
 

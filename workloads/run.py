@@ -143,20 +143,22 @@ def record_workload(sut: str, workload: str, out: Path, *, fs: str = "ext4",
                     backend: str = "auto", base: tuple[Path, str] | None = None,
                     from_txn: int | None = None,
                     extra_meta: Mapping[str, Any] | None = None,
-                    faults: tuple[Fault, ...] = ()) -> RunDir:
+                    faults: tuple[Fault, ...] = (), final_image: Path | None = None,
+                    blktrace: bool = False) -> RunDir:
     """Record crashlab-runner running WORKLOAD on SUT.  meta.json gets the
     SUT, the canonical spec and seed (the oracle is rebuilt from them) and
     the runner's own counts (``runner``: writes and syncs per transaction).
     ``base`` and ``from_txn`` continue the workload on a crash state (see
-    :func:`record` and :func:`workloads.run.workload_command`).  ``faults``
-    (harness/faults.py) go to the recorder; a process-crash fault makes the
-    runner kill itself at its mark (``--crash-at``)."""
+    :func:`record` and :func:`workloads.run.workload_command`); ``final_image``
+    as for :func:`record`.  ``faults`` (harness/faults.py) go to the recorder;
+    a process-crash fault makes the runner kill itself at its mark
+    (``--crash-at``)."""
     with temporary_folder("crashlab-wl-") as tmp:
         cmd, extra, stats = workload_command(sut, workload, tmp, fs, from_txn=from_txn)
         for f in by_stage(faults, PROCESS):
             cmd += ["--crash-at", str(f.get("at"))]
         run = record(cmd, out, fs=fs, backend=backend, extra_meta={**extra, **(extra_meta or {})},
-                     base=base, faults=faults)
+                     base=base, faults=faults, final_image=final_image, blktrace=blktrace)
         if stats.exists():
             run.write_meta(dataclasses.replace(run.meta(),
                                                runner=json.loads(stats.read_text())))

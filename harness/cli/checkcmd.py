@@ -30,6 +30,7 @@ from harness.check.multicrash import COMPOSITE, Composite
 from harness.check.usercheck import DEFAULT_TIMEOUT, UserChecker, parse_checker, unique
 from harness.cli.statescmd import options_from, state_options
 from harness.errors import CrashlabError
+from harness.record.backends import CHOICES as BACKEND_CHOICES
 from harness.rundir import RunDir
 from harness.states import STRATEGIES
 from harness.states.coverage import describe
@@ -250,8 +251,9 @@ def _hook(bar: Progress, task: Any) -> Any:  # noqa: ANN401
                    "(./crashlab.toml: your SUTs and cells)")
 @click.option("--out", type=click.Path(path_type=Path), default=None,
               help="sweep folder (default results/<matrix>-<UTC time>)")
-@click.option("--backend", type=click.Choice(["auto", "dm", "fuse"]), default="auto",
-              show_default=True)
+@click.option("--backend", type=click.Choice(BACKEND_CHOICES), default="auto",
+              show_default=True, help="how cells are recorded, unless a cell names its own "
+              "(auto: per cell, the first backend that can record its file system)")
 @click.option("--shard", "shard_spec", default=None, metavar="i/N",
               help="run only every N-th cell from the i-th (CI matrices)")
 @_run_options

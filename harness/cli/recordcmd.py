@@ -19,7 +19,8 @@ from workloads.suts import get_sut
 
 @click.command("record")
 @click.option("--backend", type=click.Choice(CHOICES), default="auto", show_default=True,
-              help="how writes are recorded (auto: dm, else fuse)")
+              help="how writes are recorded (auto: dm, else fuse, else qemu; qemu: the "
+              "kernel's dm-log-writes in a guest, no root)")
 @click.option("--fs", type=click.Choice(FILESYSTEMS), default="ext4", show_default=True,
               help="file system of the base image (raw: none; the command gets the "
               "device in CRASHLAB_DEV)")
@@ -33,16 +34,20 @@ from workloads.suts import get_sut
               "eio:write|flush|read[,after=MARK][,nth=N][,range=A-B][,sticky], "
               "enospc,left=BYTES, process-crash,at=MARK (--sut only), and the state faults "
               "lost-flush, misdirect, corrupt (kept in meta.json, applied when checking)")
+@click.option("--blktrace", is_flag=True,
+              help="qemu: also trace the recorded device (RUN/blktrace.txt, blkparse output)")
 @click.argument("command", nargs=-1)
 def record_cmd(
     backend: str, fs: str, out: Path, sut: str | None, workload: str | None,
-    fault_specs: tuple[str, ...], command: tuple[str, ...],
+    fault_specs: tuple[str, ...], blktrace: bool, command: tuple[str, ...],
 ) -> None:
     """Run COMMAND (after --) in the mounted file system of a fresh base
     image, logging every block write.  COMMAND gets CRASHLAB_MNT (the mount
     point) and CRASHLAB_MARK (fuse: write `label\\n` lines to it to log a
     mark) or CRASHLAB_MARK_DM (dm: `dmsetup message $CRASHLAB_MARK_DM 0 mark
-    LABEL`).  Exits 1 if COMMAND fails (the run is still written).
+    LABEL`; also qemu, where COMMAND runs in the guest: busybox tools or a
+    host program named by absolute path).  Exits 1 if COMMAND fails (the run
+    is still written).
 
     A device fault (--fault eio:...) fails requests as a disk does and logs a
     `fault:eio-OP` mark where it did; a workload arms a fault at run time by
@@ -58,12 +63,14 @@ def record_cmd(
             raise CrashlabError("give --sut and --workload together, and no COMMAND with them")
         check_sut_fs(get_sut(sut), fs)  # bad input fails before any setup
         parse_spec(workload)
-    _, choice = select_backend(backend)
+    _, choice = select_backend(backend, fs)
     click.echo(f"crashlab: recording with {choice}", err=True)
     if sut is None or workload is None:
-        run = record(list(command), out, fs=fs, backend=backend, faults=faults)
+        run = record(list(command), out, fs=fs, backend=backend, faults=faults,
+                     blktrace=blktrace)
     else:
-        run = record_workload(sut, workload, out, fs=fs, backend=backend, faults=faults)
+        run = record_workload(sut, workload, out, fs=fs, backend=backend, faults=faults,
+                              blktrace=blktrace)
     meta = run.meta()
     log = meta.log or {}
     click.echo(

@@ -15,16 +15,15 @@ from __future__ import annotations
 
 import bisect
 import shutil
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, ClassVar
+from typing import TYPE_CHECKING, ClassVar, Protocol
 
 from harness.errors import CrashlabError
 
 if TYPE_CHECKING:
     from harness.explain.context import ExplainContext, Explainer
-    from harness.fs.ext4.fast import FastExt4
     from harness.logformat import LogReader
 
 REGISTRY: dict[str, type[FileSystem]] = {}
@@ -77,6 +76,20 @@ class BlockMap:
                 yield a + (lo - fa), lo - file_off, hi - lo
 
 
+class FastRecovery(Protocol):
+    """A per-worker recovery path kept across states (ext4: a debugfs
+    session; F2FS: a recovery guest), with the reference's verdicts."""
+
+    def recover(self, image: Path, out_dir: Path, *, overlay: Iterable[tuple[int, int]],
+                base: object, rebuild: Callable[[], Path]
+                ) -> tuple[FsRecovery, list[tuple[int, int]] | None]:
+        """Recover ``image`` into ``out_dir``; also the byte ranges written
+        to the image (None: unknown, the image must be rebuilt)."""
+        ...
+
+    def close(self) -> None: ...
+
+
 class FileSystem:
     """One file system.  The defaults describe a file system crashlab can
     recover but not look inside (no block map, writes explained as byte
@@ -92,6 +105,18 @@ class FileSystem:
     recovery_moves_image: ClassVar[bool] = False
     # (package, command) whose first output line is the tool version a run records
     version_tool: ClassVar[tuple[str, list[str]] | None] = None
+    # the kernel modules a qemu guest loads to mount it (harness/qemu/); a
+    # driver the guest kernel has built in is skipped
+    guest_modules: ClassVar[tuple[str, ...]] = ()
+    # every FUA write it issues is waited for before it issues another write
+    # (F2FS: a checkpoint's commit block): then, in the kernel's dm-log-writes
+    # order too, no write logged after a FUA write persisted without it, and
+    # its runs' states follow completion order (RunDir.log_order)
+    fua_waited: ClassVar[bool] = False
+    # recorded and recovered only in a qemu guest (the host kernel has no
+    # driver): seconds per recording, a few states/s; the nightly matrix
+    # leaves it to the qemu matrix
+    guest_only: ClassVar[bool] = False
 
     @staticmethod
     def version(first_line: str) -> str | None:
@@ -116,7 +141,7 @@ class FileSystem:
         return "journal replayed" if rec.journal_replayed else "clean, nothing to replay"
 
     def fast_recovery(self, workdir: Path, fsck: bool, skip: tuple[str, ...] = ()
-                      ) -> FastExt4 | None:
+                      ) -> FastRecovery | None:
         """A faster recovery path with byte-identical verdicts (None: the
         reference :meth:`recover` is all there is)."""
         return None

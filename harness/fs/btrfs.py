@@ -9,6 +9,7 @@ from harness.fs.base import MountedFileSystem
 
 class Btrfs(MountedFileSystem):
     name = "btrfs"
+    guest_modules = ("btrfs",)
     version_tool = ("btrfs-progs", ["btrfs", "--version"])
     # measured (nightly, MULTI, prefix): sqlite-off shows no violation in 119
     # prefix and 2,724 reorder states, dhl-nolog fails only DHL-T1, and no

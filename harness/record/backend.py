@@ -16,11 +16,12 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
+import platform
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from harness.errors import CrashlabError
 from harness.faults import FILL_NAME, Fault
@@ -30,6 +31,15 @@ from harness.sysops import is_mounted, mount, signals_deferred, umount
 
 # no file system: the environment variable that names the recorded block device.
 DEV_ENV = "CRASHLAB_DEV"
+
+
+class BackendFailed(CrashlabError):
+    """Recording failed; ``keep`` names working files (run-folder name ->
+    path) the run folder keeps to show why (a hung guest's console log)."""
+
+    def __init__(self, message: str, *, keep: Mapping[str, Path] | None = None) -> None:
+        super().__init__(message)
+        self.keep = dict(keep or {})
 
 
 @dataclass(frozen=True)
@@ -57,11 +67,41 @@ class Backend(ABC):
     log_order: ClassVar[str] = "completion"
     # The device can fail requests on demand (eio faults, harness/faults.py).
     injects_faults: ClassVar[bool] = False
+    # can trace the recorded device with blktrace (``blktrace = True``)
+    can_blktrace: ClassVar[bool] = False
+
+    def __init__(self) -> None:
+        self.blktrace = False
+        # run-folder name -> working file the recorder copies beside the log
+        self.artifacts: dict[str, Path] = {}
 
     @classmethod
     @abstractmethod
     def available(cls) -> tuple[bool, str]:
         """Whether this backend can record on this host, and why (not)."""
+
+    @classmethod
+    def supports(cls, fs: str) -> tuple[bool, str]:
+        """Whether this backend can record file system ``fs``, and why (not):
+        a host backend needs the host kernel's driver (/proc/filesystems)."""
+        if not get_fs(fs).has_files:
+            return True, "no file system"
+        try:
+            with open("/proc/filesystems") as f:
+                known = {line.split()[-1] for line in f if line.strip()}
+        except OSError as e:
+            return False, f"cannot read /proc/filesystems: {e}"
+        if fs in known:
+            return True, f"the host kernel has {fs}"
+        return False, f"the host kernel has no {fs} (/proc/filesystems)"
+
+    def recorded_kernel(self) -> str:
+        """The kernel that ran the recorded file system (after :meth:`run`)."""
+        return platform.release()
+
+    def guest_facts(self) -> dict[str, Any] | None:
+        """What a guest-based backend ran (meta.json ``guest``), after :meth:`run`."""
+        return None
 
     @abstractmethod
     def attach(self, image: Path, log: Path, workdir: Path, faults: tuple[Fault, ...] = ()

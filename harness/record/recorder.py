@@ -16,7 +16,6 @@ import dataclasses
 import datetime
 import importlib.metadata
 import os
-import platform
 import shutil
 import signal
 import subprocess
@@ -31,7 +30,7 @@ from harness.faults import DEVICE, Fault, by_stage, format_fault
 from harness.fs import FILESYSTEMS, get_fs
 from harness.images import ensure_image
 from harness.logformat import LogReader
-from harness.record.backend import device_rules
+from harness.record.backend import Backend, BackendFailed, device_rules
 from harness.record.backends import select_backend
 from harness.rundir import ImageRef, RunDir, RunMeta
 from harness.sysops import Interrupted, signals_raise
@@ -84,6 +83,7 @@ def record(
     final_image: Path | None = None,
     base: tuple[Path, str] | None = None,
     faults: Sequence[Fault] = (),
+    blktrace: bool = False,
 ) -> RunDir:
     """Record ``command`` run on a fresh copy of the ``fs`` base image and
     return the run directory ``out`` (created; it must not hold a run yet).
@@ -105,6 +105,8 @@ def record(
     must be able to; enospc by filling the file system after the mount);
     all of them, state and process faults too, are listed in meta.json's
     ``faults`` (a process fault is the caller's: workloads/run.py).
+    ``blktrace``: also trace the recorded device (a backend that can: qemu)
+    into RUN/blktrace.txt.
 
     A failing command still leaves the log and meta.json (``exit_status``);
     an interrupt (SIGINT/SIGTERM) tears everything down, writes meta.json
@@ -114,11 +116,17 @@ def record(
     clash = sorted(META_KEYS & set(extra_meta or {}))
     if clash:
         raise CrashlabError(f"extra_meta may not set {', '.join(clash)}")
-    be, choice = select_backend(backend)
+    be, choice = select_backend(backend, fs)
     if device_rules(tuple(faults)) and not be.injects_faults:
         raise CrashlabError(f"the {be.name} backend cannot inject eio faults: record with "
                             "--backend fuse")
+    if blktrace:
+        if not be.can_blktrace:
+            raise CrashlabError(f"--blktrace needs the qemu backend (this is {be.name}: "
+                                "the host kernel's blktrace is blocked here)")
+        be.blktrace = True
     base, digest = base or ensure_image(fs)
+    created = not out.exists()
     out.mkdir(parents=True, exist_ok=True)
     run = RunDir(out)
     if run.log.exists() or run.meta_path.exists():
@@ -148,8 +156,20 @@ def record(
             except Interrupted as e:
                 interrupted = str(e)
                 raise
+            except BackendFailed as e:
+                kept = []
+                for name, path in e.keep.items():
+                    if path.exists():
+                        shutil.copyfile(path, run.path / name)
+                        kept.append(str(run.path / name))
+                if not kept:
+                    raise
+                raise CrashlabError(f"{e} (kept {', '.join(kept)})") from None
             if final_image is not None:
                 shutil.copyfile(image, final_image)
+            for name, path in be.artifacts.items():
+                shutil.copyfile(path, run.path / f".{name}.partial")
+                os.replace(run.path / f".{name}.partial", run.path / name)
     finally:
         wall = time.monotonic() - t0
         left = _mounts_under(workdir)
@@ -160,17 +180,19 @@ def record(
         if not left:  # never rmtree into a live mount: it would delete inside it
             shutil.rmtree(workdir, ignore_errors=True)
         if run.log.exists():
-            _write_meta(run, backend=be.name, choice=choice, log_order=be.log_order,
+            _write_meta(run, backend=be, choice=choice,
                         image=ImageRef(fs, str(base), digest), command=command, status=status,
                         interrupted=interrupted, versions=versions, extra=extra_meta,
                         started=started, wall=wall, faults=tuple(faults))
+        elif created and not any(out.iterdir()):
+            out.rmdir()  # a failure before any log: leave nothing behind
         if left:
             raise CrashlabError(f"still mounted after teardown: {', '.join(left)} "
                                 f"(working directory {workdir} kept)")
     return run
 
 
-def _write_meta(run: RunDir, *, backend: str, choice: str, log_order: str, image: ImageRef,
+def _write_meta(run: RunDir, *, backend: Backend, choice: str, image: ImageRef,
                 command: Sequence[str], status: int | None, interrupted: str | None,
                 versions: dict[str, str | None], extra: Mapping[str, Any] | None,
                 started: str, wall: float, faults: tuple[Fault, ...]) -> None:
@@ -182,11 +204,11 @@ def _write_meta(run: RunDir, *, backend: str, choice: str, log_order: str, image
     except CrashlabError as e:
         summary = {"error": str(e)}
     meta = RunMeta(
-        backend=backend,
+        backend=backend.name,
         backend_choice=choice,
-        log_order=log_order,
+        log_order=backend.log_order,
         fs=image.fs,
-        kernel=platform.release(),
+        kernel=backend.recorded_kernel(),
         image=image,
         command=tuple(command),
         exit_status=None if status is None else (status if status >= 0 else 128 - status),
@@ -198,5 +220,6 @@ def _write_meta(run: RunDir, *, backend: str, choice: str, log_order: str, image
         wall_time_s=round(wall, 3),
         started=started,
         faults=tuple(format_fault(f) for f in faults),
+        guest=backend.guest_facts(),
     )
     run.write_meta(RunMeta.from_json({**meta.to_json(), **(extra or {})}))

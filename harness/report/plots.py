@@ -7,6 +7,10 @@ under SWEEP/plots/ and referenced by report.html (inline) and report.md.
 * ``io_cost.png``: per run, KB written per transaction (ext4 data region vs
   journal region, or the total when the split is unknown) and syncs per
   transaction (device flushes in the log; the runner's fsync calls).
+* ``timeline-<run>.png``: per run recorded with ``--blktrace`` (qemu), the
+  I/O timeline of the recorded device: LBA against time, writes, FUA
+  writes, flushes and discards in their own colours (blkparse's queue
+  events, harness/record/blktrace.py).
 """
 
 from __future__ import annotations
@@ -22,8 +26,9 @@ import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 
 from harness.atomic import write_bytes_atomic  # noqa: E402
+from harness.record.blktrace import TRACE_NAME, events  # noqa: E402
 from harness.report.model import Report  # noqa: E402
-from harness.rundir import SweepDir
+from harness.rundir import SweepDir  # noqa: E402
 
 STRATEGY_COLOURS = ["#4c72b0", "#dd8452", "#55a868", "#8172b3", "#937860", "#da8bc3"]
 BROKEN = "#c0392b"
@@ -127,6 +132,47 @@ def io_chart(report: Report, path: Path) -> None:
     _save(fig, path)
 
 
+TIMELINE_KINDS = {  # label -> (colour, marker)
+    "write": ("#4c72b0", "."),
+    "FUA write": ("#c0392b", "o"),
+    "discard": ("#937860", "s"),
+    "read": ("#bbbbbb", "."),
+}
+
+
+def timeline_chart(trace: Path, path: Path, title: str) -> None:
+    """LBA against time of one run's blktrace; flushes as vertical lines."""
+    evs = events(trace)
+    fig, ax = plt.subplots(figsize=(10, 4))
+    t0 = evs[0].time_s if evs else 0.0
+    groups: dict[str, tuple[list[float], list[int]]] = {k: ([], []) for k in TIMELINE_KINDS}
+    flushes = []
+    for e in evs:
+        if e.preflush:
+            flushes.append(e.time_s - t0)
+        if e.sector is None or e.op == "N":
+            continue
+        kind = {"W": "FUA write" if e.fua else "write", "D": "discard", "R": "read"}.get(e.op)
+        if kind:
+            groups[kind][0].append(e.time_s - t0)
+            groups[kind][1].append(e.sector)
+    for i, x in enumerate(flushes):
+        ax.axvline(x, color="#55a868", linewidth=0.6, alpha=0.7,
+                   label=f"flush ({len(flushes)})" if i == 0 else None)
+    for label, (colour, marker) in TIMELINE_KINDS.items():
+        xs, ys = groups[label]
+        if xs:
+            ax.scatter(xs, ys, s=10 if marker == "." else 16, c=colour, marker=marker,
+                       label=f"{label} ({len(xs)})", zorder=3)
+    ax.set_xlabel("seconds since the first request (guest clock)", fontsize=8)
+    ax.set_ylabel("LBA (512-byte sectors)", fontsize=8)
+    ax.tick_params(labelsize=7)
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0))
+    ax.set_title(title, fontsize=9)
+    fig.tight_layout()
+    _save(fig, path)
+
+
 def write_plots(report: Report) -> dict[str, str]:
     """Draw every chart; return ``{name: path relative to the sweep}`` and
     record it in ``report.plots``."""
@@ -138,5 +184,9 @@ def write_plots(report: Report) -> dict[str, str]:
     if any(r.kb_total is not None for r in report.io):
         io_chart(report, out / "io_cost.png")
         made["io_cost"] = f"{out.name}/io_cost.png"
+    for trace in sorted(SweepDir(report.path).path.glob(f"runs/*/{TRACE_NAME}")):
+        run = trace.parent.name
+        timeline_chart(trace, out / f"timeline-{run}.png", f"I/O timeline: {run}")
+        made[f"timeline {run}"] = f"{out.name}/timeline-{run}.png"
     report.plots = made
     return made

@@ -22,6 +22,10 @@ if [ ${#missing[@]} -gt 0 ]; then
     apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
 
+# The qemu backend's guest kernel: Debian's pinned package (qemu-kernel.txt),
+# downloaded and unpacked into the cache, never installed (harness/qemu/kernel.py).
+kernel_fetch() { .venv/bin/python -m harness.qemu.kernel fetch >/dev/null; }
+
 stamp=.venv/.crashlab-setup
 want=$(sha256sum pyproject.toml | cut -d' ' -f1)
 if [ ! -x .venv/bin/python ] || [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
@@ -29,4 +33,9 @@ if [ ! -x .venv/bin/python ] || [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; th
     [ -x .venv/bin/python ] || python3 -m venv .venv
     .venv/bin/python -m pip install -q -e '.[dev]'
     echo "$want" > "$stamp"
+fi
+if ! kernel_fetch 2>/dev/null; then
+    # package lists may be missing or stale on a machine set up earlier
+    [ "$(id -u)" -eq 0 ] && apt-get update -qq
+    kernel_fetch
 fi

@@ -150,6 +150,10 @@ class Cell:
     # device and process ones injected while recording, the state ones when
     # checking
     faults: tuple[str, ...] = field(default=())
+    # the recording backend of this cell (None: the sweep's --backend);
+    # named in the folder name, so one matrix can record a cell both ways
+    backend: str | None = None
+    blktrace: bool = False  # also trace the device while recording (qemu)
 
     def __post_init__(self) -> None:
         # one spelling per fault: names, meta.json and reports agree
@@ -161,6 +165,8 @@ class Cell:
         """A folder name: unique in a matrix, stable across runs."""
         slug = _slug(self.workload)
         name = f"{_slug(self.sut)}--{slug}--{self.fs}" if slug else f"{_slug(self.sut)}--{self.fs}"
+        if self.backend is not None:
+            name += f"--{self.backend}"
         name = name + "--" + "-".join(self.strategies) if self.waived else name
         return name + "--" + "-".join(_slug(f) for f in self.faults) if self.faults else name
 
@@ -280,11 +286,13 @@ NIGHTLY_WORKLOADS = {
 def _nightly() -> list[Cell]:
     """Every SUT on every workload of its engine with prefix, reorder and
     torn on its own device kind (raw or ext4), and MULTI with prefix on
-    every other file system; then every other SQLite journal x sync
-    combination (``_grid_cells``) and the SQLite options (``_option_cells``)."""
+    every other file system the host can record (F2FS, guest-only, is in the
+    qemu matrix); then every other SQLite journal x sync combination
+    (``_grid_cells``) and the SQLite options (``_option_cells``)."""
     cells = []
     every = ("prefix", "reorder", "torn")
-    others = [f for f in FILESYSTEMS if get_fs(f).has_files and f != DEFAULT_FS]
+    others = [f for f in FILESYSTEMS
+              if get_fs(f).has_files and f != DEFAULT_FS and not get_fs(f).guest_only]
     for name, sut in SUTS.items():
         fs = NO_FS if sut.raw else DEFAULT_FS
         for wl in NIGHTLY_WORKLOADS[sut.engine]:
@@ -399,7 +407,15 @@ def _sqlite_grid() -> list[Cell]:
     return [_cell(name, MULTI) for name in sqlite_grid()]
 
 
-MATRICES = {"default": _default, "nightly": _nightly, "sqlite-grid": _sqlite_grid}
+def _qemu() -> list[Cell]:
+    """The qemu matrix: a matrix file (harness/sweep/matrices/qemu.toml)."""
+    from harness.sweep.matrixfile import MATRICES_DIR, load_matrix
+
+    return load_matrix(MATRICES_DIR / "qemu.toml")
+
+
+MATRICES = {"default": _default, "nightly": _nightly, "sqlite-grid": _sqlite_grid,
+            "qemu": _qemu}
 
 
 def matrix(name: str) -> list[Cell]:

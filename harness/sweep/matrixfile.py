@@ -22,8 +22,11 @@ matrix is such a file, ``harness/sweep/matrices/default.toml``).
     checkers = { rows = "python3 {here}/rows.py" }   # yours, on any cell's states
     must_violate_any = []             # default: the built-in SUT's known weakness
     waived = []                       # promises this cell does not hold the SUT to
-    faults = ["corrupt,seed=1"]       # state faults on every crash state (harness/faults.py);
-                                      # the promises become the SUT's under them
+    faults = ["corrupt,seed=1"]       # faults beyond power loss (harness/faults.py): device
+                                      # and process ones while recording, state ones on
+                                      # every crash state; the promises become the SUT's
+    backend = "qemu"                  # record with this backend (default: the sweep's)
+    blktrace = true                   # qemu: blktrace the device too (report: I/O timeline)
 
 ``{here}`` in a command is the folder of the file and ``{python}`` the
 Python crashlab runs on (both shell-quoted); a checker named by
@@ -45,6 +48,7 @@ from harness.check.usercheck import CHECKER_NAME, DEFAULT_TIMEOUT, UserChecker, 
 from harness.errors import CrashlabError
 from harness.faults import PROCESS, STATE, by_stage, format_fault, parse_faults
 from harness.fs import FILESYSTEMS
+from harness.record.backends import BACKENDS
 from harness.states import STRATEGIES
 from harness.states.inject import parse_state_faults
 from harness.sweep.matrix import BUILTIN_WORKLOADS, Cell, UserSut, must_violate
@@ -55,7 +59,7 @@ from workloads.suts import SUTS, get_sut
 SUT_KEYS = {"run", "build", "checker", "checkers", "recover", "timeout", "promises",
             "must_violate_any"}
 CELL_KEYS = {"sut", "workload", "fs", "strategies", "checkers", "must_violate_any", "waived",
-             "faults"}
+             "faults", "backend", "blktrace"}
 MATRICES_DIR = Path(__file__).resolve().parent / "matrices"
 
 
@@ -225,6 +229,13 @@ def _cells(spec: Any, i: int, suts: dict[str, UserSut], workloads: dict[str, str
     if faults and set(strategies) & set(COMPOSITE):
         raise CrashlabError(f"{where}: faults apply to the log strategies, not to "
                             f"{', '.join(COMPOSITE)}")
+    backend = spec.get("backend")
+    if backend is not None and backend not in BACKENDS:
+        raise CrashlabError(f"{where}: unknown backend {backend!r} (choose from "
+                            f"{', '.join(BACKENDS)})")
+    blktrace = spec.get("blktrace", False)
+    if not isinstance(blktrace, bool):
+        raise CrashlabError(f"{where}: `blktrace` must be true or false, not {blktrace!r}")
     out = []
     for sut, workload, fs in itertools.product(_listed(spec, "sut", None),
                                                _listed(spec, "workload", ""),
@@ -258,7 +269,8 @@ def _cells(spec: Any, i: int, suts: dict[str, UserSut], workloads: dict[str, str
             raise CrashlabError(f"{where}: state and process faults are for the built-in SUTs "
                                 f"(their promises under a fault are known; process-crash kills "
                                 f"crashlab's workload runner); {sut!r} is yours")
-        cell = Cell(sut, spec_text, fs, strategies, must, waived, extra, user, faults)
+        cell = Cell(sut, spec_text, fs, strategies, must, waived, extra, user, faults=faults,
+                    backend=backend, blktrace=blktrace)
         unique(cell.all_checkers, where)
         out.append(cell)
     return out

@@ -81,12 +81,13 @@ def record_cell(cell: Cell, run_dir: Path, backend: str, resume: bool) -> RunDir
     run_dir.parent.mkdir(parents=True, exist_ok=True)
     if cell.user is not None:
         run = record(["sh", "-c", cell.user.run], run_dir, fs=cell.fs, backend=backend,
-                     extra_meta={"user_sut": cell.user.name}, faults=faults)
+                     extra_meta={"user_sut": cell.user.name}, faults=faults,
+                     blktrace=cell.blktrace)
     else:
         from workloads.run import record_workload
 
         run = record_workload(cell.sut, cell.workload, run_dir, fs=cell.fs, backend=backend,
-                              faults=faults)
+                              faults=faults, blktrace=cell.blktrace)
     if ok is not None and run.meta().exit_status not in ok:
         raise CrashlabError(f"{run_dir}: the workload failed while recording (see meta.json)")
     return run
@@ -156,7 +157,7 @@ def run_sweep(
     for cell in cells:
         t0 = time.monotonic()
         say(f"record {cell.name}")
-        run = record_cell(cell, sweep.run(cell.name).path, opts.backend, resume)
+        run = record_cell(cell, sweep.run(cell.name).path, cell.backend or opts.backend, resume)
         timing[cell.name] = {"record_s": round(time.monotonic() - t0, 3)}
         for strategy in cell.strategies:
             t1 = time.monotonic()

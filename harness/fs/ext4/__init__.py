@@ -25,6 +25,7 @@ if TYPE_CHECKING:
 
 class Ext4(FileSystem):
     name = "ext4"
+    guest_modules = ("ext4",)
     version_tool = ("e2fsprogs", ["mke2fs", "-V"])
 
     def recover(self, image: Path, out_dir: Path, *, workdir: Path, db_name: str,

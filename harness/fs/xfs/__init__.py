@@ -13,6 +13,7 @@ if TYPE_CHECKING:
 
 class Xfs(MountedFileSystem):
     name = "xfs"
+    guest_modules = ("xfs",)
     version_tool = ("xfsprogs", ["mkfs.xfs", "-V"])
     # workers mount clones of one image at once: xfs refuses a duplicate
     # UUID unless told (btrfs handles single-device clones itself since
