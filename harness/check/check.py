@@ -130,7 +130,7 @@ def default_window(run: RunDir, opts: Options) -> Options:
     meta = run.meta()
     recorded = tuple(format_fault(f) for f in by_stage(parse_faults(list(meta.faults)), STATE))
     faults = tuple(format_fault(f) for f in parse_faults([*opts.faults, *recorded]))
-    opts = dataclasses.replace(opts, log_order=meta.log_order, faults=faults)
+    opts = dataclasses.replace(opts, log_order=run.log_order, faults=faults)
     if opts.window_start is None and "setup-done" in meta.marks:
         return dataclasses.replace(opts, window_start="setup-done")
     return opts

@@ -130,9 +130,11 @@ class F2fs(FileSystem):
         return words[1] if len(words) > 1 else None
 
     def recover(self, image: Path, out_dir: Path, *, workdir: Path, db_name: str,
-                fsck: bool = True) -> FsRecovery:
+                fsck: bool = True, skip: tuple[str, ...] = ()) -> FsRecovery:
         """A recovery guest booted for this one image, which is then replaced
-        by the recovered image (as a kernel mount would leave it)."""
+        by the recovered image (as a kernel mount would leave it).  ``skip``
+        is always empty here: F2FS is recorded only in a qemu guest, which
+        injects no enospc fill."""
         guest = RecoveryGuest(workdir, fsck)
         try:
             rec = guest.recover_one(image, out_dir)
@@ -142,7 +144,8 @@ class F2fs(FileSystem):
         finally:
             guest.close()
 
-    def fast_recovery(self, workdir: Path, fsck: bool) -> RecoveryGuest:
+    def fast_recovery(self, workdir: Path, fsck: bool, skip: tuple[str, ...] = ()
+                      ) -> RecoveryGuest:
         return RecoveryGuest(workdir, fsck)
 
     def recovered_how(self, rec: FsRecovery) -> str:
