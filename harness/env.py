@@ -26,6 +26,8 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
+import shutil
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -55,10 +57,58 @@ def tmp_parent() -> Path:
     return shm if shm.is_dir() else Path(tempfile.gettempdir())
 
 
+def _start_time(pid: int) -> str | None:
+    """The start time of process ``pid`` (clock ticks since boot, field 22
+    of /proc/PID/stat), or None when there is no such live process: with
+    the PID it names a process uniquely (a PID alone may be reused)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return None if fields[0] == "Z" else fields[19]
+
+
+# A working folder's name: the caller's prefix, the owner process (PID and
+# start time), then mkdtemp's random part.  Only names of this shape are
+# ever reaped.
+_OWNED = re.compile(r"^(crashlab-[a-z-]+?-)(\d+)\.(\d+)-[A-Za-z0-9_]+$")
+
+
 def work_folder(prefix: str) -> Path:
-    """A new private working folder under :func:`tmp_parent`; the caller
-    removes it."""
-    return Path(tempfile.mkdtemp(prefix=prefix, dir=tmp_parent()))
+    """A new private working folder under :func:`tmp_parent`, named after
+    this process (so that :func:`reap_work_folders` knows when its owner is
+    gone); the caller removes it."""
+    pid = os.getpid()
+    return Path(tempfile.mkdtemp(prefix=f"{prefix}{pid}.{_start_time(pid)}-",
+                                 dir=tmp_parent()))
+
+
+def reap_work_folders() -> list[Path]:
+    """Remove the working folders under :func:`tmp_parent` whose owner
+    process is gone (a check or sweep killed with SIGKILL, or a machine
+    that lost power, had no chance to remove its own); return them.  A
+    folder is reaped only when its name has the shape :func:`work_folder`
+    gives, its owner (PID and start time) is not alive, and nothing is
+    mounted or loop-attached under it (a killed recording's device stack is
+    left alone, never deleted into)."""
+    from harness.sysops import in_use_under
+
+    parent = tmp_parent()
+    try:
+        names = os.listdir(parent)
+    except OSError:
+        return []
+    reaped = []
+    for name in names:
+        m = _OWNED.match(name)
+        if m is None or _start_time(int(m.group(2))) == m.group(3):
+            continue
+        path = parent / name
+        if path.is_dir() and not path.is_symlink() and not in_use_under(path):
+            shutil.rmtree(path, ignore_errors=True)
+            reaped.append(path)
+    return reaped
 
 
 @contextlib.contextmanager

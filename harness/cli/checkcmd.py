@@ -232,9 +232,18 @@ def check_cmd(run: Path, jobs: int, max_states: int | None, no_fsck: bool, resum
 
 
 def _hook(bar: Progress, task: Any) -> Any:  # noqa: ANN401
+    """A check's progress on ``task``.  Its clock starts at the first chunk,
+    where a resumed check already counts the states of before: the rate
+    and the ETA are of this run's states alone."""
+    base: list[int] = []
+
     def on_progress(generated: int, checked: int) -> None:
+        if not base:
+            base.append(checked)
+            bar.reset(task, completed=generated, rate=0.0)
+            return
         elapsed = bar.tasks[task].elapsed or 1e-9
-        bar.update(task, completed=generated, rate=checked / elapsed)
+        bar.update(task, completed=generated, rate=(checked - base[0]) / elapsed)
 
     return on_progress
 
@@ -268,15 +277,14 @@ def sweep_cmd(matrix_name: str, out: Path | None, backend: str, shard_spec: str 
                         executor=executor, scheduler=_scheduler(executor, scheduler))
     show = console.is_terminal if progress is None else progress
     with progress_bar(show) as bar:
-        tasks: dict[str, Any] = {}
+        hooks: dict[str, Any] = {}
 
         def on_progress(label: str, generated: int, checked: int) -> None:
             if bar is None:
                 return
-            if label not in tasks:
-                tasks[label] = bar.add_task(label, total=None, rate=0.0)
-            elapsed = bar.tasks[tasks[label]].elapsed or 1e-9
-            bar.update(tasks[label], completed=generated, rate=checked / elapsed)
+            if label not in hooks:
+                hooks[label] = _hook(bar, bar.add_task(label, total=None, rate=0.0))
+            hooks[label](generated, checked)
 
         summary, code = run_sweep(
             f"{Path(matrix_name).stem}"

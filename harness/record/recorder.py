@@ -32,7 +32,7 @@ from harness.images import ensure_image
 from harness.logformat import LogReader
 from harness.record.backends import select_backend
 from harness.rundir import ImageRef, RunDir, RunMeta
-from harness.sysops import Interrupted, signals_raise
+from harness.sysops import Interrupted, in_use_under, signals_raise
 
 # meta.json keys the recorder owns; extra_meta may not override them.
 META_KEYS = frozenset(f.name for f in dataclasses.fields(RunMeta)) - frozenset(
@@ -63,12 +63,6 @@ def tool_versions() -> dict[str, str | None]:
             line = _first_line(cmd)
             out[package] = fs.version(line) if line else None
     return out
-
-
-def _mounts_under(path: Path) -> list[str]:
-    prefix = os.path.realpath(path) + "/"
-    with open("/proc/self/mounts") as f:
-        return [ln.split()[1] for ln in f if ln.split()[1].startswith(prefix)]
 
 
 def record(
@@ -141,7 +135,7 @@ def record(
                 shutil.copyfile(image, final_image)
     finally:
         wall = time.monotonic() - t0
-        left = _mounts_under(workdir)
+        left = in_use_under(workdir)
         if work_log.exists():
             partial = run.path / f".{run.log.name}.partial"
             shutil.copyfile(work_log, partial)
@@ -154,7 +148,7 @@ def record(
                         interrupted=interrupted, versions=versions, extra=extra_meta,
                         started=started, wall=wall)
         if left:
-            raise CrashlabError(f"still mounted after teardown: {', '.join(left)} "
+            raise CrashlabError(f"still in use after teardown: {', '.join(left)} "
                                 f"(working directory {workdir} kept)")
     return run
 
