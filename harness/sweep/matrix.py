@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TypeVar
 
 from checkers.engines import engine_of
 from checkers.invariants import TRACE_LEVEL as TRACE_IDS
@@ -275,14 +276,36 @@ def matrix(name: str) -> list[Cell]:
                         "or give a matrix file: ./crashlab.toml)")
 
 
-def shard(cells: list[Cell], spec: str | None) -> list[Cell]:
-    """Cells of shard ``i/N`` (1-based): every N-th cell from the i-th."""
-    if spec is None:
-        return cells
+Shard = tuple[int, int]  # (i, N): the i-th of N shards, 1-based
+T = TypeVar("T")
+
+
+def parse_shard(spec: str) -> Shard:
+    """``"i/N"`` as ``(i, N)``; CrashlabError when it is not one."""
     try:
         i, n = (int(x) for x in spec.split("/"))
     except ValueError:
         raise CrashlabError(f"--shard {spec!r}: expected i/N, e.g. 1/4") from None
     if not 1 <= i <= n:
         raise CrashlabError(f"--shard {spec!r}: need 1 <= i <= N")
+    return i, n
+
+
+def shard(cells: list[T], which: Shard | None) -> list[T]:
+    """The cells of shard ``(i, N)``: every N-th cell from the i-th, so that
+    N CI jobs split a matrix deterministically and evenly by cell count."""
+    if which is None:
+        return cells
+    i, n = which
     return cells[i - 1 :: n]
+
+
+def unshard(parts: list[list[T]]) -> list[T]:
+    """The inverse of :func:`shard`: ``parts[i - 1]`` is shard ``(i, N)``'s
+    cells (N = ``len(parts)``); returns them in the matrix's order."""
+    n = len(parts)
+    total = sum(len(p) for p in parts)
+    if any(len(p) != len(range(i, total, n)) for i, p in enumerate(parts)):
+        raise CrashlabError(f"shards of {total} cells in all cannot be 1/{n} .. {n}/{n} "
+                            f"of one matrix ({', '.join(str(len(p)) for p in parts)} cells)")
+    return [parts[k % n][k // n] for k in range(total)]
