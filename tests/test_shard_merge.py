@@ -5,6 +5,7 @@ same exit code; merge refuses an incomplete or mixed set of shards."""
 
 from __future__ import annotations
 
+import json
 import shutil
 from pathlib import Path
 
@@ -18,14 +19,16 @@ from harness.sweep.matrix import shard, unshard
 
 OK, WHY = FuseBackend.available()
 
-# three cells (2 + 1 per shard), violations in two strategies of one cell,
-# and a cell whose expectation breaks (a safe SUT required to violate)
+# three cells (2 + 1 per shard), violations in two strategies of one cell
+# (with its own enumeration options), and a cell whose expectation breaks (a
+# safe SUT required to violate)
 MATRIX = """
 [[cell]]
 sut = "dhl-nolog-raw"
 workload = "MULTI"
 fs = "raw"
 strategies = ["prefix", "reorder"]
+states = { max_exhaustive = 3, sample = 4 }
 
 [[cell]]
 sut = "dhl-tc-raw"
@@ -78,6 +81,9 @@ def test_two_shards_merge_into_the_unsharded_sweep(tmp_path: Path) -> None:
     got = (merged / "violations.jsonl").read_text()
     assert got.count("\n") > 0 and str(shards[0]) not in got
     assert got.replace(str(merged), str(ref)) == (ref / "violations.jsonl").read_text()
+    reorder = json.loads(next(merged.glob("runs/dhl-nolog-raw*/check/reorder-*/result.json"))
+                         .read_text())
+    assert reorder["options"]["sample"] == 4 and reorder["options"]["max_exhaustive"] == 3
     # a complete report: the runs (their logs, for the I/O cost) are linked in
     report = (merged / "report.md").read_text()
     assert "BROKEN" in report and "incomplete" not in report

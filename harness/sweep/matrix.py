@@ -8,7 +8,8 @@ FS-RECOVER on a file system (not under torn writes); a cell may add
 finding the documented weakness fails too.  ``default`` (what `make sweep`
 and a nightly CI job run) takes about a minute on a 2-core machine;
 ``nightly`` is the long one; ``sqlite-grid`` runs every SQLite journal x
-sync combination once.
+sync combination once; ``large`` has the papers' workload sizes (for a
+cluster: hours on one machine).
 """
 
 from __future__ import annotations
@@ -122,6 +123,9 @@ class Cell:
     # the user's own checkers, run on every state beside the SUT's checkers
     checkers: tuple[UserChecker, ...] = field(default=())
     user: UserSut | None = None  # a SUT of the user's, not of the registry
+    # enumeration options of this cell's states ((name, value) pairs of
+    # harness.states.Options; a matrix file's `states` table), over the sweep's
+    states: tuple[tuple[str, object], ...] = field(default=())
 
     @property
     def name(self) -> str:
@@ -261,7 +265,16 @@ def _sqlite_grid() -> list[Cell]:
     return [_cell(name, MULTI) for name in sqlite_grid()]
 
 
-MATRICES = {"default": _default, "nightly": _nightly, "sqlite-grid": _sqlite_grid}
+def _large() -> list[Cell]:
+    """The papers' workload sizes on SQLite and DHL, sampled large epochs: a
+    matrix file (harness/sweep/matrices/large.toml)."""
+    from harness.sweep.matrixfile import MATRICES_DIR, load_matrix
+
+    return load_matrix(MATRICES_DIR / "large.toml")
+
+
+MATRICES = {"default": _default, "nightly": _nightly, "sqlite-grid": _sqlite_grid,
+            "large": _large}
 
 
 def matrix(name: str) -> list[Cell]:

@@ -22,6 +22,9 @@ matrix is such a file, ``harness/sweep/matrices/default.toml``).
     checkers = { rows = "python3 {here}/rows.py" }   # yours, on any cell's states
     must_violate_any = []             # default: the built-in SUT's known weakness
     waived = []                       # promises this cell does not hold the SUT to
+    states = { sample = 16 }          # enumeration options (`crashlab states --help`):
+                                      # max_exhaustive, max_drop, sample, seed, tear_unit,
+                                      # torn_pattern, max_tears, max_subset_blocks
 
 ``{here}`` in a command is the folder of the file and ``{python}`` the
 Python crashlab runs on (both shell-quoted); a checker named by
@@ -42,7 +45,7 @@ from harness.check.multicrash import COMPOSITE
 from harness.check.usercheck import CHECKER_NAME, DEFAULT_TIMEOUT, UserChecker, unique
 from harness.errors import CrashlabError
 from harness.fs import FILESYSTEMS
-from harness.states import STRATEGIES
+from harness.states import STRATEGIES, Options
 from harness.sweep.matrix import BUILTIN_WORKLOADS, Cell, UserSut, must_violate
 from workloads.run import check_sut_fs
 from workloads.spec import parse_spec
@@ -50,7 +53,11 @@ from workloads.suts import SUTS, get_sut
 
 SUT_KEYS = {"run", "build", "checker", "checkers", "recover", "timeout", "promises",
             "must_violate_any"}
-CELL_KEYS = {"sut", "workload", "fs", "strategies", "checkers", "must_violate_any", "waived"}
+CELL_KEYS = {"sut", "workload", "fs", "strategies", "checkers", "must_violate_any", "waived",
+             "states"}
+# the enumeration options a cell may set (harness/states/strategies.py, Options)
+STATE_KEYS = {"max_exhaustive": int, "max_drop": int, "sample": int, "seed": int,
+              "tear_unit": int, "torn_pattern": str, "max_tears": int, "max_subset_blocks": int}
 MATRICES_DIR = Path(__file__).resolve().parent / "matrices"
 
 
@@ -163,6 +170,26 @@ def _checkers(table: Any, here: str, timeout: float, where: str,  # noqa: ANN401
     return tuple(out)
 
 
+def _states(spec: dict[str, Any], where: str) -> tuple[tuple[str, Any], ...]:
+    """A cell's ``states`` table: enumeration options, checked as the
+    command line checks them."""
+    table = spec.get("states", {})
+    if not isinstance(table, dict):
+        raise CrashlabError(f"{where}: `states` must be a table of enumeration options")
+    for key, value in table.items():
+        kind = STATE_KEYS.get(key)
+        if kind is None:
+            raise CrashlabError(f"{where}: unknown states option {key!r} "
+                                f"(known: {', '.join(sorted(STATE_KEYS))})")
+        if isinstance(value, bool) or not isinstance(value, kind):
+            raise CrashlabError(f"{where}: states.{key} must be {kind.__name__}, not {value!r}")
+    try:
+        Options(**table).validate()
+    except CrashlabError as e:
+        raise CrashlabError(f"{where}: states: {e}") from None
+    return tuple(sorted(table.items()))
+
+
 def _check_builtin(sut: str, workload: str, fs: str, where: str) -> None:
     """A built-in SUT's workload spec parses and its device kind fits ``fs``
     (what recording would find out later, mid-sweep)."""
@@ -203,6 +230,7 @@ def _cells(spec: Any, i: int, suts: dict[str, UserSut], workloads: dict[str, str
         raise CrashlabError(f"{where}: unknown strategy {bad[0]!r}")
     extra = _checkers(_dict(spec, "checkers", where), here, DEFAULT_TIMEOUT, where)
     waived = _strs(spec, "waived", where)
+    states = _states(spec, where)
     out = []
     for sut, workload, fs in itertools.product(_listed(spec, "sut", None),
                                                _listed(spec, "workload", ""),
@@ -231,7 +259,7 @@ def _cells(spec: Any, i: int, suts: dict[str, UserSut], workloads: dict[str, str
         spec_text = workloads.get(workload, workload)
         if user is None:
             _check_builtin(sut, spec_text, fs, where)
-        cell = Cell(sut, spec_text, fs, strategies, must, waived, extra, user)
+        cell = Cell(sut, spec_text, fs, strategies, must, waived, extra, user, states)
         unique(cell.all_checkers, where)
         out.append(cell)
     return out

@@ -147,7 +147,8 @@ def run_sweep(
         for strategy in cell.strategies:
             t1 = time.monotonic()
             copts = options_for(strategy, CheckOptions(
-                states=opts.base_states, max_states=opts.max_states, jobs=opts.jobs,
+                states=dataclasses.replace(opts.base_states, **dict(cell.states)),
+                max_states=opts.max_states, jobs=opts.jobs,
                 fsck=opts.fsck, crashsafe_sample=opts.crashsafe_sample,
                 composite=dataclasses.replace(opts.composite, backend=opts.backend),
                 checkers=cell.all_checkers, executor=opts.executor, scheduler=opts.scheduler,
