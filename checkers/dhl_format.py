@@ -29,9 +29,13 @@ class Slot:
     type: int
 
 
-def slot(page: bytes, s: int) -> Slot:
+_SLOT = struct.Struct("<IHHHBB")
+_TID_COMMIT = struct.Struct("<I4xH")  # a slot header's tid and commit fields
+
+
+def slot(page: bytes | memoryview, s: int) -> Slot:
     """Slot header ``s`` (0 or 1) of a data page, as stored."""
-    tid, nrec, free_off, commit, typ, _ = struct.unpack_from("<IHHHBB", page, s * SLOT_SIZE)
+    tid, nrec, free_off, commit, typ, _ = _SLOT.unpack_from(page, s * SLOT_SIZE)
     return Slot(tid, nrec, free_off, commit, typ)
 
 
@@ -114,28 +118,21 @@ def _fcc(image: bytes, ps: int, ntrees: int) -> int:
     FCC" and "Recovery"): a commit record lies below the page count its
     transaction saw, and is complete when that many slot headers carry its
     TID there.  Only the newest may be incomplete."""
-    page0 = image[:ps]
-    metas = [_meta(page0, s, ntrees) for s in range(2)]
+    metas = [_meta(image, s, ntrees) for s in range(2)]
     npages = len(image) // ps
-    tids = [[m.tid for m in metas]] + [[slot(image[p * ps:(p + 1) * ps], s).tid
-                                        for s in range(2)] for p in range(1, npages)]
+    # (tid, commit) of slot 0 and slot 1 of every page, page 0's from its meta slots
+    heads = [((metas[0].tid, metas[0].commit), (metas[1].tid, metas[1].commit))] + [
+        (_TID_COMMIT.unpack_from(image, p * ps), _TID_COMMIT.unpack_from(image, p * ps + SLOT_SIZE))
+        for p in range(1, npages)]
 
     def pagecount_at(t: int) -> int:
         s = valid(metas[0].tid, metas[1].tid, t)
         return metas[s].page_count if s >= 0 else 0
 
-    cands: list[tuple[int, int]] = []
-    for p in range(npages):
-        for s in range(2):
-            if p == 0:
-                t, c = metas[s].tid, metas[s].commit
-            else:
-                h = slot(image[p * ps:(p + 1) * ps], s)
-                t, c = h.tid, h.commit
-            if t and c and p < pagecount_at(t):
-                cands.append((t, c))
-    for i, (t, size) in enumerate(sorted(set(cands), reverse=True)[:2]):
-        count = sum(x == t for p in range(min(npages, pagecount_at(t))) for x in tids[p])
+    cands = {(t, c) for p, pair in enumerate(heads) for t, c in pair
+             if t and c and p < pagecount_at(t)}
+    for i, (t, size) in enumerate(sorted(cands, reverse=True)[:2]):
+        count = sum(x == t for pair in heads[:min(npages, pagecount_at(t))] for x, _ in pair)
         if count == size:
             return t
         if i == 1:
@@ -161,12 +158,12 @@ def _read_committed(image: bytes) -> Reading:
     if ps < 512 or ps & (ps - 1) or not 1 <= ntrees <= 32:
         return Reading(error=f"bad header: page size {ps}, {ntrees} trees")
     nolog = bool(flags & NOLOG_FLAG)
-    page0 = image[:ps]
-    metas = [_meta(page0, s, ntrees) for s in range(2)]
+    metas = [_meta(image, s, ntrees) for s in range(2)]
     fcc = metas[0].tid if nolog else _fcc(image, ps, ntrees)
     m = 0 if nolog else valid(metas[0].tid, metas[1].tid, fcc)
     if m < 0:
         return Reading(fcc=fcc, error=f"no meta slot committed at FCC {fcc}")
+    view = memoryview(image)
     out = Reading(fcc=fcc, rows=[])
     rows = out.rows
     assert rows is not None
@@ -178,7 +175,7 @@ def _read_committed(image: bytes) -> Reading:
             if p in seen or p >= len(image) // ps or p == 0:
                 return Reading(fcc=fcc, error=f"tree {tree}: bad or repeated page {p}")
             seen.add(p)
-            page = image[p * ps:(p + 1) * ps]
+            page = view[p * ps:(p + 1) * ps]  # not a copy
             s = 0 if nolog else valid(slot(page, 0).tid, slot(page, 1).tid, fcc)
             if s < 0:
                 out.no_committed.append(p)
@@ -189,7 +186,7 @@ def _read_committed(image: bytes) -> Reading:
                 if off + REC_HDR > ps:
                     return Reading(fcc=fcc, error=f"page {p}: record {i} offset {off} out of page")
                 key, vlen = struct.unpack_from("<qH", page, off)
-                value = page[off + REC_HDR:off + REC_HDR + vlen]
+                value = bytes(page[off + REC_HDR:off + REC_HDR + vlen])
                 if h.type == INTERIOR:
                     if len(value) != 4:
                         return Reading(fcc=fcc, error=f"page {p}: interior record {i} has a "
