@@ -15,7 +15,7 @@ Variables, who reads them, and their defaults:
 * ``CRASHLAB_DM_LOG_SIZE`` (record, dm backend): bytes of the sparse log
   device (4 GiB);
 * ``CRASHLAB_BENCH_SWEEP_STATES`` (bench): states of the sweep memory
-  benchmark (100000);
+  benchmark (1000000);
 * ``CRASHLAB_RUNNER`` (record): the workload runner binary instead of
   ``workloads/build/crashlab-runner`` (mutation testing runs a mutant's);
   ``DHL_LIB`` does the same for libdhl (read by ``dhl/binding.py``, which
@@ -148,7 +148,7 @@ def dm_log_size(default: int) -> int:
 
 
 def bench_sweep_states() -> int:
-    return int(os.environ.get(BENCH_SWEEP_STATES, "100000"))
+    return int(os.environ.get(BENCH_SWEEP_STATES, "1000000"))
 
 
 def runner_override() -> Path | None:
