@@ -380,9 +380,9 @@ _remote_args: tuple[Any, ...] | None = None  # what this Dask worker's checker i
 _remote_root: Path | None = None  # this Dask worker's own work folder, on another machine
 
 
-def remote_task(init_args: tuple[Any, ...], task: Task) -> list[StateRecord]:
-    """A Dask worker's task (harness/check/cluster.py): the records of one
-    chunk.  The worker's state checker is made on its first task of a run,
+def remote_tasks(init_args: tuple[Any, ...], tasks: list[Task]) -> list[list[StateRecord]]:
+    """A Dask worker's task (harness/check/cluster.py): the records of each
+    chunk of a batch.  The worker's state checker is made on its first task of a run,
     in a folder of its own under the client's work folder (or, on another
     machine, under one work folder of this worker process's, reaped once
     the process is gone)."""
@@ -396,7 +396,7 @@ def remote_task(init_args: tuple[Any, ...], task: Task) -> list[StateRecord]:
             workroot = str(_remote_root)
         _init_worker(run_path, workroot, *rest)
         _remote_args = init_args
-    return _check_task(task)
+    return [_check_task(task) for task in tasks]
 
 
 def remote_close() -> None:
