@@ -119,8 +119,11 @@ def _fcc(image: bytes, ps: int, ntrees: int) -> int:
     transaction saw, and is complete when that many slot headers carry its
     TID there.  Only the newest may be incomplete."""
     metas = [_meta(image, s, ntrees) for s in range(2)]
-    npages = len(image) // ps
-    # (tid, commit) of slot 0 and slot 1 of every page, page 0's from its meta slots
+    # only pages below a page count some transaction saw can hold a commit
+    # record or count for one: the pages past the larger meta page count
+    # (most of a block device) are not read
+    npages = min(len(image) // ps, max(m.page_count for m in metas))
+    # (tid, commit) of slot 0 and slot 1 of every such page, page 0's from its meta slots
     heads = [((metas[0].tid, metas[0].commit), (metas[1].tid, metas[1].commit))] + [
         (_TID_COMMIT.unpack_from(image, p * ps), _TID_COMMIT.unpack_from(image, p * ps + SLOT_SIZE))
         for p in range(1, npages)]

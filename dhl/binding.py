@@ -341,6 +341,20 @@ class MemIO:
         self.mem.size = n
         return self
 
+    def write(self, offset: int, data: bytes | memoryview) -> None:
+        """Write ``data`` at ``offset``, as a pwrite on the image's file
+        would: past the end it grows the image (a zero-filled gap), up to
+        the buffer's capacity (beyond it the buffer is reallocated)."""
+        end = offset + len(data)
+        if end > len(self._buf):
+            keep = bytes(self._buf[: self.size])
+            self._reserve(end, None)
+            self._buf[: len(keep)] = keep
+            self.mem.size = len(keep)
+        self._buf[offset:end] = data
+        if end > self.mem.size:
+            self.mem.size = end
+
     def read_file(self, path: str | os.PathLike[str]) -> MemIO:
         """Replace the image by the content of the file ``path``."""
         with open(path, "rb", buffering=0) as f:

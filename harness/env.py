@@ -8,8 +8,8 @@ Variables, who reads them, and their defaults:
 
 * ``CRASHLAB_TMPDIR`` (record, check, repro, bench): the parent of every
   working folder (``/dev/shm``, a tmpfs, else the system temp folder);
-* ``CRASHLAB_RECOVERY`` (check): ``fast`` (default) or ``reference``, the
-  ext4 recovery path;
+* ``CRASHLAB_RECOVERY`` (check): ``fast`` (default) or ``reference``: the
+  ext4 recovery path, and the raw tier's (in memory, or through files);
 * ``CRASHLAB_LOGFUSE`` (record, fuse backend): the FUSE recording daemon
   (``harness/build/logfuse``);
 * ``CRASHLAB_DM_LOG_SIZE`` (record, dm backend): bytes of the sparse log
@@ -134,8 +134,9 @@ def recovery_path(mode: str) -> Iterator[None]:
 
 
 def reference_recovery() -> bool:
-    """True when ``CRASHLAB_RECOVERY=reference`` asks for the e2fsprogs
-    reference path instead of the fast ext4 path."""
+    """True when ``CRASHLAB_RECOVERY=reference`` asks for the reference
+    paths: e2fsprogs instead of the fast ext4 path, files instead of memory
+    on the raw tier."""
     return os.environ.get(RECOVERY, "fast") == "reference"
 
 

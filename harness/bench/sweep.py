@@ -9,7 +9,9 @@
    and CPU ms per state (parent, workers and their e2fsprogs processes):
    this machine is shared, so ``2 cores / CPU per state`` is what two idle
    cores would do.
-2. DHL raw tier: a dhl-cc-raw recording (no file system), the same.
+2. DHL raw tier: a dhl-cc-raw recording (no file system), the same: the
+   fast path (each state's image built and examined in memory) and the
+   reference (through files) on every state.
 3. A per-stage profile of one worker (one process, wall ms per state).
 
 Workers (local and Dask) and memory are ``crashlab bench --only scale``.
@@ -192,7 +194,10 @@ def run() -> None:
         _profile(RunDir(d / "sqlite-delete-extra"), d, PROFILE_STATES)
         print("DHL raw tier (dhl-cc-raw, no file system, reorder):")
         raw = record_cell(Cell("dhl-cc-raw", MULTI, fs="raw"), d / "dhl-cc-raw", "fuse", False)
-        _rate("dhl-cc-raw", *check_rate(raw, d / "raw.check"))
+        fast = _rate("dhl-cc-raw fast (in memory)", *check_rate(raw, d / "raw.check"))
+        ref = _rate("dhl-cc-raw reference (through files)",
+                    *check_rate(raw, d / "raw.ref", mode="reference"))
+        print(f"  dhl-cc-raw: fast / reference = {fast / ref:.2f}x")
         _profile(raw, d, PROFILE_STATES)
     finally:
         shutil.rmtree(d, ignore_errors=True)

@@ -9,6 +9,10 @@ costs about a millisecond on tmpfs) with the state's overlay writes on top.
 The scratch copy is needed because recovery (journal replay, SQLite hot
 journal rollback, DHL recovery) writes to the image.
 
+For a database that is the whole device (the raw tier) a state's image
+need not be a file at all: :meth:`DurableImage.load_state` puts it into a
+buffer in memory (the checks read it there).
+
 The scratch image is kept between states: :class:`DurableImage` remembers
 the byte ranges where it may differ from the durable image (the last
 overlay, what recovery reported writing via :meth:`DurableImage.mark_dirty`,
@@ -20,9 +24,11 @@ durable image.  A recovery that writes where it cannot say calls
 from __future__ import annotations
 
 import errno
+import mmap
 import os
 from collections.abc import Iterable, Iterator
 from pathlib import Path
+from typing import Protocol
 
 from harness.errors import CrashlabError
 from harness.logformat import Entry, LogReader
@@ -74,6 +80,14 @@ def _copy_range(sfd: int, dfd: int, start: int, end: int, src: Path) -> None:
 RESTORE_LIMIT = 4 << 20
 
 
+class Loadable(Protocol):
+    """An image in memory (dhl.binding.MemIO): :meth:`DurableImage.load_state`'s target."""
+
+    def load(self, image: bytes | memoryview) -> object: ...
+
+    def write(self, offset: int, data: bytes) -> None: ...
+
+
 class DurableImage:
     """A worker-local image that holds log entries ``[0, position)``.
 
@@ -96,6 +110,7 @@ class DurableImage:
         self._reset()
 
     def _reset(self) -> None:
+        self._unmap()
         sparse_copy(self.base, self.path)
         self._entries: Iterator[Entry] = self._reader.entries()
         self._pending: Entry | None = None
@@ -103,7 +118,35 @@ class DurableImage:
         self.invalidate()
 
     def close(self) -> None:
+        self._unmap()
         self._reader.close()
+
+    def _unmap(self) -> None:
+        mm: mmap.mmap | None = getattr(self, "_map", None)
+        if mm is not None:
+            mm.close()
+        self._map: mmap.mmap | None = None
+
+    def load_state(self, target: Loadable, writes: Iterable[tuple[int, bytes]]) -> None:
+        """What :meth:`scratch` makes, in ``target`` instead of a file: the
+        durable image, read through a shared read-only mapping of its file
+        (no read call), then the ``(byte offset, data)`` writes in order."""
+        size = os.path.getsize(self.path)
+        if self._map is None or len(self._map) != size:
+            self._unmap()
+            if size:
+                fd = os.open(self.path, os.O_RDONLY)
+                try:
+                    self._map = mmap.mmap(fd, size, prot=mmap.PROT_READ)
+                finally:
+                    os.close(fd)
+        if self._map is None:
+            target.load(b"")
+        else:
+            with memoryview(self._map) as view:
+                target.load(view)
+        for offset, data in writes:
+            target.write(offset, data)
 
     @property
     def reader(self) -> LogReader:
