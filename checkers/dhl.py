@@ -241,7 +241,7 @@ def examine_before(image: Path, data: MemIO | None = None) -> tuple[Before, bool
         except DhlError as e:
             digest, read_error = None, _err(e)
     with data.view() as v:
-        indep = read_committed(bytes(v))
+        indep = read_committed(v)
     return Before(fcc=fcc, newest=newest, newest_size=size, newest_count=count,
                   newest_pages=pages_with(hs, newest, data.size) if newest else (),
                   indep_fcc=indep.fcc, indep_error=indep.error,
@@ -313,8 +313,7 @@ def _second_recovery(recovered: Path, mem: MemIO, again: MemIO, page_size: int
                      ) -> tuple[tuple[int, ...] | None, str | None]:
     """Recover a copy (``again``, labelled ``<recovered>.again``) of the
     recovered image ``mem``: which pages changed."""
-    with mem.view() as v:
-        again.load(v)
+    again.load_copy(mem)
     try:
         Database(recovered.with_name(recovered.name + ".again"), "tc", io=again).close()
     except DhlError as e:

@@ -100,7 +100,7 @@ class Reading:
     no_committed: list[int] = field(default_factory=list)  # reached pages, no committed slot
 
 
-def _meta(page0: bytes, s: int, ntrees: int) -> Meta:
+def _meta(page0: bytes | memoryview, s: int, ntrees: int) -> Meta:
     a, _ = meta_range(s, ntrees)
     tid, commit, pc, _free = struct.unpack_from("<IIII", page0, a)
     return Meta(tid, commit, pc, struct.unpack_from(f"<{ntrees}I", page0, a + 16))
@@ -113,7 +113,7 @@ def valid(tid0: int, tid1: int, fcc: int) -> int:
     return max(ok, key=lambda s: (tid0, tid1)[s]) if ok else -1
 
 
-def _fcc(image: bytes, ps: int, ntrees: int) -> int:
+def _fcc(image: bytes | memoryview, ps: int, ntrees: int) -> int:
     """The newest complete commit record's TID (FORMAT.md, "TIDs, INV,
     FCC" and "Recovery"): a commit record lies below the page count its
     transaction saw, and is complete when that many slot headers carry its
@@ -143,7 +143,7 @@ def _fcc(image: bytes, ps: int, ntrees: int) -> int:
     return 0
 
 
-def read_committed(image: bytes) -> Reading:
+def read_committed(image: bytes | memoryview) -> Reading:
     """The committed content of a DHL image as stored (no recovery), read
     from the bytes with FORMAT.md's rules alone: the FCC, the read rule, the
     tree walk from the valid meta slot's roots.  Damaged bytes (a torn page)
@@ -154,7 +154,7 @@ def read_committed(image: bytes) -> Reading:
         return Reading(error=f"undecodable bytes: {e}")
 
 
-def _read_committed(image: bytes) -> Reading:
+def _read_committed(image: bytes | memoryview) -> Reading:
     if image[:16] != MAGIC:
         return Reading(error="no DHL header (bad magic)")
     ps, flags, ntrees = struct.unpack_from("<III", image, 16)

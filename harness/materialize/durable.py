@@ -83,7 +83,7 @@ RESTORE_LIMIT = 4 << 20
 class Loadable(Protocol):
     """An image in memory (dhl.binding.MemIO): :meth:`DurableImage.load_state`'s target."""
 
-    def load(self, image: bytes | memoryview) -> object: ...
+    def load(self, image: bytes | memoryview, *, used: int | None = None) -> object: ...
 
     def write(self, offset: int, data: bytes) -> None: ...
 
@@ -112,6 +112,9 @@ class DurableImage:
     def _reset(self) -> None:
         self._unmap()
         sparse_copy(self.base, self.path)
+        # past this byte the durable image is zero: the base's data, then
+        # every entry applied (load_state copies no further)
+        self.data_end = _data_end(self.path)
         self._entries: Iterator[Entry] = self._reader.entries()
         self._pending: Entry | None = None
         self.position = 0
@@ -144,7 +147,7 @@ class DurableImage:
             target.load(b"")
         else:
             with memoryview(self._map) as view:
-                target.load(view)
+                target.load(view, used=self.data_end)
         for offset, data in writes:
             target.write(offset, data)
 
@@ -190,6 +193,7 @@ class DurableImage:
                 apply_entry(fd, self._reader, entry)
                 if entry.is_write:
                     changed.append((entry.sector * ss, entry.nr_sectors * ss))
+                    self.data_end = max(self.data_end, (entry.sector + entry.nr_sectors) * ss)
                 self.position += 1
         finally:
             os.close(fd)
@@ -230,6 +234,23 @@ class DurableImage:
         self._dirty = list(overlay)
         self._dirty_bytes = sum(n for _, n in overlay)
         return self.scratch_path
+
+
+def _data_end(path: Path) -> int:
+    """The end of the last data extent of the file ``path`` (SEEK_DATA,
+    SEEK_HOLE): past it the file is a hole, and reads as zero."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        end, pos, size = 0, 0, os.fstat(fd).st_size
+        while pos < size:
+            try:
+                start = os.lseek(fd, pos, os.SEEK_DATA)
+            except OSError:  # ENXIO: no data after pos
+                break
+            pos = end = os.lseek(fd, start, os.SEEK_HOLE)
+        return end
+    finally:
+        os.close(fd)
 
 
 def _merge(ranges: list[tuple[int, int]]) -> list[tuple[int, int]]:
