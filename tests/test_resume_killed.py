@@ -1,5 +1,5 @@
 """A client killed outright (SIGKILL: no teardown, no message) mid-check,
-with local workers or a Dask LocalCluster: the same command with
+with local workers (a check) or a Dask LocalCluster (a sweep): the same command with
 ``--resume`` continues from the states already written and gives
 byte-identical states.jsonl and result.json (and, for a sweep,
 summary.json) to an uninterrupted run; the dead client's workers are gone
@@ -62,13 +62,10 @@ def _kill_when_checking(proc: subprocess.Popen[str], states: Path, token: str) -
     return states.read_bytes().count(b"\n")
 
 
-@pytest.mark.parametrize("executor", ["local", "dask"])
-def test_killed_check_resumes_identically(run: RunDir, tmp_path: Path, private_tmp: Path,
-                                          executor: str) -> None:
+def test_killed_check_resumes_identically(run: RunDir, tmp_path: Path, private_tmp: Path
+                                          ) -> None:
     args = ["check", str(run.path), "--strategy", "reorder", "--jobs", "2"]
-    # the reference on local workers (tests/test_dask.py: the same files as Dask's)
     _finish(_crashlab([*args, "--out", str(tmp_path / "ref")], private_tmp))
-    args += ["--executor", executor]
     ref = tmp_path / "ref"
     total = (ref / STATES_NAME).read_bytes().count(b"\n")
 
