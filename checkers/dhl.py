@@ -36,7 +36,7 @@ skipped with that reason.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -122,13 +122,17 @@ class DhlFacts:
 def content_key(files: Path, db_name: str) -> bytes:
     """A digest of the extracted database file (DHL has no sidecar files)."""
     p = files / db_name
-    h = xxhash.xxh3_128()
     if not p.exists():
+        h = xxhash.xxh3_128()
         h.update(b"\1")
         return h.digest()
     with _IMAGE.read_file(p).view() as v:
-        h.update(v)
-    return h.digest()
+        return image_key(v)
+
+
+def image_key(image: bytes | memoryview) -> bytes:
+    """:func:`content_key` of a database file whose bytes are ``image``."""
+    return xxhash.xxh3_128(image).digest()
 
 
 # --- reading images ------------------------------------------------------------
@@ -237,7 +241,7 @@ def examine_before(image: Path, data: MemIO | None = None) -> tuple[Before, bool
         except DhlError as e:
             digest, read_error = None, _err(e)
     with data.view() as v:
-        indep = read_committed(bytes(v))
+        indep = read_committed(v)
     return Before(fcc=fcc, newest=newest, newest_size=size, newest_count=count,
                   newest_pages=pages_with(hs, newest, data.size) if newest else (),
                   indep_fcc=indep.fcc, indep_error=indep.error,
@@ -309,8 +313,7 @@ def _second_recovery(recovered: Path, mem: MemIO, again: MemIO, page_size: int
                      ) -> tuple[tuple[int, ...] | None, str | None]:
     """Recover a copy (``again``, labelled ``<recovered>.again``) of the
     recovered image ``mem``: which pages changed."""
-    with mem.view() as v:
-        again.load(v)
+    again.load_copy(mem)
     try:
         Database(recovered.with_name(recovered.name + ".again"), "tc", io=again).close()
     except DhlError as e:
@@ -336,8 +339,25 @@ def examine(db_path: Path, *, blockdev: bool = False, vfs: str = "") -> DhlFacts
     ``vfs`` plays no part (DHL has no VFS layer)."""
     if not db_path.exists():
         return DhlFacts(exists=False)
-    _IMAGE.blockdev = _AGAIN.blockdev = blockdev
     _IMAGE.read_file(db_path)
+    return _examine_loaded(db_path, blockdev)
+
+
+def examine_image(image: Callable[[MemIO], object], db_path: Path, *,
+                  blockdev: bool = False) -> DhlFacts:
+    """:func:`examine` of a database file that is not written anywhere:
+    ``image(buffer)`` loads its bytes into ``buffer`` (``MemIO.load`` and
+    ``MemIO.write``), and ``db_path`` only names it in messages (as if it
+    were there: the facts are those :func:`examine` gives for such a file).
+    The raw tier's fast path (harness/check/worker.py): a crash state's
+    image goes from the durable image to the checks without a file."""
+    image(_IMAGE)
+    return _examine_loaded(db_path, blockdev)
+
+
+def _examine_loaded(db_path: Path, blockdev: bool) -> DhlFacts:
+    """:func:`examine` once the image of ``db_path`` is in ``_IMAGE``."""
+    _IMAGE.blockdev = _AGAIN.blockdev = blockdev
     before, nolog = examine_before(db_path, _IMAGE)
     after = examine_after(db_path, db_path.parent / WORK / "recovered.db", before, nolog,
                           data=_IMAGE, work=(_IMAGE, _AGAIN))

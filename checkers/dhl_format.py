@@ -29,9 +29,13 @@ class Slot:
     type: int
 
 
-def slot(page: bytes, s: int) -> Slot:
+_SLOT = struct.Struct("<IHHHBB")
+_TID_COMMIT = struct.Struct("<I4xH")  # a slot header's tid and commit fields
+
+
+def slot(page: bytes | memoryview, s: int) -> Slot:
     """Slot header ``s`` (0 or 1) of a data page, as stored."""
-    tid, nrec, free_off, commit, typ, _ = struct.unpack_from("<IHHHBB", page, s * SLOT_SIZE)
+    tid, nrec, free_off, commit, typ, _ = _SLOT.unpack_from(page, s * SLOT_SIZE)
     return Slot(tid, nrec, free_off, commit, typ)
 
 
@@ -96,7 +100,7 @@ class Reading:
     no_committed: list[int] = field(default_factory=list)  # reached pages, no committed slot
 
 
-def _meta(page0: bytes, s: int, ntrees: int) -> Meta:
+def _meta(page0: bytes | memoryview, s: int, ntrees: int) -> Meta:
     a, _ = meta_range(s, ntrees)
     tid, commit, pc, _free = struct.unpack_from("<IIII", page0, a)
     return Meta(tid, commit, pc, struct.unpack_from(f"<{ntrees}I", page0, a + 16))
@@ -109,33 +113,29 @@ def valid(tid0: int, tid1: int, fcc: int) -> int:
     return max(ok, key=lambda s: (tid0, tid1)[s]) if ok else -1
 
 
-def _fcc(image: bytes, ps: int, ntrees: int) -> int:
+def _fcc(image: bytes | memoryview, ps: int, ntrees: int) -> int:
     """The newest complete commit record's TID (FORMAT.md, "TIDs, INV,
     FCC" and "Recovery"): a commit record lies below the page count its
     transaction saw, and is complete when that many slot headers carry its
     TID there.  Only the newest may be incomplete."""
-    page0 = image[:ps]
-    metas = [_meta(page0, s, ntrees) for s in range(2)]
-    npages = len(image) // ps
-    tids = [[m.tid for m in metas]] + [[slot(image[p * ps:(p + 1) * ps], s).tid
-                                        for s in range(2)] for p in range(1, npages)]
+    metas = [_meta(image, s, ntrees) for s in range(2)]
+    # only pages below a page count some transaction saw can hold a commit
+    # record or count for one: the pages past the larger meta page count
+    # (most of a block device) are not read
+    npages = min(len(image) // ps, max(m.page_count for m in metas))
+    # (tid, commit) of slot 0 and slot 1 of every such page, page 0's from its meta slots
+    heads = [((metas[0].tid, metas[0].commit), (metas[1].tid, metas[1].commit))] + [
+        (_TID_COMMIT.unpack_from(image, p * ps), _TID_COMMIT.unpack_from(image, p * ps + SLOT_SIZE))
+        for p in range(1, npages)]
 
     def pagecount_at(t: int) -> int:
         s = valid(metas[0].tid, metas[1].tid, t)
         return metas[s].page_count if s >= 0 else 0
 
-    cands: list[tuple[int, int]] = []
-    for p in range(npages):
-        for s in range(2):
-            if p == 0:
-                t, c = metas[s].tid, metas[s].commit
-            else:
-                h = slot(image[p * ps:(p + 1) * ps], s)
-                t, c = h.tid, h.commit
-            if t and c and p < pagecount_at(t):
-                cands.append((t, c))
-    for i, (t, size) in enumerate(sorted(set(cands), reverse=True)[:2]):
-        count = sum(x == t for p in range(min(npages, pagecount_at(t))) for x in tids[p])
+    cands = {(t, c) for p, pair in enumerate(heads) for t, c in pair
+             if t and c and p < pagecount_at(t)}
+    for i, (t, size) in enumerate(sorted(cands, reverse=True)[:2]):
+        count = sum(x == t for pair in heads[:min(npages, pagecount_at(t))] for x, _ in pair)
         if count == size:
             return t
         if i == 1:
@@ -143,7 +143,7 @@ def _fcc(image: bytes, ps: int, ntrees: int) -> int:
     return 0
 
 
-def read_committed(image: bytes) -> Reading:
+def read_committed(image: bytes | memoryview) -> Reading:
     """The committed content of a DHL image as stored (no recovery), read
     from the bytes with FORMAT.md's rules alone: the FCC, the read rule, the
     tree walk from the valid meta slot's roots.  Damaged bytes (a torn page)
@@ -154,19 +154,19 @@ def read_committed(image: bytes) -> Reading:
         return Reading(error=f"undecodable bytes: {e}")
 
 
-def _read_committed(image: bytes) -> Reading:
+def _read_committed(image: bytes | memoryview) -> Reading:
     if image[:16] != MAGIC:
         return Reading(error="no DHL header (bad magic)")
     ps, flags, ntrees = struct.unpack_from("<III", image, 16)
     if ps < 512 or ps & (ps - 1) or not 1 <= ntrees <= 32:
         return Reading(error=f"bad header: page size {ps}, {ntrees} trees")
     nolog = bool(flags & NOLOG_FLAG)
-    page0 = image[:ps]
-    metas = [_meta(page0, s, ntrees) for s in range(2)]
+    metas = [_meta(image, s, ntrees) for s in range(2)]
     fcc = metas[0].tid if nolog else _fcc(image, ps, ntrees)
     m = 0 if nolog else valid(metas[0].tid, metas[1].tid, fcc)
     if m < 0:
         return Reading(fcc=fcc, error=f"no meta slot committed at FCC {fcc}")
+    view = memoryview(image)
     out = Reading(fcc=fcc, rows=[])
     rows = out.rows
     assert rows is not None
@@ -178,7 +178,7 @@ def _read_committed(image: bytes) -> Reading:
             if p in seen or p >= len(image) // ps or p == 0:
                 return Reading(fcc=fcc, error=f"tree {tree}: bad or repeated page {p}")
             seen.add(p)
-            page = image[p * ps:(p + 1) * ps]
+            page = view[p * ps:(p + 1) * ps]  # not a copy
             s = 0 if nolog else valid(slot(page, 0).tid, slot(page, 1).tid, fcc)
             if s < 0:
                 out.no_committed.append(p)
@@ -189,7 +189,7 @@ def _read_committed(image: bytes) -> Reading:
                 if off + REC_HDR > ps:
                     return Reading(fcc=fcc, error=f"page {p}: record {i} offset {off} out of page")
                 key, vlen = struct.unpack_from("<qH", page, off)
-                value = page[off + REC_HDR:off + REC_HDR + vlen]
+                value = bytes(page[off + REC_HDR:off + REC_HDR + vlen])
                 if h.type == INTERIOR:
                     if len(value) != 4:
                         return Reading(fcc=fcc, error=f"page {p}: interior record {i} has a "

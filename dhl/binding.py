@@ -74,7 +74,8 @@ class _Mem(C.Structure):
     """Mirror of ``struct dhl_mem``."""
 
     _fields_ = [("data", C.c_void_p), ("size", C.c_uint64), ("cap", C.c_uint64),
-                ("writes", C.c_uint64), ("syncs", C.c_uint64), ("blockdev", C.c_uint64)]
+                ("writes", C.c_uint64), ("syncs", C.c_uint64), ("blockdev", C.c_uint64),
+                ("hiwater", C.c_uint64)]
 
 
 _SCAN_CB = C.CFUNCTYPE(C.c_int, C.c_void_p, C.c_int64, C.POINTER(C.c_uint8), C.c_size_t)
@@ -305,8 +306,10 @@ class MemIO:
     :meth:`load` and :meth:`read_file` (no handle may be open on it then):
     checkers examining thousands of images pay no fresh allocation each.
 
-    Bytes past ``size`` are kept zero, so a write past the end leaves a
-    zero-filled gap as on a file; writes may grow the image up to the
+    Bytes past ``used`` (what was loaded, raised by every write) are kept
+    zero, so a write past the end leaves a zero-filled gap as on a file,
+    and a block device's image with a zero tail is loaded, copied and
+    compared only up to ``used``; writes may grow the image up to the
     buffer's capacity (at least the ``cap`` asked, default the image size).
     With ``blockdev`` the image is a block device's: its size is fixed and
     the engine sees a block device (``struct dhl_io.blockdev``), as the
@@ -314,44 +317,75 @@ class MemIO:
 
     def __init__(self, image: bytes | bytearray | memoryview = b"", cap: int | None = None,
                  *, blockdev: bool = False) -> None:
-        self.mem = _Mem(None, 0, 0, 0, 0, int(blockdev))
+        self.mem = _Mem(None, 0, 0, 0, 0, int(blockdev), 0)
         self.struct = _Io()
         self._buf = bytearray()
         self._arr: C.Array[C.c_char] | None = None
         lib().dhl_mem_io(C.byref(self.struct), C.byref(self.mem))
         self.load(image, cap)
 
-    def _reserve(self, n: int, cap: int | None) -> None:
-        """Make room for an image of ``n`` bytes and empty the buffer."""
+    def _reserve(self, n: int, cap: int | None, keep: int) -> None:
+        """Make room for an image of ``n`` bytes whose first ``keep`` bytes
+        the caller is about to overwrite; every other byte is zero after."""
         want = max(1, n, cap or 0)
         if want > len(self._buf):
             self._arr = None  # drop the export so the old buffer can go
             self._buf = bytearray(want)
             self._arr = (C.c_char * want).from_buffer(self._buf)
             self.mem.data, self.mem.cap = C.addressof(self._arr), want
-        elif self.mem.size > n:
-            self._buf[n: self.mem.size] = bytes(self.mem.size - n)
-        self.mem.size = self.mem.writes = self.mem.syncs = 0
+        elif self.used > keep:  # past ``used`` the buffer is zero already
+            self._buf[keep:self.used] = bytes(self.used - keep)
+        self.mem.size = self.mem.writes = self.mem.syncs = self.mem.hiwater = 0
 
-    def load(self, image: bytes | bytearray | memoryview, cap: int | None = None) -> MemIO:
-        """Replace the image by a copy of ``image``."""
+    def load(self, image: bytes | bytearray | memoryview, cap: int | None = None, *,
+             used: int | None = None) -> MemIO:
+        """Replace the image by a copy of ``image``; ``used``: the bytes of
+        ``image`` past it are known to be zero, and are not copied (a block
+        device's image is mostly such a tail)."""
         n = len(image)
-        self._reserve(n, cap)
-        self._buf[:n] = image
-        self.mem.size = n
+        k = n if used is None else min(used, n)
+        self._reserve(n, cap, k)
+        self._buf[:k] = image[:k]
+        self.mem.size, self.mem.hiwater = n, k
         return self
+
+    def load_copy(self, other: MemIO) -> MemIO:
+        """Replace the image by a copy of ``other``'s image."""
+        with other.view() as v:
+            return self.load(v, used=other.used)
+
+    @property
+    def used(self) -> int:
+        """Past this many bytes the buffer is zero: what was loaded, raised
+        by every write since (``struct dhl_mem.hiwater``)."""
+        return int(self.mem.hiwater)
+
+    def write(self, offset: int, data: bytes | memoryview) -> None:
+        """Write ``data`` at ``offset``, as a pwrite on the image's file
+        would: past the end it grows the image (a zero-filled gap), up to
+        the buffer's capacity (beyond it the buffer is reallocated)."""
+        end = offset + len(data)
+        if end > len(self._buf):
+            size, used = self.size, self.used
+            keep = bytes(self._buf[:used])
+            self._reserve(end, None, 0)
+            self._buf[:used] = keep
+            self.mem.size, self.mem.hiwater = size, used
+        self._buf[offset:end] = data
+        self.mem.size = max(self.mem.size, end)
+        self.mem.hiwater = max(self.mem.hiwater, end)
 
     def read_file(self, path: str | os.PathLike[str]) -> MemIO:
         """Replace the image by the content of the file ``path``."""
         with open(path, "rb", buffering=0) as f:
             n = os.fstat(f.fileno()).st_size
-            self._reserve(n, None)
+            self._reserve(n, None, n)
             view = memoryview(self._buf)
             got = 0
             while got < n and (k := f.readinto(view[got:n])):
                 got += k
             view.release()
-        self.mem.size = got
+        self.mem.size = self.mem.hiwater = got
         return self
 
     @property
@@ -385,9 +419,9 @@ class MemIO:
         """Whether both images hold the same bytes."""
         if self.size != other.size:
             return False
-        if len(self._buf) == len(other._buf):
-            return self._buf == other._buf  # tails are zero: one memcmp, no copy
-        return self.data == other.data
+        n = min(self.size, max(self.used, other.used))  # past it both are zero
+        with memoryview(self._buf) as a, memoryview(other._buf) as b:
+            return a[:n] == b[:n]
 
     def headers(self, page_size: int, ntrees: int, *, nonzero: bool = False) -> list[Headers]:
         """:func:`image_headers` of the image, without a copy."""

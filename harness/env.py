@@ -8,14 +8,14 @@ Variables, who reads them, and their defaults:
 
 * ``CRASHLAB_TMPDIR`` (record, check, repro, bench): the parent of every
   working folder (``/dev/shm``, a tmpfs, else the system temp folder);
-* ``CRASHLAB_RECOVERY`` (check): ``fast`` (default) or ``reference``, the
-  ext4 recovery path;
+* ``CRASHLAB_RECOVERY`` (check): ``fast`` (default) or ``reference``: the
+  ext4 recovery path, and the raw tier's (in memory, or through files);
 * ``CRASHLAB_LOGFUSE`` (record, fuse backend): the FUSE recording daemon
   (``harness/build/logfuse``);
 * ``CRASHLAB_DM_LOG_SIZE`` (record, dm backend): bytes of the sparse log
   device (4 GiB);
 * ``CRASHLAB_BENCH_SWEEP_STATES`` (bench): states of the sweep memory
-  benchmark (100000);
+  benchmark (1000000);
 * ``CRASHLAB_CACHE`` (set-up, record with the qemu backend): where the
   guest kernel packages and built initramfs images are kept
   (``$XDG_CACHE_HOME/crashlab``, else ``~/.cache/crashlab``);
@@ -31,6 +31,8 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
+import shutil
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -62,10 +64,58 @@ def tmp_parent() -> Path:
     return shm if shm.is_dir() else Path(tempfile.gettempdir())
 
 
+def _start_time(pid: int) -> str | None:
+    """The start time of process ``pid`` (clock ticks since boot, field 22
+    of /proc/PID/stat), or None when there is no such live process: with
+    the PID it names a process uniquely (a PID alone may be reused)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return None if fields[0] == "Z" else fields[19]
+
+
+# A working folder's name: the caller's prefix, the owner process (PID and
+# start time), then mkdtemp's random part.  Only names of this shape are
+# ever reaped.
+_OWNED = re.compile(r"^(crashlab-[a-z-]+?-)(\d+)\.(\d+)-[A-Za-z0-9_]+$")
+
+
 def work_folder(prefix: str) -> Path:
-    """A new private working folder under :func:`tmp_parent`; the caller
-    removes it."""
-    return Path(tempfile.mkdtemp(prefix=prefix, dir=tmp_parent()))
+    """A new private working folder under :func:`tmp_parent`, named after
+    this process (so that :func:`reap_work_folders` knows when its owner is
+    gone); the caller removes it."""
+    pid = os.getpid()
+    return Path(tempfile.mkdtemp(prefix=f"{prefix}{pid}.{_start_time(pid)}-",
+                                 dir=tmp_parent()))
+
+
+def reap_work_folders() -> list[Path]:
+    """Remove the working folders under :func:`tmp_parent` whose owner
+    process is gone (a check or sweep killed with SIGKILL, or a machine
+    that lost power, had no chance to remove its own); return them.  A
+    folder is reaped only when its name has the shape :func:`work_folder`
+    gives, its owner (PID and start time) is not alive, and nothing is
+    mounted or loop-attached under it (a killed recording's device stack is
+    left alone, never deleted into)."""
+    from harness.sysops import in_use_under
+
+    parent = tmp_parent()
+    try:
+        names = os.listdir(parent)
+    except OSError:
+        return []
+    reaped = []
+    for name in names:
+        m = _OWNED.match(name)
+        if m is None or _start_time(int(m.group(2))) == m.group(3):
+            continue
+        path = parent / name
+        if path.is_dir() and not path.is_symlink() and not in_use_under(path):
+            shutil.rmtree(path, ignore_errors=True)
+            reaped.append(path)
+    return reaped
 
 
 @contextlib.contextmanager
@@ -91,8 +141,9 @@ def recovery_path(mode: str) -> Iterator[None]:
 
 
 def reference_recovery() -> bool:
-    """True when ``CRASHLAB_RECOVERY=reference`` asks for the e2fsprogs
-    reference path instead of the fast ext4 path."""
+    """True when ``CRASHLAB_RECOVERY=reference`` asks for the reference
+    paths: e2fsprogs instead of the fast ext4 path, files instead of memory
+    on the raw tier."""
     return os.environ.get(RECOVERY, "fast") == "reference"
 
 
@@ -118,7 +169,7 @@ def qemu_timeout(default: float) -> float:
 
 
 def bench_sweep_states() -> int:
-    return int(os.environ.get(BENCH_SWEEP_STATES, "100000"))
+    return int(os.environ.get(BENCH_SWEEP_STATES, "1000000"))
 
 
 def runner_override() -> Path | None:

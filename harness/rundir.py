@@ -27,6 +27,9 @@ CHECK_DIR = "check"  # RUN/check/<strategy>-<options digest>/, one per check
 STATES_NAME = "states.jsonl"  # a check's per-state records
 RESULT_NAME = "result.json"  # a check's result, written last
 RUN_NAME = "run.jsonl"  # a check's run-level records (harness/check/runlevel.py)
+# what a check is (its options, the recording's meta.json digest), written
+# when it starts: --resume continues a states.jsonl only for the same check
+IDENTITY_NAME = "check.json"
 
 
 @dataclass(frozen=True)

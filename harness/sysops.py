@@ -107,6 +107,21 @@ def is_mounted(mountpoint: Path) -> bool:
     return False
 
 
+def in_use_under(path: Path) -> list[str]:
+    """What keeps ``path``'s subtree busy at the root level: mount points
+    under it, and loop devices whose backing file is under it."""
+    prefix = os.path.realpath(path) + "/"
+    with open("/proc/self/mounts") as f:
+        used = [ln.split()[1] for ln in f if ln.split()[1].startswith(prefix)]
+    for backing in Path("/sys/block").glob("loop*/loop/backing_file"):
+        try:
+            if backing.read_text().strip().startswith(prefix):
+                used.append(f"/dev/{backing.parent.parent.name}")
+        except OSError:
+            continue
+    return used
+
+
 def wait_pid(proc: subprocess.Popen[bytes], timeout: float, what: str) -> int:
     """Wait for ``proc`` (by its PID); SIGKILL it if it outlives ``timeout``."""
     try:

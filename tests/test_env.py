@@ -4,6 +4,8 @@ every working folder follows its one rule (CRASHLAB_TMPDIR)."""
 from __future__ import annotations
 
 import ast
+import subprocess
+import sys
 import tempfile
 from pathlib import Path
 
@@ -62,3 +64,19 @@ def test_work_folders_follow_crashlab_tmpdir(tmp_path: Path,
     monkeypatch.delenv(env.TMPDIR)
     shm = Path("/dev/shm")
     assert env.tmp_parent() == (shm if shm.is_dir() else Path(tempfile.gettempdir()))
+
+
+def test_reaping_takes_only_a_dead_owners_working_folders(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv(env.TMPDIR, str(tmp_path))
+    mine = env.work_folder("crashlab-check-")
+    # a child makes one and dies without removing it (as SIGKILL would)
+    code = "from harness import env; print(env.work_folder('crashlab-check-'))"
+    dead = Path(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                               check=True).stdout.strip())
+    other = tmp_path / "crashlab-check-abc123"  # not of work_folder's shape: never touched
+    other.mkdir()
+    (dead / "w").mkdir()
+    assert dead.parent == tmp_path and dead.exists()
+    assert env.reap_work_folders() == [dead]
+    assert not dead.exists() and mine.exists() and other.exists()

@@ -113,6 +113,12 @@ def test_matrix_files_check_every_key(tmp_path: Path) -> None:
             "cell 1: bad fault 'eio': eio needs an operation",
         "[sut.x]\nrun = 'true'\nchecker = 'true'\n[[cell]]\nsut = 'x'\n"
         "faults = ['process-crash,at=m']\n": "kills crashlab's workload runner",
+        "[[cell]]\nsut = 'sqlite-off'\nworkload = 'MULTI'\nstates = { smaple = 3 }\n":
+            "unknown states option 'smaple'",
+        "[[cell]]\nsut = 'sqlite-off'\nworkload = 'MULTI'\nstates = { sample = '3' }\n":
+            "states.sample must be int",
+        "[[cell]]\nsut = 'sqlite-off'\nworkload = 'MULTI'\nstates = { sample = 0 }\n":
+            "states: sample must be >= 1",
     }
     for i, (text, why) in enumerate(bad.items()):
         f = tmp_path / f"m{i}.toml"
@@ -122,6 +128,15 @@ def test_matrix_files_check_every_key(tmp_path: Path) -> None:
     p = crashlab("sweep", "--matrix", str(tmp_path / "m0.toml"), "--out", str(tmp_path / "o"))
     assert p.returncode == 2 and p.stderr.count("\n") == 1 and "unknown key" in p.stderr
     assert not (tmp_path / "o").exists()
+
+
+def test_the_large_matrix_samples_large_epochs() -> None:
+    cells = matrix("large")
+    assert len(cells) == 20 and {c.sut for c in cells} == {"sqlite-wal-full", "dhl-cc"}
+    assert all(dict(c.states) == {"sample": 16} for c in cells)
+    assert {c.workload.split(",")[0] for c in cells} == {
+        "insert:txns=1000", "update:txns=1000", "delete:txns=1000", "app:gmail",
+        "app:facebook", "app:hangout", "app:kakaotalk"}
 
 
 def test_the_default_matrix_is_a_file_of_that_format() -> None:

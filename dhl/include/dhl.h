@@ -275,6 +275,9 @@ struct dhl_mem {
     uint64_t syncs;    /* sync calls so far (nothing to do in memory) */
     uint64_t blockdev; /* 1: the image is a block device: size is fixed, a
                        ** write past it fails (ENOSPC) as on the device */
+    uint64_t hiwater;  /* one past the last byte a write reached, raised by
+                       ** every write; the caller sets it when it loads data,
+                       ** so that it knows data[hiwater..cap) is untouched */
 };
 /* dhl_mem_io: fill *io with an I/O over m (no allocation, close is NULL):
 ** pass it in dhl_options.io to open, recover and check an image held in

@@ -32,6 +32,8 @@ static int mem_pwrite(void *ctx, const void *buf, size_t n, uint64_t off)
     memcpy(m->data + off, buf, n);
     if (off + n > m->size)
         m->size = off + n;
+    if (off + n > m->hiwater)
+        m->hiwater = off + n;
     m->writes++;
     return 0;
 }

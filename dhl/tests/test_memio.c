@@ -45,7 +45,7 @@ static void same_db(enum dhl_mode mode)
     CHECK_RC(db, dhl_digest(db, want));
     dhl_close(db);
 
-    struct dhl_mem m = {malloc(d.size), d.size, d.size, 0, 0, 0};
+    struct dhl_mem m = {malloc(d.size), d.size, d.size, 0, 0, 0, d.size};
     CHECK(m.data);
     memcpy(m.data, d.data, d.size);
     struct dhl_io io;
@@ -74,11 +74,12 @@ static void same_db(enum dhl_mode mode)
     md_free(&d);
 }
 
-/* store_contract: short reads past size, growth up to cap, ENOSPC past it. */
+/* store_contract: short reads past size, growth up to cap, ENOSPC past it,
+** hiwater raised by every write. */
 static void store_contract(void)
 {
     uint8_t data[32] = {1, 2, 3, 4};
-    struct dhl_mem m = {data, 4, sizeof data, 0, 0, 0};
+    struct dhl_mem m = {data, 4, sizeof data, 0, 0, 0, 4};
     struct dhl_io io;
     dhl_mem_io(&io, &m);
     CHECK(io.blockdev == 0);
@@ -89,6 +90,7 @@ static void store_contract(void)
     uint64_t sz = 0;
     CHECK(io.size(io.ctx, &sz) == 0 && sz == 4);
     CHECK(io.pwrite(io.ctx, "abcd", 4, 28) == 0 && m.size == 32 && data[31] == 'd');
+    CHECK(m.hiwater == 32); /* raised to the write's end */
     CHECK(io.pwrite(io.ctx, "abcd", 4, 29) == -ENOSPC && m.size == 32);
     CHECK(io.pwrite(io.ctx, "abcd", 4, UINT64_MAX - 1) == -ENOSPC);
     CHECK(io.sync(io.ctx, 1) == 0 && m.syncs == 1 && m.writes == 1);
@@ -97,10 +99,11 @@ static void store_contract(void)
 
     /* A block device: the size is fixed, a write past it fails (no growth). */
     uint8_t dev[32] = {0};
-    struct dhl_mem b = {dev, 16, sizeof dev, 0, 0, 1};
+    struct dhl_mem b = {dev, 16, sizeof dev, 0, 0, 1, 0};
     dhl_mem_io(&io, &b);
     CHECK(io.blockdev == 1);
-    CHECK(io.pwrite(io.ctx, "abcd", 4, 12) == 0 && b.size == 16);
+    CHECK(io.pwrite(io.ctx, "abcd", 4, 2) == 0 && b.hiwater == 6);
+    CHECK(io.pwrite(io.ctx, "abcd", 4, 12) == 0 && b.size == 16 && b.hiwater == 16);
     CHECK(io.pwrite(io.ctx, "abcd", 4, 14) == -ENOSPC && b.size == 16);
     CHECK(io.pwrite(io.ctx, "abcd", 4, 16) == -ENOSPC);
 }

@@ -9,12 +9,12 @@
    and CPU ms per state (parent, workers and their e2fsprogs processes):
    this machine is shared, so ``2 cores / CPU per state`` is what two idle
    cores would do.
-2. DHL raw tier: a dhl-cc-raw recording (no file system), the same.
+2. DHL raw tier: a dhl-cc-raw recording (no file system), the same: the
+   fast path (each state's image built and examined in memory) and the
+   reference (through files) on every state.
 3. A per-stage profile of one worker (one process, wall ms per state).
-4. Memory: peak RSS summed over the parent, its workers and their helper
-   processes (sampled after every chunk from /proc), after 10^4 and after
-   10^5 states of one long DHL raw check: flat means equal.
-   ``CRASHLAB_BENCH_SWEEP_STATES`` lowers the big count on a slow machine.
+
+Workers (local and Dask) and memory are ``crashlab bench --only scale``.
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ from typing import Any, TypeVar
 
 from harness.check.check import CheckOptions, check_run, default_window
 from harness.check.worker import StateChecker
-from harness.env import bench_sweep_states, recovery_path, work_folder
+from harness.env import recovery_path, work_folder
 from harness.logformat import LogReader
 from harness.rundir import RunDir
 from harness.states import Enumeration, Options
@@ -49,15 +49,18 @@ def _cpu() -> float:
     return s.ru_utime + s.ru_stime + c.ru_utime + c.ru_stime
 
 
-def _tree_rss_kb(pid: int) -> int:
-    """VmRSS of ``pid`` and all its descendants, in KiB."""
+def tree_rss_kb(pid: int) -> int:
+    """The resident memory of ``pid`` and all its descendants, in KiB: the
+    sum of their PSS (/proc/PID/smaps_rollup), each shared page counted
+    once in all (VmRSS would count a page a forked worker shares with its
+    parent once per process)."""
     total = 0
     stack = [pid]
     while stack:
         p = stack.pop()
         try:
-            for line in Path(f"/proc/{p}/status").read_text().splitlines():
-                if line.startswith("VmRSS:"):
+            for line in Path(f"/proc/{p}/smaps_rollup").read_text().splitlines():
+                if line.startswith("Pss:"):
                     total += int(line.split()[1])
             for task in Path(f"/proc/{p}/task").iterdir():
                 stack.extend(int(c) for c in (task / "children").read_text().split())
@@ -66,15 +69,25 @@ def _tree_rss_kb(pid: int) -> int:
     return total
 
 
-def _check(run: RunDir, out: Path, *, mode: str = "fast", max_states: int | None = None,
-           on_progress: Callable[[int, int], None] | None = None) -> tuple[int, float, float]:
-    """(states checked, wall s, CPU s) of one reorder check."""
+def check_rate(run: RunDir, out: Path, *, mode: str = "fast", max_states: int | None = None,
+               on_progress: Callable[[int, int], None] | None = None, jobs: int = JOBS,
+               executor: str = "local", states: Options | None = None
+               ) -> tuple[int, float, float]:
+    """(states checked, wall s, CPU s) of one check (reorder unless
+    ``states`` says otherwise), whole: start-up and run-level checks
+    included; ``executor="dask"``: on a LocalCluster of ``jobs`` workers,
+    its start included.  CPU: this process and its children, Dask's worker
+    processes included once the cluster is closed."""
     with recovery_path(mode):
         shutil.rmtree(out, ignore_errors=True)
         c0, t0 = _cpu(), time.perf_counter()
-        r = check_run(run, CheckOptions(states=Options(strategy="reorder"), jobs=JOBS,
-                                        max_states=max_states), out, on_progress=on_progress)
+        r = check_run(run, CheckOptions(states=states or Options(strategy="reorder"), jobs=jobs,
+                                        max_states=max_states, executor=executor),
+                      out, on_progress=on_progress)
         return r["states"]["checked"], time.perf_counter() - t0, _cpu() - c0
+
+
+
 
 
 def _rate(label: str, n: int, wall: float, cpu: float) -> float:
@@ -104,12 +117,17 @@ def _profile(run: RunDir, work: Path, n: int) -> None:
     img = sc.image
     img.advance = _timed(stages, "materialise: advance durable image", img.advance)  # type: ignore[method-assign]
     img.scratch = _timed(stages, "materialise: scratch (restore + overlay)", img.scratch)  # type: ignore[method-assign]
+    img.load_state = _timed(stages, "materialise: load state into memory (raw fast path)",  # type: ignore[method-assign]
+                            img.load_state)
     ck = sc.checker
     sc.checker = SimpleNamespace(  # type: ignore[assignment]
         content_key=_timed(stages, "db: content key (hash extracted files)", ck.content_key),
         examine=_timed(stages, "db: examine (SUT recovery + checks, cache misses)", ck.examine),
         judge=_timed(stages, "db: judge verdicts", ck.judge),
     )
+    if hasattr(ck, "examine_image"):  # it calls the loading, counted apart below
+        sc.checker.examine_image = _timed(
+            stages, "db: examine in memory (recovery + checks)", ck.examine_image)
     saved = ext4fast.recover_ext4
     ext4fast.recover_ext4 = _timed(stages, "fs: reference fallback (full copy + e2fsprogs)",
                                    ext4fast.recover_ext4)
@@ -148,6 +166,9 @@ def _profile(run: RunDir, work: Path, n: int) -> None:
             "fs: debugfs open/jr/rdump/blocks/close", "fs: e2fsck cache key"))
         stages["fs: e2fsck -fn runs (amortised) + undo parse + file walk"] = \
             stages.pop("fs: fast path total") - inner
+    loading = "materialise: load state into memory (raw fast path)"
+    if loading in stages:  # it runs inside examine_image
+        stages["db: examine in memory (recovery + checks)"] -= stages[loading]
     accounted = sum(stages.values())
     stages["enumeration, state_record, rest"] = wall - accounted
     print(f"  profile, one process, {count} states, {count / wall:,.0f} states/s wall:")
@@ -159,23 +180,6 @@ def _profile(run: RunDir, work: Path, n: int) -> None:
               f"DB facts reused {sc.cache_hits}")
 
 
-def _memory(run: RunDir, out: Path, small: int, big: int) -> None:
-    me = os.getpid()
-    peak = 0
-    at_small: int | None = None
-
-    def sample(generated: int, checked: int) -> None:
-        nonlocal peak, at_small
-        peak = max(peak, _tree_rss_kb(me))
-        if at_small is None and checked >= small:
-            at_small = peak
-
-    n, wall, _ = _check(run, out, max_states=big, on_progress=sample)
-    print(f"  peak RSS of parent + {JOBS} workers + helpers: after {small:,} states "
-          f"{(at_small or peak) / 1024:.1f} MiB, after {n:,} states {peak / 1024:.1f} MiB "
-          f"({n / wall:,.0f} states/s)")
-
-
 def run() -> None:
     from harness.record.fuse import FuseBackend
     from harness.sweep.matrix import Cell
@@ -185,29 +189,23 @@ def run() -> None:
     if not ok or os.geteuid() != 0:
         print(f"skipped: recording needs root and the fuse backend ({why})")
         return
-    big = bench_sweep_states()
-    small = min(10_000, big // 10)
     d = work_folder("crashlab-bench-sweep-")
     try:
         print("ext4 + SQLite tier (fuse recording, reorder, every state):")
         for sut in ("sqlite-wal-full", "sqlite-delete-extra"):
             run_ = record_cell(Cell(sut, MULTI), d / sut, "fuse", False)
-            fast = _rate(f"{sut} fast", *_check(run_, d / f"{sut}.check"))
+            fast = _rate(f"{sut} fast", *check_rate(run_, d / f"{sut}.check"))
             ref = _rate(f"{sut} reference (first {REFERENCE_STATES})",
-                        *_check(run_, d / f"{sut}.ref", mode="reference",
-                                max_states=REFERENCE_STATES))
+                        *check_rate(run_, d / f"{sut}.ref", mode="reference",
+                                    max_states=REFERENCE_STATES))
             print(f"  {sut}: fast / reference = {fast / ref:.1f}x")
         _profile(RunDir(d / "sqlite-delete-extra"), d, PROFILE_STATES)
         print("DHL raw tier (dhl-cc-raw, no file system, reorder):")
         raw = record_cell(Cell("dhl-cc-raw", MULTI, fs="raw"), d / "dhl-cc-raw", "fuse", False)
-        _rate("dhl-cc-raw", *_check(raw, d / "raw.check"))
+        fast = _rate("dhl-cc-raw fast (in memory)", *check_rate(raw, d / "raw.check"))
+        ref = _rate("dhl-cc-raw reference (through files)",
+                    *check_rate(raw, d / "raw.ref", mode="reference"))
+        print(f"  dhl-cc-raw: fast / reference = {fast / ref:.2f}x")
         _profile(raw, d, PROFILE_STATES)
-        # About 46 reorder states per transaction: enough transactions for
-        # `big` states.
-        txns = big // 40 + 10
-        print(f"memory (dhl-cc-raw, insert:txns={txns}, reorder, {JOBS} workers):")
-        huge = record_cell(Cell("dhl-cc-raw", f"insert:txns={txns},ops=3,tables=3,warmup=100,"
-                                "seed=1", fs="raw"), d / "dhl-huge", "fuse", False)
-        _memory(huge, d / "huge.check", small, big)
     finally:
         shutil.rmtree(d, ignore_errors=True)

@@ -12,7 +12,11 @@ number of states.  It is appended chunk by chunk and fsynced:
 ``--resume`` keeps its complete lines, skips that many states of the
 (identical) enumeration, and continues.  ``result.json`` is written last,
 atomically, from ``states.jsonl`` alone, so an interrupted and resumed check
-gives the same result as an uninterrupted one.
+gives the same result as an uninterrupted one — also when the client was
+killed outright (SIGKILL, a lost machine): a torn last line is dropped,
+``check.json`` (the options and the recording, written at the start)
+makes sure the lines are of the same check, and the dead client's working
+folders are reaped (:func:`harness.env.reap_work_folders`).
 
 State faults (``Options.faults``: asked for, and the state kinds of the
 run's meta.json, :func:`default_window`) travel in each state's key; where
@@ -52,12 +56,12 @@ from harness.check.runlevel import (
 )
 from harness.check.usercheck import DEFAULT_TIMEOUT, PyChecker, UserChecker
 from harness.check.worker import StateChecker, state_record
-from harness.env import work_folder
+from harness.env import reap_work_folders, work_folder
 from harness.errors import CrashlabError
 from harness.faults import STATE, by_stage, format_fault, parse_faults
 from harness.filetrace import fault_targets
 from harness.logformat import LogReader
-from harness.rundir import RESULT_NAME, RUN_NAME, STATES_NAME, RunDir
+from harness.rundir import IDENTITY_NAME, RESULT_NAME, RUN_NAME, STATES_NAME, RunDir
 from harness.states import Enumeration, Options, State, coverage
 from harness.states.epochs import Epoch, iter_epochs, merge_epochs
 from harness.states.inject import Spans
@@ -268,6 +272,21 @@ def _complete_lines(path: Path) -> int:
     return data[:end].count(b"\n")
 
 
+def _claim(out: Path, run: RunDir, opts: CheckOptions, resume: bool) -> None:
+    """Write ``out/check.json``: what this check is (its options and a digest
+    of the recording's meta.json, which differs for every recording).  On
+    resume, the states already in ``out`` must be of the same check."""
+    ident = {"options": asdict(opts.states) | opts.extra_options(),
+             "recording": hashlib.sha256(run.meta_path.read_bytes()).hexdigest()}
+    ident = json.loads(json.dumps(ident))  # as read back: lists, not tuples
+    path = out / IDENTITY_NAME
+    if resume and (out / STATES_NAME).exists() and path.exists():
+        if json.loads(path.read_text()) != ident:
+            raise CrashlabError(f"{out}: holds a check of other options or another recording; "
+                                "--resume continues only the same check (choose another --out)")
+    write_json_atomic(path, ident)
+
+
 def count_states(run: RunDir, opts: Options) -> int:
     """How many states the strategy generates in the window, before dedup:
     the progress bar's total."""
@@ -295,7 +314,9 @@ def check_run(
     opts.states = default_window(run, opts.states)
     out = out or run.check_dir(opts.tag())
     out.mkdir(parents=True, exist_ok=True)
+    reap_work_folders()
     states_path = out / STATES_NAME
+    _claim(out, run, opts, resume)
     done = _complete_lines(states_path) if resume else 0
     if not resume:
         states_path.unlink(missing_ok=True)
@@ -392,28 +413,36 @@ def _check_composite(run: RunDir, opts: CheckOptions, out: Path, resume: bool
 
 
 _remote_args: tuple[Any, ...] | None = None  # what this Dask worker's checker is for
+_remote_root: Path | None = None  # this Dask worker's own work folder, on another machine
 
 
-def remote_task(init_args: tuple[Any, ...], task: Task) -> list[StateRecord]:
-    """A Dask worker's task (harness/check/cluster.py): the records of one
-    chunk.  The worker's state checker is made on its first task of a run,
-    in a folder of its own under the client's work folder (or of this
-    machine's, on another machine)."""
-    global _remote_args
+def remote_tasks(init_args: tuple[Any, ...], tasks: list[Task]) -> list[list[StateRecord]]:
+    """A Dask worker's task (harness/check/cluster.py): the records of each
+    chunk of a batch.  The worker's state checker is made on its first task of a run,
+    in a folder of its own under the client's work folder (or, on another
+    machine, under one work folder of this worker process's, reaped once
+    the process is gone)."""
+    global _remote_args, _remote_root
     if _remote_args != init_args:
-        _close_worker()
+        remote_close()
         run_path, workroot, *rest = init_args
         if not Path(workroot).is_dir():
-            workroot = str(work_folder("crashlab-dask-"))
+            if _remote_root is None or not _remote_root.is_dir():
+                _remote_root = work_folder("crashlab-dask-")
+            workroot = str(_remote_root)
         _init_worker(run_path, workroot, *rest)
         _remote_args = init_args
-    return _check_task(task)
+    return [_check_task(task) for task in tasks]
 
 
 def remote_close() -> None:
-    """Close this Dask worker's state checker (its helper processes)."""
+    """Close this Dask worker's state checker (its helper processes) and
+    remove its folder."""
     global _remote_args
+    workdir = _checker.workdir if _checker is not None else None
     _close_worker()
+    if workdir is not None:
+        shutil.rmtree(workdir, ignore_errors=True)
     _remote_args = None
 
 

@@ -35,7 +35,7 @@ from harness.rundir import RunDir
 from harness.states import STRATEGIES
 from harness.states.coverage import describe
 from harness.sweep.expectations import evaluate
-from harness.sweep.matrix import MATRICES, Cell, UserSut, matrix, shard
+from harness.sweep.matrix import MATRICES, Cell, UserSut, matrix, parse_shard, shard
 from harness.sweep.sweep import SweepOptions, run_sweep
 from workloads.suts import get_sut
 
@@ -237,9 +237,18 @@ def check_cmd(run: Path, jobs: int, max_states: int | None, no_fsck: bool, resum
 
 
 def _hook(bar: Progress, task: Any) -> Any:  # noqa: ANN401
+    """A check's progress on ``task``.  Its clock starts at the first chunk,
+    where a resumed check already counts the states of before: the rate
+    and the ETA are of this run's states alone."""
+    base: list[int] = []
+
     def on_progress(generated: int, checked: int) -> None:
+        if not base:
+            base.append(checked)
+            bar.reset(task, completed=generated, rate=0.0)
+            return
         elapsed = bar.tasks[task].elapsed or 1e-9
-        bar.update(task, completed=generated, rate=checked / elapsed)
+        bar.update(task, completed=generated, rate=(checked - base[0]) / elapsed)
 
     return on_progress
 
@@ -263,7 +272,8 @@ def sweep_cmd(matrix_name: str, out: Path | None, backend: str, shard_spec: str 
               then: str, executor: str, scheduler: str | None) -> int:
     """Record and check every cell of a matrix; write summary.json,
     violations.jsonl and junit.xml."""
-    cells = shard(matrix(matrix_name), shard_spec)
+    which = parse_shard(shard_spec) if shard_spec else None
+    cells = shard(matrix(matrix_name), which)
     if out is None:
         stamp = datetime.datetime.now(datetime.UTC).strftime("%Y%m%d-%H%M%S")
         out = RESULTS_DIR / f"{Path(matrix_name).stem}-{stamp}"
@@ -274,20 +284,18 @@ def sweep_cmd(matrix_name: str, out: Path | None, backend: str, shard_spec: str 
                         executor=executor, scheduler=_scheduler(executor, scheduler))
     show = console.is_terminal if progress is None else progress
     with progress_bar(show) as bar:
-        tasks: dict[str, Any] = {}
+        hooks: dict[str, Any] = {}
 
         def on_progress(label: str, generated: int, checked: int) -> None:
             if bar is None:
                 return
-            if label not in tasks:
-                tasks[label] = bar.add_task(label, total=None, rate=0.0)
-            elapsed = bar.tasks[tasks[label]].elapsed or 1e-9
-            bar.update(tasks[label], completed=generated, rate=checked / elapsed)
+            if label not in hooks:
+                hooks[label] = _hook(bar, bar.add_task(label, total=None, rate=0.0))
+            hooks[label](generated, checked)
 
         summary, code = run_sweep(
-            f"{Path(matrix_name).stem}"
-            f"{'-' + shard_spec.replace('/', 'of') if shard_spec else ''}",
-            cells, out, opts, resume=resume, on_progress=on_progress,
+            Path(matrix_name).stem, cells, out, opts, shard=which, resume=resume,
+            on_progress=on_progress,
             on_status=(lambda m: console.log(m)) if show else None,
         )
     _print_table(f"crashlab sweep {matrix_name}", summary["cells"])
@@ -298,4 +306,24 @@ def sweep_cmd(matrix_name: str, out: Path | None, backend: str, shard_spec: str 
     return code
 
 
-COMMANDS = [check_cmd, sweep_cmd]
+@click.command("merge")
+@click.argument("shards", nargs=-1, required=True,
+                type=click.Path(path_type=Path, exists=True, file_okay=False))
+@click.option("--out", type=click.Path(path_type=Path), required=True,
+              help="the merged sweep folder")
+def merge_cmd(shards: tuple[Path, ...], out: Path) -> int:
+    """Merge the sweep folders of `sweep --shard 1/N` .. `N/N` into one
+    (summary.json, violations.jsonl, junit.xml, report, the runs linked);
+    exit as the unsharded sweep would."""
+    from harness.sweep.merge import merge_shards
+
+    summary, code = merge_shards(list(shards), out)
+    _print_table(f"crashlab merge {summary['sweep']} ({len(shards)} shards)", summary["cells"])
+    for c in summary["cells"]:
+        _print_broken(f"{c['sut']} {c['workload']} {c['strategy']}: ", c["expectation"])
+    click.echo(f"report: {out / 'report.html'} (also report.md, summary.json, "
+               "violations.jsonl, junit.xml)")
+    return code
+
+
+COMMANDS = [check_cmd, sweep_cmd, merge_cmd]

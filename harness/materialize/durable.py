@@ -9,6 +9,10 @@ costs about a millisecond on tmpfs) with the state's overlay writes on top.
 The scratch copy is needed because recovery (journal replay, SQLite hot
 journal rollback, DHL recovery) writes to the image.
 
+For a database that is the whole device (the raw tier) a state's image
+need not be a file at all: :meth:`DurableImage.load_state` puts it into a
+buffer in memory (the checks read it there).
+
 The scratch image is kept between states: :class:`DurableImage` remembers
 the byte ranges where it may differ from the durable image (the last
 overlay, what recovery reported writing via :meth:`DurableImage.mark_dirty`,
@@ -20,9 +24,11 @@ durable image.  A recovery that writes where it cannot say calls
 from __future__ import annotations
 
 import errno
+import mmap
 import os
 from collections.abc import Iterable, Iterator
 from pathlib import Path
+from typing import Protocol
 
 from harness.errors import CrashlabError
 from harness.logformat import Entry, LogReader
@@ -74,6 +80,14 @@ def _copy_range(sfd: int, dfd: int, start: int, end: int, src: Path) -> None:
 RESTORE_LIMIT = 4 << 20
 
 
+class Loadable(Protocol):
+    """An image in memory (dhl.binding.MemIO): :meth:`DurableImage.load_state`'s target."""
+
+    def load(self, image: bytes | memoryview, *, used: int | None = None) -> object: ...
+
+    def write(self, offset: int, data: bytes) -> None: ...
+
+
 class DurableImage:
     """A worker-local image that holds log entries ``[0, position)``.
 
@@ -96,14 +110,46 @@ class DurableImage:
         self._reset()
 
     def _reset(self) -> None:
+        self._unmap()
         sparse_copy(self.base, self.path)
+        # past this byte the durable image is zero: the base's data, then
+        # every entry applied (load_state copies no further)
+        self.data_end = _data_end(self.path)
         self._entries: Iterator[Entry] = self._reader.entries()
         self._pending: Entry | None = None
         self.position = 0
         self.invalidate()
 
     def close(self) -> None:
+        self._unmap()
         self._reader.close()
+
+    def _unmap(self) -> None:
+        mm: mmap.mmap | None = getattr(self, "_map", None)
+        if mm is not None:
+            mm.close()
+        self._map: mmap.mmap | None = None
+
+    def load_state(self, target: Loadable, writes: Iterable[tuple[int, bytes]]) -> None:
+        """What :meth:`scratch` makes, in ``target`` instead of a file: the
+        durable image, read through a shared read-only mapping of its file
+        (no read call), then the ``(byte offset, data)`` writes in order."""
+        size = os.path.getsize(self.path)
+        if self._map is None or len(self._map) != size:
+            self._unmap()
+            if size:
+                fd = os.open(self.path, os.O_RDONLY)
+                try:
+                    self._map = mmap.mmap(fd, size, prot=mmap.PROT_READ)
+                finally:
+                    os.close(fd)
+        if self._map is None:
+            target.load(b"")
+        else:
+            with memoryview(self._map) as view:
+                target.load(view, used=self.data_end)
+        for offset, data in writes:
+            target.write(offset, data)
 
     @property
     def reader(self) -> LogReader:
@@ -147,6 +193,7 @@ class DurableImage:
                 apply_entry(fd, self._reader, entry)
                 if entry.is_write:
                     changed.append((entry.sector * ss, entry.nr_sectors * ss))
+                    self.data_end = max(self.data_end, (entry.sector + entry.nr_sectors) * ss)
                 self.position += 1
         finally:
             os.close(fd)
@@ -191,6 +238,23 @@ class DurableImage:
         self._dirty = list(overlay)
         self._dirty_bytes = sum(n for _, n in overlay)
         return self.scratch_path
+
+
+def _data_end(path: Path) -> int:
+    """The end of the last data extent of the file ``path`` (SEEK_DATA,
+    SEEK_HOLE): past it the file is a hole, and reads as zero."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        end, pos, size = 0, 0, os.fstat(fd).st_size
+        while pos < size:
+            try:
+                start = os.lseek(fd, pos, os.SEEK_DATA)
+            except OSError:  # ENXIO: no data after pos
+                break
+            pos = end = os.lseek(fd, start, os.SEEK_HOLE)
+        return end
+    finally:
+        os.close(fd)
 
 
 def _merge(ranges: list[tuple[int, int]]) -> list[tuple[int, int]]:

@@ -33,7 +33,7 @@ from harness.logformat import LogReader
 from harness.record.backend import Backend, BackendFailed, device_rules
 from harness.record.backends import select_backend
 from harness.rundir import ImageRef, RunDir, RunMeta
-from harness.sysops import Interrupted, signals_raise
+from harness.sysops import Interrupted, in_use_under, signals_raise
 
 # meta.json keys the recorder owns; extra_meta may not override them.
 META_KEYS = frozenset(f.name for f in dataclasses.fields(RunMeta)) - frozenset(
@@ -64,12 +64,6 @@ def tool_versions() -> dict[str, str | None]:
             line = _first_line(cmd)
             out[package] = fs.version(line) if line else None
     return out
-
-
-def _mounts_under(path: Path) -> list[str]:
-    prefix = os.path.realpath(path) + "/"
-    with open("/proc/self/mounts") as f:
-        return [ln.split()[1] for ln in f if ln.split()[1].startswith(prefix)]
 
 
 def record(
@@ -172,7 +166,7 @@ def record(
                 os.replace(run.path / f".{name}.partial", run.path / name)
     finally:
         wall = time.monotonic() - t0
-        left = _mounts_under(workdir)
+        left = in_use_under(workdir)
         if work_log.exists():
             partial = run.path / f".{run.log.name}.partial"
             shutil.copyfile(work_log, partial)
@@ -187,7 +181,7 @@ def record(
         elif created and not any(out.iterdir()):
             out.rmdir()  # a failure before any log: leave nothing behind
         if left:
-            raise CrashlabError(f"still mounted after teardown: {', '.join(left)} "
+            raise CrashlabError(f"still in use after teardown: {', '.join(left)} "
                                 f"(working directory {workdir} kept)")
     return run
 

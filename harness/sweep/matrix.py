@@ -8,13 +8,15 @@ FS-RECOVER on a file system (not under torn writes); a cell may add
 finding the documented weakness fails too.  ``default`` (what `make sweep`
 and a nightly CI job run) takes about a minute on a 2-core machine;
 ``nightly`` is the long one; ``sqlite-grid`` runs every SQLite journal x
-sync combination once.
+sync combination once; ``large`` has the papers' workload sizes (for a
+cluster: hours on one machine).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TypeVar
 
 from checkers.engines import engine_of
 from checkers.invariants import TRACE_LEVEL as TRACE_IDS
@@ -154,6 +156,9 @@ class Cell:
     # named in the folder name, so one matrix can record a cell both ways
     backend: str | None = None
     blktrace: bool = False  # also trace the device while recording (qemu)
+    # enumeration options of this cell's states ((name, value) pairs of
+    # harness.states.Options; a matrix file's `states` table), over the sweep's
+    states: tuple[tuple[str, object], ...] = field(default=())
 
     def __post_init__(self) -> None:
         # one spelling per fault: names, meta.json and reports agree
@@ -414,8 +419,16 @@ def _qemu() -> list[Cell]:
     return load_matrix(MATRICES_DIR / "qemu.toml")
 
 
+def _large() -> list[Cell]:
+    """The papers' workload sizes on SQLite and DHL, sampled large epochs: a
+    matrix file (harness/sweep/matrices/large.toml)."""
+    from harness.sweep.matrixfile import MATRICES_DIR, load_matrix
+
+    return load_matrix(MATRICES_DIR / "large.toml")
+
+
 MATRICES = {"default": _default, "nightly": _nightly, "sqlite-grid": _sqlite_grid,
-            "qemu": _qemu}
+            "qemu": _qemu, "large": _large}
 
 
 def matrix(name: str) -> list[Cell]:
@@ -430,14 +443,36 @@ def matrix(name: str) -> list[Cell]:
                         "or give a matrix file: ./crashlab.toml)")
 
 
-def shard(cells: list[Cell], spec: str | None) -> list[Cell]:
-    """Cells of shard ``i/N`` (1-based): every N-th cell from the i-th."""
-    if spec is None:
-        return cells
+Shard = tuple[int, int]  # (i, N): the i-th of N shards, 1-based
+T = TypeVar("T")
+
+
+def parse_shard(spec: str) -> Shard:
+    """``"i/N"`` as ``(i, N)``; CrashlabError when it is not one."""
     try:
         i, n = (int(x) for x in spec.split("/"))
     except ValueError:
         raise CrashlabError(f"--shard {spec!r}: expected i/N, e.g. 1/4") from None
     if not 1 <= i <= n:
         raise CrashlabError(f"--shard {spec!r}: need 1 <= i <= N")
+    return i, n
+
+
+def shard(cells: list[T], which: Shard | None) -> list[T]:
+    """The cells of shard ``(i, N)``: every N-th cell from the i-th, so that
+    N CI jobs split a matrix deterministically and evenly by cell count."""
+    if which is None:
+        return cells
+    i, n = which
     return cells[i - 1 :: n]
+
+
+def unshard(parts: list[list[T]]) -> list[T]:
+    """The inverse of :func:`shard`: ``parts[i - 1]`` is shard ``(i, N)``'s
+    cells (N = ``len(parts)``); returns them in the matrix's order."""
+    n = len(parts)
+    total = sum(len(p) for p in parts)
+    if any(len(p) != len(range(i, total, n)) for i, p in enumerate(parts)):
+        raise CrashlabError(f"shards of {total} cells in all cannot be 1/{n} .. {n}/{n} "
+                            f"of one matrix ({', '.join(str(len(p)) for p in parts)} cells)")
+    return [parts[k % n][k // n] for k in range(total)]

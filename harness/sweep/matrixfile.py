@@ -27,6 +27,9 @@ matrix is such a file, ``harness/sweep/matrices/default.toml``).
                                       # every crash state; the promises become the SUT's
     backend = "qemu"                  # record with this backend (default: the sweep's)
     blktrace = true                   # qemu: blktrace the device too (report: I/O timeline)
+    states = { sample = 16 }          # enumeration options (`crashlab states --help`):
+                                      # max_exhaustive, max_drop, sample, seed, tear_unit,
+                                      # torn_pattern, max_tears, max_subset_blocks
 
 ``{here}`` in a command is the folder of the file and ``{python}`` the
 Python crashlab runs on (both shell-quoted); a checker named by
@@ -49,7 +52,7 @@ from harness.errors import CrashlabError
 from harness.faults import PROCESS, STATE, by_stage, format_fault, parse_faults
 from harness.fs import FILESYSTEMS
 from harness.record.backends import BACKENDS
-from harness.states import STRATEGIES
+from harness.states import STRATEGIES, Options
 from harness.states.inject import parse_state_faults
 from harness.sweep.matrix import BUILTIN_WORKLOADS, Cell, UserSut, must_violate
 from workloads.run import check_sut_fs
@@ -59,7 +62,10 @@ from workloads.suts import SUTS, get_sut
 SUT_KEYS = {"run", "build", "checker", "checkers", "recover", "timeout", "promises",
             "must_violate_any"}
 CELL_KEYS = {"sut", "workload", "fs", "strategies", "checkers", "must_violate_any", "waived",
-             "faults", "backend", "blktrace"}
+             "faults", "backend", "blktrace", "states"}
+# the enumeration options a cell may set (harness/states/strategies.py, Options)
+STATE_KEYS = {"max_exhaustive": int, "max_drop": int, "sample": int, "seed": int,
+              "tear_unit": int, "torn_pattern": str, "max_tears": int, "max_subset_blocks": int}
 MATRICES_DIR = Path(__file__).resolve().parent / "matrices"
 
 
@@ -172,6 +178,26 @@ def _checkers(table: Any, here: str, timeout: float, where: str,  # noqa: ANN401
     return tuple(out)
 
 
+def _states(spec: dict[str, Any], where: str) -> tuple[tuple[str, Any], ...]:
+    """A cell's ``states`` table: enumeration options, checked as the
+    command line checks them."""
+    table = spec.get("states", {})
+    if not isinstance(table, dict):
+        raise CrashlabError(f"{where}: `states` must be a table of enumeration options")
+    for key, value in table.items():
+        kind = STATE_KEYS.get(key)
+        if kind is None:
+            raise CrashlabError(f"{where}: unknown states option {key!r} "
+                                f"(known: {', '.join(sorted(STATE_KEYS))})")
+        if isinstance(value, bool) or not isinstance(value, kind):
+            raise CrashlabError(f"{where}: states.{key} must be {kind.__name__}, not {value!r}")
+    try:
+        Options(**table).validate()
+    except CrashlabError as e:
+        raise CrashlabError(f"{where}: states: {e}") from None
+    return tuple(sorted(table.items()))
+
+
 def _check_builtin(sut: str, workload: str, fs: str, where: str) -> None:
     """A built-in SUT's workload spec parses and its device kind fits ``fs``
     (what recording would find out later, mid-sweep)."""
@@ -236,6 +262,7 @@ def _cells(spec: Any, i: int, suts: dict[str, UserSut], workloads: dict[str, str
     blktrace = spec.get("blktrace", False)
     if not isinstance(blktrace, bool):
         raise CrashlabError(f"{where}: `blktrace` must be true or false, not {blktrace!r}")
+    states = _states(spec, where)
     out = []
     for sut, workload, fs in itertools.product(_listed(spec, "sut", None),
                                                _listed(spec, "workload", ""),
@@ -270,7 +297,7 @@ def _cells(spec: Any, i: int, suts: dict[str, UserSut], workloads: dict[str, str
                                 f"(their promises under a fault are known; process-crash kills "
                                 f"crashlab's workload runner); {sut!r} is yours")
         cell = Cell(sut, spec_text, fs, strategies, must, waived, extra, user, faults=faults,
-                    backend=backend, blktrace=blktrace)
+                    backend=backend, blktrace=blktrace, states=states)
         unique(cell.all_checkers, where)
         out.append(cell)
     return out

@@ -4,6 +4,8 @@ the sweep's outputs.
     SWEEP/runs/<cell>/            the recorded run (writes.log, meta.json)
     SWEEP/runs/<cell>/check/<tag> its states.jsonl and result.json per strategy
     SWEEP/summary.json            per cell: states, verdict counts, expectation
+                                  (a shard's also names its matrix and i/N:
+                                  harness/sweep/merge.py puts shards together)
     SWEEP/violations.jsonl        every failing (state, invariant), repro command
     SWEEP/junit.xml               one test case per cell
     SWEEP/timing.json             wall times (kept out of summary.json, which
@@ -36,7 +38,7 @@ from harness.report.junit import write_junit
 from harness.rundir import RESULT_NAME, RunDir, SweepDir
 from harness.states import Options
 from harness.sweep.expectations import ExpectationResult, evaluate, exit_code
-from harness.sweep.matrix import Cell
+from harness.sweep.matrix import Cell, Shard
 
 Progress = Callable[[str, int, int], None]  # (cell label, generated, checked)
 
@@ -141,11 +143,13 @@ def run_sweep(
     out: Path,
     opts: SweepOptions,
     *,
+    shard: Shard | None = None,
     resume: bool = False,
     on_progress: Progress | None = None,
     on_status: Callable[[str], None] | None = None,
 ) -> tuple[dict[str, Any], int]:
-    """Run the sweep; return summary.json's content and the exit code."""
+    """Run the sweep of matrix ``name`` (``cells``: shard ``shard`` of it,
+    when given); return summary.json's content and the exit code."""
     say = on_status or (lambda _m: None)
     out.mkdir(parents=True, exist_ok=True)
     sweep = SweepDir(out)
@@ -162,7 +166,8 @@ def run_sweep(
         for strategy in cell.strategies:
             t1 = time.monotonic()
             copts = options_for(strategy, CheckOptions(
-                states=dataclasses.replace(opts.base_states, faults=cell.state_faults),
+                states=dataclasses.replace(opts.base_states, **dict(cell.states),
+                                           faults=cell.state_faults),
                 max_states=opts.max_states, jobs=opts.jobs,
                 fsck=opts.fsck, crashsafe_sample=opts.crashsafe_sample,
                 composite=dataclasses.replace(opts.composite, backend=opts.backend),
@@ -190,13 +195,23 @@ def run_sweep(
                                    **v})
             timing[cell.name][strategy] = round(time.monotonic() - t1, 3)
     code = exit_code(results)
-    summary = {"sweep": name, "ok": code == 0, "cells": cell_records}
+    summary: dict[str, Any] = {"sweep": name, "ok": code == 0, "cells": cell_records}
+    if shard is not None:  # what `crashlab merge` needs to put the shards together
+        summary["sweep"] = f"{name}-{shard[0]}of{shard[1]}"
+        summary["shard"] = {"matrix": name, "index": shard[0], "of": shard[1]}
+    write_outputs(sweep, summary, violations, timing)
+    return summary, code
+
+
+def write_outputs(sweep: SweepDir, summary: dict[str, Any], violations: list[dict[str, Any]],
+                  timing: dict[str, Any]) -> None:
+    """A sweep folder's files beside its runs: summary.json,
+    violations.jsonl, junit.xml, timing.json, then the reports."""
     write_json_atomic(sweep.summary, summary)
     write_text_atomic(sweep.violations,
                       "".join(json.dumps(v, sort_keys=True) + "\n" for v in violations))
-    write_junit(sweep.junit, name, cell_records)
+    write_junit(sweep.junit, summary["sweep"], summary["cells"])
     write_json_atomic(sweep.timing, timing)
     from harness.report.write import write_reports  # matplotlib is loaded only here
 
-    write_reports(out)  # report.html, report.md, plots/ from the files just written
-    return summary, code
+    write_reports(sweep.path)  # report.html, report.md, plots/ from the files just written
