@@ -49,7 +49,7 @@ def _batches(tasks: Iterable[Any]) -> Iterator[list[Any]]:
     size = 0
     for task in tasks:
         batch.append(task)
-        size += len(task[1])
+        size += len(task[-1])  # a task ends with its states (check.Task)
         if size >= BATCH:
             yield batch
             batch, size = [], 0
