@@ -3,7 +3,7 @@
 # prerequisite, so `make build` builds dhl before the runner.
 WL_DIR      := workloads
 WL_BUILD    := $(WL_DIR)/build
-WL_SRC      := $(addprefix $(WL_DIR)/runner/,main.c opstream.c marks.c countvfs.c cksumvfs.c engine_sqlite.c engine_dhl.c)
+WL_SRC      := $(addprefix $(WL_DIR)/runner/,main.c opstream.c marks.c countvfs.c cksumvfs.c dashvfs.c engine_sqlite.c engine_dhl.c)
 WL_HDR      := $(wildcard $(WL_DIR)/runner/*.h)
 WL_SQLITE_CFLAGS = $(shell pkg-config --cflags sqlite3 2>/dev/null)
 WL_SQLITE_LIBS   = $(shell pkg-config --libs sqlite3 2>/dev/null || echo -lsqlite3)
