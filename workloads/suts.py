@@ -320,7 +320,8 @@ def _dash(name: str, order: str, description: str, guarantees: list[Guarantee]) 
     return Sut(
         name=name, engine="sqlite", description=description,
         runner_options=(("--journal-mode", "OFF"), ("--synchronous", "FULL"),
-                        ("--locking-mode", "EXCLUSIVE"), ("--dash", order)),
+                        ("--locking-mode", "EXCLUSIVE"), ("--page-size", str(PAGE_SIZE)),
+                        ("--dash", order)),
         guarantees=tuple(guarantees),
         error_guarantees=(
             _g("ERR-NOACK", True, "a failed shadow write, fsync or exchange fails xSync, and "
