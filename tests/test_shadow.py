@@ -114,3 +114,13 @@ def test_checker_opens_what_dash_opens(runs: dict[str, RunDir], tmp_path: Path) 
     cmd = runner_command(get_sut("dash"), ops, db) + ["--from-txn", "3"]
     subprocess.run(cmd, check=True, capture_output=True, text=True)
     assert sqlite_digest(db) == oracle.digests[-1]
+
+
+def test_dash_open_trusts_shadow_mutant_is_killed() -> None:
+    """DASH's recovery (its open: every unit stale, the shadow rebuilt) runs
+    only in a continuation after a crash: the default cell's prefix and
+    reorder states never run it (the mutant survived them, 96 + 286 states),
+    its multicrash states do."""
+    p = crashlab("mutants", "--only", "dash-open-trusts-shadow")
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert "killed" in p.stdout and "DB-ATOMIC" in p.stdout, p.stdout
