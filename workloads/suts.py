@@ -280,8 +280,8 @@ def _xlog_suts() -> list[Sut]:
                      "of emulated NVRAM (acknowledged there), written back to SQLite (WAL, "
                      "FULL) when full, replayed on open"),
         # the engine always runs WAL+FULL: said so that --stats reports it
-        runner_options=(("--journal-mode", "WAL"),
-                        ("--synchronous", "FULL")),
+        runner_options=(("--journal-mode", "WAL"), ("--synchronous", "FULL"),
+                        ("--page-size", str(PAGE_SIZE))),
         guarantees=(
             _g("DB-OPEN", True, _XLOG_DB, DOC_XLOG),
             _g("DB-INTEGRITY", True, _XLOG_DB, DOC_XLOG),

@@ -40,7 +40,6 @@
 #include "engine.h"
 #include "marks.h"
 #include "opstream.h"
-#include "xlog.h"
 
 static const engine_vtab *const ENGINES[] = {&engine_sqlite, &engine_dhl, &engine_xlog, NULL};
 

@@ -131,7 +131,7 @@ static void test_engine(void)
     snprintf(db, sizeof db, "%s/x.db", dir);
     snprintf(nv, sizeof nv, "%s.nvram", db);
     unsetenv("CRASHLAB_NVRAM");
-    engine_options opt = {.db = db, .ntables = 1};
+    engine_options opt = {.db = db, .ntables = 1, .page_size = 4096};
     engine *e;
     CHECK(engine_xlog.open(&opt, &e, err, sizeof err) == 0);
     char val[100];

@@ -396,10 +396,11 @@ static void free_engine(engine *e)
     free(e);
 }
 
-/* Open DB through the counting VFS with the NVRAM at NVRAM, create tables
-** 0..NTABLES-1, replay the NVRAM. */
-static int open_engine(const char *db, const char *nvram, uint32_t ntables, engine **out, char *err,
-                       size_t errlen)
+/* Open DB through the counting VFS with the NVRAM at NVRAM (a new database
+** gets pages of PAGE_SIZE bytes), create tables 0..NTABLES-1, replay the
+** NVRAM. */
+static int open_engine(const char *db, const char *nvram, int page_size, uint32_t ntables,
+                       engine **out, char *err, size_t errlen)
 {
     int rc = countvfs_register(0);
     if (rc != SQLITE_OK) {
@@ -416,8 +417,10 @@ static int open_engine(const char *db, const char *nvram, uint32_t ntables, engi
         sqlite3_open_v2(db, &e->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, NULL) != SQLITE_OK;
     if (bad)
         fail_db(e, db);
+    char sql[128];
+    snprintf(sql, sizeof sql, "PRAGMA page_size=%d", page_size);
     if (!bad)
-        bad = exec(e, "PRAGMA page_size=4096") || exec(e, "PRAGMA journal_mode=WAL") ||
+        bad = exec(e, sql) || exec(e, "PRAGMA journal_mode=WAL") ||
               exec(e, "PRAGMA synchronous=FULL");
     int64_t v = 0;
     if (!bad)
@@ -426,7 +429,6 @@ static int open_engine(const char *db, const char *nvram, uint32_t ntables, engi
     if (!bad && ntables) {
         bad = exec(e, "BEGIN");
         for (uint32_t t = 0; !bad && t < ntables; t++) {
-            char sql[128];
             snprintf(sql, sizeof sql,
                      "CREATE TABLE IF NOT EXISTS t%u(id INTEGER PRIMARY KEY, value BLOB NOT NULL)",
                      t);
@@ -461,7 +463,7 @@ static int xl_open(const engine_options *opt, engine **out, char *err, size_t er
         snprintf(err, errlen, "database path too long");
         return -1;
     }
-    return open_engine(opt->db, path, opt->ntables, out, err, errlen);
+    return open_engine(opt->db, path, opt->page_size, opt->ntables, out, err, errlen);
 }
 
 static int xl_begin(engine *e)
@@ -633,7 +635,7 @@ const engine_vtab engine_xlog = {
 int xlog_recover(const char *db, const char *nvram, char *err, size_t errlen)
 {
     engine *e;
-    if (open_engine(db, nvram, 0, &e, err, errlen) != 0)
+    if (open_engine(db, nvram, 4096, 0, &e, err, errlen) != 0) /* an existing file's size rules */
         return -1;
     return xl_close(e, NULL, err, errlen);
 }

@@ -83,9 +83,8 @@ int xlog_scan(const uint8_t *nv, size_t size, xlog_record *out, int max, size_t 
 ** Returns 1, 0 at the end, -1 if the payload is malformed. */
 int xlog_op_next(const uint8_t *payload, uint32_t len, uint32_t *pos, xlog_op *op);
 
-/* The engine (workloads/runner/xlog.c).  Its NVRAM is the file named by
-** CRASHLAB_NVRAM (the recorder's emulated NVRAM), else DB".nvram". */
-extern const engine_vtab engine_xlog;
+/* The engine, engine_xlog (engine.h), takes its NVRAM from the file named
+** by CRASHLAB_NVRAM (the recorder's emulated NVRAM), else DB".nvram". */
 
 /* Open DB with NVRAM file NVRAM exactly as the engine's open does (replay
 ** included) and close it: what a restart after a crash runs, for the
