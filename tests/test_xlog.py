@@ -6,6 +6,8 @@ include it, and the checkers replay it exactly as the SUT's open does.
 * a recording puts every NVRAM write after the disk as a FUA write, and
   acknowledged transactions live only in the NVRAM at the end (the
   database file alone lacks them: the replay is what the checker relies on);
+* the database the checker judges is the one the SUT's own restart leaves
+  (the runner's open on the same files and NVRAM);
 * prefix, reorder and torn states (MULTI; UPDATE and DELETE with prefix)
   and crashes during the NVRAM's replay (recovery-crash) hold every promise;
 * the same recording with the NVRAM's FUA flag stripped (a volatile NVRAM)
@@ -26,8 +28,9 @@ import pytest
 from support import build, record_runs
 
 from checkers import xlog as xlog_checker
-from harness.check.check import CheckOptions, check_run, options_for
+from harness.check.check import CheckOptions, check_run, default_window, options_for
 from harness.check.multicrash import Composite
+from harness.check.worker import StateChecker
 from harness.errors import CrashlabError
 from harness.fs import get_fs
 from harness.logformat import LogReader
@@ -36,10 +39,11 @@ from harness.materialize.nvram import NVRAM_SUFFIX, nvram_region, read_nvram, st
 from harness.record import recorder
 from harness.record.fuse import FuseBackend
 from harness.rundir import RunDir
-from harness.states import Options, state_from_id
+from harness.states import Enumeration, Options, state_from_id
 from harness.sweep.matrix import DELETE, MULTI, UPDATE
+from workloads.generate import write_opstream
 from workloads.oracle import sqlite_digest
-from workloads.run import oracle_from_meta
+from workloads.run import oracle_from_meta, runner_command, spec_from_meta
 from workloads.suts import XLOG_NVRAM_BYTES, get_sut
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -118,6 +122,50 @@ def test_nvram_is_fua_writes_after_the_disk(runs: dict[str, RunDir], tmp_path: P
     assert facts.open_error is None and oracle.indices(facts.digest or "") == [10]
     with sqlite3.connect(db) as con:
         assert con.execute("PRAGMA user_version").fetchone()[0] > 0
+
+
+@pytest.mark.root
+@pytest.mark.skipif(not OK, reason=f"fuse backend: {WHY}")
+def test_checker_opens_as_the_sut_does(runs: dict[str, RunDir], tmp_path: Path) -> None:
+    """For crash states spread over the run, the database the checker judges
+    (crashlab-xlog-recover) equals the one the SUT itself leaves when it is
+    restarted on the same files: the runner, engine xlog, NVRAM from
+    CRASHLAB_NVRAM, with no transaction left to run (--from-txn past the
+    last)."""
+    run = runs["MULTI"]
+    meta = run.meta()
+    sut, spec = spec_from_meta(meta)
+    ops = write_opstream(spec, tmp_path / "w.ops")
+    checker = StateChecker(run, tmp_path / "c", fsck=False)
+    compared = replayed = 0
+    try:
+        with LogReader(run.log) as r:
+            states = list(Enumeration(r, default_window(run, Options(strategy="prefix"))))
+            for state in states[::4]:
+                keep = tmp_path / "keep"
+                shutil.rmtree(keep, ignore_errors=True)
+                keep.mkdir()
+                checker.keep = keep
+                checker.check(state)
+                files = keep / "files"
+                sut_dir = tmp_path / "sut"
+                shutil.rmtree(sut_dir, ignore_errors=True)
+                shutil.copytree(files, sut_dir)
+                db = files / str(meta.db)
+                nv = sut_dir / (str(meta.db) + NVRAM_SUFFIX)
+                before = nv.read_bytes()
+                facts = xlog_checker.examine(db)  # the checker's path, on files/
+                cmd = runner_command(sut, ops, sut_dir / str(meta.db)) + [
+                    "--from-txn", str(spec.txns + 1)]
+                proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120,
+                                      env={"CRASHLAB_NVRAM": str(nv), "PATH": "/usr/bin:/bin"})
+                assert proc.returncode == 0, proc.stderr
+                assert sqlite_digest(sut_dir / str(meta.db)) == facts.digest, state.id
+                compared += 1
+                replayed += nv.read_bytes() != before  # the SUT's open emptied the NVRAM
+    finally:
+        checker.close()
+    assert compared >= 8 and replayed > 0
 
 
 @pytest.mark.root
