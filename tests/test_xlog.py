@@ -12,6 +12,8 @@ include it, and the checkers replay it exactly as the SUT's open does.
   and crashes during the NVRAM's replay (recovery-crash) hold every promise;
 * the same recording with the NVRAM's FUA flag stripped (a volatile NVRAM)
   loses acknowledged transactions;
+* the two mutants of tests/mutants/ (ack before the NVRAM, write-back not
+  durable) are killed;
 * a backend without an NVRAM refuses the SUT in one line.
 """
 
@@ -36,6 +38,7 @@ from harness.fs import get_fs
 from harness.logformat import LogReader
 from harness.materialize import replay
 from harness.materialize.nvram import NVRAM_SUFFIX, nvram_region, read_nvram, strip_nvram_fua
+from harness.mutants import catalogue, run_mutant
 from harness.record import recorder
 from harness.record.fuse import FuseBackend
 from harness.rundir import RunDir
@@ -251,3 +254,15 @@ def test_backends_without_nvram_refuse(tmp_path: Path, monkeypatch: pytest.Monke
         with pytest.raises(CrashlabError, match=f"the {name} backend has no emulated NVRAM"):
             recorder.record(["true"], tmp_path / name, nvram=XLOG_NVRAM_BYTES)
         assert not (tmp_path / name).exists()
+
+
+@pytest.mark.root
+@pytest.mark.skipif(not OK, reason=f"fuse backend: {WHY}")
+@pytest.mark.parametrize("name", ["xlog-ack-before-nvram", "xlog-writeback-not-durable"])
+def test_mutants_are_killed(name: str, tmp_path: Path) -> None:
+    """Each xLog mutant (tests/mutants/) is killed by DB-DURABLE on its
+    catalogue cell, as `crashlab mutants --only NAME` runs it."""
+    mutant = next(m for m in catalogue() if m.name == name)
+    outcome = run_mutant(mutant, tmp_path, 2)
+    assert outcome.status == "killed", outcome.detail
+    assert outcome.killers.get("DB-DURABLE", 0) > 0, outcome.killers
