@@ -13,6 +13,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from harness.logformat import FUA, LogReader, LogWriter
+
 NVRAM_SUFFIX = ".nvram"
 
 
@@ -43,8 +45,6 @@ def strip_nvram_fua(log: Path, out: Path, region: tuple[int, int]) -> int:
     were a volatile cache (its writes durable only at the next FLUSH), the
     broken variant the NVRAM's contract must be shown to matter against.
     Returns how many writes lost the flag."""
-    from harness.logformat import FUA, LogReader, LogWriter
-
     first = region[0]
     stripped = 0
     with LogReader(log) as reader, LogWriter(out, reader.sectorsize) as writer:
