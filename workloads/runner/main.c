@@ -37,6 +37,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "dashvfs.h"
 #include "engine.h"
 #include "marks.h"
 #include "opstream.h"
@@ -61,7 +62,8 @@ static void usage_error(const char *fmt, const char *arg)
     fprintf(stderr, "\nusage: crashlab-runner --ops FILE (--db PATH | --db-env NAME) "
                     "[--engine sqlite|dhl|xlog] [--journal-mode M] [--synchronous S] "
                     "[--locking-mode M] [--wal-autocheckpoint N] [--journal-size-limit N] "
-                    "[--wal-prealloc N] [--cksumvfs 0|1] [--dhl-mode M] [--sync fsync|fdatasync] "
+                    "[--wal-prealloc N] [--cksumvfs 0|1] [--dash shadow|rename-first] [--dhl-mode "
+                    "M] [--sync fsync|fdatasync] "
                     "[--page-size N] [--marks FILE] [--latency FILE] [--stats FILE] [--from-txn K] "
                     "[--on-error stop|retry] [--crash-at MARK] [--sync-retry]\n");
     exit(2);
@@ -194,6 +196,7 @@ static void parse_options(int argc, char **argv, args *a)
         {"crash-at", required_argument, 0, 'C'},
         {"sync-retry", no_argument, 0, 'R'},
         {"cksumvfs", required_argument, 0, 'V'},
+        {"dash", required_argument, 0, 'D'},
         {0, 0, 0, 0},
     };
     int c;
@@ -229,6 +232,11 @@ static void parse_options(int argc, char **argv, args *a)
         case 'C': a->crash_at = optarg; break;
         case 'R': a->opt.sync_retry = 1; break;
         case 'V': a->opt.cksumvfs = int_arg("--cksumvfs", optarg, 0, 1); break;
+        case 'D':
+            if (strcmp(optarg, "shadow") != 0 && strcmp(optarg, "rename-first") != 0)
+                usage_error("bad --dash %s (choose from shadow, rename-first)", optarg);
+            a->opt.dash = strcmp(optarg, "shadow") == 0 ? DASH_SHADOW : DASH_RENAME_FIRST;
+            break;
         case 'm': a->marks_path = optarg; break;
         case 'l': a->latency_path = optarg; break;
         case 'S': a->stats_path = optarg; break;
@@ -294,6 +302,8 @@ static void parse_args(int argc, char **argv, args *a)
                           "fail-stop after an error");
     if (a->opt.cksumvfs && a->vt != &engine_sqlite)
         usage_error("%s", "--cksumvfs is an option of the sqlite engine");
+    if (a->opt.dash && a->vt != &engine_sqlite)
+        usage_error("%s", "--dash is an option of the sqlite engine");
 }
 
 /* A run of the op stream against the engine, and what it measured. */
