@@ -266,3 +266,16 @@ def test_mutants_are_killed(name: str, tmp_path: Path) -> None:
     outcome = run_mutant(mutant, tmp_path, 2)
     assert outcome.status == "killed", outcome.detail
     assert outcome.killers.get("DB-DURABLE", 0) > 0, outcome.killers
+
+
+@pytest.mark.root
+@pytest.mark.skipif(not OK, reason=f"fuse backend: {WHY}")
+def test_scan_without_crc_is_killed_by_torn(tmp_path: Path) -> None:
+    """A scan that skips the record's CRC survives prefix and reorder (an
+    NVRAM write there is whole or absent) and is killed only by a torn
+    record write, whose first sector carries a valid magic, length and lsn."""
+    mutant = next(m for m in catalogue() if m.name == "xlog-scan-skips-crc")
+    assert [c.strategies for c in mutant.cells] == [("torn",)]
+    outcome = run_mutant(mutant, tmp_path, 1)
+    assert outcome.status == "killed", outcome.detail
+    assert outcome.killers.get("DB-OPEN", 0) + outcome.killers.get("DB-ATOMIC", 0) > 0
