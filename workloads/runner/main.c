@@ -58,12 +58,14 @@ static void usage_error(const char *fmt, const char *arg)
 {
     fprintf(stderr, "crashlab-runner: ");
     fprintf(stderr, fmt, arg);
-    fprintf(stderr, "\nusage: crashlab-runner --ops FILE (--db PATH | --db-env NAME) "
-                    "[--engine sqlite|dhl] [--journal-mode M] [--synchronous S] "
-                    "[--locking-mode M] [--wal-autocheckpoint N] [--journal-size-limit N] "
-                    "[--wal-prealloc N] [--cksumvfs 0|1] [--dhl-mode M] [--sync fsync|fdatasync] "
-                    "[--page-size N] [--marks FILE] [--latency FILE] [--stats FILE] [--from-txn K] "
-                    "[--on-error stop|retry] [--crash-at MARK] [--sync-retry]\n");
+    fprintf(
+        stderr,
+        "\nusage: crashlab-runner --ops FILE (--db PATH | --db-env NAME) "
+        "[--engine sqlite|dhl] [--journal-mode M] [--synchronous S] "
+        "[--locking-mode M] [--wal-autocheckpoint N] [--journal-size-limit N] "
+        "[--wal-prealloc N] [--cksumvfs 0|1] [--waldio N] [--dhl-mode M] [--sync fsync|fdatasync] "
+        "[--page-size N] [--marks FILE] [--latency FILE] [--stats FILE] [--from-txn K] "
+        "[--on-error stop|retry] [--crash-at MARK] [--sync-retry]\n");
     exit(2);
 }
 
@@ -194,6 +196,7 @@ static void parse_options(int argc, char **argv, args *a)
         {"crash-at", required_argument, 0, 'C'},
         {"sync-retry", no_argument, 0, 'R'},
         {"cksumvfs", required_argument, 0, 'V'},
+        {"waldio", required_argument, 0, 'W'},
         {0, 0, 0, 0},
     };
     int c;
@@ -229,6 +232,7 @@ static void parse_options(int argc, char **argv, args *a)
         case 'C': a->crash_at = optarg; break;
         case 'R': a->opt.sync_retry = 1; break;
         case 'V': a->opt.cksumvfs = int_arg("--cksumvfs", optarg, 0, 1); break;
+        case 'W': a->opt.waldio = int_arg("--waldio", optarg, 1, 65536); break;
         case 'm': a->marks_path = optarg; break;
         case 'l': a->latency_path = optarg; break;
         case 'S': a->stats_path = optarg; break;
@@ -294,6 +298,9 @@ static void parse_args(int argc, char **argv, args *a)
                           "fail-stop after an error");
     if (a->opt.cksumvfs && a->vt != &engine_sqlite)
         usage_error("%s", "--cksumvfs is an option of the sqlite engine");
+    if (a->opt.waldio && (a->vt != &engine_sqlite || a->opt.cksumvfs || a->opt.wal_prealloc))
+        usage_error("%s", "--waldio is an option of the sqlite engine, without --cksumvfs or "
+                          "--wal-prealloc");
 }
 
 /* A run of the op stream against the engine, and what it measured. */
