@@ -327,7 +327,7 @@ static int commit_ready(wfile *w)
 {
     for (int i = 0; i < w->n; i++)
         if (w->first + i > 0 && w->parts[i] == PART_ALL &&
-            le32(w->buf + (size_t)i * BLK + TAIL + 4) != 0)
+            be32(w->buf + (size_t)i * BLK + TAIL + 4) != 0)
             return 1;
     return 0;
 }
