@@ -200,7 +200,7 @@ static void test_waldio(const char *dir)
     ** PREALLOC blocks of synced zeros first, and the copy still recovers */
     CHECK(waldiovfs_register(PREALLOC) == SQLITE_OK);
     CHECK(exec(db, "BEGIN") == SQLITE_OK);
-    for (int i = 0; i < 40; i++) {
+    for (int i = 0; i < 80; i++) {
         char sql[128];
         snprintf(sql, sizeof sql, "INSERT INTO t VALUES(%d, randomblob(2000))", 100 + i);
         CHECK(exec(db, sql) == SQLITE_OK);
@@ -215,7 +215,7 @@ static void test_waldio(const char *dir)
     CHECK(waldiovfs_register(0) == SQLITE_OK);
     if (dbimg && w) {
         crash_copy(dir, "test-waldio-copy.db", dbimg, ndb, w, nw, copy, sizeof copy);
-        CHECK(rows(copy, WALDIOVFS_NAME) == TXNS + 40);
+        CHECK(rows(copy, WALDIOVFS_NAME) == TXNS + 80);
     }
     char cw[600];
     snprintf(cw, sizeof cw, "%s-wal", copy);

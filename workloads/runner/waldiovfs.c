@@ -26,6 +26,7 @@ enum {
     FRAME = BLK + FHDR, /* a frame as SQLite lays it out */
     TAIL = BLK - FHDR,  /* where the frame header sits in a block */
     MAXBUF = 256,       /* blocks in the group buffer (1 MiB) */
+    CHUNK = 31,         /* blocks per write: below the unix VFS's 128 KiB */
     PART_PAGE = 1,      /* bytes [0, TAIL) of a block are in the buffer */
     PART_TAIL = 2,      /* bytes [TAIL, BLK) */
     PART_ALL = 3,
@@ -292,8 +293,14 @@ static int flush(wfile *w)
         rc = file_size(w, &size);
     if (rc == SQLITE_OK && g_prealloc > 0 && size < end * BLK)
         rc = preallocate(w, end + g_prealloc);
-    if (rc == SQLITE_OK)
-        rc = REAL(w)->pMethods->xWrite(REAL(w), w->buf, w->n * BLK, w->first * BLK);
+    /* The unix VFS writes at most 128 KiB - 1 bytes per call (seekAndWriteFd
+    ** masks the length), so a larger group is several aligned writes of
+    ** CHUNK blocks, all before the sync. */
+    for (int i = 0; rc == SQLITE_OK && i < w->n; i += CHUNK) {
+        int k = w->n - i < CHUNK ? w->n - i : CHUNK;
+        rc = REAL(w)->pMethods->xWrite(REAL(w), w->buf + (size_t)i * BLK, k * BLK,
+                                       (w->first + i) * BLK);
+    }
     if (rc != SQLITE_OK)
         return rc;
     g_stats.group_writes++;

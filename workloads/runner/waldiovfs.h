@@ -21,7 +21,8 @@
 **
 ** Writes.  The WAL file is opened with O_DIRECT.  Frames written by SQLite
 ** collect in an aligned group buffer (contiguous blocks) and go to disk as
-** one pwrite() when the transaction's commit frame is complete (its frame
+** one aligned write (above 124 KiB, several: the unix VFS writes at most
+** 128 KiB - 1 per call) when the transaction's commit frame is complete (its frame
 ** header's database-size field is nonzero), on xSync, on close, or when the
 ** buffer is full.  xSync writes what is buffered, then syncs (fdatasync):
 ** with synchronous=FULL, wal.c syncs the WAL after every commit frame, so a
