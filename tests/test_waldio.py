@@ -24,8 +24,8 @@ from harness.rundir import RunDir
 from tests.support import crashlab, record_runs
 from workloads import waldiovfs
 from workloads.generate import write_opstream
-from workloads.oracle import Oracle
-from workloads.run import runner_command
+from workloads.oracle import Oracle, sqlite_digest
+from workloads.run import runner_command, runner_path
 from workloads.spec import parse_spec
 from workloads.sqlite_grammar import WALDIO_RULES, parse_sqlite_name, rule_for
 from workloads.suts import get_sut
@@ -179,3 +179,19 @@ def test_the_vfs_without_its_sync_is_caught(tmp_path: Path,
     assert p.returncode == 1, p.stdout + p.stderr
     result = json.loads(next((bad.path / "check").glob("reorder-*/result.json")).read_text())
     assert result["verdicts"]["DB-DURABLE"]["fail"] > 0
+
+
+@pytest.mark.parametrize("name", ["sqlite:journal=wal,sync=normal,waldio=8",
+                                  "sqlite:journal=wal,sync=full,waldio=8"])
+def test_a_small_wal_overwritten_from_its_start_reaches_the_oracle(tmp_path: Path,
+                                                                    name: str) -> None:
+    """8 frames: checkpointed and restarted from its first block many times,
+    with transactions larger than the file (it grows) and larger than one
+    write (gmail's set-up), under the ASan runner."""
+    spec = parse_spec("app:gmail,txns=8,warmup=200,seed=1")
+    ops = write_opstream(spec, tmp_path / "w.ops")
+    cmd = runner_command(get_sut(name), ops, tmp_path / "x.db", marks=tmp_path / "m",
+                         runner=runner_path(asan=True))
+    p = subprocess.run(cmd, capture_output=True, text=True)
+    assert p.returncode == 0 and p.stderr == "", p.stderr
+    assert sqlite_digest(tmp_path / "x.db", waldiovfs.NAME) == Oracle(spec).final
