@@ -290,12 +290,83 @@ WALDIO_ALIASES: dict[str, tuple[str, str]] = {
                        "pre-allocated, one aligned write and one fdatasync per transaction"),
 }
 
+# --- OFF_OPT and DASH (DHL thesis §IV; workloads/README.md, "OFF_OPT and DASH") ---------
+
+DOC_DASH = ("DHL thesis §IV (DASH: Won et al., 'DASH: Database Shadowing for Mobile DBMS', "
+            "PVLDB 12(7), 2019); workloads/runner/dashvfs.h; rename(2), fsync(2), ext4(5)")
+# OFF_OPT: journal OFF whose commit writes only the pages it changed.  Stock
+# journal OFF rewrites page 1 only to bump the file change counter, once per
+# lock acquisition; locking_mode=EXCLUSIVE never releases the lock, so page 1
+# is written only when its content changes (page count, free list, schema):
+# the thesis's "FCC in the last modified page" costs exactly that.  Its
+# guarantees are journal OFF's, derived from the grammar's rule table.
+OFF_OPT = ("off-opt", "sqlite:journal=off,sync=full,locking=exclusive",
+           "OFF_OPT (thesis §IV): journal OFF, only the changed pages written per commit "
+           "(locking_mode=EXCLUSIVE: no change-counter write to page 1), UNSAFE")
+_DASH_RULE = ("DASH (thesis §IV: 'DASH maintains two database files, one of which behaves as a "
+              "shadow file ... DASH swaps the names of the two files per transaction'): a "
+              "transaction is written to the shadow file only, the shadow is fsynced, then "
+              "renameat2(RENAME_EXCHANGE) swaps it with the database name ('Atomically exchange "
+              "oldpath and newpath. Both pathnames must exist', rename(2)), and the directory "
+              "is fsynced; the file the database name points at is never written, so after a "
+              "crash the name points at a whole, synced file, the old or the new one (ext4 "
+              "data=ordered journals the rename as one metadata transaction)")
+_DASH_DURABLE = ("the commit returns only after fsync of the directory: 'Calling fsync() does "
+                 "not necessarily ensure that the entry in the directory containing the file "
+                 "has also reached disk. For that an explicit fsync() on a file descriptor for "
+                 "the directory is also needed' (fsync(2)), and the file it names was fsynced "
+                 "before the exchange")
+_DASH_RENAME_FIRST = ("DASH with the exchange (and the directory fsync) before the shadow's "
+                      "fsync, broken on purpose: a crash between them leaves the database name "
+                      "on a file whose pages are still in the page cache (on disk: the state of "
+                      "two transactions ago, partly overwritten)")
+_DASH_ERR_DURABLE = ("not promised: a failed directory fsync after the exchange leaves it "
+                     "unknown whether the new name is durable, and the VFS does not redo it")
+
+
+def _dash(name: str, order: str, description: str, guarantees: list[Guarantee]) -> Sut:
+    """A DASH SUT: SQLite through the DASH VFS (workloads/runner/dashvfs.c),
+    journal OFF (the shadow is the undo), one exclusive connection."""
+    guarantees.append(_g("DB-PREFIX", True, PREFIX_RULE, DOC_CRASHLAB))
+    atomic = guarantees[2]
+    return Sut(
+        name=name, engine="sqlite", description=description,
+        runner_options=(("--journal-mode", "OFF"), ("--synchronous", "FULL"),
+                        ("--locking-mode", "EXCLUSIVE"), ("--page-size", str(PAGE_SIZE)),
+                        ("--dash", order)),
+        guarantees=tuple(guarantees),
+        error_guarantees=(
+            _g("ERR-NOACK", True, "a failed shadow write, fsync or exchange fails xSync, and "
+               "SQLite fails the COMMIT", DOC_DASH),
+            _g("ERR-ATOMIC", atomic.promised, "before the exchange a failure discards the "
+               "shadow's units of the transaction; the committed file was never written"
+               if atomic.promised else atomic.rule, DOC_DASH),
+            _g("ERR-DURABLE", False, _DASH_ERR_DURABLE, DOC_DASH)),
+        mode="dash")
+
+
+def _shadow_suts() -> list[Sut]:
+    """OFF_OPT (an alias of a grammar name) and DASH with its broken order."""
+    name, canonical, description = OFF_OPT
+    return [
+        _sqlite(parse_sqlite_name(canonical), name, description),
+        _dash("dash", "shadow", "DASH: two database files take turns, the shadow fsynced and "
+              "exchanged with the database name per transaction",
+              _safe(_DASH_RULE, DOC_DASH, _g("DB-DURABLE", True, _DASH_DURABLE, DOC_DASH))),
+        _dash("dash-rename-first", "rename-first", "DASH with the exchange before the shadow's "
+              "fsync (UNSAFE, broken on purpose)",
+              _unsafe(_DASH_RENAME_FIRST, DOC_DASH,
+                      _g("DB-DURABLE", False, _DASH_RENAME_FIRST, DOC_DASH))),
+    ]
+
+
 _ALL: tuple[Sut, ...] = (
     *(_sqlite(parse_sqlite_name(canonical), name, description)
       for name, (canonical, description) in SQLITE_ALIASES.items()),
     *_dhl_suts(),
     *(_sqlite(parse_sqlite_name(canonical), name, description)
       for name, (canonical, description) in WALDIO_ALIASES.items()),
+    *_shadow_suts(),
 )
 
 # The named SUTs (the SQLite aliases and every DHL SUT); any SQLite grammar

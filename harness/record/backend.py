@@ -159,9 +159,11 @@ class Backend(ABC):
                 cwd = workdir / "raw-cwd"
                 cwd.mkdir()
                 return run_command(command, cwd=cwd,
-                                   env={**env, DEV_ENV: dev.path, **dev.mark_env})
+                                   env={**env, DEV_ENV: dev.path, **dev.mark_env},
+                                   owner=workdir)
         with self.mounted(image, log, workdir, fs, faults) as m:
-            return run_command(command, cwd=m.mountpoint, env={**env, **m.env})
+            return run_command(command, cwd=m.mountpoint, env={**env, **m.env},
+                               owner=workdir)
 
 
 def device_rules(faults: tuple[Fault, ...]) -> tuple[Fault, ...]:

@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from types import TracebackType
 
-from harness.env import logfuse_path
+from harness.env import logfuse_path, own_process
 from harness.errors import CrashlabError
 from harness.faults import Fault
 from harness.marks import check_label
@@ -101,6 +101,7 @@ class FuseBackend(Backend):
                     stderr=err,
                     start_new_session=True,  # a terminal's Ctrl-C must not reach it
                 )
+                own_process(workdir, "daemon", daemon.pid)
                 stack.push(_DaemonStop(daemon, fdir, err_path))
             assert daemon.stdout is not None
             ready = daemon.stdout.readline()

@@ -24,7 +24,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from harness.env import tmp_parent, work_folder
+from harness.env import reap_work_folders, tmp_parent, work_folder
 from harness.errors import CrashlabError
 from harness.faults import DEVICE, Fault, by_stage, format_fault
 from harness.fs import FILESYSTEMS, get_fs
@@ -127,6 +127,7 @@ def record(
         raise CrashlabError(f"{out}: already holds a recorded run")
     versions = tool_versions()
     tmp_parent().mkdir(parents=True, exist_ok=True)
+    reap_work_folders()  # what recorders killed outright left behind
     workdir = work_folder("crashlab-rec-")
     started = datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
     t0 = time.monotonic()
