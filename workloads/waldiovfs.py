@@ -9,6 +9,7 @@ recovered by the real SQLite; opened without it, SQLite finds no frame."""
 from __future__ import annotations
 
 import ctypes
+import os
 import sqlite3
 from functools import cache
 from pathlib import Path
@@ -17,6 +18,14 @@ from harness.errors import CrashlabError
 
 NAME = "crashlab-waldio"  # WALDIOVFS_NAME
 LIBRARY = Path(__file__).resolve().parent / "build" / "libcrashlab-waldiovfs.so"
+# Another build of the library to load instead (``crashlab mutants``: the
+# checkers then recover through the mutant's VFS, as its runner did).
+LIBRARY_ENV = "CRASHLAB_WALDIO_LIB"
+
+
+def library() -> Path:
+    """The library this process loads: $CRASHLAB_WALDIO_LIB, else the built one."""
+    return Path(os.environ.get(LIBRARY_ENV) or LIBRARY)
 
 
 @cache
@@ -25,9 +34,10 @@ def register() -> str:
     pre-allocation, as a reader of recovered databases; its name.
     CrashlabError when the library is not built or refuses."""
     sqlite3.sqlite_version  # noqa: B018  (the system SQLite is loaded first)
-    if not LIBRARY.exists():
-        raise CrashlabError(f"{LIBRARY} is not built: run `make build`")
-    lib = ctypes.CDLL(str(LIBRARY))
+    path = library()
+    if not path.exists():
+        raise CrashlabError(f"{path} is not built: run `make build`")
+    lib = ctypes.CDLL(str(path))
     rc = lib.waldiovfs_register(0)
     if rc != 0:
         raise CrashlabError(f"registering the WALDIO VFS failed (SQLite code {rc})")
