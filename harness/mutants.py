@@ -50,7 +50,8 @@ BUILD_ROOT = ROOT / "build" / "mutants"
 SOURCES = ("Makefile", "dhl/build.mk", "dhl/include", "dhl/src", "workloads/build.mk",
            "workloads/runner")
 TARGETS = ("dhl/build/libdhl.so", "workloads/build/crashlab-runner",
-           "workloads/build/libcrashlab-waldiovfs.so")
+           "workloads/build/crashlab-xlog-recover",  # xLog's recovery: the checkers'
+           "workloads/build/libcrashlab-waldiovfs.so")  # the VFS the checkers recover WALDIO with
 
 
 @dataclass(frozen=True)
@@ -124,7 +125,7 @@ def copy_sources(dst: Path) -> None:
 
 def build(m: Mutant) -> Path:
     """Build ``m`` (or reuse its cached build); return its folder, which
-    holds ``TARGETS``: libdhl.so, crashlab-runner, libcrashlab-waldiovfs.so."""
+    holds ``TARGETS``: libdhl.so, the runner, its xLog recovery, the WALDIO VFS."""
     d = BUILD_ROOT / f"{m.name}-{_digest(m)}"
     if all((d / t).exists() for t in TARGETS):
         return d
@@ -175,7 +176,7 @@ def run_mutant(m: Mutant, out: Path, jobs: int) -> Outcome:
     except CrashlabError as e:
         return Outcome(m, "error", detail=str(e))
     env = {**os.environ, DHL_LIB: str(d / TARGETS[0]), RUNNER: str(d / TARGETS[1]),
-           WALDIO_LIB: str(d / TARGETS[2])}
+           WALDIO_LIB: str(d / TARGETS[3])}
     if m.tests:
         return _run_tests(m, env)
     folder = out / m.name

@@ -72,3 +72,27 @@ $(WL_BUILD)/test_waldiovfs: $(WL_DIR)/runner/test_waldiovfs.c $(WL_DIR)/runner/w
 BUILD += $(WL_BUILD)/crashlab-runner $(WL_BUILD)/crashlab-runner-asan $(WL_BUILD)/libcrashlab-cksumvfs.so
 BUILD += $(WL_BUILD)/libcrashlab-waldiovfs.so
 CTEST += workloads-ctest
+
+# xLog (workloads/runner/xlog.c, the engine `xlog`): part of the runner; its
+# recovery alone as crashlab-xlog-recover (the checkers replay each crash
+# state's NVRAM with it); its record format's unit test, under ASan+UBSan.
+WL_XLOG_SRC := $(WL_DIR)/runner/xlog.c $(WL_DIR)/runner/countvfs.c
+WL_SRC += $(WL_DIR)/runner/xlog.c
+$(WL_BUILD)/crashlab-runner $(WL_BUILD)/crashlab-runner-asan: $(WL_DIR)/runner/xlog.c
+
+$(WL_BUILD)/crashlab-xlog-recover: $(WL_DIR)/runner/xlog_recover.c $(WL_XLOG_SRC) $(WL_HDR) $(WL_DIR)/build.mk
+	@mkdir -p $(WL_BUILD)
+	$(CC) $(CFLAGS_COMMON) $(WL_SQLITE_CFLAGS) -o $@ $(WL_DIR)/runner/xlog_recover.c \
+	    $(WL_XLOG_SRC) $(WL_SQLITE_LIBS)
+
+$(WL_BUILD)/test_xlog: $(WL_DIR)/runner/test_xlog.c $(WL_XLOG_SRC) $(WL_HDR) $(WL_DIR)/build.mk
+	@mkdir -p $(WL_BUILD)
+	$(CC) $(CFLAGS_COMMON) $(ASAN_FLAGS) $(WL_SQLITE_CFLAGS) -o $@ $(WL_DIR)/runner/test_xlog.c \
+	    $(WL_XLOG_SRC) $(WL_SQLITE_LIBS)
+
+.PHONY: workloads-ctest-xlog
+workloads-ctest-xlog: $(WL_BUILD)/test_xlog
+	$(WL_BUILD)/test_xlog
+
+BUILD += $(WL_BUILD)/crashlab-xlog-recover
+CTEST += workloads-ctest-xlog

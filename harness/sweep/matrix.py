@@ -290,6 +290,7 @@ def _default() -> list[Cell]:
 NIGHTLY_WORKLOADS = {
     "dhl": (DHL_INSERT, DHL_UPDATE, DHL_DELETE, "app:gmail,txns=10,seed=1"),
     "sqlite": (MULTI, UPDATE, DELETE, "app:gmail,txns=10,seed=1"),
+    "xlog": (MULTI, UPDATE, DELETE, "app:gmail,txns=10,seed=1"),
 }
 
 

@@ -78,5 +78,6 @@ typedef struct engine_vtab {
 
 extern const engine_vtab engine_sqlite;
 extern const engine_vtab engine_dhl;
+extern const engine_vtab engine_xlog; /* xlog.c */
 
 #endif

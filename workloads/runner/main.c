@@ -42,7 +42,7 @@
 #include "marks.h"
 #include "opstream.h"
 
-static const engine_vtab *const ENGINES[] = {&engine_sqlite, &engine_dhl, NULL};
+static const engine_vtab *const ENGINES[] = {&engine_sqlite, &engine_dhl, &engine_xlog, NULL};
 
 static void die(int code, const char *fmt, ...)
 {
@@ -60,7 +60,7 @@ static void usage_error(const char *fmt, const char *arg)
     fprintf(stderr, "crashlab-runner: ");
     fprintf(stderr, fmt, arg);
     fprintf(stderr, "\nusage: crashlab-runner --ops FILE (--db PATH | --db-env NAME) "
-                    "[--engine sqlite|dhl] [--journal-mode M] [--synchronous S] "
+                    "[--engine sqlite|dhl|xlog] [--journal-mode M] [--synchronous S] "
                     "[--locking-mode M] [--wal-autocheckpoint N] [--journal-size-limit N] "
                     "[--wal-prealloc N] [--cksumvfs 0|1] [--dash shadow|rename-first] [--dhl-mode "
                     "M] [--sync fsync|fdatasync] "
@@ -295,7 +295,7 @@ static void parse_args(int argc, char **argv, args *a)
         if (strcmp(ENGINES[i]->name, a->engine_name) == 0)
             a->vt = ENGINES[i];
     if (!a->vt)
-        usage_error("unknown engine %s (choose from sqlite, dhl)", a->engine_name);
+        usage_error("unknown engine %s (choose from sqlite, dhl, xlog)", a->engine_name);
     /* libdhl poisons its handle after a failed commit (fail-stop): a retry
     ** would need a reopen that reads through a page cache the failed
     ** writeback left wrong. */
