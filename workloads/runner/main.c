@@ -196,6 +196,7 @@ static void parse_options(int argc, char **argv, args *a)
         {"crash-at", required_argument, 0, 'C'},
         {"sync-retry", no_argument, 0, 'R'},
         {"cksumvfs", required_argument, 0, 'V'},
+        {"waldio", required_argument, 0, 'W'},
         {"dash", required_argument, 0, 'D'},
         {0, 0, 0, 0},
     };
@@ -232,6 +233,7 @@ static void parse_options(int argc, char **argv, args *a)
         case 'C': a->crash_at = optarg; break;
         case 'R': a->opt.sync_retry = 1; break;
         case 'V': a->opt.cksumvfs = int_arg("--cksumvfs", optarg, 0, 1); break;
+        case 'W': a->opt.waldio = int_arg("--waldio", optarg, 1, 65536); break;
         case 'D':
             if (strcmp(optarg, "shadow") != 0 && strcmp(optarg, "rename-first") != 0)
                 usage_error("bad --dash %s (choose from shadow, rename-first)", optarg);
@@ -302,6 +304,9 @@ static void parse_args(int argc, char **argv, args *a)
                           "fail-stop after an error");
     if (a->opt.cksumvfs && a->vt != &engine_sqlite)
         usage_error("%s", "--cksumvfs is an option of the sqlite engine");
+    if (a->opt.waldio && (a->vt != &engine_sqlite || a->opt.cksumvfs || a->opt.wal_prealloc))
+        usage_error("%s", "--waldio is an option of the sqlite engine, without --cksumvfs or "
+                          "--wal-prealloc");
     if (a->opt.dash && a->vt != &engine_sqlite)
         usage_error("%s", "--dash is an option of the sqlite engine");
 }
