@@ -33,8 +33,7 @@ OK, FALLBACK = 0, 1
 NONE = 0xFFFFFFFF
 ABI = (0, 2, 3, 5, 6)  # the engine structs the checker declares (dhl_abi_size numbers)
 ENTRY_POINTS = ("dhl_open", "dhl_close", "dhl_errmsg", "dhl_info", "dhl_recovery_info",
-                "dhl_check", "dhl_digest", "dhl_reachable", "dhl_image_headers", "dhl_mem_io",
-                "dhl_valid_slot")
+                "dhl_check", "dhl_digest", "dhl_reachable", "dhl_image_headers", "dhl_valid_slot")
 _U32 = struct.Struct("<I")
 
 
@@ -76,37 +75,8 @@ def _load() -> C.CDLL:
     return _lib
 
 
-class _Reader:
-    """A cursor over serialised facts (the layout ``rawcheck.c`` writes)."""
-
-    def __init__(self, blob: bytes) -> None:
-        self.b, self.i = blob, 0
-
-    def u32(self) -> int:
-        (v,) = _U32.unpack_from(self.b, self.i)
-        self.i += 4
-        return v
-
-    def str_(self) -> str | None:
-        n = self.u32()
-        if n == NONE:
-            return None
-        s = self.b[self.i:self.i + n].decode(errors="replace")
-        self.i += n
-        return s
-
-    def arr(self) -> tuple[int, ...] | None:
-        n = self.u32()
-        if n == NONE:
-            return None
-        v = struct.unpack_from(f"<{n}I", self.b, self.i)
-        self.i += 4 * n
-        return v
-
-    def list_(self) -> tuple[int, ...]:
-        v = self.arr()
-        assert v is not None
-        return v
+NSCALAR, NSTR, NARR = 12, 10, 8  # the layout of rawcheck.c's emit()
+_SCALARS = struct.Struct(f"<{NSCALAR}I")
 
 
 def _groups(v: Sequence[int], k: int) -> tuple[tuple[int, ...], ...]:
@@ -114,21 +84,42 @@ def _groups(v: Sequence[int], k: int) -> tuple[tuple[int, ...], ...]:
 
 
 def parse_facts(blob: bytes) -> DhlFacts:
-    """The :class:`DhlFacts` serialised in ``blob``."""
-    r = _Reader(blob)
-    b = Before(error=r.str_(), fcc=r.u32(), newest=r.u32(), newest_size=r.u32(),
-               newest_count=r.u32(), newest_pages=r.list_(), previous=r.u32(),
-               t1_missing=_groups(r.list_(), 4), reached=r.u32(),  # type: ignore[arg-type]
-               digest=r.str_(), read_error=r.str_(), indep_fcc=r.u32(), indep_digest=r.str_(),
-               indep_error=r.str_(), indep_no_committed=r.list_())
-    a = After(error=r.str_(), fcc=r.u32(), txn_size=r.u32(), engine_fcc=r.u32(),
-              rolled_back=bool(r.u32()), integrity=r.str_(), digest=r.str_(),
-              scan_error=r.str_(), above_fcc=_groups(r.list_(), 3),  # type: ignore[arg-type]
-              count_fcc=r.list_(), fcc_pages=r.list_(), count_newest=r.list_(),
-              idempotent_changed=r.arr(), idempotent_error=r.str_())
-    nolog = bool(r.u32())
-    assert r.i == len(blob), "facts layout out of step with rawcheck.c"
-    return DhlFacts(exists=True, nolog=nolog, before=b, after=a)
+    """The :class:`DhlFacts` serialised in ``blob`` (rawcheck.c's emit():
+    the scalars, then the strings, then the lists, each in its order)."""
+    sc = _SCALARS.unpack_from(blob, 0)
+    at = _SCALARS.size
+    unpack = _U32.unpack_from
+    strs: list[str | None] = []
+    for _ in range(NSTR):
+        (n,) = unpack(blob, at)
+        at += 4
+        if n == NONE:
+            strs.append(None)
+        else:
+            strs.append(blob[at:at + n].decode(errors="replace"))
+            at += n
+    arrs: list[tuple[int, ...] | None] = []
+    for _ in range(NARR):
+        (n,) = unpack(blob, at)
+        at += 4
+        if n == NONE:
+            arrs.append(None)
+        else:
+            arrs.append(struct.unpack_from(f"<{n}I", blob, at))
+            at += 4 * n
+    assert at == len(blob), "facts layout out of step with rawcheck.c"
+    b = Before(error=strs[0], fcc=sc[0], newest=sc[1], newest_size=sc[2], newest_count=sc[3],
+               newest_pages=arrs[0], previous=sc[4],  # type: ignore[arg-type]
+               t1_missing=_groups(arrs[1], 4),  # type: ignore[arg-type]
+               reached=sc[5], digest=strs[1], read_error=strs[2], indep_fcc=sc[6],
+               indep_digest=strs[3], indep_error=strs[4],
+               indep_no_committed=arrs[2])  # type: ignore[arg-type]
+    a = After(error=strs[5], fcc=sc[7], txn_size=sc[8], engine_fcc=sc[9],
+              rolled_back=bool(sc[10]), integrity=strs[6], digest=strs[7], scan_error=strs[8],
+              above_fcc=_groups(arrs[3], 3),  # type: ignore[arg-type]
+              count_fcc=arrs[4], fcc_pages=arrs[5], count_newest=arrs[6],  # type: ignore[arg-type]
+              idempotent_changed=arrs[7], idempotent_error=strs[9])
+    return DhlFacts(exists=True, nolog=bool(sc[11]), before=b, after=a)
 
 
 class NativeExaminer:
@@ -148,7 +139,8 @@ class NativeExaminer:
         self._export: C.Array[C.c_char] | None = None
         self._out, self._outlen = C.c_void_p(), C.c_size_t()
         self.calls = self.fallbacks = 0
-        self._labels: dict[Path, tuple[bytes, bytes, bytes]] = {}
+        self._label: Path | None = None
+        self._labels = (b"", b"", b"")
 
     def close(self) -> None:
         self._unmap()
@@ -188,16 +180,16 @@ class NativeExaminer:
         top, as :func:`checkers.dhl.examine_image` takes them of a block
         device's image named ``label``; None: take the Python path."""
         addr = self._address(size)
-        labels = self._labels.get(label)
-        if labels is None:
+        if label is not self._label:  # one label per worker: made once
             rec = label.parent / "dhl-check" / "recovered.db"
-            labels = self._labels[label] = (os.fsencode(label), os.fsencode(rec),
-                                            os.fsencode(rec.with_name(rec.name + ".again")))
+            self._label = label
+            self._labels = (os.fsencode(label), os.fsencode(rec),
+                            os.fsencode(rec.with_name(rec.name + ".again")))
         n = len(writes)
         offs = (C.c_uint64 * n)(*(o for o, _ in writes))
         lens = (C.c_uint64 * n)(*(len(d) for _, d in writes))
         rc = self.L.rc_examine(self.ctx, addr, size, used, offs, lens,
-                               b"".join(d for _, d in writes), n, *labels,
+                               b"".join(d for _, d in writes), n, *self._labels,
                                C.byref(self._out), C.byref(self._outlen))
         self.calls += 1
         if rc == FALLBACK:

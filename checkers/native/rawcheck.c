@@ -24,6 +24,7 @@
 #define XXH_INLINE_ALL
 #include <xxhash.h>
 
+#include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -151,6 +152,7 @@ struct rc_ctx {
     uint8_t *row;
     size_t rowcap;
     char err[ERRLEN];
+    struct facts *fp; /* the facts of the state being examined */
 };
 
 rc_ctx *rc_new(const struct rc_engine *eng)
@@ -178,6 +180,7 @@ void rc_free(rc_ctx *c)
         free(vs[i]->v);
     free(c->seen);
     free(c->row);
+    free(c->fp);
     free(c);
 }
 
@@ -193,10 +196,58 @@ size_t rc_abi_size(int which)
     }
 }
 
+/* The checker's store for the engine: an image in memory that is a block
+** device's (fixed size: a write past it fails with ENOSPC), as the engine's
+** own memory I/O (dhl_mem_io) serves one, with one difference that changes
+** no byte read: a read past hiwater, where the buffer is known to be zero,
+** is served by zeroing rather than copying (the engine reads every page of
+** the device, and most of a raw-tier device was never written). */
+static int st_pread(void *ctx, void *buf, size_t n, uint64_t off, size_t *got)
+{
+    const struct rc_mem *m = ctx;
+    size_t k = 0;
+    if (off < m->size)
+        k = (size_t)(m->size - off) < n ? (size_t)(m->size - off) : n;
+    size_t live = 0; /* bytes below hiwater */
+    if (off < m->hiwater)
+        live = (size_t)(m->hiwater - off) < k ? (size_t)(m->hiwater - off) : k;
+    if (live)
+        memcpy(buf, m->data + off, live);
+    if (k > live)
+        memset((uint8_t *)buf + live, 0, k - live);
+    *got = k;
+    return 0;
+}
+
+static int st_pwrite(void *ctx, const void *buf, size_t n, uint64_t off)
+{
+    struct rc_mem *m = ctx;
+    if (off > m->size || n > m->size - off)
+        return -ENOSPC; /* a device does not grow */
+    memcpy(m->data + off, buf, n);
+    if (off + n > m->hiwater)
+        m->hiwater = off + n;
+    m->writes++;
+    return 0;
+}
+
+static int st_sync(void *ctx, int datasync)
+{
+    (void)datasync;
+    ((struct rc_mem *)ctx)->syncs++;
+    return 0;
+}
+
+static int st_size(void *ctx, uint64_t *bytes)
+{
+    *bytes = ((const struct rc_mem *)ctx)->size;
+    return 0;
+}
+
 /* reserve: make im hold an image of `size` bytes whose first `keep` bytes
 ** the caller overwrites next; every byte past them is zero after, as
 ** MemIO._reserve leaves it (dhl/binding.py). */
-static int reserve(rc_ctx *c, struct image *im, uint64_t size, uint64_t keep)
+static int reserve(struct image *im, uint64_t size, uint64_t keep)
 {
     uint64_t want = size ? size : 1;
     if (want > im->cap) {
@@ -210,16 +261,16 @@ static int reserve(rc_ctx *c, struct image *im, uint64_t size, uint64_t keep)
         memset(im->data + keep, 0, im->mem.hiwater - keep);
     }
     im->mem = (struct rc_mem){im->data, size, im->cap, 0, 0, 1, 0};
-    c->e.mem_io(&im->io, &im->mem); /* a block device's image: fixed size */
+    im->io = (struct rc_io){&im->mem, st_pread, st_pwrite, st_sync, st_size, NULL, 1};
     return RC_OK;
 }
 
 /* load: im holds the first `size` bytes of src, of which those past `used`
 ** are zero (MemIO.load with used=). */
-static int load(rc_ctx *c, struct image *im, const uint8_t *src, uint64_t size, uint64_t used)
+static int load(struct image *im, const uint8_t *src, uint64_t size, uint64_t used)
 {
     uint64_t k = used < size ? used : size;
-    int rc = reserve(c, im, size, k);
+    int rc = reserve(im, size, k);
     if (rc)
         return rc;
     if (k)
@@ -585,10 +636,87 @@ int rc_decode(rc_ctx *c, const uint8_t *image, uint64_t size, uint32_t *fcc, cha
 
 /* --- the facts ------------------------------------------------------------------- */
 
-/* before: Before and nolog (dhl.py examine_before), written to c->out. */
-static int before(rc_ctx *c, const char *label, int *nolog, uint32_t *newest)
+/* The facts of one state, emitted as: the NSCALAR scalars (u32 each), the
+** NSTR strings (u32 length and bytes, or NONE), the NARR lists (u32 count
+** and u32 items, or NONE) — the order below, which checkers/dhl_native.py
+** parses.  Defaults (0, NONE, empty) are dhl.py's Before/After defaults. */
+enum {
+    B_FCC,
+    B_NEWEST,
+    B_NEWEST_SIZE,
+    B_NEWEST_COUNT,
+    B_PREVIOUS,
+    B_REACHED,
+    B_INDEP_FCC,
+    A_FCC,
+    A_TXN_SIZE,
+    A_ENGINE_FCC,
+    A_ROLLED_BACK,
+    F_NOLOG_DB,
+    NSCALAR
+};
+enum {
+    S_B_ERROR,
+    S_B_DIGEST,
+    S_B_READ_ERROR,
+    S_B_INDEP_DIGEST,
+    S_B_INDEP_ERROR,
+    S_A_ERROR,
+    S_A_INTEGRITY,
+    S_A_DIGEST,
+    S_A_SCAN_ERROR,
+    S_A_IDEM_ERROR,
+    NSTR
+};
+enum {
+    L_B_NEWEST_PAGES,
+    L_B_T1,
+    L_B_NOCOMMIT,
+    L_A_ABOVE,
+    L_A_COUNT_FCC,
+    L_A_FCC_PAGES,
+    L_A_COUNT_NEWEST,
+    L_A_CHANGED,
+    NARR
+};
+
+struct facts {
+    uint32_t sc[NSCALAR];
+    int has[NSTR];
+    char str[NSTR][ERRLEN];
+    struct vec *arr[NARR]; /* NULL: NONE */
+};
+
+static void set_str(struct facts *f, int i, const char *s)
+{
+    f->has[i] = 1;
+    snprintf(f->str[i], sizeof f->str[i], "%s", s);
+}
+
+/* emit: the facts serialised into c->out. */
+static int emit(rc_ctx *c, const struct facts *f)
 {
     struct buf *o = &c->out;
+    o->n = 0;
+    o->oom = 0;
+    for (int i = 0; i < NSCALAR; i++)
+        put_u32(o, f->sc[i]);
+    for (int i = 0; i < NSTR; i++)
+        put_str(o, f->has[i] ? f->str[i] : NULL);
+    for (int i = 0; i < NARR; i++) {
+        if (!f->arr[i])
+            put_u32(o, NONE);
+        else if (f->arr[i]->oom)
+            return RC_ENOMEM;
+        else
+            put_vec(o, f->arr[i]);
+    }
+    return o->oom ? RC_ENOMEM : RC_OK;
+}
+
+/* before: Before and nolog (dhl.py examine_before); *newest: Before.newest. */
+static int before(rc_ctx *c, struct facts *f, const char *label, int *nolog, uint32_t *newest)
+{
     struct image *im = &c->img;
     void *db;
     *nolog = 0;
@@ -600,19 +728,7 @@ static int before(rc_ctx *c, const char *label, int *nolog, uint32_t *newest)
     }
     if (rc) { /* Before(error=...): the rest at their defaults */
         *nolog = 0;
-        put_str(o, c->err);
-        for (int i = 0; i < 4; i++)
-            put_u32(o, 0);
-        put_u32(o, 0); /* newest_pages */
-        put_u32(o, 0); /* previous */
-        put_u32(o, 0); /* t1_missing */
-        put_u32(o, 0); /* reached */
-        put_str(o, NULL);
-        put_str(o, NULL);
-        put_u32(o, 0); /* indep_fcc */
-        put_str(o, NULL);
-        put_str(o, NULL);
-        put_u32(o, 0);
+        set_str(f, S_B_ERROR, c->err);
         return RC_OK;
     }
     struct rc_info info;
@@ -658,26 +774,22 @@ static int before(rc_ctx *c, const char *label, int *nolog, uint32_t *newest)
         }
     }
     char hex[33];
-    const char *read_error = NULL;
     rc = c->e.digest(db, hex);
     if (rc) {
         errf(c, rc, c->e.errmsg(db));
-        read_error = c->err;
+        set_str(f, S_B_READ_ERROR, c->err);
+    } else {
+        set_str(f, S_B_DIGEST, hex);
     }
-    put_str(o, NULL); /* error */
-    put_u32(o, fcc);
-    put_u32(o, nw);
-    put_u32(o, size);
-    put_u32(o, count);
+    f->sc[B_FCC] = fcc;
+    f->sc[B_NEWEST] = nw;
+    f->sc[B_NEWEST_SIZE] = size;
+    f->sc[B_NEWEST_COUNT] = count;
     c->newest_pages.n = 0;
     if (nw)
         pages_with(&hs, nw, im->mem.size, &c->newest_pages);
-    put_vec(o, &c->newest_pages);
-    put_u32(o, *nolog ? 0 : previous_commit(&hs, nw));
-    put_vec(o, &c->t1);
-    put_u32(o, n);
-    put_str(o, read_error ? NULL : hex);
-    put_str(o, read_error);
+    f->sc[B_PREVIOUS] = *nolog ? 0 : previous_commit(&hs, nw);
+    f->sc[B_REACHED] = n;
     c->e.close(db);
     *newest = nw;
     /* the checker's own reading of the same bytes */
@@ -685,26 +797,27 @@ static int before(rc_ctx *c, const char *label, int *nolog, uint32_t *newest)
     rc = fread_committed(c, im->data, im->mem.size, &r);
     if (rc)
         return rc;
-    put_u32(o, r.fcc);
+    f->sc[B_INDEP_FCC] = r.fcc;
     if (r.readable) {
         hex128(r.sum, hex);
-        put_str(o, hex);
-    } else {
-        put_str(o, NULL);
+        set_str(f, S_B_INDEP_DIGEST, hex);
     }
-    put_str(o, r.error);
+    if (r.error)
+        set_str(f, S_B_INDEP_ERROR, r.error);
     qsort(c->nocommit.v, c->nocommit.n, sizeof(uint32_t), cmp_u32);
-    put_vec(o, &c->nocommit);
-    return c->t1.oom || c->newest_pages.oom ? RC_ENOMEM : RC_OK;
+    f->arr[L_B_NEWEST_PAGES] = &c->newest_pages;
+    f->arr[L_B_T1] = &c->t1;
+    f->arr[L_B_NOCOMMIT] = &c->nocommit;
+    return RC_OK;
 }
 
 /* second: the second recovery of a copy of the recovered image (dhl.py
-** _second_recovery): changed pages into c->changed; *state 0 ran, 1 failed
-** (the message in c->err). */
+** _second_recovery): the pages it changed into c->changed, or *failed with
+** the message in c->err. */
 static int second(rc_ctx *c, const char *label, uint32_t ps, int *failed)
 {
     struct image *im = &c->img, *ag = &c->again;
-    int rc = load(c, ag, im->data, im->mem.size, im->mem.hiwater);
+    int rc = load(ag, im->data, im->mem.size, im->mem.hiwater);
     if (rc)
         return rc;
     void *db;
@@ -731,25 +844,17 @@ static int second(rc_ctx *c, const char *label, uint32_t ps, int *failed)
         if (la != lb || (la && memcmp(im->data + a0, ag->data + a0, la)))
             push(&c->changed, (uint32_t)p);
     }
-    return c->changed.oom ? RC_ENOMEM : RC_OK;
+    return RC_OK;
 }
 
 /* after: After (dhl.py examine_after on the image recovered in place). */
-static int after(rc_ctx *c, const char *label, const char *label_again, int nolog, uint32_t newest)
+static int after(rc_ctx *c, struct facts *f, const char *label, const char *label_again, int nolog,
+                 uint32_t newest)
 {
-    struct buf *o = &c->out;
     struct image *im = &c->img;
     void *db;
     if (open_db(c, label, nolog ? MODE_NOLOG : MODE_TC, 0, im, &db)) {
-        put_str(o, c->err);
-        for (int i = 0; i < 4; i++)
-            put_u32(o, 0); /* fcc, txn_size, engine_fcc, rolled_back */
-        for (int i = 0; i < 3; i++)
-            put_str(o, NULL); /* integrity, digest, scan_error */
-        for (int i = 0; i < 4; i++)
-            put_u32(o, 0); /* above_fcc, count_fcc, fcc_pages, count_newest */
-        put_u32(o, NONE);  /* idempotent_changed */
-        put_str(o, NULL);
+        set_str(f, S_A_ERROR, c->err); /* After(error=...) */
         return RC_OK;
     }
     struct rc_info info;
@@ -759,17 +864,20 @@ static int after(rc_ctx *c, const char *label, const char *label_again, int nolo
         return RC_FALLBACK;
     }
     c->e.recovery_info(db, &rec);
-    char integrity[ERRLEN] = "ok";
     int crc = c->e.check(db);
     if (crc) {
         errf(c, crc, c->e.errmsg(db));
-        snprintf(integrity, sizeof integrity, "%s", c->err);
+        set_str(f, S_A_INTEGRITY, c->err);
+    } else {
+        set_str(f, S_A_INTEGRITY, "ok");
     }
-    char hex[33], scan_error[ERRLEN];
+    char hex[33];
     int drc = c->e.digest(db, hex);
     if (drc) {
         errf(c, drc, c->e.errmsg(db));
-        snprintf(scan_error, sizeof scan_error, "%s", c->err);
+        set_str(f, S_A_SCAN_ERROR, c->err);
+    } else {
+        set_str(f, S_A_DIGEST, hex);
     }
     struct heads hs;
     int rc = decode(c, im, info.page_size, info.ntrees, &hs);
@@ -779,14 +887,10 @@ static int after(rc_ctx *c, const char *label, const char *label_again, int nolo
     uint32_t fcc = info.fcc, size = 0, count;
     if (!nolog)
         newest_commit(&hs, &fcc, &size, &count);
-    put_str(o, NULL);
-    put_u32(o, fcc);
-    put_u32(o, size);
-    put_u32(o, info.fcc);
-    put_u32(o, rec.rolled_back ? 1 : 0);
-    put_str(o, integrity);
-    put_str(o, drc ? NULL : hex);
-    put_str(o, drc ? scan_error : NULL);
+    f->sc[A_FCC] = fcc;
+    f->sc[A_TXN_SIZE] = size;
+    f->sc[A_ENGINE_FCC] = info.fcc;
+    f->sc[A_ROLLED_BACK] = rec.rolled_back ? 1 : 0;
     c->above.n = 0;
     for (uint32_t p = 0; p < hs.npages; p++)
         for (int s = 0; s < 2; s++)
@@ -795,38 +899,28 @@ static int after(rc_ctx *c, const char *label, const char *label_again, int nolo
                 push(&c->above, (uint32_t)s);
                 push(&c->above, hs.h[6 * p + s]);
             }
-    put_vec(o, &c->above);
-    struct vec *lists[] = {&c->count_fcc, &c->fcc_pages, &c->count_newest};
-    for (int i = 0; i < 3; i++)
-        lists[i]->n = 0;
+    c->count_fcc.n = c->fcc_pages.n = c->count_newest.n = 0;
     if (fcc) {
         pages_with(&hs, fcc, pagecount_at(&hs, fcc), &c->count_fcc);
         pages_with(&hs, fcc, im->mem.size, &c->fcc_pages);
     }
     if (newest > fcc)
         pages_with(&hs, newest, im->mem.size, &c->count_newest);
-    for (int i = 0; i < 3; i++)
-        put_vec(o, lists[i]);
-    if (nolog) {
-        put_u32(o, NONE);
-        put_str(o, NULL);
-    } else {
+    f->arr[L_A_ABOVE] = &c->above;
+    f->arr[L_A_COUNT_FCC] = &c->count_fcc;
+    f->arr[L_A_FCC_PAGES] = &c->fcc_pages;
+    f->arr[L_A_COUNT_NEWEST] = &c->count_newest;
+    if (!nolog) {
         int failed;
         rc = second(c, label_again, info.page_size, &failed);
         if (rc)
             return rc;
-        if (failed) {
-            put_u32(o, NONE);
-            put_str(o, c->err);
-        } else {
-            put_vec(o, &c->changed);
-            put_str(o, NULL);
-        }
+        if (failed)
+            set_str(f, S_A_IDEM_ERROR, c->err);
+        else
+            f->arr[L_A_CHANGED] = &c->changed;
     }
-    for (int i = 0; i < 3; i++)
-        if (lists[i]->oom)
-            return RC_ENOMEM;
-    return c->above.oom ? RC_ENOMEM : RC_OK;
+    return RC_OK;
 }
 
 int rc_examine(rc_ctx *c, const uint8_t *durable, uint64_t size, uint64_t used,
@@ -837,7 +931,7 @@ int rc_examine(rc_ctx *c, const uint8_t *durable, uint64_t size, uint64_t used,
     for (uint32_t i = 0; i < nwrites; i++)
         if (offs[i] > size || lens[i] > size - offs[i])
             return RC_FALLBACK; /* the image would grow: not a block device's */
-    int rc = load(c, &c->img, durable, size, used);
+    int rc = load(&c->img, durable, size, used);
     if (rc)
         return rc;
     for (uint32_t i = 0; i < nwrites; i++) {
@@ -846,18 +940,22 @@ int rc_examine(rc_ctx *c, const uint8_t *durable, uint64_t size, uint64_t used,
         if (offs[i] + lens[i] > c->img.mem.hiwater)
             c->img.mem.hiwater = offs[i] + lens[i];
     }
-    c->out.n = 0;
-    c->out.oom = 0;
+    if (!c->fp && !(c->fp = calloc(1, sizeof *c->fp)))
+        return RC_ENOMEM;
+    struct facts *f = c->fp;
+    memset(f->sc, 0, sizeof f->sc);
+    memset(f->has, 0, sizeof f->has);
+    static struct vec empty;
+    for (int i = 0; i < NARR; i++)
+        f->arr[i] = i == L_A_CHANGED ? NULL : &empty;
     int nolog;
     uint32_t newest;
-    rc = before(c, label, &nolog, &newest);
+    rc = before(c, f, label, &nolog, &newest);
     if (!rc)
-        rc = after(c, label_rec, label_again, nolog, newest);
-    if (!rc && c->out.oom)
-        rc = RC_ENOMEM;
-    put_u32(&c->out, (uint32_t)nolog); /* last: whether the database is NOLOG */
-    if (!rc && c->out.oom)
-        rc = RC_ENOMEM;
+        rc = after(c, f, label_rec, label_again, nolog, newest);
+    f->sc[F_NOLOG_DB] = (uint32_t)nolog;
+    if (!rc)
+        rc = emit(c, f);
     *out = c->out.p;
     *outlen = c->out.n;
     return rc;

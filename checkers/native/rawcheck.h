@@ -68,7 +68,6 @@ struct rc_engine {
                      uint32_t *n);
     int (*image_headers)(const void *buf, uint32_t ps, uint32_t first_pgno, uint32_t npages,
                          uint32_t ntrees, uint32_t *out);
-    void (*mem_io)(struct rc_io *io, struct rc_mem *m);
     int (*valid_slot)(uint32_t tid0, uint32_t tid1, uint32_t fcc);
 };
 

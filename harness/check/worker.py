@@ -143,7 +143,8 @@ class StateChecker:
         self.native: Any = None
         if self.in_memory and native_checks() and hasattr(self.checker, "native_examiner"):
             self.native = self.checker.native_examiner(self.image.path)
-        self.judged: dict[tuple[bytes, int, int], list[Verdict]] = {}
+        self.judged: dict[tuple[bytes, int, int], tuple[list[Verdict], StateRecord]] = {}
+        self.db_label = workdir / "files" / self.db_name  # what the file path would examine
 
     def close(self) -> None:
         if self.fast is not None:
@@ -221,7 +222,7 @@ class StateChecker:
         writes = list(state.extents(self.image.reader))
         db = self.workdir / "files" / self.db_name  # where the file path would put it
         if self.native is not None:
-            blob = self.native.examine(self.image.size, self.image.data_end, writes, db)
+            blob = self.native.examine(self.image.size, self.image.data_end, writes, self.db_label)
             if blob is not None:
                 return list(self._judge_native(blob, self.marks(state))[0])
 
@@ -262,8 +263,7 @@ class StateChecker:
             return state_record(state, self.check(state), self.marks(state))
         self.image.advance(state.durable_upto)
         writes = list(state.extents(self.image.reader))
-        blob = self.native.examine(self.image.size, self.image.data_end, writes,
-                                   self.workdir / "files" / self.db_name)
+        blob = self.native.examine(self.image.size, self.image.data_end, writes, self.db_label)
         if blob is None:
             return state_record(state, self.check(state), self.marks(state))
         marks = self.marks(state)
