@@ -804,7 +804,8 @@ static int before(rc_ctx *c, struct facts *f, const char *label, int *nolog, uin
     }
     if (r.error)
         set_str(f, S_B_INDEP_ERROR, r.error);
-    qsort(c->nocommit.v, c->nocommit.n, sizeof(uint32_t), cmp_u32);
+    if (c->nocommit.n)
+        qsort(c->nocommit.v, c->nocommit.n, sizeof(uint32_t), cmp_u32);
     f->arr[L_B_NEWEST_PAGES] = &c->newest_pages;
     f->arr[L_B_T1] = &c->t1;
     f->arr[L_B_NOCOMMIT] = &c->nocommit;
