@@ -145,6 +145,7 @@ class StateChecker:
             self.native = self.checker.native_examiner(self.image.path)
         self.judged: dict[tuple[bytes, int, int], tuple[list[Verdict], StateRecord]] = {}
         self.db_label = workdir / "files" / self.db_name  # what the file path would examine
+        self._epoch_payloads: _EpochPayloads | None = None
 
     def close(self) -> None:
         if self.fast is not None:
@@ -255,6 +256,13 @@ class StateChecker:
             self.cache_hits += 1
         return hit
 
+    def _payloads(self, state: State) -> _EpochPayloads:
+        """The log reader for ``state``'s overlay, keeping the payloads of
+        its epoch's writes (the states of an epoch share them)."""
+        if self._epoch_payloads is None or self._epoch_payloads.epoch is not state.epoch:
+            self._epoch_payloads = _EpochPayloads(self.image.reader, state.epoch)
+        return self._epoch_payloads
+
     def record(self, state: State) -> StateRecord:
         """:func:`state_record` of ``state``'s verdicts; a record of native
         facts is made from the one its (facts, marks) made before."""
@@ -262,7 +270,7 @@ class StateChecker:
                 or state.key.corrupt is not None:
             return state_record(state, self.check(state), self.marks(state))
         self.image.advance(state.durable_upto)
-        writes = list(state.extents(self.image.reader))
+        writes = list(state.extents(self._payloads(state)))  # type: ignore[arg-type]
         blob = self.native.examine(self.image.size, self.image.data_end, writes, self.db_label)
         if blob is None:
             return state_record(state, self.check(state), self.marks(state))
@@ -329,6 +337,22 @@ class StateChecker:
         if len(self.cache) > CACHE_SIZE:
             self.cache.popitem(last=False)
         return facts
+
+
+class _EpochPayloads:
+    """A log reader's ``sectorsize`` and ``payload`` for one epoch's states,
+    each payload read once (:func:`harness.states.model.item_extents`)."""
+
+    def __init__(self, reader: LogReader, epoch: object) -> None:
+        self.reader, self.epoch = reader, epoch
+        self.sectorsize = reader.sectorsize
+        self._kept: dict[int, bytes] = {}
+
+    def payload(self, entry: Any) -> bytes:  # noqa: ANN401
+        data = self._kept.get(entry.offset)
+        if data is None:
+            data = self._kept[entry.offset] = self.reader.payload(entry)
+        return data
 
 
 def verdict_record(rec_id: str, verdicts: list[Verdict], **head: int) -> StateRecord:
