@@ -35,12 +35,17 @@ def register() -> str:
 
 def connect(path: Path | str, vfs: str = "") -> sqlite3.Connection:
     """A connection to the database ``path``, through the VFS ``vfs``
-    ("": SQLite's default; :data:`NAME`: the checksum VFS), in autocommit
-    mode."""
+    ("": SQLite's default; :data:`NAME`: the checksum VFS; workloads/selvfs.py:
+    the selective-journaling VFS), in autocommit mode."""
+    from workloads import selvfs
+
     if not vfs:
         return sqlite3.connect(str(path), isolation_level=None)
-    if vfs != NAME:
-        raise CrashlabError(f"unknown VFS {vfs!r} (crashlab knows {NAME})")
-    register()
+    if vfs == selvfs.NAME:
+        selvfs.register()
+    elif vfs != NAME:
+        raise CrashlabError(f"unknown VFS {vfs!r} (crashlab knows {NAME}, {selvfs.NAME})")
+    else:
+        register()
     uri = f"file:{urllib.parse.quote(str(path))}?vfs={vfs}"
     return sqlite3.connect(uri, uri=True, isolation_level=None)

@@ -42,6 +42,11 @@ typedef struct engine_options {
     ** reported (the "fsyncgate" bug, on purpose: a SUT that must fail
     ** ERR-DURABLE under an eio fault).  Never do this in an application. */
     int sync_retry;
+    /* SQLite: 1 = through the selective-journaling VFS (selvfs.h), which
+    ** sends a transaction changing at most SELECTIVE_PAGES pages besides
+    ** page 1 through the file system's journal alone (-1: every one). */
+    int selective;
+    int selective_pages;
 } engine_options;
 
 typedef struct engine engine; /* each engine defines its own */

@@ -19,6 +19,7 @@
 
 #include "cksumvfs.h"
 #include "countvfs.h"
+#include "selvfs.h"
 #include "engine.h"
 #include "errorf.h"
 
@@ -192,6 +193,8 @@ static int sq_open(const engine_options *opt, engine **out, char *err, size_t er
     int rc = countvfs_register(opt->sync_retry);
     if (rc == SQLITE_OK && opt->cksumvfs)
         rc = cksumvfs_register(); /* over the counting VFS, the default now */
+    if (rc == SQLITE_OK && opt->selective)
+        rc = selvfs_register(opt->selective_pages); /* likewise */
     if (rc != SQLITE_OK) {
         snprintf(err, errlen, "registering the counting VFS: %s", sqlite3_errstr(rc));
         return -1;
@@ -203,7 +206,7 @@ static int sq_open(const engine_options *opt, engine **out, char *err, size_t er
     }
     e->ntables = opt->ntables;
     rc = sqlite3_open_v2(opt->db, &e->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE,
-                         opt->cksumvfs ? CKSUMVFS_NAME : NULL);
+                         opt->cksumvfs ? CKSUMVFS_NAME : opt->selective ? SELVFS_NAME : NULL);
     char sql[256];
     int bad = rc != SQLITE_OK;
     if (bad)

@@ -34,10 +34,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "engine.h"
+#include "selvfs.h"
 #include "marks.h"
 #include "opstream.h"
 
@@ -61,7 +63,7 @@ static void usage_error(const char *fmt, const char *arg)
     fprintf(stderr, "\nusage: crashlab-runner --ops FILE (--db PATH | --db-env NAME) "
                     "[--engine sqlite|dhl] [--journal-mode M] [--synchronous S] "
                     "[--locking-mode M] [--wal-autocheckpoint N] [--journal-size-limit N] "
-                    "[--wal-prealloc N] [--cksumvfs 0|1] [--dhl-mode M] [--sync fsync|fdatasync] "
+                    "[--wal-prealloc N] [--cksumvfs 0|1] [--selective N] [--dhl-mode M] [--sync fsync|fdatasync] "
                     "[--page-size N] [--marks FILE] [--latency FILE] [--stats FILE] [--from-txn K] "
                     "[--on-error stop|retry] [--crash-at MARK] [--sync-retry]\n");
     exit(2);
@@ -194,6 +196,7 @@ static void parse_options(int argc, char **argv, args *a)
         {"crash-at", required_argument, 0, 'C'},
         {"sync-retry", no_argument, 0, 'R'},
         {"cksumvfs", required_argument, 0, 'V'},
+        {"selective", required_argument, 0, 'Z'},
         {0, 0, 0, 0},
     };
     int c;
@@ -229,6 +232,10 @@ static void parse_options(int argc, char **argv, args *a)
         case 'C': a->crash_at = optarg; break;
         case 'R': a->opt.sync_retry = 1; break;
         case 'V': a->opt.cksumvfs = int_arg("--cksumvfs", optarg, 0, 1); break;
+        case 'Z':
+            a->opt.selective = 1;
+            a->opt.selective_pages = int_arg("--selective", optarg, -1, INT32_MAX);
+            break;
         case 'm': a->marks_path = optarg; break;
         case 'l': a->latency_path = optarg; break;
         case 'S': a->stats_path = optarg; break;
@@ -294,6 +301,10 @@ static void parse_args(int argc, char **argv, args *a)
                           "fail-stop after an error");
     if (a->opt.cksumvfs && a->vt != &engine_sqlite)
         usage_error("%s", "--cksumvfs is an option of the sqlite engine");
+    if (a->opt.selective && (a->vt != &engine_sqlite || a->opt.cksumvfs ||
+                             strcasecmp(a->opt.journal_mode, "DELETE") != 0))
+        usage_error("%s", "--selective is for the sqlite engine in journal mode DELETE, "
+                          "without --cksumvfs");
 }
 
 /* A run of the op stream against the engine, and what it measured. */
@@ -520,6 +531,14 @@ static void write_stats(const run *st, const args *a, const char *channel, const
                   "  \"journal_size_limit\": %d,\n  \"wal_prealloc\": %d,\n",
                   a->opt.journal_mode, a->opt.synchronous, a->opt.locking_mode,
                   a->opt.wal_autocheckpoint, a->opt.journal_size_limit, a->opt.wal_prealloc);
+    if (a->opt.selective) {
+        unsigned long fs, journal;
+        selvfs_counts(&fs, &journal);
+        sb_printf(&b,
+                  "  \"selective\": {\"max_pages\": %d, \"fs_journal_txns\": %lu, "
+                  "\"sqlite_journal_txns\": %lu},\n",
+                  a->opt.selective_pages, fs, journal);
+    }
     sb_printf(&b,
               "  \"page_size\": %d,\n  \"transactions\": %u,\n  \"elapsed_us\": %" PRIu64
               ",\n  \"marks\": \"%s\",\n",
