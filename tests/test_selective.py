@@ -1,0 +1,150 @@
+"""Selective journaling (workloads/runner/selvfs.h; the SUTs ``selective``,
+``selective-fsonly``, ``selective-ordered``) on real recordings: fuse
+backend, ext4 mounted as each SUT says.
+
+* both paths are taken (the runner's counts) and ext4 is mounted
+  data=journal (meta.json keeps it);
+* the checkers open a crash image as the SUT does: stock SQLite and the
+  SUT's VFS agree on every sampled prefix state, hot journals included, and
+  both read a state of the oracle;
+* ``selective`` holds every promise (prefix, reorder, torn) on a workload
+  that takes both paths, and on large transactions;
+* its broken variants are caught: every transaction through ext4's journal
+  splits a large transaction across jbd2 commits (DB-OPEN ...), and the
+  one-page path on data=ordered is lost half-written under torn writes;
+* it is recorded only on ext4, and the nightly matrix has it only there.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from support import crashlab, record_runs
+
+from harness.fs.ext4.recover import recover_ext4
+from harness.logformat import LogReader
+from harness.materialize.state import write_state_image
+from harness.rundir import RunDir
+from harness.states.enumerate import enumerate_states
+from harness.states.strategies import Options
+from harness.sweep.matrix import matrix
+from workloads import selvfs
+from workloads.oracle import Oracle, sqlite_digest
+from workloads.run import DB_NAME
+from workloads.spec import parse_spec
+
+pytestmark = [pytest.mark.root, pytest.mark.timeout(900)]
+# KakaoTalk's shape: most transactions one update (one page besides the
+# header: ext4's data journal), some several (SQLite's rollback journal)
+SMALL = "app:kakaotalk,txns=10,seed=1"
+# two transactions of 300 one-page rows: more than a jbd2 transaction holds
+# (a quarter of the base image's 4 MiB journal)
+LARGE = "insert:txns=2,ops=300,size=4000,tables=1,seed=1"
+BROKEN = ("DB-OPEN", "DB-ATOMIC", "DB-INTEGRITY")
+
+
+@pytest.fixture(scope="module")
+def runs() -> Iterator[dict[str, RunDir]]:
+    if os.geteuid() != 0 or not Path("/dev/fuse").exists():
+        pytest.skip("needs root and /dev/fuse (the fuse recording backend)")
+    root = Path("/dev/shm") / f"crashlab-selective-{os.getpid()}"
+    try:
+        out = record_runs(root / "small", {"selective": SMALL, "selective-ordered": SMALL})
+        out |= {f"{k}-large": v for k, v in record_runs(
+            root / "large", {"selective": LARGE, "selective-fsonly": LARGE}).items()}
+        yield out
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def _check(run: RunDir, strategy: str, out: Path) -> dict:
+    """``crashlab check`` of one strategy; its result.json."""
+    p = crashlab("check", str(run.path), "--strategy", strategy, "--out", str(out))
+    assert p.returncode in (0, 1), p.stderr
+    return json.loads((out / "result.json").read_text())
+
+
+def _failed(result: dict, invariants: tuple[str, ...]) -> int:
+    return sum(result["verdicts"].get(i, {}).get("fail", 0) for i in invariants)
+
+
+def test_both_paths_and_the_mount(runs: dict[str, RunDir]) -> None:
+    for name in ("selective", "selective-large"):
+        meta = runs[name].meta()
+        assert meta.exit_status == 0
+        assert meta.mount_options == "data=journal"
+        sel = meta.runner["selective"]
+        assert sel["fs_journal_txns"] > 0 and sel["sqlite_journal_txns"] > 0, sel
+    # the large transactions took SQLite's journal (the set-up: the FS's)
+    assert runs["selective-large"].meta().runner["selective"]["sqlite_journal_txns"] == 2
+    assert runs["selective-fsonly-large"].meta().runner["selective"]["sqlite_journal_txns"] == 0
+    assert runs["selective-ordered"].meta().mount_options == ""
+    assert "mount_options" not in json.loads(runs["selective-ordered"].meta_path.read_text())
+
+
+def test_checker_opens_a_crash_image_as_the_sut_does(runs: dict[str, RunDir],
+                                                     tmp_path: Path) -> None:
+    run = runs["selective"]
+    meta = run.meta()
+    oracle = Oracle(parse_spec(meta.workload or ""))
+    opts = Options(strategy="prefix", window_start="setup-done", log_order=meta.log_order)
+    assert meta.image is not None
+    hot = compared = 0
+    with LogReader(run.log) as reader:
+        states = list(enumerate_states(reader, opts))
+        for state in states[::3]:
+            image = tmp_path / "state.img"
+            shutil.copyfile(meta.image.path, image)
+            fd = os.open(image, os.O_RDWR)
+            try:
+                write_state_image(fd, reader, state)
+            finally:
+                os.close(fd)
+            files = tmp_path / "files"
+            shutil.rmtree(files, ignore_errors=True)
+            rec = recover_ext4(image, files, check=False)
+            assert rec.ok, rec.detail
+            hot += (files / f"{DB_NAME}-journal").exists()
+            digests = []
+            for vfs in ("", selvfs.NAME):  # stock SQLite, then the SUT's VFS
+                copy = tmp_path / f"copy{len(digests)}"
+                shutil.rmtree(copy, ignore_errors=True)
+                shutil.copytree(files, copy)
+                digests.append(sqlite_digest(copy / DB_NAME, vfs))
+            assert digests[0] == digests[1], state.id
+            assert digests[0] in oracle.by_digest, state.id
+            compared += 1
+    assert compared >= 30 and hot >= 2, (compared, hot)
+
+
+def test_selective_holds(runs: dict[str, RunDir], tmp_path: Path) -> None:
+    for strategy in ("prefix", "reorder", "torn"):
+        result = _check(runs["selective"], strategy, tmp_path / strategy)
+        assert result["states"]["checked"] > 50
+        assert _failed(result, (*BROKEN, "DB-DURABLE", "DB-PREFIX")) == 0, result["verdicts"]
+    result = _check(runs["selective-large"], "prefix", tmp_path / "large")
+    assert result["states"]["checked"] > 300
+    assert _failed(result, (*BROKEN, "DB-DURABLE", "DB-PREFIX")) == 0, result["verdicts"]
+
+
+def test_broken_variants_are_caught(runs: dict[str, RunDir], tmp_path: Path) -> None:
+    split = _check(runs["selective-fsonly-large"], "prefix", tmp_path / "fsonly")
+    assert _failed(split, BROKEN) > 0, split["verdicts"]
+    torn = _check(runs["selective-ordered"], "torn", tmp_path / "ordered")
+    assert _failed(torn, BROKEN) > 0, torn["verdicts"]
+
+
+def test_only_on_ext4(tmp_path: Path) -> None:
+    p = crashlab("record", "--sut", "selective", "--workload", SMALL, "--fs", "xfs",
+                 "--out", str(tmp_path / "x"))
+    assert p.returncode == 2
+    assert p.stderr.strip() == ("crashlab: error: SUT selective runs only on ext4: record it "
+                                "with --fs ext4")
+    cells = [c for c in matrix("nightly") if c.sut.startswith("selective")]
+    assert {c.sut for c in cells} == {"selective", "selective-fsonly", "selective-ordered"}
+    assert {c.fs for c in cells} == {"ext4"}
