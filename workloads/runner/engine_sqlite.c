@@ -19,9 +19,9 @@
 
 #include "cksumvfs.h"
 #include "countvfs.h"
-#include "selvfs.h"
 #include "engine.h"
 #include "errorf.h"
+#include "selvfs.h"
 
 struct engine {
     sqlite3 *db;
@@ -206,7 +206,9 @@ static int sq_open(const engine_options *opt, engine **out, char *err, size_t er
     }
     e->ntables = opt->ntables;
     rc = sqlite3_open_v2(opt->db, &e->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE,
-                         opt->cksumvfs ? CKSUMVFS_NAME : opt->selective ? SELVFS_NAME : NULL);
+                         opt->cksumvfs    ? CKSUMVFS_NAME
+                         : opt->selective ? SELVFS_NAME
+                                          : NULL);
     char sql[256];
     int bad = rc != SQLITE_OK;
     if (bad)

@@ -5,12 +5,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-enum { K_PASS, K_DB, K_JOURNAL };            /* what an open file is to the shim */
+enum { K_PASS, K_DB, K_JOURNAL };                           /* what an open file is to the shim */
 enum { O_JWRITE, O_JTRUNC, O_JSYNC, O_DBWRITE, O_DBTRUNC }; /* kept operations */
 
 typedef struct kept {
     int kind;
-    int n;     /* bytes (writes) or sync flags (O_JSYNC) */
+    int n;             /* bytes (writes) or sync flags (O_JSYNC) */
     sqlite3_int64 off; /* offset (writes) or size (truncations) */
     unsigned char *data;
 } kept;
@@ -75,10 +75,7 @@ static int keep(int kind, const void *data, int n, sqlite3_int64 off)
 
 /* pending: whether F's writes are being kept (a transaction whose journal
 ** is in memory and whose commit sync has not come yet). */
-static int pending(const sfile *f)
-{
-    return g.pending && (f == g.db || f == g.journal);
-}
+static int pending(const sfile *f) { return g.pending && (f == g.db || f == g.journal); }
 
 /* db_size: the database's size as the kept operations leave it. */
 static int db_size(sfile *f, sqlite3_int64 *out)
@@ -376,10 +373,25 @@ static int s_unfetch(sqlite3_file *f, sqlite3_int64 off, void *p)
 }
 
 static const sqlite3_io_methods g_io = {
-    3,           s_close,       s_read,         s_write,        s_truncate,
-    s_sync,      s_file_size,   s_lock,         s_unlock,       s_check_reserved,
-    s_file_control, s_sector_size, s_device_chars, s_shm_map,   s_shm_lock,
-    s_shm_barrier, s_shm_unmap, s_fetch,        s_unfetch,
+    3,
+    s_close,
+    s_read,
+    s_write,
+    s_truncate,
+    s_sync,
+    s_file_size,
+    s_lock,
+    s_unlock,
+    s_check_reserved,
+    s_file_control,
+    s_sector_size,
+    s_device_chars,
+    s_shm_map,
+    s_shm_lock,
+    s_shm_barrier,
+    s_shm_unmap,
+    s_fetch,
+    s_unfetch,
 };
 
 /* xOpen: the main database and every other file go to the real VFS; a

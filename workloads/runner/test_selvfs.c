@@ -50,8 +50,7 @@ static long long scalar(sqlite3 *db, const char *sql)
 static sqlite3 *open_db(const char *vfs)
 {
     sqlite3 *db = NULL;
-    CHECK(sqlite3_open_v2(g_db, &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, vfs) ==
-          SQLITE_OK);
+    CHECK(sqlite3_open_v2(g_db, &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, vfs) == SQLITE_OK);
     exec(db, "PRAGMA journal_mode=DELETE; PRAGMA synchronous=FULL");
     return db;
 }
@@ -73,7 +72,7 @@ static void test_choice(void)
     selvfs_counts(&fs, &j);
     CHECK(fs == fs0 + 1 && j == j0);
     exec(db, "BEGIN; WITH RECURSIVE s(i) AS (SELECT 2 UNION ALL SELECT i + 1 FROM s WHERE i < 41) "
-         "INSERT INTO t SELECT i, zeroblob(3000) FROM s");
+             "INSERT INTO t SELECT i, zeroblob(3000) FROM s");
     CHECK(!journal_exists());
     exec(db, "COMMIT");
     selvfs_counts(&fs, &j);
@@ -87,7 +86,8 @@ static void test_choice(void)
     sqlite3_close(db);
     db = open_db(NULL);
     CHECK(scalar(db, "SELECT count(*) FROM t") == 41);
-    CHECK(scalar(db, "SELECT count(*) FROM pragma_integrity_check WHERE integrity_check='ok'") == 1);
+    CHECK(scalar(db, "SELECT count(*) FROM pragma_integrity_check WHERE integrity_check='ok'") ==
+          1);
     sqlite3_close(db);
 }
 
@@ -104,7 +104,8 @@ static void test_spill(void)
     db = open_db(NULL);
     CHECK(scalar(db, "SELECT count(*) FROM t") == 101);
     CHECK(scalar(db, "SELECT sum(length(v)) FROM t") == 41 * 3500 + 60 * 2000);
-    CHECK(scalar(db, "SELECT count(*) FROM pragma_integrity_check WHERE integrity_check='ok'") == 1);
+    CHECK(scalar(db, "SELECT count(*) FROM pragma_integrity_check WHERE integrity_check='ok'") ==
+          1);
     sqlite3_close(db);
 }
 
