@@ -63,8 +63,8 @@ static void usage_error(const char *fmt, const char *arg)
     fprintf(stderr, "\nusage: crashlab-runner --ops FILE (--db PATH | --db-env NAME) "
                     "[--engine sqlite|dhl] [--journal-mode M] [--synchronous S] "
                     "[--locking-mode M] [--wal-autocheckpoint N] [--journal-size-limit N] "
-                    "[--wal-prealloc N] [--cksumvfs 0|1] [--selective N] [--dhl-mode M] [--sync "
-                    "fsync|fdatasync] "
+                    "[--wal-prealloc N] [--cksumvfs 0|1] [--selective N] "
+                    "[--dhl-mode M] [--sync fsync|fdatasync] "
                     "[--page-size N] [--marks FILE] [--latency FILE] [--stats FILE] [--from-txn K] "
                     "[--on-error stop|retry] [--crash-at MARK] [--sync-retry]\n");
     exit(2);
