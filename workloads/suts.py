@@ -306,7 +306,7 @@ def _selective(name: str, pages: int, mount_options: str, description: str) -> S
         engine="sqlite",
         description=description,
         runner_options=(("--journal-mode", "DELETE"), ("--synchronous", "EXTRA"),
-                        ("--selective", str(pages))),
+                        ("--page-size", str(PAGE_SIZE)), ("--selective", str(pages))),
         guarantees=guarantees,
         error_guarantees=derive_errors(rollback if sound else in_place),
         mode="delete",
