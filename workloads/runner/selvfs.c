@@ -134,22 +134,54 @@ static int cmp_off(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
-/* changed_pages: the distinct database offsets written by the kept
-** operations, page 1 (offset 0) left out; -1 when out of memory. */
-static long changed_pages(void)
+/* header_only: whether the kept write K of page 1 changes, against the
+** page on disk, nothing but the header's change counter (bytes 24-27) and
+** its copy, version-valid-for (92-95): the only change a one-row
+** transaction makes there.  -1 on a read error. */
+static int header_only(sfile *db, const kept *k)
+{
+    unsigned char *old = malloc((size_t)k->n);
+    if (!old)
+        return -1;
+    int rc = db->real->pMethods->xRead(db->real, old, k->n, 0);
+    int same = rc == SQLITE_OK || rc == SQLITE_IOERR_SHORT_READ ? 1 : -1;
+    if (rc == SQLITE_IOERR_SHORT_READ)
+        same = 0; /* a new database: page 1 is all new */
+    for (int i = 0; same == 1 && i < k->n; i++)
+        if (old[i] != k->data[i] && !(i >= 24 && i < 28) && !(i >= 92 && i < 96))
+            same = 0;
+    free(old);
+    return same;
+}
+
+/* changed_pages: the distinct database pages written by the kept
+** operations, page 1 left out when its only change is the header's change
+** counter (header_only); -1 when out of memory or on a read error. */
+static long changed_pages(sfile *db)
 {
     sqlite3_int64 *offs = malloc((g.nops ? g.nops : 1) * sizeof *offs);
     if (!offs)
         return -1;
     size_t n = 0;
-    for (size_t i = 0; i < g.nops; i++)
-        if (g.ops[i].kind == O_DBWRITE && g.ops[i].off != 0)
-            offs[n++] = g.ops[i].off;
+    const kept *page1 = NULL;
+    for (size_t i = 0; i < g.nops; i++) {
+        const kept *k = &g.ops[i];
+        if (k->kind == O_DBWRITE && k->off != 0)
+            offs[n++] = k->off;
+        else if (k->kind == O_DBWRITE)
+            page1 = k; /* the last write of page 1 is what the disk gets */
+    }
     qsort(offs, n, sizeof *offs, cmp_off);
     long distinct = 0;
     for (size_t i = 0; i < n; i++)
         distinct += i == 0 || offs[i] != offs[i - 1];
     free(offs);
+    if (page1) {
+        int same = header_only(db, page1);
+        if (same < 0)
+            return -1;
+        distinct += !same;
+    }
     return distinct;
 }
 
@@ -195,9 +227,9 @@ static int replay(int with_journal)
 ** the journal by the pages changed, write, sync the database. */
 static int commit_sync(sfile *db, int flags)
 {
-    long pages = changed_pages();
+    long pages = changed_pages(db);
     if (pages < 0)
-        return SQLITE_NOMEM;
+        return SQLITE_IOERR; /* out of memory, or page 1 unreadable */
     int fs_only = g.max_pages < 0 || pages <= g.max_pages;
     int rc = replay(!fs_only);
     if (rc == SQLITE_OK)

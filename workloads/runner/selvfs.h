@@ -10,8 +10,9 @@
 ** of the database file (the commit's), every operation on the journal and
 ** on the database is kept in memory, in order, and reads are served from it.
 ** At that sync the transaction's page set is known:
-**   - at most MAX_PAGES pages other than page 1 (the header page, whose
-**     change in such a transaction is the header's change counter): the
+**   - at most MAX_PAGES pages, page 1 (the header page) not counted when
+**     its only change is the header's change counter (bytes 24-27, and
+**     92-95, its copy), as in a one-row transaction: the
 **     database writes go to the file and the file is synced, and the journal
 **     never reaches the disk.  On ext4 mounted data=journal the sync commits
 **     the pages in one jbd2 transaction, atomically (the file system's

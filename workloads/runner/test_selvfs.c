@@ -65,7 +65,7 @@ static void test_choice(void)
     sqlite3 *db = open_db(SELVFS_NAME);
     exec(db, "CREATE TABLE t(id INTEGER PRIMARY KEY, v BLOB)");
     selvfs_counts(&fs0, &j0);
-    CHECK(fs0 == 1 && j0 == 0); /* a new database: pages 1 and 2 (the table's root) */
+    CHECK(fs0 == 0 && j0 == 1); /* a new table: page 1's schema and page 2 */
     exec(db, "BEGIN; INSERT INTO t VALUES(1, zeroblob(100))");
     CHECK(!journal_exists());
     exec(db, "COMMIT");
@@ -83,6 +83,11 @@ static void test_choice(void)
     selvfs_counts(&fs, &j);
     CHECK(fs == fs0 + 1 && j == j0 + 1);
     CHECK(scalar(db, "SELECT count(*) FROM t") == 41);
+    /* page 1 changed beyond its change counter (the schema) counts */
+    exec(db, "CREATE TABLE u(x)");
+    selvfs_counts(&fs, &j);
+    CHECK(fs == fs0 + 1 && j == j0 + 2);
+    exec(db, "DROP TABLE u");
     sqlite3_close(db);
     db = open_db(NULL);
     CHECK(scalar(db, "SELECT count(*) FROM t") == 41);
