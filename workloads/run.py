@@ -164,7 +164,7 @@ def record_workload(sut: str, workload: str, out: Path, *, fs: str = "ext4",
             cmd += ["--crash-at", str(f.get("at"))]
         run = record(cmd, out, fs=fs, backend=backend, extra_meta={**extra, **(extra_meta or {})},
                      base=base, faults=faults, final_image=final_image, blktrace=blktrace,
-                     mount_options=get_sut(sut).mount_options)
+                     nvram=get_sut(sut).nvram, mount_options=get_sut(sut).mount_options)
         if stats.exists():
             run.write_meta(dataclasses.replace(run.meta(),
                                                runner=json.loads(stats.read_text())))

@@ -67,9 +67,10 @@ WAL_100 = "sqlite:journal=wal,sync=full,autockpt=100"
 def _suts() -> list[Sut]:
     """DHL SUTs first (file, then raw), then every named SQLite SUT, then
     WAL_OPT and its baseline."""
-    # a SUT with its own mount options (selective journaling) is measured
-    # by its own benchmark, on its own mount (harness/bench/selective.py)
-    named = sorted((s for s in SUTS.values() if not s.mount_options),
+    # (not xLog: its NVRAM belongs to one database and needs the recorder's
+    # NVRAM; harness/bench/xlog.py measures it; nor a SUT with its own mount
+    # options, selective journaling: harness/bench/selective.py)
+    named = sorted((s for s in SUTS.values() if not s.nvram and not s.mount_options),
                    key=lambda s: (s.engine, s.raw))
     return named + [get_sut(WAL_100), get_sut(WAL_OPT)]
 

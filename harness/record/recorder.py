@@ -24,7 +24,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from harness.env import tmp_parent, work_folder
+from harness.env import reap_work_folders, tmp_parent, work_folder
 from harness.errors import CrashlabError
 from harness.faults import DEVICE, Fault, by_stage, format_fault
 from harness.fs import FILESYSTEMS, get_fs
@@ -79,6 +79,7 @@ def record(
     faults: Sequence[Fault] = (),
     blktrace: bool = False,
     mount_options: str = "",
+    nvram: int = 0,
 ) -> RunDir:
     """Record ``command`` run on a fresh copy of the ``fs`` base image and
     return the run directory ``out`` (created; it must not hold a run yet).
@@ -103,6 +104,11 @@ def record(
     ``blktrace``: also trace the recorded device (a backend that can: qemu)
     into RUN/blktrace.txt.  ``mount_options``: extra options of the file
     system's mount (a SUT's, e.g. ``data=journal``), kept in meta.json.
+    ``nvram``: bytes of emulated NVRAM after the
+    disk (a backend that has one: fuse): the working image is the disk
+    (the size of the ``fs`` base image) followed by the NVRAM, whose content
+    ``base`` carries past the disk's end when it has it (a crash state),
+    else zeros; meta.json gets ``nvram`` = {offset, bytes}.
 
     A failing command still leaves the log and meta.json (``exit_status``);
     an interrupt (SIGINT/SIGTERM) tears everything down, writes meta.json
@@ -112,7 +118,8 @@ def record(
     clash = sorted(META_KEYS & set(extra_meta or {}))
     if clash:
         raise CrashlabError(f"extra_meta may not set {', '.join(clash)}")
-    be, choice = select_backend(backend, fs)
+    # only fuse emulates an NVRAM: auto picks it for a SUT with one
+    be, choice = select_backend("fuse" if nvram and backend == "auto" else backend, fs)
     if device_rules(tuple(faults)) and not be.injects_faults:
         raise CrashlabError(f"the {be.name} backend cannot inject eio faults: record with "
                             "--backend fuse")
@@ -121,7 +128,15 @@ def record(
             raise CrashlabError(f"--blktrace needs the qemu backend (this is {be.name}: "
                                 "the host kernel's blktrace is blocked here)")
         be.blktrace = True
+    if nvram:
+        if not be.has_nvram:
+            raise CrashlabError(f"the {be.name} backend has no emulated NVRAM (a SUT with one "
+                                "records with --backend fuse)")
+        be.nvram = nvram
     base, digest = base or ensure_image(fs)
+    disk = ensure_image(fs)[0].stat().st_size if nvram else 0
+    if nvram:
+        extra_meta = {**(extra_meta or {}), "nvram": {"offset": disk, "bytes": nvram}}
     created = not out.exists()
     out.mkdir(parents=True, exist_ok=True)
     run = RunDir(out)
@@ -129,6 +144,7 @@ def record(
         raise CrashlabError(f"{out}: already holds a recorded run")
     versions = tool_versions()
     tmp_parent().mkdir(parents=True, exist_ok=True)
+    reap_work_folders()  # what recorders killed outright left behind
     workdir = work_folder("crashlab-rec-")
     started = datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
     t0 = time.monotonic()
@@ -139,6 +155,8 @@ def record(
         with signals_raise():
             image = workdir / "disk.img"
             shutil.copyfile(base, image)
+            if nvram:  # the disk, then the NVRAM (a crash state's, or zeros)
+                os.truncate(image, disk + nvram)
             try:
                 status = be.run(
                     command,
