@@ -10,11 +10,13 @@ mutants``) builds every mutant into ``build/mutants/<name>-<digest>/``
 sources), runs its cells as a sweep in a child process whose environment
 points the recorder at the mutant runner (``CRASHLAB_RUNNER``) and the
 checkers at the mutant libdhl (``DHL_LIB``: the SUT's own recovery runs
-inside the checkers) and the mutant WALDIO VFS (``CRASHLAB_WALDIO_LIB``: a
-WALDIO database is recovered through it), and prints a kill table: which invariants failed in
-how many states.  A mutant is *killed* when a cell breaks its expectation,
-*survives* otherwise; a survivor either carries a ``harmless`` reason in the
-catalogue or fails the command (exit 1).
+inside the checkers), the mutant WALDIO VFS (``CRASHLAB_WALDIO_LIB``: a
+WALDIO database is recovered through it) and the mutant selective-journaling
+VFS (``CRASHLAB_SELVFS_LIB``: a hot journal is opened through it), and
+prints a kill table: which invariants failed in how many states.  A mutant
+is *killed* when a cell breaks its expectation, *survives* otherwise; a
+survivor either carries a ``harmless`` reason in the catalogue or fails the
+command (exit 1).
 
 What this does not check: that the judges (the checkers' own reading of the
 images) are independent of libdhl.  A mutant of the read rule also changes
@@ -40,6 +42,7 @@ from harness.errors import CrashlabError
 from harness.rundir import SweepDir
 from harness.sweep import matrix as mx
 from harness.sweep.matrix import Cell
+from workloads.selvfs import LIBRARY_ENV as SELVFS_LIB
 from workloads.waldiovfs import LIBRARY_ENV as WALDIO_LIB
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -51,7 +54,8 @@ SOURCES = ("Makefile", "dhl/build.mk", "dhl/include", "dhl/src", "workloads/buil
            "workloads/runner")
 TARGETS = ("dhl/build/libdhl.so", "workloads/build/crashlab-runner",
            "workloads/build/crashlab-xlog-recover",  # xLog's recovery: the checkers'
-           "workloads/build/libcrashlab-waldiovfs.so")  # the VFS the checkers recover WALDIO with
+           "workloads/build/libcrashlab-waldiovfs.so",  # the VFS the checkers recover WALDIO with
+           "workloads/build/libcrashlab-selvfs.so")  # and open a selective SUT's database with
 
 
 @dataclass(frozen=True)
@@ -125,7 +129,8 @@ def copy_sources(dst: Path) -> None:
 
 def build(m: Mutant) -> Path:
     """Build ``m`` (or reuse its cached build); return its folder, which
-    holds ``TARGETS``: libdhl.so, the runner, its xLog recovery, the WALDIO VFS."""
+    holds ``TARGETS``: libdhl.so, the runner, its xLog recovery, the WALDIO and
+    selective-journaling VFSes."""
     d = BUILD_ROOT / f"{m.name}-{_digest(m)}"
     if all((d / t).exists() for t in TARGETS):
         return d
@@ -176,7 +181,7 @@ def run_mutant(m: Mutant, out: Path, jobs: int) -> Outcome:
     except CrashlabError as e:
         return Outcome(m, "error", detail=str(e))
     env = {**os.environ, DHL_LIB: str(d / TARGETS[0]), RUNNER: str(d / TARGETS[1]),
-           WALDIO_LIB: str(d / TARGETS[3])}
+           WALDIO_LIB: str(d / TARGETS[3]), SELVFS_LIB: str(d / TARGETS[4])}
     if m.tests:
         return _run_tests(m, env)
     folder = out / m.name

@@ -10,6 +10,7 @@ two on crash images)."""
 from __future__ import annotations
 
 import ctypes
+import os
 import sqlite3
 from functools import cache
 from pathlib import Path
@@ -18,6 +19,15 @@ from harness.errors import CrashlabError
 
 NAME = "crashlab-selective"  # SELVFS_NAME
 LIBRARY = Path(__file__).resolve().parent / "build" / "libcrashlab-selvfs.so"
+# Another build of the library to load instead (``crashlab mutants``: the
+# checkers then open through the mutant's VFS, as its runner does after a
+# crash: a hot journal goes through the VFS's open).
+LIBRARY_ENV = "CRASHLAB_SELVFS_LIB"
+
+
+def library() -> Path:
+    """The library this process loads: $CRASHLAB_SELVFS_LIB, else the built one."""
+    return Path(os.environ.get(LIBRARY_ENV) or LIBRARY)
 
 
 @cache
@@ -26,9 +36,10 @@ def register() -> str:
     page threshold plays no part in opening); its name.  CrashlabError when
     the library is not built or refuses."""
     sqlite3.sqlite_version  # noqa: B018  (the system SQLite is loaded first)
-    if not LIBRARY.exists():
-        raise CrashlabError(f"{LIBRARY} is not built: run `make build`")
-    rc = ctypes.CDLL(str(LIBRARY)).selvfs_register(1)
+    path = library()
+    if not path.exists():
+        raise CrashlabError(f"{path} is not built: run `make build`")
+    rc = ctypes.CDLL(str(path)).selvfs_register(1)
     if rc != 0:
         raise CrashlabError(f"registering the selective-journaling VFS failed (SQLite code {rc})")
     return NAME
