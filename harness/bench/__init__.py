@@ -6,4 +6,4 @@ A benchmark module defines ``NAME`` (its ``--only`` name) and
 ``run() -> None``; list it in ``MODULES`` below, in pipeline order."""
 
 MODULES: list[str] = ["record", "backends", "crossval", "states", "dhl", "suts", "walopt",
-                      "sweep", "scale", "large", "crashes"]
+                      "sweep", "scale", "large", "crashes", "maw"]
