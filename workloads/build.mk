@@ -65,7 +65,7 @@ MAW_SQLITE_DIR := $(MAW_CACHE)/sqlite-amalgamation/$(MAW_SQLITE_VERSION)
 MAW_SQLITE_DEFS := -DSQLITE_ENABLE_BATCH_ATOMIC_WRITE -DSQLITE_SECURE_DELETE \
     -DSQLITE_DEFAULT_SECTOR_SIZE=4096 -DHAVE_FDATASYNC=1 -DHAVE_USLEEP=1
 
-$(MAW_SQLITE_DIR)/sqlite3.c $(MAW_SQLITE_DIR)/sqlite3.h:
+$(MAW_SQLITE_DIR)/sqlite3.c $(MAW_SQLITE_DIR)/sqlite3.h &:
 	harness/setup/sqlite-amalgamation.sh "$(MAW_SQLITE_DIR)" >/dev/null
 
 # SQLite's code, not ours: its own warnings are not errors here.
