@@ -47,7 +47,8 @@ BUILD_ROOT = ROOT / "build" / "mutants"
 # What a mutant build copies: the C sources it may patch and their rules.
 SOURCES = ("Makefile", "dhl/build.mk", "dhl/include", "dhl/src", "workloads/build.mk",
            "workloads/runner")
-TARGETS = ("dhl/build/libdhl.so", "workloads/build/crashlab-runner")
+TARGETS = ("dhl/build/libdhl.so", "workloads/build/crashlab-runner",
+           "workloads/build/crashlab-xlog-recover")  # xLog's recovery: the checkers'
 
 
 @dataclass(frozen=True)

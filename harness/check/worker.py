@@ -38,6 +38,7 @@ from harness.fs.raw import DEVICE_NAME
 from harness.images import verified_base_for_run
 from harness.logformat import LogReader
 from harness.materialize import DurableImage, misdirect_extents, sparse_copy
+from harness.materialize.nvram import NVRAM_SUFFIX, nvram_region, read_nvram
 from harness.rundir import RunDir
 from harness.states import State
 from harness.states.inject import Spans
@@ -108,6 +109,8 @@ class StateChecker:
         self.fs: str = self.meta.fs
         self.fsobj = get_fs(self.fs)
         self.db_name: str = self.meta.db or DEVICE_NAME
+        # a SUT with an emulated NVRAM: where the image keeps it
+        self.nvram = nvram_region(self.meta.extra)
         # On the raw tier the database is the recorded block device itself:
         # the checkers run the SUT's recovery as on a block device.
         self.blockdev = not self.fsobj.has_files
@@ -155,7 +158,10 @@ class StateChecker:
             sparse_copy(img, self.keep / "crash.img")
         files = self.workdir / "files"
         shutil.rmtree(files, ignore_errors=True)
+        nvram = read_nvram(img, self.nvram) if self.nvram else None
         rec = self._recover(state, img, files)
+        if nvram is not None and rec.ok:  # for the SUT's recovery, beside the database
+            (files / (self.db_name + NVRAM_SUFFIX)).write_bytes(nvram)
         self.last_recovery = rec
         if self.keep is not None:
             self._keep_recovered(img, files)

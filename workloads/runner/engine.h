@@ -45,6 +45,9 @@ typedef struct engine_options {
     /* SQLite: NULL, or "require" / "noioctl" (batchvfs.h): every commit must
     ** go through F2FS's atomic write (noioctl: the ioctls faked, on purpose) */
     const char *batch_atomic;
+    /* SQLite: 0, or a dash_order (dashvfs.h): the database is two files that
+    ** take turns (DASH), opened through crashlab's DASH VFS. */
+    int dash;
 } engine_options;
 
 typedef struct engine engine; /* each engine defines its own */
@@ -77,5 +80,6 @@ typedef struct engine_vtab {
 
 extern const engine_vtab engine_sqlite;
 extern const engine_vtab engine_dhl;
+extern const engine_vtab engine_xlog; /* xlog.c */
 
 #endif

@@ -20,6 +20,7 @@
 #include "batchvfs.h"
 #include "cksumvfs.h"
 #include "countvfs.h"
+#include "dashvfs.h"
 #include "engine.h"
 #include "errorf.h"
 
@@ -213,11 +214,19 @@ static int sq_open(const engine_options *opt, engine **out, char *err, size_t er
         snprintf(err, errlen, "--wal-prealloc needs journal mode WAL, not %s", opt->journal_mode);
         return -1;
     }
+    /* DASH: no journal (the shadow is the undo), one connection (dashvfs.h) */
+    if (opt->dash && (strcasecmp(opt->journal_mode, "OFF") != 0 ||
+                      strcasecmp(opt->locking_mode, "EXCLUSIVE") != 0 || opt->cksumvfs)) {
+        snprintf(err, errlen, "--dash needs journal mode OFF, locking mode EXCLUSIVE, no cksumvfs");
+        return -1;
+    }
     int rc = countvfs_register(opt->sync_retry);
     if (rc == SQLITE_OK && opt->batch_atomic)
         rc = batchvfs_register(batchvfs_mode(opt->batch_atomic)); /* over the counting VFS */
     if (rc == SQLITE_OK && opt->cksumvfs)
         rc = cksumvfs_register(); /* over the counting VFS, the default now */
+    if (rc == SQLITE_OK && opt->dash)
+        rc = dashvfs_register((enum dash_order)opt->dash); /* over the counting VFS too */
     if (rc != SQLITE_OK) {
         snprintf(err, errlen, "registering the counting VFS: %s", sqlite3_errstr(rc));
         return -1;
@@ -230,7 +239,9 @@ static int sq_open(const engine_options *opt, engine **out, char *err, size_t er
     e->ntables = opt->ntables;
     e->batch = opt->batch_atomic != NULL;
     rc = sqlite3_open_v2(opt->db, &e->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE,
-                         opt->cksumvfs ? CKSUMVFS_NAME : NULL);
+                         opt->cksumvfs ? CKSUMVFS_NAME
+                         : opt->dash   ? DASHVFS_NAME
+                                       : NULL);
     char sql[256];
     int bad = rc != SQLITE_OK;
     if (bad)

@@ -38,11 +38,12 @@
 #include <unistd.h>
 
 #include "batchvfs.h"
+#include "dashvfs.h"
 #include "engine.h"
 #include "marks.h"
 #include "opstream.h"
 
-static const engine_vtab *const ENGINES[] = {&engine_sqlite, &engine_dhl, NULL};
+static const engine_vtab *const ENGINES[] = {&engine_sqlite, &engine_dhl, &engine_xlog, NULL};
 
 static void die(int code, const char *fmt, ...)
 {
@@ -60,9 +61,10 @@ static void usage_error(const char *fmt, const char *arg)
     fprintf(stderr, "crashlab-runner: ");
     fprintf(stderr, fmt, arg);
     fprintf(stderr, "\nusage: crashlab-runner --ops FILE (--db PATH | --db-env NAME) "
-                    "[--engine sqlite|dhl] [--journal-mode M] [--synchronous S] "
+                    "[--engine sqlite|dhl|xlog] [--journal-mode M] [--synchronous S] "
                     "[--locking-mode M] [--wal-autocheckpoint N] [--journal-size-limit N] "
-                    "[--wal-prealloc N] [--cksumvfs 0|1] [--dhl-mode M] [--sync fsync|fdatasync] "
+                    "[--wal-prealloc N] [--cksumvfs 0|1] [--dash shadow|rename-first] [--dhl-mode "
+                    "M] [--sync fsync|fdatasync] "
                     "[--page-size N] [--marks FILE] [--latency FILE] [--stats FILE] [--from-txn K] "
                     "[--on-error stop|retry] [--crash-at MARK] [--sync-retry] "
                     "[--batch-atomic require|noioctl]\n");
@@ -197,6 +199,7 @@ static void parse_options(int argc, char **argv, args *a)
         {"sync-retry", no_argument, 0, 'R'},
         {"cksumvfs", required_argument, 0, 'V'},
         {"batch-atomic", required_argument, 0, 'B'},
+        {"dash", required_argument, 0, 'D'},
         {0, 0, 0, 0},
     };
     int c;
@@ -236,6 +239,11 @@ static void parse_options(int argc, char **argv, args *a)
             if (!batchvfs_mode(optarg))
                 usage_error("bad --batch-atomic %s (choose from require, noioctl)", optarg);
             a->opt.batch_atomic = optarg;
+            break;
+        case 'D':
+            if (strcmp(optarg, "shadow") != 0 && strcmp(optarg, "rename-first") != 0)
+                usage_error("bad --dash %s (choose from shadow, rename-first)", optarg);
+            a->opt.dash = strcmp(optarg, "shadow") == 0 ? DASH_SHADOW : DASH_RENAME_FIRST;
             break;
         case 'm': a->marks_path = optarg; break;
         case 'l': a->latency_path = optarg; break;
@@ -293,7 +301,7 @@ static void parse_args(int argc, char **argv, args *a)
         if (strcmp(ENGINES[i]->name, a->engine_name) == 0)
             a->vt = ENGINES[i];
     if (!a->vt)
-        usage_error("unknown engine %s (choose from sqlite, dhl)", a->engine_name);
+        usage_error("unknown engine %s (choose from sqlite, dhl, xlog)", a->engine_name);
     /* libdhl poisons its handle after a failed commit (fail-stop): a retry
     ** would need a reopen that reads through a page cache the failed
     ** writeback left wrong. */
@@ -302,8 +310,11 @@ static void parse_args(int argc, char **argv, args *a)
                           "fail-stop after an error");
     if (a->opt.cksumvfs && a->vt != &engine_sqlite)
         usage_error("%s", "--cksumvfs is an option of the sqlite engine");
-    if (a->opt.batch_atomic && (a->vt != &engine_sqlite || a->opt.cksumvfs))
-        usage_error("%s", "--batch-atomic is an option of the sqlite engine, without --cksumvfs");
+    if (a->opt.batch_atomic && (a->vt != &engine_sqlite || a->opt.cksumvfs || a->opt.dash))
+        usage_error("%s", "--batch-atomic is an option of the sqlite engine, without --cksumvfs "
+                          "or --dash");
+    if (a->opt.dash && a->vt != &engine_sqlite)
+        usage_error("%s", "--dash is an option of the sqlite engine");
 }
 
 /* A run of the op stream against the engine, and what it measured. */
