@@ -34,6 +34,7 @@ typedef struct engine_options {
     int journal_size_limit;   /* SQLite: bytes a kept journal/WAL is cut to, -1 = none */
     int wal_prealloc;         /* SQLite WAL: frames of zeros written at open, 0 = none */
     int cksumvfs;             /* SQLite: 1 = page checksums through crashlab's checksum VFS */
+    int waldio;               /* SQLite WAL: N > 0 = WALDIO VFS, WAL pre-allocated to N frames */
     const char *dhl_mode;     /* DHL: tc, cc, tc_opt, cc_opt, nolog */
     const char *sync;         /* DHL: fsync, fdatasync */
     int page_size;

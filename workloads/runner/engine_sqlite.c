@@ -9,7 +9,10 @@
 ** I/O goes through the counting VFS; with --cksumvfs the database is opened
 ** through crashlab's checksum VFS over it (cksumvfs.h) and given 8 reserved
 ** bytes per page before anything is written, so every page carries its
-** checksum from the first write on.
+** checksum from the first write on.  With --waldio N the database is opened
+** through the WALDIO VFS (waldiovfs.h) over the counting VFS, given the 24
+** reserved bytes that hold each WAL frame's header, and its WAL is
+** pre-allocated to N frames by the VFS.
 */
 #include <sqlite3.h>
 #include <stdio.h>
@@ -23,6 +26,7 @@
 #include "dashvfs.h"
 #include "engine.h"
 #include "errorf.h"
+#include "waldiovfs.h"
 
 struct engine {
     sqlite3 *db;
@@ -210,6 +214,13 @@ static int sq_open(const engine_options *opt, engine **out, char *err, size_t er
                  opt->locking_mode);
         return -1;
     }
+    if (opt->waldio > 0 && (strcasecmp(opt->journal_mode, "WAL") != 0 ||
+                            opt->page_size != WALDIOVFS_BLOCK || opt->cksumvfs || opt->dash)) {
+        snprintf(err, errlen,
+                 "--waldio needs journal mode WAL and page size %d, no --cksumvfs or --dash",
+                 WALDIOVFS_BLOCK);
+        return -1;
+    }
     if (opt->wal_prealloc > 0 && strcasecmp(opt->journal_mode, "WAL") != 0) {
         snprintf(err, errlen, "--wal-prealloc needs journal mode WAL, not %s", opt->journal_mode);
         return -1;
@@ -225,6 +236,8 @@ static int sq_open(const engine_options *opt, engine **out, char *err, size_t er
         rc = batchvfs_register(batchvfs_mode(opt->batch_atomic)); /* over the counting VFS */
     if (rc == SQLITE_OK && opt->cksumvfs)
         rc = cksumvfs_register(); /* over the counting VFS, the default now */
+    if (rc == SQLITE_OK && opt->waldio > 0)
+        rc = waldiovfs_register(opt->waldio); /* likewise */
     if (rc == SQLITE_OK && opt->dash)
         rc = dashvfs_register((enum dash_order)opt->dash); /* over the counting VFS too */
     if (rc != SQLITE_OK) {
@@ -240,6 +253,7 @@ static int sq_open(const engine_options *opt, engine **out, char *err, size_t er
     e->batch = opt->batch_atomic != NULL;
     rc = sqlite3_open_v2(opt->db, &e->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE,
                          opt->cksumvfs ? CKSUMVFS_NAME
+                         : opt->waldio ? WALDIOVFS_NAME
                          : opt->dash   ? DASHVFS_NAME
                                        : NULL);
     char sql[256];
@@ -248,8 +262,9 @@ static int sq_open(const engine_options *opt, engine **out, char *err, size_t er
         fail_db(e, opt->db);
     if (!bad)
         sqlite3_extended_result_codes(e->db, 1);
-    int reserve = CKSUMVFS_RESERVE;
-    if (!bad && opt->cksumvfs)
+    int want_reserve = opt->cksumvfs ? CKSUMVFS_RESERVE : opt->waldio ? WALDIOVFS_RESERVE : 0;
+    int reserve = want_reserve;
+    if (!bad && want_reserve)
         sqlite3_file_control(e->db, "main", SQLITE_FCNTL_RESERVE_BYTES, &reserve);
     if (!bad)
         bad = set_pragmas(e, opt);
@@ -267,11 +282,11 @@ static int sq_open(const engine_options *opt, engine **out, char *err, size_t er
     if (!bad && opt->wal_prealloc > 0)
         bad = prealloc_wal(e, opt->wal_prealloc, opt->page_size);
     reserve = -1; /* only asks: the reserved bytes the database has now */
-    if (!bad && opt->cksumvfs &&
+    if (!bad && want_reserve &&
         (sqlite3_file_control(e->db, "main", SQLITE_FCNTL_RESERVE_BYTES, &reserve) != SQLITE_OK ||
-         reserve != CKSUMVFS_RESERVE))
-        bad = fail(e, "checksum VFS: the database has %d reserved bytes per page, not %d", reserve,
-                   CKSUMVFS_RESERVE);
+         reserve != want_reserve))
+        bad = fail(e, "%s VFS: the database has %d reserved bytes per page, not %d",
+                   opt->cksumvfs ? "checksum" : "WALDIO", reserve, want_reserve);
     if (!bad) {
         snprintf(sql, sizeof sql, "PRAGMA page_size");
         sqlite3_stmt *st;

@@ -199,6 +199,7 @@ static void parse_options(int argc, char **argv, args *a)
         {"sync-retry", no_argument, 0, 'R'},
         {"cksumvfs", required_argument, 0, 'V'},
         {"batch-atomic", required_argument, 0, 'B'},
+        {"waldio", required_argument, 0, 'W'},
         {"dash", required_argument, 0, 'D'},
         {0, 0, 0, 0},
     };
@@ -240,6 +241,7 @@ static void parse_options(int argc, char **argv, args *a)
                 usage_error("bad --batch-atomic %s (choose from require, noioctl)", optarg);
             a->opt.batch_atomic = optarg;
             break;
+        case 'W': a->opt.waldio = int_arg("--waldio", optarg, 1, 65536); break;
         case 'D':
             if (strcmp(optarg, "shadow") != 0 && strcmp(optarg, "rename-first") != 0)
                 usage_error("bad --dash %s (choose from shadow, rename-first)", optarg);
@@ -310,9 +312,13 @@ static void parse_args(int argc, char **argv, args *a)
                           "fail-stop after an error");
     if (a->opt.cksumvfs && a->vt != &engine_sqlite)
         usage_error("%s", "--cksumvfs is an option of the sqlite engine");
-    if (a->opt.batch_atomic && (a->vt != &engine_sqlite || a->opt.cksumvfs || a->opt.dash))
-        usage_error("%s", "--batch-atomic is an option of the sqlite engine, without --cksumvfs "
-                          "or --dash");
+    if (a->opt.batch_atomic &&
+        (a->vt != &engine_sqlite || a->opt.cksumvfs || a->opt.dash || a->opt.waldio))
+        usage_error("%s", "--batch-atomic is an option of the sqlite engine, without --cksumvfs, "
+                          "--dash or --waldio");
+    if (a->opt.waldio && (a->vt != &engine_sqlite || a->opt.cksumvfs || a->opt.wal_prealloc))
+        usage_error("%s", "--waldio is an option of the sqlite engine, without --cksumvfs or "
+                          "--wal-prealloc");
     if (a->opt.dash && a->vt != &engine_sqlite)
         usage_error("%s", "--dash is an option of the sqlite engine");
 }
