@@ -35,12 +35,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from harness.env import DHL_LIB, RUNNER
+from harness.env import DHL_LIB, RUNNER, WALDIO_LIB
 from harness.errors import CrashlabError
 from harness.rundir import SweepDir
 from harness.sweep import matrix as mx
 from harness.sweep.matrix import Cell
-from workloads.waldiovfs import LIBRARY_ENV as WALDIO_LIB
 
 ROOT = Path(__file__).resolve().parent.parent
 MUTANTS_DIR = ROOT / "tests" / "mutants"

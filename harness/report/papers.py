@@ -38,6 +38,18 @@ PAPER_IO: tuple[PaperIo, ...] = (
     PaperIo(MAW, "WAL", 12, 24, 36, "fdatasync 1 per transaction"),
 )
 
+# MAW Table III: the same insert on F2FS (and ext4), split into SQLite's own
+# file I/O (database and journal files: PaperIo.data_kb here) and the file
+# system's (F2FS node blocks, ext4 journal: PaperIo.journal_kb), in KB.  Not
+# part of PAPER_IO (whose columns are ext4 regions); harness/bench/maw.py
+# prints it beside crashlab's F2FS measurement.
+MAW_F2FS = "MAW Table III"
+MAW_F2FS_IO: tuple[PaperIo, ...] = (
+    PaperIo(MAW_F2FS, "PERSIST", 36, 16, 52, "F2FS; 4 fdatasync, a node block after each"),
+    PaperIo(MAW_F2FS, "WAL", 12, 4, 16, "F2FS; 1 fdatasync"),
+    PaperIo(MAW_F2FS, "MAW", 12, 4, 16, "F2FS; the database pages + one node block"),
+)
+
 # The published setting: one insert of a 100-byte value per transaction, ext4.
 PAPERS_FS = "ext4"  # the file system the seed papers measured on
 SETTING = f"{PAPERS_FS}, one 100-byte insert per transaction"
