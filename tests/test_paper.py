@@ -1,0 +1,162 @@
+"""``crashlab paper``: the quick page opened in headless Chromium, and the
+computed parts (normalisation, the per-row sentences, the rows of systems
+that are not measured)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+from support import crashlab
+
+from harness.errors import CrashlabError
+from harness.paper import compare, throughput
+from harness.report import papers, systems
+from harness.report.systems import System, resolve
+
+CHROMIUM = shutil.which("chromium-headless-shell") or shutil.which("chromium")
+QUICK = ("WAL", "OFF_OPT", "DHL_CC", "MVBT")  # in the table's order
+
+
+@pytest.fixture(scope="module")
+def quick_page(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("paper") / "out"
+    p = crashlab("paper", "--quick", "--systems", ",".join(QUICK), "--out", str(out),
+                 timeout=300)
+    assert p.returncode == 0, p.stderr
+    return out
+
+
+@pytest.mark.root
+def test_quick_run_writes_every_file(quick_page: Path) -> None:
+    paper = json.loads((quick_page / "paper.json").read_text())
+    assert [s["key"] for s in paper["systems"]] == list(QUICK)
+    rows = {s["key"]: s for s in paper["systems"]}
+    wal = rows["WAL"]["volume"]
+    assert wal["split"] and wal["total_kb"] > 0
+    # every byte of the window is in one category
+    assert sum(wal["kb"].values()) == pytest.approx(wal["total_kb"])
+    assert wal["kb"]["log file"] > 0 and wal["files"]["crashlab.db-wal"] > 0
+    assert rows["DHL_CC"]["volume"]["kb"]["log file"] == 0  # DHL has no log file
+    assert wal["runner_syncs"] >= 1 and wal["flushes"] >= 1
+    assert "not built" in rows["MVBT"]["volume_why"]
+    # OFF_OPT is measured once its SUT is registered, and says so until then
+    if resolve(systems.BY_KEY["OFF_OPT"]).measured:
+        assert rows["OFF_OPT"]["volume"] is not None
+    else:
+        assert rows["OFF_OPT"]["volume_why"].startswith("SUT 'off-opt' not registered")
+    assert paper["fig10"]["kinds"]["insert"]["1"]["WAL"]["median"] == 1.0
+    assert paper["fig10"]["kinds"]["update"]["2"]["DHL_CC"]["min"] > 0
+    for name in ("paper.md", "paper.html", "plots/fig10.png", "plots/fig8.png",
+                 "plots/syncs.png"):
+        assert (quick_page / name).stat().st_size > 0, name
+    assert not list(quick_page.rglob(".*.*"))  # no temporary file left by an atomic write
+
+
+@pytest.mark.root
+@pytest.mark.skipif(CHROMIUM is None, reason="no chromium-headless-shell (harness/setup)")
+def test_page_in_headless_chromium(quick_page: Path, tmp_path: Path) -> None:
+    from playwright.sync_api import sync_playwright
+
+    problems: list[str] = []
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
+        try:
+            page = browser.new_page()
+            page.on("console", lambda m: problems.append(f"console {m.type}: {m.text}")
+                    if m.type in ("error", "warning") else None)
+            page.on("pageerror", lambda e: problems.append(f"page error: {e}"))
+            page.on("requestfailed", lambda r: problems.append(f"request failed: {r.url}"))
+            page.goto((quick_page / "paper.html").as_uri(), wait_until="load")
+            shot = tmp_path / "paper.png"
+            page.screenshot(path=str(shot), full_page=True)
+            rows = page.eval_on_selector_all("#systems tbody tr",
+                                             "rs => rs.map(r => r.dataset.system)")
+            images = page.eval_on_selector_all(
+                "img", "is => is.map(i => i.complete && i.naturalWidth > 0)")
+        finally:
+            browser.close()
+    assert problems == []
+    data = shot.read_bytes()
+    assert data.startswith(b"\x89PNG\r\n\x1a\n") and len(data) > 10_000
+    assert rows == list(QUICK)  # a row per system, measured or not
+    assert images and all(images)  # the three charts, inlined, decoded
+
+
+def test_normalise_pairs_each_repeat_with_the_baselines() -> None:
+    pts = throughput.normalise({"WAL": [100.0, 50.0, 200.0], "X": [200.0, 150.0, 100.0]}, "WAL")
+    assert pts["WAL"].ratio == (1.0, 1.0, 1.0)
+    assert pts["X"].ratio == (2.0, 3.0, 0.5)
+    assert pts["X"].median == 2.0 and pts["X"].spread == (0.5, 3.0)
+    with pytest.raises(CrashlabError):
+        throughput.normalise({"WAL": [0.0]}, "WAL")
+
+
+def _vol(db: float, log: float, journal: float, meta: float = 0.0, other: float = 0.0,
+         commits: float = 1.0, syncs: float = 1.0) -> dict:
+    kb = {"database file": db, "log file": log, "ext4 journal": journal,
+          "ext4 metadata": meta, "other": other}
+    return {"kb": kb, "total_kb": sum(kb.values()), "jbd2_commits": commits,
+            "runner_syncs": syncs, "split": True}
+
+
+def test_sentence_names_the_region_that_differs() -> None:
+    wal = papers.figure(papers.WALDIO, "WAL")
+    assert wal is not None
+    assert compare.table_sentence(wal, _vol(0, 8, 20)).startswith("Matches: 28 KB")
+    delete = papers.figure(papers.WALDIO, "DELETE")
+    assert delete is not None
+    s = compare.table_sentence(delete, _vol(8, 16, 32, syncs=4))
+    assert "mostly in the ext4 journal" in s and "Journal 32 KB against 56 (-6 blocks)" in s
+    assert "1.00 jbd2 transactions per insert here, 32 KB each" in s
+    assert "4.00 syncs per insert here, the paper 3" in s  # WALDIO: 3 fsyncs for DELETE
+    maw = papers.figure(papers.MAW, "DELETE")
+    assert maw is not None
+    s = compare.table_sentence(maw, _vol(8, 16, 32))
+    assert "mostly in the data region" in s and "2.0 database pages per insert (MAW: 3)" in s
+
+
+def test_table_rows_without_a_measurement_say_why() -> None:
+    rows = compare.table_rows({"WAL": _vol(0, 8, 20)}, {"OFF": "SUT 'x' not registered"})
+    by = {(r.source, r.mode): r for r in rows}
+    assert len(rows) == len(papers.PAPER_IO)
+    assert by[(papers.WALDIO, "WAL")].ours == {"data_kb": 8, "journal_kb": 20, "total_kb": 28,
+                                               "syncs": 1.0}
+    assert by[(papers.WALDIO, "OFF")].ours is None
+    assert by[(papers.WALDIO, "OFF")].sentence == "SUT 'x' not registered"
+    assert by[(papers.MAW, "PERSIST")].sentence == "not selected (--systems)"
+
+
+def test_fig8_sentence_against_the_thesis_text() -> None:
+    t = papers.thesis_fig8("WAL")
+    assert t is not None
+    s = compare.fig8_sentence(t, _vol(0, 8, 20), None)
+    assert s == "log file 8 KB against 8; jbd2 71% of the total against 68%"
+
+
+def test_unregistered_and_unbuilt_systems_say_why(monkeypatch: pytest.MonkeyPatch) -> None:
+    r = resolve(System("NEW", "no-such-sut", ("x",), "a system nobody registered"))
+    assert not r.measured
+    assert r.why == "SUT 'no-such-sut' not registered in this build (unknown SUT 'no-such-sut')"
+    mvbt = resolve(systems.BY_KEY["MVBT"])
+    assert not mvbt.measured and "8,000 lines" in mvbt.why
+    assert resolve(systems.BY_KEY["WAL_OPT"]).sut_name == "sqlite:journal=wal,sync=full,walopt=100"
+    # a SUT that names a guest-only file system (Sut.needs_fs) is recorded in a guest
+    import workloads.suts
+
+    monkeypatch.setattr(workloads.suts, "get_sut",
+                        lambda name: SimpleNamespace(name=name, needs_fs="f2fs"))
+    maw = resolve(systems.BY_KEY["MAW"])
+    assert maw.measured and maw.fs == "f2fs" and maw.guest_only
+
+
+def test_bad_system_name_is_one_line_exit_2(tmp_path: Path) -> None:
+    with pytest.raises(CrashlabError, match="unknown system 'NOPE'"):
+        systems.select("WAL,nope")
+    p = crashlab("paper", "--systems", "WAL,NOPE", "--out", str(tmp_path / "x"))
+    assert p.returncode == 2
+    assert p.stderr.strip().splitlines() == [p.stderr.strip()]
+    assert p.stderr.startswith("crashlab: error: unknown system 'NOPE'")
