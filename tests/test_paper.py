@@ -160,3 +160,19 @@ def test_bad_system_name_is_one_line_exit_2(tmp_path: Path) -> None:
     assert p.returncode == 2
     assert p.stderr.strip().splitlines() == [p.stderr.strip()]
     assert p.stderr.startswith("crashlab: error: unknown system 'NOPE'")
+
+
+def test_sweep_report_links_the_paper_page(tmp_path: Path) -> None:
+    from test_report_synth import make_sweep
+
+    from harness.report.write import write_reports
+
+    sweep = tmp_path / "sweep"
+    make_sweep(sweep)
+    out = write_reports(sweep)
+    assert "paper/paper.html" not in out.html.read_text()
+    (sweep / "paper").mkdir()
+    (sweep / "paper" / "paper.html").write_text("<html></html>")
+    out = write_reports(sweep)
+    assert 'href="paper/paper.html"' in out.html.read_text()
+    assert "[paper/paper.html](paper/paper.html)" in out.md.read_text()
