@@ -176,3 +176,21 @@ def test_sweep_report_links_the_paper_page(tmp_path: Path) -> None:
     out = write_reports(sweep)
     assert 'href="paper/paper.html"' in out.html.read_text()
     assert "[paper/paper.html](paper/paper.html)" in out.md.read_text()
+
+
+def test_claims_are_checked_against_the_medians() -> None:
+    from harness.paper.build import _claims
+
+    def pt(m: float) -> dict:
+        return {"median": m, "min": m, "max": m}
+
+    fig10 = {"systems": ["WAL", "DHL_CC", "DHL_TC", "WAL_OPT", "DASH"],
+             "kinds": {"insert": {"1": {"WAL": pt(1), "DHL_CC": pt(1.5), "DHL_TC": pt(1.2),
+                                        "WAL_OPT": pt(1.8), "DASH": pt(0.5)},
+                                  "2": {"WAL": pt(1), "DHL_CC": pt(1.3), "DHL_TC": pt(0.9),
+                                        "WAL_OPT": pt(1.1), "DASH": pt(0.6)}}}}
+    claims = {c["claim"].split()[0]: c["here"] for c in _claims(fig10)}
+    # DASH below WAL is allowed by the claim; DHL_TC at 2 ops is not
+    assert claims["other"] == "not everywhere: 1 median(s) below WAL: DHL_TC insert ops=2 (0.90)"
+    assert claims["WAL_OPT"] == "up to 1.80x (insert, ops=1, median)"
+    assert claims["when"] == "DHL_CC/DHL_TC = 1.44 (insert, ops=2, medians)"
