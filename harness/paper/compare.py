@@ -53,8 +53,14 @@ def table_sentence(p: PaperIo, v: dict[str, Any]) -> str:
         head = (f"{_kb(v['total_kb'])} KB against {_kb(p.total_kb)} KB ({_blocks(dt)} per "
                 f"insert), mostly in {where}.")
     parts = [head]
-    if abs(dj) > SAME_KB:
-        commits = v.get("jbd2_commits") or 0.0
+    commits = v.get("jbd2_commits") or 0.0
+    if abs(dj) > SAME_KB and not commits:
+        parts.append(f"Journal {_kb(journal)} KB against {_kb(p.journal_kb)} ({_blocks(dj)}): "
+                     f"ext4 committed no jbd2 transaction here, because SQLite's sync "
+                     f"(fdatasync in this build's unix VFS) of a file whose size and blocks "
+                     f"did not change has no metadata to journal; the paper's kernel journaled "
+                     f"{p.journal_kb / BLOCK_KB:.0f} blocks per insert for the same sync.")
+    elif abs(dj) > SAME_KB:
         each = f", {_kb(journal / commits)} KB each" if commits else ""
         parts.append(f"Journal {_kb(journal)} KB against {_kb(p.journal_kb)} ({_blocks(dj)}): "
                      f"ext4 committed {commits:.2f} jbd2 transactions per insert here{each} "
@@ -63,12 +69,14 @@ def table_sentence(p: PaperIo, v: dict[str, Any]) -> str:
                      f"{'more' if dj < 0 else 'fewer'} commits per insert.")
     if abs(dd) > SAME_KB:
         pages = kb["database file"] / BLOCK_KB
+        rollback = p.mode in ("DELETE", "TRUNCATE", "PERSIST")
         parts.append(f"Data {_kb(data)} KB against {_kb(p.data_kb)} ({_blocks(dd)}): here "
                      f"database file {_kb(kb['database file'])}, log file "
                      f"{_kb(kb['log file'])}, ext4 metadata {_kb(kb['ext4 metadata'])}, other "
-                     f"{_kb(kb['other'])} KB; SQLite wrote {pages:.1f} database pages per "
-                     f"insert"
-                     + (f" (MAW: {papers.MAW_DB_PAGES})" if p.source == papers.MAW else "")
+                     f"{_kb(kb['other'])} KB"
+                     + (f"; SQLite wrote {pages:.1f} database pages per insert"
+                        + (f" (MAW: {papers.MAW_DB_PAGES})" if p.source == papers.MAW else "")
+                        if rollback else "")
                      + (", and ext4 wrote no metadata in place inside the window (jbd2 "
                         "checkpoints it later)" if kb["ext4 metadata"] == 0 and dd < 0 else "")
                      + ".")

@@ -11,8 +11,11 @@ paths only).  Streams: ``KIND:txns=T,ops=K,size=128`` (the thesis's
 database per run, deleted after it.
 
 Repeats are interleaved (repeat, kind, ops, system) so that drift on this
-shared host hits every system alike; a system's ratio to WAL is taken per
-repeat (the same repeat's WAL run) and summarised by its median and range.
+shared host hits every system alike.  A point is the system's best run over
+WAL's best run (the least disturbed runs: on this host another job's I/O
+stalls single runs up to tenfold, as ``crashlab bench --only suts`` also
+finds), and its spread the range of the per-repeat ratios (each repeat's run
+over the same repeat's WAL run), which always contains the point.
 Throughput = operations / the runner's workload time (first BEGIN to last
 commit: ``--stats`` ``elapsed_us``).
 """
@@ -53,8 +56,11 @@ class Point:
     ops_per_s: tuple[float, ...]  # one per repeat
     ratio: tuple[float, ...]  # to the baseline's run of the same repeat
 
+    best: float  # the best run over the baseline's best run
+
     @property
     def median(self) -> float:
+        """The median of the per-repeat ratios."""
         return statistics.median(self.ratio)
 
     @property
@@ -63,12 +69,14 @@ class Point:
 
 
 def normalise(rates: dict[str, list[float]], baseline: str) -> dict[str, Point]:
-    """Per system, each repeat's throughput over the baseline's in the same
-    repeat.  ``rates[system][r]`` is repeat r's operations per second."""
+    """Per system, its best run over the baseline's best, and each repeat's
+    throughput over the baseline's in the same repeat.  ``rates[system][r]``
+    is repeat r's operations per second."""
     base = rates[baseline]
     if any(b <= 0 for b in base):
         raise CrashlabError(f"the baseline {baseline} measured no throughput")
-    return {name: Point(tuple(rs), tuple(r / b for r, b in zip(rs, base, strict=True)))
+    return {name: Point(tuple(rs), tuple(r / b for r, b in zip(rs, base, strict=True)),
+                        max(rs) / max(base))
             for name, rs in rates.items()}
 
 
