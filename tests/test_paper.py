@@ -199,3 +199,23 @@ def test_claims_are_checked_against_the_medians() -> None:
     assert claims["other"] == "not everywhere: 1 of 6 points below WAL: DHL_TC insert ops=2 (0.90)"
     assert claims["WAL_OPT"] == "up to 1.80x (insert, ops=1, best runs)"
     assert claims["when"] == "DHL_CC/DHL_TC = 1.44 (insert, ops=2, best runs)"
+
+
+@pytest.mark.root
+@pytest.mark.slow
+def test_guest_only_system_is_recorded_in_a_guest(tmp_path: Path) -> None:
+    """A system on a guest-only file system (MAW's F2FS) is measured through
+    the qemu backend; its volume has no ext4 split, only the total."""
+    from harness.paper.volume import measure
+    from harness.record.qemu import QemuBackend
+    from harness.report.systems import Resolved
+
+    ok, why = QemuBackend.available()
+    if not ok:
+        pytest.skip(f"qemu backend unavailable: {why}")
+    res = Resolved(systems.BY_KEY["WAL"], "sqlite-wal-full", "f2fs", True)
+    v = measure(res, 3, tmp_path)
+    assert (v.fs, v.backend, v.split) == ("f2fs", "qemu", False)
+    assert v.total_kb > 0 and v.kb == {"other": v.total_kb} and v.jbd2_commits is None
+    assert v.runner_syncs == 1.0 and v.flushes >= 1
+    assert not list(tmp_path.iterdir())  # the recording is not kept
