@@ -219,3 +219,34 @@ def test_guest_only_system_is_recorded_in_a_guest(tmp_path: Path) -> None:
     assert v.total_kb > 0 and v.kb == {"other": v.total_kb} and v.jbd2_commits is None
     assert v.runner_syncs == 1.0 and v.flushes >= 1
     assert not list(tmp_path.iterdir())  # the recording is not kept
+
+
+@pytest.mark.root
+def test_throughput_mounts_a_file_system_per_mount_options(monkeypatch: pytest.MonkeyPatch
+                                                           ) -> None:
+    """A SUT with ``mount_options`` (the agreed Sut field) runs on its own
+    mount with them; the others share the plain one."""
+    from workloads.suts import get_sut
+
+    class WithOptions:
+        def __init__(self, sut: object, options: str) -> None:
+            self.sut, self.mount_options = sut, options
+
+        def runner_args(self) -> list[str]:
+            return self.sut.runner_args()
+
+    seen: list[str | None] = []
+    real_mounted = throughput.loop_mounted
+
+    def spy(image, mnt, fs, *, options=None, direct_io=False):
+        seen.append(options)
+        return real_mounted(image, mnt, fs, options=options, direct_io=direct_io)
+
+    monkeypatch.setattr(throughput, "loop_mounted", spy)
+    monkeypatch.setattr(throughput, "get_sut", lambda n: WithOptions(get_sut(n), "noatime")
+                        if n == "sqlite-off" else get_sut(n))
+    points, failed = throughput.measure({"WAL": "sqlite-wal-full", "OFF": "sqlite-off"},
+                                        baseline="WAL", txns=2, ops=(1,), repeats=1,
+                                        device="tmpfs", kinds=("insert",))
+    assert failed == {} and sorted(seen, key=str) == [None, "noatime"]
+    assert points["insert"][1]["OFF"].ops_per_s[0] > 0

@@ -118,7 +118,8 @@ def _throughput(resolved: dict[str, Resolved], opts: Options,
     systems = {BASELINE: base.sut_name, **{k: v for k, v in runnable.items() if k != BASELINE}}
     points, failed = throughput.measure(systems, baseline=BASELINE, txns=opts.tp_txns,
                                         ops=opts.ops, repeats=opts.repeats, device=opts.device,
-                                        kinds=opts.kinds, progress=progress)
+                                        kinds=opts.kinds, progress=progress,
+                                        fs={k: r.fs for k, r in resolved.items()})
     kinds = {kind: {str(k): {key: {"ops_per_s": list(p.ops_per_s), "ratio": list(p.ratio),
                                    "best": p.best, "median": p.median, "min": p.spread[0],
                                    "max": p.spread[1]}

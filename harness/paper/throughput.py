@@ -1,12 +1,14 @@
 """Operation throughput normalised to WAL as operations per transaction go
 from 1 to 16 (DHL thesis Fig. 10), unrecorded.
 
-Every system runs the same op streams through crashlab-runner on one ext4
-file system, never recorded: ``loop`` (default) is a copy of the ext4 base
-image in the system temp folder (on disk) behind a loop device with direct
-I/O, so a sync reaches the real disk; ``tmpfs`` is the same image on a
-tmpfs behind a buffered loop device (no device latency: CPU and kernel
-paths only).  Streams: ``KIND:txns=T,ops=K,size=128`` (the thesis's
+Every system runs the same op streams through crashlab-runner on a file
+system (ext4, or the one the SUT needs, with its ``mount_options``: one
+image and mount per such pair), never recorded: ``loop`` (default) is a
+copy of the base image in the system temp folder (on disk, not
+``CRASHLAB_TMPDIR``'s tmpfs) behind a loop device with direct I/O, so a sync
+reaches the real disk; ``tmpfs`` is the same image on a tmpfs behind a
+buffered loop device (no device latency: CPU and kernel paths only).  The
+file system is emptied after every run.  Streams: ``KIND:txns=T,ops=K,size=128`` (the thesis's
 128-byte records; update and delete on random live rows), one fresh
 database per run, deleted after it.
 
@@ -22,6 +24,7 @@ commit: ``--stats`` ``elapsed_us``).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import shutil
 import statistics
@@ -37,7 +40,7 @@ from harness.sysops import loop_mounted
 from workloads.generate import write_opstream
 from workloads.run import runner_command
 from workloads.spec import parse_spec
-from workloads.suts import get_sut
+from workloads.suts import Sut, get_sut
 
 KINDS = ("insert", "update", "delete")
 DEVICES = ("loop", "tmpfs")
@@ -91,51 +94,77 @@ def _image_parent(device: str) -> Path:
     return Path(tempfile.gettempdir())
 
 
+def _clear(mnt: Path) -> None:
+    """Remove everything a run left in the file system (its database, logs,
+    shadow files), so that every run starts on the same empty file system."""
+    for f in mnt.iterdir():
+        if f.name == "lost+found":
+            continue
+        if f.is_dir() and not f.is_symlink():
+            shutil.rmtree(f)
+        else:
+            f.unlink()
+
+
+def _where(sut: Sut, fs: str) -> tuple[str, str]:
+    """(file system, mount options) a SUT runs on: its ``mount_options``
+    (absent on builds before that field) on ``fs``."""
+    return fs, getattr(sut, "mount_options", "") or ""
+
+
 def measure(systems: dict[str, str], *, baseline: str, txns: int, ops: tuple[int, ...],
             repeats: int, device: str, kinds: tuple[str, ...] = KINDS,
+            fs: dict[str, str] | None = None,
             progress: Callable[[str], None] = lambda _: None,
             ) -> tuple[dict[str, dict[int, dict[str, Point]]], dict[str, str]]:
     """``systems``: key → SUT name (the baseline among them).  Returns
     kind → ops → system key → Point, and key → why for each system whose
     runner failed (it is dropped from every point; the baseline failing is
-    an error)."""
+    an error).  ``fs``: key → the file system it runs on (default ext4);
+    each (file system, mount options) gets its own image and mount."""
     if device not in DEVICES:
         raise CrashlabError(f"unknown device {device!r} (choose from {', '.join(DEVICES)})")
-    base_img, _ = ensure_image("ext4")
+    suts = {key: get_sut(name) for key, name in systems.items()}
+    where = {key: _where(sut, (fs or {}).get(key, "ext4")) for key, sut in suts.items()}
     rates: dict[tuple[str, int, str], list[float]] = {}
     failed: dict[str, str] = {}
-    with tempfile.TemporaryDirectory(prefix="crashlab-paper-", dir=_image_parent(device)) as d:
+    with (tempfile.TemporaryDirectory(prefix="crashlab-paper-", dir=_image_parent(device)) as d,
+          contextlib.ExitStack() as mounts):
         work = Path(d)
-        image, mnt = work / "ext4.img", work / "mnt"
-        shutil.copyfile(base_img, image)
-        mnt.mkdir()
+        mnts: dict[tuple[str, str], Path] = {}
+        for i, (fsname, options) in enumerate(sorted(set(where.values()))):
+            image, mnt = work / f"fs{i}.img", work / f"mnt{i}"
+            shutil.copyfile(ensure_image(fsname)[0], image)
+            mnt.mkdir()
+            mounts.enter_context(loop_mounted(image, mnt, fsname, options=options or None,
+                                              direct_io=device == "loop"))
+            mnts[(fsname, options)] = mnt
         streams = {}
         for kind in kinds:
             for k in ops:
                 streams[(kind, k)] = write_opstream(parse_spec(stream(kind, txns, k)),
                                                     work / f"{kind}-{k}.ops")
-        with loop_mounted(image, mnt, "ext4", direct_io=device == "loop"):
-            for rep in range(repeats):
-                progress(f"throughput: repeat {rep + 1} of {repeats}")
-                for kind in kinds:
-                    for k in ops:
-                        for key, sut in systems.items():
-                            if key in failed:
-                                continue
-                            stats = work / "stats.json"
-                            cmd = runner_command(get_sut(sut), streams[(kind, k)],
-                                                 mnt / "paper.db", stats=stats)
-                            p = subprocess.run(cmd, capture_output=True, text=True)
-                            for f in mnt.glob("paper.db*"):
-                                f.unlink()
-                            if p.returncode != 0:
-                                why = (f"{kind} ops={k}: the runner exited {p.returncode}: "
-                                       f"{p.stderr.strip()[-300:]}")
-                                if key == baseline:
-                                    raise CrashlabError(f"{key} ({sut}) {why}")
-                                failed[key] = why
-                                continue
-                            rates.setdefault((kind, k, key), []).append(_rate(stats, k))
+        for rep in range(repeats):
+            progress(f"throughput: repeat {rep + 1} of {repeats}")
+            for kind in kinds:
+                for k in ops:
+                    for key, sut in systems.items():
+                        if key in failed:
+                            continue
+                        stats = work / "stats.json"
+                        mnt = mnts[where[key]]
+                        cmd = runner_command(suts[key], streams[(kind, k)],
+                                             mnt / "paper.db", stats=stats)
+                        p = subprocess.run(cmd, capture_output=True, text=True)
+                        _clear(mnt)
+                        if p.returncode != 0:
+                            why = (f"{kind} ops={k}: the runner exited {p.returncode}: "
+                                   f"{p.stderr.strip()[-300:]}")
+                            if key == baseline:
+                                raise CrashlabError(f"{key} ({sut}) {why}")
+                            failed[key] = why
+                            continue
+                        rates.setdefault((kind, k, key), []).append(_rate(stats, k))
     out: dict[str, dict[int, dict[str, Point]]] = {}
     for kind in kinds:
         for k in ops:
