@@ -140,6 +140,16 @@ def test_fig8_sentence_against_the_thesis_text() -> None:
     assert t is not None
     s = compare.fig8_sentence(t, _vol(0, 8, 20), None)
     assert s == "log file 8 KB against 8; jbd2 71% of the total against 68%"
+    opt = papers.thesis_fig8("WAL_OPT")
+    assert opt is not None
+    assert compare.fig8_sentence(opt, _vol(0, 8, 0), None) == \
+        "OFF_OPT is not measured here, so no ratio"
+    assert compare.fig8_sentence(opt, _vol(0, 8, 0), 4.0).startswith("2.0x OFF_OPT's total")
+    tc, tc_opt = papers.thesis_fig8("DHL_TC"), papers.thesis_fig8("DHL_TC_OPT")
+    assert tc is not None and tc_opt is not None
+    assert "as DHL_TC_OPT and DHL_CC_OPT do here" in compare.fig8_sentence(tc, _vol(8, 0, 2), None)
+    assert compare.fig8_sentence(tc_opt, _vol(4, 0, 2), None) == \
+        "database file 4 KB against 4; log file 0 KB against 0"
 
 
 def test_unregistered_and_unbuilt_systems_say_why(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -131,6 +131,9 @@ def fig8_sentence(t: ThesisVolume, v: dict[str, Any], offopt_total: float | None
     if t.journal_share is not None and v["total_kb"]:
         said.append(f"jbd2 {kb['ext4 journal'] / v['total_kb']:.0%} of the total against "
                     f"{t.journal_share:.0%}")
-    if t.system == "WAL_OPT" and offopt_total:
-        said.append(f"{v['total_kb'] / offopt_total:.1f}x OFF_OPT's total against 1.9x")
+    if t.system == "WAL_OPT":
+        said.append(f"{v['total_kb'] / offopt_total:.1f}x OFF_OPT's total against 1.9x"
+                    if offopt_total else "OFF_OPT is not measured here, so no ratio")
+    if t.note:
+        said.append(t.note)
     return "; ".join(said) if said else "the thesis gives no number for it"
