@@ -29,10 +29,12 @@ TABLE_SYSTEMS = {"OFF": "OFF", "WAL": "WAL", "DELETE": "DELETE", "TRUNCATE": "TR
 
 
 def _kb(x: float) -> str:
+    """KB with one decimal, a whole number without it."""
     return f"{x:.1f}".rstrip("0").rstrip(".") if x == round(x, 1) else f"{x:.1f}"
 
 
 def _blocks(kb: float) -> str:
+    """A KB difference as signed 4 KiB blocks."""
     n = kb / BLOCK_KB
     return f"{n:+.0f} block{'s' if abs(round(n)) != 1 else ''}" if abs(n - round(n)) < 0.05 \
         else f"{n:+.1f} blocks"

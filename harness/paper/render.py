@@ -46,6 +46,7 @@ def _save(fig: Figure, path: Path) -> None:
 
 
 def _measured(paper: dict[str, Any]) -> list[dict[str, Any]]:
+    """The systems rows with a volume measurement."""
     return [s for s in paper["systems"] if s["volume"]]
 
 
@@ -122,25 +123,28 @@ def _environment(*, html: bool = True) -> jinja2.Environment:
 
 
 def _num(x: float | None, nd: int = 1) -> str:
+    """A figure for a table cell; "n/a" when unknown."""
     return "n/a" if x is None else f"{x:.{nd}f}"
 
 
-def _context(paper: dict[str, Any], out: Path) -> dict[str, Any]:
+def _context(paper: dict[str, Any]) -> dict[str, Any]:
+    """What both templates are given beside the page's content."""
     return {"p": paper, "cats": CATEGORIES, "num": _num,
             "ops": [str(o) for o in paper["fig10"]["ops"]]}
 
 
 def render_html(paper: dict[str, Any], out: Path) -> str:
+    """The page, with the charts already drawn under ``out`` inlined."""
     images = {name: "data:image/png;base64," + base64.b64encode(
         (out / rel).read_bytes()).decode("ascii")
         for name, rel in PLOTS.items() if (out / rel).is_file()}
     return _environment().get_template("paper.html.j2").render(images=images,
-                                                               **_context(paper, out))
+                                                               **_context(paper))
 
 
-def render_md(paper: dict[str, Any], out: Path) -> str:
+def render_md(paper: dict[str, Any]) -> str:
     return _environment(html=False).get_template("paper.md.j2").render(plots=PLOTS,
-                                                             **_context(paper, out))
+                                                             **_context(paper))
 
 
 def write(paper: dict[str, Any], out: Path) -> Written:
@@ -150,6 +154,6 @@ def write(paper: dict[str, Any], out: Path) -> Written:
     fig10(paper, out / PLOTS["fig10"])
     fig8(paper, out / PLOTS["fig8"])
     syncs(paper, out / PLOTS["syncs"])
-    write_text_atomic(out / MD, render_md(paper, out))
+    write_text_atomic(out / MD, render_md(paper))
     write_text_atomic(out / HTML, render_html(paper, out))
     return Written(out / JSON, out / MD, out / HTML, tuple(out / p for p in PLOTS.values()))

@@ -48,6 +48,7 @@ RECORD_BYTES = 128  # DHL thesis §4.1: "one or two 128-byte records"
 
 
 def stream(kind: str, txns: int, ops: int) -> str:
+    """The workload spec of one throughput run."""
     order = "" if kind == "insert" else ",order=rand"
     return f"{kind}:txns={txns},ops={ops},size={RECORD_BYTES}{order}"
 
@@ -84,11 +85,13 @@ def normalise(rates: dict[str, list[float]], baseline: str) -> dict[str, Point]:
 
 
 def _rate(stats: Path, ops: int) -> float:
+    """Operations per second of a run, from the runner's --stats."""
     s = json.loads(stats.read_text())
     return s["transactions"] * ops / max(s["elapsed_us"], 1) * 1e6
 
 
 def _image_parent(device: str) -> Path:
+    """Where the file-system image of ``device`` lies."""
     if device == "tmpfs":
         return Path("/dev/shm")
     return Path(tempfile.gettempdir())

@@ -10,8 +10,7 @@ mark to the last ``txn-ack:`` mark, so the open, the set-up and the close
 Every written 4 KiB block of the window is put in one category, from the
 base image's layout (``dumpe2fs``: superblocks, group descriptors, bitmaps,
 inode tables; the journal inode's extents) and from who owns the block in
-*views* of the run (images after journal replay at each flush of the last
-transaction, at its acknowledgement and at the end of the run):
+*views* of the run (below):
 
 * ``database file``: a block of the database file;
 * ``log file``: a block of any other regular file (``-journal``, ``-wal``,
@@ -54,6 +53,7 @@ VALUE_BYTES = 100  # WALDIO Table 1, MAW Table I: "inserting 100 Byte"
 
 
 def spec(txns: int) -> str:
+    """The workload of one volume recording."""
     return f"insert:txns={txns},size={VALUE_BYTES}"
 
 

@@ -109,4 +109,5 @@ THESIS_FIG8: tuple[ThesisVolume, ...] = (
 
 
 def thesis_fig8(system: str) -> ThesisVolume | None:
+    """What the thesis's text says of ``system``'s Fig. 8 bar, if anything."""
     return next((t for t in THESIS_FIG8 if t.system == system), None)
