@@ -75,6 +75,9 @@ ENGINES: dict[str, Engine] = {e.name: e for e in (
            own_invariants=("DHL-T1", "DHL-T2", "DHL-READ", "DHL-INV", "CC-COUNT", "CC-ROLLBACK",
                            "CC-NEXT", "CC-MONO", "REC-IDEMPOTENT", "REC-CRASHSAFE"),
            run_level=True, shell=("dhl", "dump")),
+    # xLog: SQLite behind an emulated NVRAM; its recovery (the NVRAM's
+    # replay) runs before SQLite's checks (checkers/xlog.py)
+    Engine("xlog", "checkers.xlog", shell=("sqlite3",), sidecar_files=True),
 )}
 
 

@@ -10,6 +10,8 @@ Variables, who reads them, and their defaults:
   working folder (``/dev/shm``, a tmpfs, else the system temp folder);
 * ``CRASHLAB_RECOVERY`` (check): ``fast`` (default) or ``reference``: the
   ext4 recovery path, and the raw tier's (in memory, or through files);
+  ``python``: as ``fast``, but the raw tier's DHL facts taken by the Python
+  checker rather than by the native one (``checkers/dhl_native.py``);
 * ``CRASHLAB_LOGFUSE`` (record, fuse backend): the FUSE recording daemon
   (``harness/build/logfuse``);
 * ``CRASHLAB_DM_LOG_SIZE`` (record, dm backend): bytes of the sparse log
@@ -33,7 +35,9 @@ import contextlib
 import os
 import re
 import shutil
+import signal
 import tempfile
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -91,14 +95,80 @@ def work_folder(prefix: str) -> Path:
                                  dir=tmp_parent()))
 
 
+# A working folder's record of the processes its owner started in their own
+# sessions (so they outlive a SIGKILLed owner): one "KIND PID START" line
+# each.  KIND "group": a command whose whole process group is killed before
+# the folder's mounts are taken down; "daemon": a device daemon, which exits
+# when its mount is taken down (and is killed by PID if it does not).
+OWNED_PROCESSES = "owned-processes"
+_DAEMON_EXIT_S = 5.0
+
+
+def own_process(folder: Path, kind: str, pid: int) -> None:
+    """Note in the working folder ``folder`` that its owner started process
+    ``pid`` (a session leader) of ``kind`` ("group" or "daemon"), for
+    :func:`reap_work_folders`."""
+    with open(folder / OWNED_PROCESSES, "a") as f:
+        f.write(f"{kind} {pid} {_start_time(pid)}\n")
+
+
+def _owned_alive(folder: Path, kind: str) -> list[int]:
+    """The processes of ``kind`` that ``folder``'s record names and that are
+    still the same processes (PID and start time)."""
+    try:
+        lines = (folder / OWNED_PROCESSES).read_text().splitlines()
+    except OSError:
+        return []
+    out = []
+    for line in lines:
+        k, pid, start = (line.split() + ["", "", ""])[:3]
+        if k == kind and pid.isdigit() and _start_time(int(pid)) == start:
+            out.append(int(pid))
+    return out
+
+
+def _wait_gone(pids: list[int], timeout: float) -> list[int]:
+    """Wait up to ``timeout`` s for ``pids`` (not our children) to end; the
+    ones still alive."""
+    starts = {pid: _start_time(pid) for pid in pids}
+    deadline = time.monotonic() + timeout
+    while True:
+        alive = [p for p in pids if starts[p] is not None and _start_time(p) == starts[p]]
+        if not alive or time.monotonic() >= deadline:
+            return alive
+        time.sleep(0.05)
+
+
+def _end_owned(folder: Path) -> None:
+    """Take down what a dead owner left in ``folder``: its command groups
+    (SIGKILL), then every mount and loop device under it
+    (:func:`harness.sysops.teardown_under`), then its daemons (they exit
+    when their mount goes; SIGKILL by PID after a grace period)."""
+    from harness.sysops import teardown_under
+
+    groups = _owned_alive(folder, "group")
+    for pgid in groups:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(pgid, signal.SIGKILL)
+    _wait_gone(groups, _DAEMON_EXIT_S)
+    daemons = _owned_alive(folder, "daemon")
+    teardown_under(folder)
+    for pid in _wait_gone(daemons, _DAEMON_EXIT_S):
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+    _wait_gone(daemons, _DAEMON_EXIT_S)
+
+
 def reap_work_folders() -> list[Path]:
     """Remove the working folders under :func:`tmp_parent` whose owner
-    process is gone (a check or sweep killed with SIGKILL, or a machine
-    that lost power, had no chance to remove its own); return them.  A
-    folder is reaped only when its name has the shape :func:`work_folder`
-    gives, its owner (PID and start time) is not alive, and nothing is
-    mounted or loop-attached under it (a killed recording's device stack is
-    left alone, never deleted into)."""
+    process is gone (a check, sweep or recording killed with SIGKILL, or a
+    machine that lost power, had no chance to remove its own); return them.
+    A folder is reaped only when its name has the shape :func:`work_folder`
+    gives and its owner (PID and start time) is not alive.  What the owner
+    left running in it is taken down first, by exact name and PID only: the
+    processes its record names (:func:`own_process`), the mounts under it and
+    the loop devices backed by files under it.  A folder that is still in use
+    after that is left alone, never deleted into."""
     from harness.sysops import in_use_under
 
     parent = tmp_parent()
@@ -112,7 +182,11 @@ def reap_work_folders() -> list[Path]:
         if m is None or _start_time(int(m.group(2))) == m.group(3):
             continue
         path = parent / name
-        if path.is_dir() and not path.is_symlink() and not in_use_under(path):
+        if not path.is_dir() or path.is_symlink():
+            continue
+        if in_use_under(path) or (path / OWNED_PROCESSES).exists():
+            _end_owned(path)
+        if not in_use_under(path):
             shutil.rmtree(path, ignore_errors=True)
             reaped.append(path)
     return reaped
@@ -145,6 +219,12 @@ def reference_recovery() -> bool:
     paths: e2fsprogs instead of the fast ext4 path, files instead of memory
     on the raw tier."""
     return os.environ.get(RECOVERY, "fast") == "reference"
+
+
+def native_checks() -> bool:
+    """False when ``CRASHLAB_RECOVERY`` is ``python`` or ``reference``: the
+    raw tier's DHL facts are then taken by the Python checker."""
+    return os.environ.get(RECOVERY, "fast") not in ("python", "reference")
 
 
 def logfuse_path() -> Path:

@@ -10,7 +10,8 @@ mutants``) builds every mutant into ``build/mutants/<name>-<digest>/``
 sources), runs its cells as a sweep in a child process whose environment
 points the recorder at the mutant runner (``CRASHLAB_RUNNER``) and the
 checkers at the mutant libdhl (``DHL_LIB``: the SUT's own recovery runs
-inside the checkers), and prints a kill table: which invariants failed in
+inside the checkers) and the mutant WALDIO VFS (``CRASHLAB_WALDIO_LIB``: a
+WALDIO database is recovered through it), and prints a kill table: which invariants failed in
 how many states.  A mutant is *killed* when a cell breaks its expectation,
 *survives* otherwise; a survivor either carries a ``harmless`` reason in the
 catalogue or fails the command (exit 1).
@@ -39,6 +40,7 @@ from harness.errors import CrashlabError
 from harness.rundir import SweepDir
 from harness.sweep import matrix as mx
 from harness.sweep.matrix import Cell
+from workloads.waldiovfs import LIBRARY_ENV as WALDIO_LIB
 
 ROOT = Path(__file__).resolve().parent.parent
 MUTANTS_DIR = ROOT / "tests" / "mutants"
@@ -47,7 +49,9 @@ BUILD_ROOT = ROOT / "build" / "mutants"
 # What a mutant build copies: the C sources it may patch and their rules.
 SOURCES = ("Makefile", "dhl/build.mk", "dhl/include", "dhl/src", "workloads/build.mk",
            "workloads/runner")
-TARGETS = ("dhl/build/libdhl.so", "workloads/build/crashlab-runner")
+TARGETS = ("dhl/build/libdhl.so", "workloads/build/crashlab-runner",
+           "workloads/build/crashlab-xlog-recover",  # xLog's recovery: the checkers'
+           "workloads/build/libcrashlab-waldiovfs.so")  # the VFS the checkers recover WALDIO with
 
 
 @dataclass(frozen=True)
@@ -121,7 +125,7 @@ def copy_sources(dst: Path) -> None:
 
 def build(m: Mutant) -> Path:
     """Build ``m`` (or reuse its cached build); return its folder, which
-    holds ``dhl/build/libdhl.so`` and ``workloads/build/crashlab-runner``."""
+    holds ``TARGETS``: libdhl.so, the runner, its xLog recovery, the WALDIO VFS."""
     d = BUILD_ROOT / f"{m.name}-{_digest(m)}"
     if all((d / t).exists() for t in TARGETS):
         return d
@@ -171,7 +175,8 @@ def run_mutant(m: Mutant, out: Path, jobs: int) -> Outcome:
         d = build(m)
     except CrashlabError as e:
         return Outcome(m, "error", detail=str(e))
-    env = {**os.environ, DHL_LIB: str(d / TARGETS[0]), RUNNER: str(d / TARGETS[1])}
+    env = {**os.environ, DHL_LIB: str(d / TARGETS[0]), RUNNER: str(d / TARGETS[1]),
+           WALDIO_LIB: str(d / TARGETS[3])}
     if m.tests:
         return _run_tests(m, env)
     folder = out / m.name

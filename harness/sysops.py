@@ -122,6 +122,43 @@ def in_use_under(path: Path) -> list[str]:
     return used
 
 
+def _mounts_under(prefix: str) -> list[tuple[str, str]]:
+    """(mount point, fs type) of every mount whose point is under ``prefix``
+    (a path ending in "/"), deepest first."""
+    with open("/proc/self/mounts") as f:
+        rows = [ln.split() for ln in f]
+    found = [(r[1].replace("\\040", " "), r[2]) for r in rows
+             if len(r) > 2 and r[1].replace("\\040", " ").startswith(prefix)]
+    return sorted(found, key=lambda m: m[0].count("/"), reverse=True)
+
+
+def _force_umount(point: str, cmd: list[str]) -> None:
+    """Unmount ``point`` with ``cmd``; if that fails (busy, or a FUSE mount
+    whose daemon is gone), detach it lazily: it leaves the namespace now and
+    is released when its last user is gone."""
+    if tool(cmd, f"unmount {point}").returncode != 0:
+        tool(["umount", "-l", point], f"umount -l {point}")
+
+
+def teardown_under(path: Path) -> None:
+    """Take down every mount under ``path`` (file systems first, deepest
+    first, then FUSE mounts) and every loop device whose backing file is
+    under it, each by its exact name: what a killed owner left in its own
+    working folder (harness.env.reap_work_folders).  Best effort: what is
+    still in use afterwards shows in :func:`in_use_under`."""
+    prefix = os.path.realpath(path) + "/"
+    mounts = _mounts_under(prefix)
+    for point, fstype in mounts:
+        if not fstype.startswith("fuse"):
+            _force_umount(point, ["umount", point])
+    for dev in in_use_under(path):
+        if dev.startswith("/dev/loop"):
+            tool(["losetup", "-d", dev], f"losetup -d {dev}")
+    for point, fstype in mounts:
+        if fstype.startswith("fuse"):
+            _force_umount(point, ["fusermount3", "-u", point])
+
+
 def wait_pid(proc: subprocess.Popen[bytes], timeout: float, what: str) -> int:
     """Wait for ``proc`` (by its PID); SIGKILL it if it outlives ``timeout``."""
     try:

@@ -5,17 +5,20 @@ mount or daemon behind, and the log written up to then still reads."""
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
 import time
 from pathlib import Path
 
 import pytest
-from support import CRASHLAB, procs_mentioning
+from support import CRASHLAB, procs_mentioning, tagged
 
+from harness import env
 from harness.logformat import LogReader
 from harness.record.fuse import FuseBackend
 from harness.record.recorder import record
+from harness.sysops import in_use_under
 
 OK, WHY = FuseBackend.available()
 pytestmark = [pytest.mark.root, pytest.mark.skipif(not OK, reason=f"fuse backend: {WHY}")]
@@ -79,3 +82,35 @@ def test_recorder_interrupted(tmp_path, private_tmp, sig):
     meta = json.loads((out / "meta.json").read_text())
     assert meta["interrupted"] == sig.name
     assert reads(out / "writes.log") == ["one"]
+
+
+def test_recorder_killed_outright_is_reaped(tmp_path, private_tmp):
+    # SIGKILL gives the recorder no chance to tear down: its workload, the
+    # FUSE daemon (each in its own session), the loop device and both mounts
+    # stay.  The next reaper (a check, or the next recording) takes them
+    # down by the names and PIDs the dead recorder noted.
+    started = tmp_path / "started"
+    script = PRELUDE + f"touch {started}; sleep 600"
+    token = f"reap-{os.getpid()}-{time.monotonic_ns()}"
+    proc = subprocess.Popen(
+        [str(CRASHLAB), "record", "--backend", "fuse", "--out", str(tmp_path / "run"), "--",
+         "sh", "-c", script],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        env={**os.environ, "CRASHLAB_TEST_TOKEN": token},
+    )
+    deadline = time.monotonic() + 30
+    while not started.exists():
+        assert proc.poll() is None and time.monotonic() < deadline, "the workload never started"
+        time.sleep(0.05)
+    proc.kill()
+    proc.wait()
+    (workdir,) = private_tmp.iterdir()
+    left = in_use_under(workdir)
+    assert any(x.startswith("/dev/loop") for x in left) and len(left) >= 3, left
+    orphans = procs_mentioning(str(private_tmp))
+    assert orphans, "the daemon should outlive its recorder"
+    assert tagged(token), "the workload should outlive its recorder"
+    assert env.reap_work_folders() == [workdir]
+    assert in_use_under(private_tmp) == []
+    assert procs_mentioning(str(private_tmp)) == [] and tagged(token) == []
+    assert not workdir.exists()

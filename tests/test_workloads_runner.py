@@ -199,7 +199,7 @@ def test_bad_input_exits_nonzero_with_one_line(shm):
         ([], 2, "--ops FILE is required"),
         (["--ops", str(ops)], 2, "--db PATH is required"),
         (["--ops", str(ops), "--db", str(shm / "db"), "--engine", "oracle"], 2,
-         "unknown engine oracle (choose from sqlite, dhl)"),
+         "unknown engine oracle (choose from sqlite, dhl, xlog)"),
         (["--ops", str(ops), "--db", str(shm / "db"), "--journal-mode", "FAST"], 1,
          "bad journal mode FAST (choose from DELETE, TRUNCATE, PERSIST, WAL, MEMORY, OFF)"),
         (["--ops", str(ops), "--db", str(shm / "db"), "--synchronous", "MAYBE"], 1,

@@ -3,7 +3,7 @@
 # prerequisite, so `make build` builds dhl before the runner.
 WL_DIR      := workloads
 WL_BUILD    := $(WL_DIR)/build
-WL_SRC      := $(addprefix $(WL_DIR)/runner/,main.c opstream.c marks.c countvfs.c cksumvfs.c engine_sqlite.c engine_dhl.c)
+WL_SRC      := $(addprefix $(WL_DIR)/runner/,main.c opstream.c marks.c countvfs.c cksumvfs.c dashvfs.c waldiovfs.c engine_sqlite.c engine_dhl.c)
 WL_HDR      := $(wildcard $(WL_DIR)/runner/*.h)
 WL_SQLITE_CFLAGS = $(shell pkg-config --cflags sqlite3 2>/dev/null)
 WL_SQLITE_LIBS   = $(shell pkg-config --libs sqlite3 2>/dev/null || echo -lsqlite3)
@@ -44,10 +44,55 @@ $(WL_BUILD)/test_cksumvfs: $(WL_DIR)/runner/test_cksumvfs.c $(WL_DIR)/runner/cks
 	$(CC) $(CFLAGS_COMMON) $(ASAN_FLAGS) $(WL_SQLITE_CFLAGS) -o $@ $(WL_DIR)/runner/test_cksumvfs.c \
 	    $(WL_DIR)/runner/cksumvfs.c $(WL_SQLITE_LIBS)
 
+# The DASH VFS alone over the unix VFS (dashvfs.h).
+$(WL_BUILD)/test_dashvfs: $(WL_DIR)/runner/test_dashvfs.c $(WL_DIR)/runner/dashvfs.c $(WL_DIR)/runner/dashvfs.h $(WL_DIR)/build.mk
+	@mkdir -p $(WL_BUILD)
+	$(CC) $(CFLAGS_COMMON) $(ASAN_FLAGS) $(WL_SQLITE_CFLAGS) -o $@ $(WL_DIR)/runner/test_dashvfs.c \
+	    $(WL_DIR)/runner/dashvfs.c $(WL_SQLITE_LIBS)
+
 .PHONY: workloads-ctest
-workloads-ctest: $(WL_BUILD)/test_runner $(WL_BUILD)/test_cksumvfs
+workloads-ctest: $(WL_BUILD)/test_runner $(WL_BUILD)/test_cksumvfs $(WL_BUILD)/test_dashvfs $(WL_BUILD)/test_waldiovfs
 	$(WL_BUILD)/test_runner
 	$(WL_BUILD)/test_cksumvfs
+	$(WL_BUILD)/test_dashvfs
+	$(WL_BUILD)/test_waldiovfs $(WL_BUILD)
+
+# The WALDIO VFS (waldiovfs.h): the shared library the checkers open a
+# WALDIO database through (workloads/waldiovfs.py), and its unit test.
+$(WL_BUILD)/libcrashlab-waldiovfs.so: $(WL_DIR)/runner/waldiovfs.c $(WL_DIR)/runner/waldiovfs.h $(WL_DIR)/build.mk
+	@mkdir -p $(WL_BUILD)
+	$(CC) $(CFLAGS_COMMON) -fPIC -shared $(WL_SQLITE_CFLAGS) -o $@ $(WL_DIR)/runner/waldiovfs.c \
+	    $(WL_SQLITE_LIBS)
+
+$(WL_BUILD)/test_waldiovfs: $(WL_DIR)/runner/test_waldiovfs.c $(WL_DIR)/runner/waldiovfs.c $(WL_DIR)/runner/waldiovfs.h $(WL_DIR)/build.mk
+	@mkdir -p $(WL_BUILD)
+	$(CC) $(CFLAGS_COMMON) $(ASAN_FLAGS) $(WL_SQLITE_CFLAGS) -o $@ $(WL_DIR)/runner/test_waldiovfs.c \
+	    $(WL_DIR)/runner/waldiovfs.c $(WL_SQLITE_LIBS)
 
 BUILD += $(WL_BUILD)/crashlab-runner $(WL_BUILD)/crashlab-runner-asan $(WL_BUILD)/libcrashlab-cksumvfs.so
+BUILD += $(WL_BUILD)/libcrashlab-waldiovfs.so
 CTEST += workloads-ctest
+
+# xLog (workloads/runner/xlog.c, the engine `xlog`): part of the runner; its
+# recovery alone as crashlab-xlog-recover (the checkers replay each crash
+# state's NVRAM with it); its record format's unit test, under ASan+UBSan.
+WL_XLOG_SRC := $(WL_DIR)/runner/xlog.c $(WL_DIR)/runner/countvfs.c
+WL_SRC += $(WL_DIR)/runner/xlog.c
+$(WL_BUILD)/crashlab-runner $(WL_BUILD)/crashlab-runner-asan: $(WL_DIR)/runner/xlog.c
+
+$(WL_BUILD)/crashlab-xlog-recover: $(WL_DIR)/runner/xlog_recover.c $(WL_XLOG_SRC) $(WL_HDR) $(WL_DIR)/build.mk
+	@mkdir -p $(WL_BUILD)
+	$(CC) $(CFLAGS_COMMON) $(WL_SQLITE_CFLAGS) -o $@ $(WL_DIR)/runner/xlog_recover.c \
+	    $(WL_XLOG_SRC) $(WL_SQLITE_LIBS)
+
+$(WL_BUILD)/test_xlog: $(WL_DIR)/runner/test_xlog.c $(WL_XLOG_SRC) $(WL_HDR) $(WL_DIR)/build.mk
+	@mkdir -p $(WL_BUILD)
+	$(CC) $(CFLAGS_COMMON) $(ASAN_FLAGS) $(WL_SQLITE_CFLAGS) -o $@ $(WL_DIR)/runner/test_xlog.c \
+	    $(WL_XLOG_SRC) $(WL_SQLITE_LIBS)
+
+.PHONY: workloads-ctest-xlog
+workloads-ctest-xlog: $(WL_BUILD)/test_xlog
+	$(WL_BUILD)/test_xlog
+
+BUILD += $(WL_BUILD)/crashlab-xlog-recover
+CTEST += workloads-ctest-xlog

@@ -14,6 +14,7 @@ from functools import cache
 from pathlib import Path
 
 from harness.errors import CrashlabError
+from workloads import waldiovfs
 
 NAME = "crashlab-cksum"  # CKSUMVFS_NAME
 LIBRARY = Path(__file__).resolve().parent / "build" / "libcrashlab-cksumvfs.so"
@@ -35,12 +36,13 @@ def register() -> str:
 
 def connect(path: Path | str, vfs: str = "") -> sqlite3.Connection:
     """A connection to the database ``path``, through the VFS ``vfs``
-    ("": SQLite's default; :data:`NAME`: the checksum VFS), in autocommit
-    mode."""
+    ("": SQLite's default; :data:`NAME`: the checksum VFS; the WALDIO VFS,
+    workloads/waldiovfs.py), in autocommit mode."""
     if not vfs:
         return sqlite3.connect(str(path), isolation_level=None)
-    if vfs != NAME:
-        raise CrashlabError(f"unknown VFS {vfs!r} (crashlab knows {NAME})")
-    register()
+    registrars = {NAME: register, waldiovfs.NAME: waldiovfs.register}
+    if vfs not in registrars:
+        raise CrashlabError(f"unknown VFS {vfs!r} (crashlab knows {', '.join(registrars)})")
+    registrars[vfs]()
     uri = f"file:{urllib.parse.quote(str(path))}?vfs={vfs}"
     return sqlite3.connect(uri, uri=True, isolation_level=None)

@@ -158,7 +158,8 @@ def record_workload(sut: str, workload: str, out: Path, *, fs: str = "ext4",
         for f in by_stage(faults, PROCESS):
             cmd += ["--crash-at", str(f.get("at"))]
         run = record(cmd, out, fs=fs, backend=backend, extra_meta={**extra, **(extra_meta or {})},
-                     base=base, faults=faults, final_image=final_image, blktrace=blktrace)
+                     base=base, faults=faults, final_image=final_image, blktrace=blktrace,
+                     nvram=get_sut(sut).nvram)
         if stats.exists():
             run.write_meta(dataclasses.replace(run.meta(),
                                                runner=json.loads(stats.read_text())))

@@ -17,6 +17,9 @@ documented rules.
     syncretry 0, 1: 1 retries a failed fsync and reports the retry's     default 0
               success (the fsyncgate bug, on purpose: never do this)
     cksum     0, 1: page checksums through crashlab's checksum VFS       default 0
+    waldio    N frames: WALDIO, the WAL written with direct I/O through crashlab's
+              WALDIO VFS, pre-allocated to N frames, autockpt=N   (wal only, page 4096;
+              not with walopt, autockpt, jlimit or cksum)
 
 workloads/README.md maps each key to its runner option.
 Values are case-insensitive and keys may come in any order; the *canonical*
@@ -46,7 +49,7 @@ JOURNALS = ("delete", "truncate", "persist", "wal", "memory", "off")
 SYNCS = ("off", "normal", "full", "extra")
 LOCKINGS = ("normal", "exclusive")
 KEYS = ("journal", "sync", "page", "autockpt", "locking", "jlimit", "walopt", "onerror",
-        "syncretry", "cksum")
+        "syncretry", "cksum", "waldio")
 ON_ERRORS = ("stop", "retry")
 PREFIX = "sqlite:"
 DEFAULT_PAGE = 4096
@@ -54,9 +57,10 @@ DEFAULT_AUTOCKPT = 1000
 DEFAULT_JLIMIT = -1
 MAX_INT = 2**31 - 1  # autockpt, jlimit: what the runner's C int holds
 MAX_WALOPT = 65536
+MAX_WALDIO = 65536
 GRAMMAR = ("sqlite:journal=" + "|".join(JOURNALS) + ",sync=" + "|".join(SYNCS)
            + "[,page=512..65536][,autockpt=N][,locking=normal|exclusive][,jlimit=N][,walopt=N]"
-           + "[,onerror=stop|retry][,syncretry=0|1][,cksum=0|1]")
+           + "[,onerror=stop|retry][,syncretry=0|1][,cksum=0|1][,waldio=N]")
 
 DOC_SYNC = "https://www.sqlite.org/pragma.html#pragma_synchronous"
 DOC_JOURNAL = "https://www.sqlite.org/pragma.html#pragma_journal_mode"
@@ -96,10 +100,13 @@ class SqliteConfig:
     onerror: str = "stop"  # the application after a failed transaction
     syncretry: int = 0  # 1: the fsyncgate bug (see the module comment)
     cksum: int = 0  # 1: 8 reserved bytes per page hold a checksum (workloads/cksumvfs.py)
+    waldio: int = 0  # N: WALDIO, the WAL pre-allocated to N frames (workloads/waldiovfs.py)
 
     def __post_init__(self) -> None:
         if self.walopt > 0 and self.autockpt == DEFAULT_AUTOCKPT:
             object.__setattr__(self, "autockpt", self.walopt)  # walopt's interval
+        if self.waldio > 0 and self.autockpt == DEFAULT_AUTOCKPT:
+            object.__setattr__(self, "autockpt", self.waldio)  # waldio's likewise
         why = _invalid(self)
         if why:
             raise InvalidConfig(self.name, why)
@@ -110,7 +117,7 @@ class SqliteConfig:
         parts = [f"journal={self.journal}", f"sync={self.sync}"]
         if self.page != DEFAULT_PAGE:
             parts.append(f"page={self.page}")
-        if self.autockpt != DEFAULT_AUTOCKPT and not self.walopt:
+        if self.autockpt != DEFAULT_AUTOCKPT and not self.walopt and not self.waldio:
             parts.append(f"autockpt={self.autockpt}")
         if self.locking != "normal":
             parts.append(f"locking={self.locking}")
@@ -124,6 +131,8 @@ class SqliteConfig:
             parts.append("syncretry=1")
         if self.cksum:
             parts.append(f"cksum={self.cksum}")
+        if self.waldio:
+            parts.append(f"waldio={self.waldio}")
         return PREFIX + ",".join(parts)
 
     @property
@@ -151,6 +160,8 @@ class SqliteConfig:
             opts.append(("--sync-retry", ""))  # a flag: no value
         if self.cksum:
             opts.append(("--cksumvfs", str(self.cksum)))
+        if self.waldio:
+            opts.append(("--waldio", str(self.waldio)))
         return tuple(opts)
 
     def describe(self) -> str:
@@ -177,6 +188,12 @@ def _invalid(c: SqliteConfig) -> str:
         return f"walopt=N (1 <= N <= {MAX_WALOPT}) is for journal=wal only"
     if c.walopt and (c.autockpt != c.walopt or c.jlimit != DEFAULT_JLIMIT):
         return "walopt sets the checkpoint interval itself and keeps the WAL: no autockpt or jlimit"
+    if not 0 <= c.waldio <= MAX_WALDIO or (c.waldio and c.journal != "wal"):
+        return f"waldio=N (1 <= N <= {MAX_WALDIO}) is for journal=wal only"
+    if c.waldio and (c.page != 4096 or c.walopt or c.cksum or c.autockpt != c.waldio
+                     or c.jlimit != DEFAULT_JLIMIT):
+        return ("waldio needs page=4096 (a frame is one 4 KiB block), sets the checkpoint "
+                "interval itself and keeps the WAL: no walopt, cksum, autockpt or jlimit")
     if not 0 <= c.autockpt <= MAX_INT:
         return f"autockpt={c.autockpt} (0 <= N <= {MAX_INT})"
     if c.autockpt != DEFAULT_AUTOCKPT and c.journal != "wal":
@@ -213,7 +230,7 @@ def parse_sqlite_name(text: str) -> SqliteConfig:
         if key not in given:
             raise bad(f"{key}= is required")
     ints: dict[str, int] = {}
-    for key in ("page", "autockpt", "jlimit", "walopt", "syncretry", "cksum"):
+    for key in ("page", "autockpt", "jlimit", "walopt", "syncretry", "cksum", "waldio"):
         if key in given:
             try:
                 ints[key] = int(given[key])
@@ -387,9 +404,49 @@ RULES: tuple[Rule, ...] = (
 )
 
 
+# --- WALDIO (waldio=N): the WAL through crashlab's WALDIO VFS ---------------
+
+DOC_WALDIO = ("Lee et al., WALDIO: Eliminating the Filesystem Journaling in Resolving the "
+              "Journaling of Journal Anomaly, USENIX ATC '15, §5; workloads/runner/waldiovfs.h")
+_WALDIO_SAFE = ("WALDIO keeps the WAL's format and its recovery: 'we embed ... the frame header "
+                "into ... the WAL frame' (§5.2), so each frame is one 4 KiB block holding its "
+                "page and, in the page's 24 reserved bytes, wal.c's frame header with its salts "
+                "and checksum, recomputed over the page as SQLite reads it back; SQLite's own WAL "
+                "recovery replays frames up to the last valid commit frame, so a torn or missing "
+                "block ends the log before the transaction it belongs to. 'Preallocation with "
+                "Explicit Journaling' (§5.1): the file is allocated, written with zeros and "
+                "synced at open, so a commit needs no file-system metadata to be readable. ")
+_WALDIO_FULL = ("WALDIO with Full Sync (§5.4): 'the log commit operation consists of two phases: "
+                "(i) writing a log to the storage via DIO write and (ii) flush the writeback "
+                "cache of the storage device via calling fdatasync()'. The group is one "
+                "transaction: its frames go to disk as one aligned O_DIRECT write when its commit "
+                "frame is complete, and WAL+FULL's 'additional sync operation of the WAL file "
+                "after each transaction commit' is that fdatasync, so COMMIT returns after both, "
+                "as in WAL+FULL (the paper's grouping of several transactions, which 'provides "
+                "weaker transactional guarantee', is not emulated)")
+_WALDIO_NORMAL = ("WALDIO with Normal Sync (§5.4): 'the individual DIO based log-commit operations "
+                  "are relieved from the burden of calling the expensive fdatasync()': the "
+                  "direct write can still sit in the device's writeback cache at a power loss, "
+                  "as WAL with synchronous=NORMAL 'might roll back following a power loss'")
+
+# Consulted before RULES for a waldio configuration (sync=off falls through
+# to RULES: WAL's own rules for OFF).
+WALDIO_RULES: tuple[Rule, ...] = (
+    _r(SAFETY, "wal", "full", True, _WALDIO_SAFE + _WAL_FULL, f"{DOC_WALDIO}; {DOC_WAL}"),
+    _r(SAFETY, "wal", "extra", True, _WALDIO_SAFE + _WAL_FULL + _WAL_EXTRA,
+       f"{DOC_WALDIO}; {DOC_WAL}"),
+    _r(SAFETY, "wal", "normal", True, _WALDIO_SAFE + _WAL_NORMAL_ATOMIC,
+       f"{DOC_WALDIO}; {DOC_SYNC}"),
+    _r(("DB-DURABLE",), "wal", ("full", "extra"), True, _WALDIO_FULL,
+       f"{DOC_WALDIO}; {DOC_SYNC}"),
+    _r(("DB-DURABLE",), "wal", "normal", False, _WALDIO_NORMAL, f"{DOC_WALDIO}; {DOC_SYNC}"),
+)
+
+
 def rule_for(c: SqliteConfig, invariant: str) -> Rule:
-    """The rule that decides ``invariant`` for ``c``: the first that matches."""
-    for rule in RULES:
+    """The rule that decides ``invariant`` for ``c``: the first that matches
+    (WALDIO_RULES first for a waldio configuration)."""
+    for rule in (WALDIO_RULES if c.waldio else ()) + RULES:
         if invariant in rule.decides and rule.matches(c):
             return rule
     raise CrashlabError(f"no SQLite rule decides {invariant} for {c.name}")

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from functools import cache
 
 from harness.errors import CrashlabError
-from workloads import cksumvfs
+from workloads import cksumvfs, waldiovfs
 from workloads.guarantee import DB_INVARIANTS, Guarantee
 from workloads.sqlite_grammar import (
     DOC_CRASHLAB,
@@ -89,6 +89,10 @@ class Sut:
     # The VFS shim its database is opened through, by the SUT and by the
     # checkers ("": none; workloads/cksumvfs.py: the checksum VFS).
     vfs: str = ""
+    # Bytes of emulated battery-backed RAM (NVRAM) the SUT logs to, beside
+    # its database (0: none): recorded as a region of the same log, FUA
+    # writes past the disk's sectors (harness/states/README.md, "NVRAM").
+    nvram: int = 0
 
     @property
     def canonical(self) -> str:
@@ -169,7 +173,7 @@ def _sqlite(config: SqliteConfig, name: str = "", description: str = "") -> Sut:
         mode=config.journal,
         in_place=config.journal in ("off", "memory"),
         config=config,
-        vfs=cksumvfs.NAME if config.cksum else "",
+        vfs=cksumvfs.NAME if config.cksum else waldiovfs.NAME if config.waldio else "",
     )
 
 
@@ -248,6 +252,48 @@ def _unsafe(rule: str, source: str, durable: Guarantee) -> list[Guarantee]:
             _g("DB-ATOMIC", False, rule, source), durable]
 
 
+# --- xLog: Luo, Jiang, Yan, Yang, "Fast Transaction Logging for Smartphones"
+# (the xLog paper's talk) --------------------------------------------------
+
+DOC_XLOG = ("H. Luo, H. Jiang, Z. Yan, Y. Yang, 'Fast Transaction Logging for Smartphones' "
+            "(xLog); workloads/runner/xlog.h")
+XLOG_NVRAM_BYTES = 2048  # xlog.h XLOG_NVRAM_SIZE
+_XLOG_NVRAM = ("xLog 'uses qNVRAM as a buffer' for transaction logging, and qNVRAM data "
+               "'survive almost all the failure conditions: application crash, kernel panic, "
+               "hard reset': a transaction is acknowledged once its log record is in the "
+               "NVRAM (crashlab: a FUA write, durable at completion)")
+_XLOG_ATOMIC = ("one checksummed log record per transaction (command logging: the "
+                "transaction's operations); replay applies only whole records whose checksum "
+                "and sequence number hold, and the write-back is one SQLite transaction")
+_XLOG_DB = ("the NVRAM is written back to a SQLite database in WAL mode with synchronous=FULL, "
+            "synced before the NVRAM drops the records; opening the database runs SQLite's WAL "
+            "recovery, then replays the NVRAM's records the database lacks (its PRAGMA "
+            "user_version holds the last one written back, so a replay is idempotent)")
+
+
+def _xlog_suts() -> list[Sut]:
+    """xLog: transactions logged to emulated NVRAM, written back to SQLite."""
+    return [Sut(
+        name="xlog",
+        engine="xlog",
+        description=(f"xLog: one checksummed record per transaction in {XLOG_NVRAM_BYTES} bytes "
+                     "of emulated NVRAM (acknowledged there), written back to SQLite (WAL, "
+                     "FULL) when full, replayed on open"),
+        # the engine always runs WAL+FULL: said so that --stats reports it
+        runner_options=(("--journal-mode", "WAL"), ("--synchronous", "FULL"),
+                        ("--page-size", str(PAGE_SIZE))),
+        guarantees=(
+            _g("DB-OPEN", True, _XLOG_DB, DOC_XLOG),
+            _g("DB-INTEGRITY", True, _XLOG_DB, DOC_XLOG),
+            _g("DB-ATOMIC", True, _XLOG_ATOMIC, DOC_XLOG),
+            _g("DB-DURABLE", True, _XLOG_NVRAM, DOC_XLOG),
+            _g("DB-PREFIX", True, PREFIX_RULE, DOC_CRASHLAB),
+        ),
+        mode="wal",
+        nvram=XLOG_NVRAM_BYTES,
+    )]
+
+
 # The hand-named SQLite SUTs: aliases of grammar names (the same runner
 # options and guarantees), kept for the matrices, runs and tests that use them.
 SQLITE_ALIASES: dict[str, tuple[str, str]] = {
@@ -278,10 +324,96 @@ SQLITE_ALIASES: dict[str, tuple[str, str]] = {
     "sqlite-off": ("sqlite:journal=off,sync=full", "no rollback journal, synchronous=FULL"),
 }
 
+# --- WALDIO (Lee et al., USENIX ATC '15): SQLite's WAL written with direct
+# I/O into a pre-allocated file, one 4 KiB block per frame, one aligned write
+# and one fdatasync per transaction, through crashlab's WALDIO VFS
+# (workloads/runner/waldiovfs.h); pre-allocated to 100 frames and
+# checkpointed every 100 pages, as WAL_OPT is.  Its guarantees are derived
+# like any grammar name's (sqlite_grammar.WALDIO_RULES).
+WALDIO = "sqlite:journal=wal,sync=full,waldio=100"
+WALDIO_ALIASES: dict[str, tuple[str, str]] = {
+    "waldio": (WALDIO, "WALDIO: the WAL in 4 KiB direct-I/O blocks with embedded frame headers, "
+                       "pre-allocated, one aligned write and one fdatasync per transaction"),
+}
+
+# --- OFF_OPT and DASH (DHL thesis §IV; workloads/README.md, "OFF_OPT and DASH") ---------
+
+DOC_DASH = ("DHL thesis §IV (DASH: Won et al., 'DASH: Database Shadowing for Mobile DBMS', "
+            "PVLDB 12(7), 2019); workloads/runner/dashvfs.h; rename(2), fsync(2), ext4(5)")
+# OFF_OPT: journal OFF whose commit writes only the pages it changed.  Stock
+# journal OFF rewrites page 1 only to bump the file change counter, once per
+# lock acquisition; locking_mode=EXCLUSIVE never releases the lock, so page 1
+# is written only when its content changes (page count, free list, schema):
+# the thesis's "FCC in the last modified page" costs exactly that.  Its
+# guarantees are journal OFF's, derived from the grammar's rule table.
+OFF_OPT = ("off-opt", "sqlite:journal=off,sync=full,locking=exclusive",
+           "OFF_OPT (thesis §IV): journal OFF, only the changed pages written per commit "
+           "(locking_mode=EXCLUSIVE: no change-counter write to page 1), UNSAFE")
+_DASH_RULE = ("DASH (thesis §IV: 'DASH maintains two database files, one of which behaves as a "
+              "shadow file ... DASH swaps the names of the two files per transaction'): a "
+              "transaction is written to the shadow file only, the shadow is fsynced, then "
+              "renameat2(RENAME_EXCHANGE) swaps it with the database name ('Atomically exchange "
+              "oldpath and newpath. Both pathnames must exist', rename(2)), and the directory "
+              "is fsynced; the file the database name points at is never written, so after a "
+              "crash the name points at a whole, synced file, the old or the new one (ext4 "
+              "data=ordered journals the rename as one metadata transaction)")
+_DASH_DURABLE = ("the commit returns only after fsync of the directory: 'Calling fsync() does "
+                 "not necessarily ensure that the entry in the directory containing the file "
+                 "has also reached disk. For that an explicit fsync() on a file descriptor for "
+                 "the directory is also needed' (fsync(2)), and the file it names was fsynced "
+                 "before the exchange")
+_DASH_RENAME_FIRST = ("DASH with the exchange (and the directory fsync) before the shadow's "
+                      "fsync, broken on purpose: a crash between them leaves the database name "
+                      "on a file whose pages are still in the page cache (on disk: the state of "
+                      "two transactions ago, partly overwritten)")
+_DASH_ERR_DURABLE = ("not promised: a failed directory fsync after the exchange leaves it "
+                     "unknown whether the new name is durable, and the VFS does not redo it")
+
+
+def _dash(name: str, order: str, description: str, guarantees: list[Guarantee]) -> Sut:
+    """A DASH SUT: SQLite through the DASH VFS (workloads/runner/dashvfs.c),
+    journal OFF (the shadow is the undo), one exclusive connection."""
+    guarantees.append(_g("DB-PREFIX", True, PREFIX_RULE, DOC_CRASHLAB))
+    atomic = guarantees[2]
+    return Sut(
+        name=name, engine="sqlite", description=description,
+        runner_options=(("--journal-mode", "OFF"), ("--synchronous", "FULL"),
+                        ("--locking-mode", "EXCLUSIVE"), ("--page-size", str(PAGE_SIZE)),
+                        ("--dash", order)),
+        guarantees=tuple(guarantees),
+        error_guarantees=(
+            _g("ERR-NOACK", True, "a failed shadow write, fsync or exchange fails xSync, and "
+               "SQLite fails the COMMIT", DOC_DASH),
+            _g("ERR-ATOMIC", atomic.promised, "before the exchange a failure discards the "
+               "shadow's units of the transaction; the committed file was never written"
+               if atomic.promised else atomic.rule, DOC_DASH),
+            _g("ERR-DURABLE", False, _DASH_ERR_DURABLE, DOC_DASH)),
+        mode="dash")
+
+
+def _shadow_suts() -> list[Sut]:
+    """OFF_OPT (an alias of a grammar name) and DASH with its broken order."""
+    name, canonical, description = OFF_OPT
+    return [
+        _sqlite(parse_sqlite_name(canonical), name, description),
+        _dash("dash", "shadow", "DASH: two database files take turns, the shadow fsynced and "
+              "exchanged with the database name per transaction",
+              _safe(_DASH_RULE, DOC_DASH, _g("DB-DURABLE", True, _DASH_DURABLE, DOC_DASH))),
+        _dash("dash-rename-first", "rename-first", "DASH with the exchange before the shadow's "
+              "fsync (UNSAFE, broken on purpose)",
+              _unsafe(_DASH_RENAME_FIRST, DOC_DASH,
+                      _g("DB-DURABLE", False, _DASH_RENAME_FIRST, DOC_DASH))),
+    ]
+
+
 _ALL: tuple[Sut, ...] = (
     *(_sqlite(parse_sqlite_name(canonical), name, description)
       for name, (canonical, description) in SQLITE_ALIASES.items()),
     *_dhl_suts(),
+    *(_sqlite(parse_sqlite_name(canonical), name, description)
+      for name, (canonical, description) in WALDIO_ALIASES.items()),
+    *_shadow_suts(),
+    *_xlog_suts(),
 )
 
 # The named SUTs (the SQLite aliases and every DHL SUT); any SQLite grammar

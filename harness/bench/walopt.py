@@ -10,6 +10,13 @@ same interval as WAL_OPT, both with synchronous=FULL, and the NORMAL pair.
 Each SUT runs the suts benchmark's op streams (TXNS one-operation
 transactions per kind) in one recording; the window is txn-begin:1 ..
 txn-ack:TXNS, ext4's journal included.
+
+Beside them WALDIO (``waldio``: the same pre-allocated 100 frames and
+checkpoint interval, the WAL in 4 KiB direct-I/O blocks with the frame
+header embedded in the page, one aligned write and one fdatasync per
+transaction; workloads/runner/waldiovfs.h), its synchronous=NORMAL twin, and
+WALDIO with 1000 frames, which no checkpoint interrupts in the window: the
+log's own cost per transaction.
 """
 
 from __future__ import annotations
@@ -25,8 +32,10 @@ from workloads.spec import parse_spec
 from workloads.suts import get_sut
 
 NAME = "walopt"
+WALDIO = "waldio"
 SUTS = ("sqlite-wal-full", WAL_100, WAL_OPT, "sqlite-wal-normal",
-        "sqlite:journal=wal,sync=normal,walopt=100")
+        "sqlite:journal=wal,sync=normal,walopt=100", WALDIO,
+        "sqlite:journal=wal,sync=normal,waldio=100", "sqlite:journal=wal,sync=full,waldio=1000")
 
 
 def run() -> None:
@@ -57,4 +66,4 @@ def run() -> None:
             opt = dev[(WAL_OPT, kind)]
             print(f"{kind}: WAL_OPT {opt:.1f} device KiB/txn, sqlite-wal-full "
                   f"{dev[('sqlite-wal-full', kind)] / opt:.1f}x that, WAL every 100 pages "
-                  f"{dev[(WAL_100, kind)] / opt:.1f}x")
+                  f"{dev[(WAL_100, kind)] / opt:.1f}x; WALDIO {dev[(WALDIO, kind)]:.1f} KiB/txn")

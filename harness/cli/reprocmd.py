@@ -216,7 +216,8 @@ def repro_cmd(run: Path, state_id: str, out: Path | None, shell: bool, all_write
                 base=verified_base_for_run(rd), crash_image=folder / "crash.img",
                 recovered=recovered if rec.ok and checker.fsobj.has_files else None,
                 db_name=checker.db_name, workdir=work / "explain",
-                mode=checker.sut.mode if checker.sut else "")
+                mode=checker.sut.mode if checker.sut else "",
+                nvram_at=checker.nvram[0] if checker.nvram else None)
         steps = rec.steps + ([rec.detail] if rec.detail else [])
         engine = engine_of(checker.sut) if checker.sut else None  # None: the user's command
         files = describe_files(folder / "files", checker.db_name) \

@@ -139,9 +139,11 @@ def _fault_notes(state: State, reader: LogReader, crash_image: Path,
 
 def explain_state(reader: LogReader, state: State, *, fs: str, base: Path,
                   crash_image: Path, recovered: Path | None, db_name: str, workdir: Path,
-                  mode: str = "tc") -> Explanation:
+                  mode: str = "tc", nvram_at: int | None = None) -> Explanation:
     """Explain ``state`` of the log in ``reader``; ``crash_image`` is its
-    image before recovery, ``recovered`` after file-system recovery."""
+    image before recovery, ``recovered`` after file-system recovery;
+    ``nvram_at``: the first byte of a SUT's emulated NVRAM, past the disk
+    (harness/states/README.md, "NVRAM"), whose writes are named so."""
     workdir.mkdir(parents=True, exist_ok=True)
     marks, flushes, errors = marks_around(reader, state.cut.lo, state.cut.hi)
     writes = classify(state)
@@ -151,6 +153,9 @@ def explain_state(reader: LogReader, state: State, *, fs: str, base: Path,
     data = [(w.offset, write_data(reader, entries[w.write])) for w in writes]
     for w, what in zip(writes, explainer.explain(data), strict=True):
         w.what = what
+        if nvram_at is not None and w.offset >= nvram_at:
+            w.what = [f"NVRAM bytes {w.offset - nvram_at}-{w.offset - nvram_at + w.length - 1} "
+                      "(the emulated battery-backed RAM)"]
     notes = _fault_notes(state, reader, crash_image, explainer) + notes
     c = state.cut
     return Explanation(state.id, state.epoch.index, state.epoch.start, state.epoch.end,

@@ -1,12 +1,16 @@
 /*
 ** logfuse: the fuse recording daemon of crashlab.
 **
-**   logfuse --image IMG --log LOG [--fault RULE]... MOUNTPOINT
+**   logfuse --image IMG --log LOG [--nvram BYTES] [--fault RULE]... MOUNTPOINT
 **
 ** Mounts a FUSE file system at MOUNTPOINT holding two files:
 **   disk   the block device's content, backed by IMG (read and written in
 **          place: IMG must be a working copy, never a base image);
-**   mark   a control file: every line written to it is logged as a MARK.
+**   mark   a control file: every line written to it is logged as a MARK;
+**   nvram  with --nvram BYTES only: the last BYTES of IMG (then not part of
+**          `disk`), an emulated battery-backed RAM.  Each write to it is
+**          logged as a FUA write (durable once it completes, no FLUSH) at
+**          the sectors after the disk's: sector disk_sectors + off / 512.
 ** The driver (harness/record/fuse.py) attaches `disk` to a loop device with
 ** `losetup --direct-io=on` and mounts a real file system on that.
 **
@@ -17,6 +21,7 @@
 **   fallocate PUNCH_HOLE|KEEP_SIZE   -> a DISCARD entry
 **   fallocate ZERO_RANGE[|KEEP_SIZE] -> write entries of zeros
 **   a line written to `mark`         -> a MARK entry
+**   write to `nvram`                 -> a FUA write entry past the disk's sectors
 ** The daemon is single-threaded (one request at a time), so the log's order
 ** is the order in which requests completed.  Like the kernel, it rewrites the
 ** super block's nr_entries after every FLUSH, FUA and MARK entry and at exit.
@@ -65,6 +70,7 @@
 #define INO_ROOT     1
 #define INO_DISK     2
 #define INO_MARK     3
+#define INO_NVRAM    4
 #define ZERO_CHUNK   (1U << 20) /* zero-range writes are logged in 1 MiB entries */
 #define ATTR_TIMEOUT 86400.0
 
@@ -73,12 +79,13 @@ static struct {
     int img_fd;          /* the working image */
     uint8_t *img;        /* ... mapped shared: reads and writes are memcpy */
     off_t img_size;      /* fixed: the disk never changes size */
+    off_t nv_size;       /* --nvram: the NVRAM's bytes, after the disk's in IMG (0: none) */
     int log_fd;          /* the log, written at log_off */
     uint8_t *super;      /* the log's super block, mapped shared */
     off_t log_off;       /* where the next entry goes */
     uint64_t nr_entries; /* entries appended so far */
     int failed;          /* a log write failed: the log is incomplete */
-    uint64_t n_writes, n_flushes, n_discards, n_zero, n_marks, bytes;
+    uint64_t n_writes, n_flushes, n_discards, n_zero, n_marks, n_nvram, bytes;
 } g = {.img_fd = -1, .log_fd = -1};
 
 static const uint8_t zero_block[ZERO_CHUNK];
@@ -199,6 +206,13 @@ static int fill_attr(fuse_ino_t ino, struct stat *st)
         st->st_mode = S_IFREG | 0600;
         st->st_nlink = 1;
         return 0;
+    case INO_NVRAM:
+        if (!g.nv_size)
+            return ENOENT;
+        st->st_mode = S_IFREG | 0600;
+        st->st_nlink = 1;
+        st->st_size = g.nv_size;
+        return 0;
     default: return ENOENT;
     }
 }
@@ -224,6 +238,8 @@ static void lf_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
         e.ino = INO_DISK;
     else if (strcmp(name, "mark") == 0)
         e.ino = INO_MARK;
+    else if (strcmp(name, "nvram") == 0 && g.nv_size)
+        e.ino = INO_NVRAM;
     else {
         fuse_reply_err(req, ENOENT);
         return;
@@ -254,7 +270,8 @@ static void lf_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to
     struct stat st;
     (void)fi;
     int err = fill_attr(ino, &st);
-    if (!err && ino == INO_DISK && (to_set & FUSE_SET_ATTR_SIZE) && attr->st_size != g.img_size)
+    if (!err && (ino == INO_DISK || ino == INO_NVRAM) && (to_set & FUSE_SET_ATTR_SIZE) &&
+        attr->st_size != st.st_size)
         err = EPERM;
     if (err)
         fuse_reply_err(req, err);
@@ -265,7 +282,7 @@ static void lf_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to
 /* Both files are direct I/O: every read and write reaches the daemon. */
 static void lf_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
-    if (ino != INO_DISK && ino != INO_MARK) {
+    if (ino != INO_DISK && ino != INO_MARK && !(ino == INO_NVRAM && g.nv_size)) {
         fuse_reply_err(req, ino == INO_ROOT ? EISDIR : ENOENT);
         return;
     }
@@ -296,6 +313,14 @@ static void lf_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
     (void)fi;
     if (ino == INO_DISK && off >= 0 && inject(req, FAULT_READ, (uint64_t)off, size))
         return;
+    if (ino == INO_NVRAM) {
+        if (off < 0 || off >= g.nv_size)
+            size = 0;
+        else if (off + (off_t)size > g.nv_size)
+            size = (size_t)(g.nv_size - off);
+        fuse_reply_buf(req, size ? (const char *)g.img + g.img_size + off : NULL, size);
+        return;
+    }
     if (ino != INO_DISK || off >= g.img_size) {
         fuse_reply_buf(req, NULL, 0);
         return;
@@ -338,6 +363,42 @@ static void write_marks(fuse_req_t req, const char *buf, size_t size)
 }
 
 /*
+** A write to the NVRAM: apply it, then log it as a FUA write of the whole
+** sectors it touches, at the sectors after the disk's (read back from the
+** mapping, like an unaligned disk write).  No fault rule applies to it.
+*/
+static void write_nvram(fuse_req_t req, const char *buf, size_t size, off_t off)
+{
+    if (g.failed) {
+        fuse_reply_err(req, EIO);
+        return;
+    }
+    if (off < 0 || off >= g.nv_size || size > (size_t)(g.nv_size - off)) {
+        fuse_reply_err(req, ENOSPC); /* the NVRAM never grows */
+        return;
+    }
+    if (size == 0) {
+        fuse_reply_write(req, 0);
+        return;
+    }
+    uint8_t *nv = g.img + g.img_size;
+    memcpy(nv + off, buf, size);
+    off_t first = off / LOG_SECTOR_SIZE;
+    off_t last = (off + (off_t)size + LOG_SECTOR_SIZE - 1) / LOG_SECTOR_SIZE;
+    size_t len = (size_t)(last - first) * LOG_SECTOR_SIZE;
+    uint64_t sector = (uint64_t)(g.img_size / LOG_SECTOR_SIZE + first);
+    if (log_append(sector, (uint64_t)(last - first), LOG_FUA_FLAG, NULL, 0,
+                   nv + first * LOG_SECTOR_SIZE, len)) {
+        fuse_reply_err(req, EIO);
+        return;
+    }
+    g.n_writes++;
+    g.n_nvram++;
+    g.bytes += len;
+    fuse_reply_write(req, size);
+}
+
+/*
 ** A write to the disk: apply it to the image, then log it.  Loop devices
 ** only send sector-aligned writes; an unaligned one is logged as the whole
 ** sectors it touches, read back from the image after applying it.
@@ -348,6 +409,10 @@ static void lf_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t siz
     (void)fi;
     if (ino == INO_MARK) {
         write_marks(req, buf, size);
+        return;
+    }
+    if (ino == INO_NVRAM) {
+        write_nvram(req, buf, size, off);
         return;
     }
     if (ino != INO_DISK) {
@@ -478,8 +543,9 @@ static void lf_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t off, of
 static void lf_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
                        struct fuse_file_info *fi)
 {
-    static const char *names[] = {".", "..", "disk", "mark"};
-    static const fuse_ino_t inos[] = {INO_ROOT, INO_ROOT, INO_DISK, INO_MARK};
+    static const char *names[] = {".", "..", "disk", "mark", "nvram"};
+    static const fuse_ino_t inos[] = {INO_ROOT, INO_ROOT, INO_DISK, INO_MARK, INO_NVRAM};
+    off_t count = g.nv_size ? 5 : 4;
     char out[1024];
     size_t used = 0;
     (void)fi;
@@ -489,7 +555,7 @@ static void lf_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
     }
     if (size > sizeof out)
         size = sizeof out;
-    for (off_t i = off; i < 4; i++) {
+    for (off_t i = off; i < count; i++) {
         struct stat st;
         memset(&st, 0, sizeof st);
         st.st_ino = inos[i];
@@ -519,13 +585,14 @@ static const struct fuse_lowlevel_ops ops = {
 
 static void usage(void)
 {
-    fprintf(stderr, "usage: logfuse --image IMG --log LOG [--fault OP:NTH:STICKY:LO:HI[:AFTER]]... "
-                    "MOUNTPOINT\n");
+    fprintf(stderr, "usage: logfuse --image IMG --log LOG [--nvram BYTES] "
+                    "[--fault OP:NTH:STICKY:LO:HI[:AFTER]]... MOUNTPOINT\n");
     exit(2);
 }
 
-/* open_files: open and map the image IMG, create the log LOG with its super
-** block and map that; on failure a message on stderr and -1. */
+/* open_files: open and map the image IMG (its last g.nv_size bytes are the
+** NVRAM), create the log LOG with its super block and map that; on failure
+** a message on stderr and -1. */
 static int open_files(const char *image, const char *log)
 {
     g.img_fd = open(image, O_RDWR | O_CLOEXEC);
@@ -535,13 +602,14 @@ static int open_files(const char *image, const char *log)
     }
     struct stat st;
     if (fstat(g.img_fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_size % LOG_SECTOR_SIZE ||
-        st.st_size == 0) {
-        fprintf(stderr, "logfuse: %s: not a regular file of whole %u-byte sectors\n", image,
-                LOG_SECTOR_SIZE);
+        st.st_size <= g.nv_size) {
+        fprintf(stderr,
+                "logfuse: %s: not a regular file of whole %u-byte sectors (past the NVRAM)\n",
+                image, LOG_SECTOR_SIZE);
         return -1;
     }
-    g.img_size = st.st_size;
-    g.img = mmap(NULL, (size_t)g.img_size, PROT_READ | PROT_WRITE, MAP_SHARED, g.img_fd, 0);
+    g.img_size = st.st_size - g.nv_size;
+    g.img = mmap(NULL, (size_t)st.st_size, PROT_READ | PROT_WRITE, MAP_SHARED, g.img_fd, 0);
     if (g.img == MAP_FAILED) {
         fprintf(stderr, "logfuse: mmap %s: %s\n", image, strerror(errno));
         return -1;
@@ -565,21 +633,28 @@ static int open_files(const char *image, const char *log)
 int main(int argc, char **argv)
 {
     static const struct option longopts[] = {
-        {"image", required_argument, NULL, 'i'},
-        {"log", required_argument, NULL, 'l'},
-        {"fault", required_argument, NULL, 'f'},
-        {"help", no_argument, NULL, 'h'},
-        {NULL, 0, NULL, 0},
+        {"image", required_argument, NULL, 'i'}, {"log", required_argument, NULL, 'l'},
+        {"fault", required_argument, NULL, 'f'}, {"nvram", required_argument, NULL, 'n'},
+        {"help", no_argument, NULL, 'h'},        {NULL, 0, NULL, 0},
     };
     const char *image = NULL, *log = NULL;
     int c;
     char err[160];
-    while ((c = getopt_long(argc, argv, "i:l:f:h", longopts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, "i:l:f:n:h", longopts, NULL)) != -1) {
         if (c == 'i')
             image = optarg;
         else if (c == 'l')
             log = optarg;
-        else if (c == 'f') {
+        else if (c == 'n') {
+            char *end;
+            long long v = strtoll(optarg, &end, 10);
+            if (*optarg == '\0' || *end != '\0' || v <= 0 || v % LOG_SECTOR_SIZE || v > (1 << 20)) {
+                fprintf(stderr, "logfuse: bad --nvram %s (whole %u-byte sectors, at most 1 MiB)\n",
+                        optarg, LOG_SECTOR_SIZE);
+                return 2;
+            }
+            g.nv_size = (off_t)v;
+        } else if (c == 'f') {
             if (fault_rules_add(&faults, optarg, err, sizeof err) != 0) {
                 fprintf(stderr, "logfuse: %s\n", err);
                 return 2;
@@ -631,18 +706,19 @@ out_destroy:
     if (g.failed)
         rc = 1;
     close(g.log_fd);
-    munmap(g.img, (size_t)g.img_size);
+    munmap(g.img, (size_t)(g.img_size + g.nv_size));
     close(g.img_fd);
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);
     fprintf(stderr,
             "logfuse: %llu entries: %llu writes (%llu bytes), %llu flushes, %llu discards, "
-            "%llu zero-ranges, %llu marks, %llu injected faults; cpu user %.3f s sys %.3f s\n",
+            "%llu zero-ranges, %llu marks, %llu injected faults, %llu nvram writes; "
+            "cpu user %.3f s sys %.3f s\n",
             (unsigned long long)g.nr_entries, (unsigned long long)g.n_writes,
             (unsigned long long)g.bytes, (unsigned long long)g.n_flushes,
             (unsigned long long)g.n_discards, (unsigned long long)g.n_zero,
             (unsigned long long)g.n_marks, (unsigned long long)faults.injected,
-            ru.ru_utime.tv_sec + ru.ru_utime.tv_usec / 1e6,
+            (unsigned long long)g.n_nvram, ru.ru_utime.tv_sec + ru.ru_utime.tv_usec / 1e6,
             ru.ru_stime.tv_sec + ru.ru_stime.tv_usec / 1e6);
     return rc;
 }

@@ -31,6 +31,8 @@ from harness.sysops import is_mounted, mount, signals_deferred, umount
 
 # no file system: the environment variable that names the recorded block device.
 DEV_ENV = "CRASHLAB_DEV"
+# the emulated NVRAM's file, for a SUT that has one (Backend.has_nvram)
+NVRAM_ENV = "CRASHLAB_NVRAM"
 
 
 class BackendFailed(CrashlabError):
@@ -69,9 +71,15 @@ class Backend(ABC):
     injects_faults: ClassVar[bool] = False
     # can trace the recorded device with blktrace (``blktrace = True``)
     can_blktrace: ClassVar[bool] = False
+    # can expose an emulated NVRAM beside the disk (``nvram`` = its bytes):
+    # the last ``nvram`` bytes of the working image, written by the workload
+    # through the file named in NVRAM_ENV and logged as FUA writes at the
+    # sectors after the disk's (harness/states/README.md, "NVRAM")
+    has_nvram: ClassVar[bool] = False
 
     def __init__(self) -> None:
         self.blktrace = False
+        self.nvram = 0
         # run-folder name -> working file the recorder copies beside the log
         self.artifacts: dict[str, Path] = {}
 
@@ -159,9 +167,11 @@ class Backend(ABC):
                 cwd = workdir / "raw-cwd"
                 cwd.mkdir()
                 return run_command(command, cwd=cwd,
-                                   env={**env, DEV_ENV: dev.path, **dev.mark_env})
+                                   env={**env, DEV_ENV: dev.path, **dev.mark_env},
+                                   owner=workdir)
         with self.mounted(image, log, workdir, fs, faults) as m:
-            return run_command(command, cwd=m.mountpoint, env={**env, **m.env})
+            return run_command(command, cwd=m.mountpoint, env={**env, **m.env},
+                               owner=workdir)
 
 
 def device_rules(faults: tuple[Fault, ...]) -> tuple[Fault, ...]:

@@ -16,11 +16,11 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from types import TracebackType
 
-from harness.env import logfuse_path
+from harness.env import logfuse_path, own_process
 from harness.errors import CrashlabError
 from harness.faults import Fault
 from harness.marks import check_label
-from harness.record.backend import Backend, Device
+from harness.record.backend import NVRAM_ENV, Backend, Device
 from harness.sysops import (
     is_mounted,
     loop_attach,
@@ -66,6 +66,7 @@ def daemon_fault_args(faults: tuple[Fault, ...]) -> list[str]:
 class FuseBackend(Backend):
     name = "fuse"
     injects_faults = True
+    has_nvram = True
 
     @classmethod
     def available(cls) -> tuple[bool, str]:
@@ -88,6 +89,8 @@ class FuseBackend(Backend):
         fdir = workdir / "fuse"
         fdir.mkdir()
         err_path = workdir / "logfuse.err"
+        # the NVRAM: the image's last self.nvram bytes (the daemon's `nvram` file)
+        nvram_args = ["--nvram", str(self.nvram)] if self.nvram else []
         # Each step creates one thing and registers its undo in the same
         # signal-deferred block, so an interrupt can never fall between the
         # two; undos run in reverse order on success, error and interrupt.
@@ -95,12 +98,13 @@ class FuseBackend(Backend):
             with signals_deferred(), open(err_path, "wb") as err:
                 daemon = subprocess.Popen(
                     [str(logfuse_path()), "--image", str(image), "--log", str(log),
-                     *daemon_fault_args(faults), str(fdir)],
+                     *nvram_args, *daemon_fault_args(faults), str(fdir)],
                     stdin=subprocess.DEVNULL,
                     stdout=subprocess.PIPE,
                     stderr=err,
                     start_new_session=True,  # a terminal's Ctrl-C must not reach it
                 )
+                own_process(workdir, "daemon", daemon.pid)
                 stack.push(_DaemonStop(daemon, fdir, err_path))
             assert daemon.stdout is not None
             ready = daemon.stdout.readline()
@@ -114,10 +118,11 @@ class FuseBackend(Backend):
                 previous = set_queue(dev, QUEUE_SETTINGS)
                 stack.callback(_deferred, set_queue, dev, previous)
             mark_file = fdir / "mark"
+            nvram_env = {NVRAM_ENV: str(fdir / "nvram")} if self.nvram else {}
             yield Device(
                 dev,
                 lambda label: write_mark(mark_file, label),
-                {"CRASHLAB_MARK": str(mark_file)},
+                {"CRASHLAB_MARK": str(mark_file), **nvram_env},
             )
 
 

@@ -11,6 +11,7 @@ import subprocess
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from harness.env import own_process
 from harness.errors import CrashlabError
 from harness.sysops import Interrupted
 
@@ -22,7 +23,8 @@ def _killpg(pgid: int, sig: int) -> None:
         os.killpg(pgid, sig)
 
 
-def run_command(command: Sequence[str], *, cwd: Path, env: Mapping[str, str]) -> int:
+def run_command(command: Sequence[str], *, cwd: Path, env: Mapping[str, str],
+                owner: Path | None = None) -> int:
     """Run ``command`` in ``cwd`` with exactly ``env``; return its exit status
     (negative: killed by that signal, as in :mod:`subprocess`).
 
@@ -31,12 +33,16 @@ def run_command(command: Sequence[str], *, cwd: Path, env: Mapping[str, str]) ->
     a zombie its group ID cannot be reused, so the kill reaches only processes
     the command started).  If this call is interrupted (SIGINT/SIGTERM turned
     into an exception), the group gets the same signal, then SIGKILL after
-    GRACE_S, and the exception propagates."""
+    GRACE_S, and the exception propagates.  ``owner``: the working folder
+    in which the group is noted (harness.env.own_process), so that a reaper
+    can end it if this process is killed outright."""
     try:
         proc = subprocess.Popen(list(command), cwd=cwd, env=dict(env), start_new_session=True)
     except OSError as e:
         raise CrashlabError(f"cannot run {command[0]!r}: {e.strerror}") from None
     pgid = proc.pid
+    if owner is not None:
+        own_process(owner, "group", pgid)
     try:
         os.waitid(os.P_PID, proc.pid, os.WEXITED | os.WNOWAIT)
     except BaseException as e:

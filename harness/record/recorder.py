@@ -24,7 +24,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from harness.env import tmp_parent, work_folder
+from harness.env import reap_work_folders, tmp_parent, work_folder
 from harness.errors import CrashlabError
 from harness.faults import DEVICE, Fault, by_stage, format_fault
 from harness.fs import FILESYSTEMS, get_fs
@@ -78,6 +78,7 @@ def record(
     base: tuple[Path, str] | None = None,
     faults: Sequence[Fault] = (),
     blktrace: bool = False,
+    nvram: int = 0,
 ) -> RunDir:
     """Record ``command`` run on a fresh copy of the ``fs`` base image and
     return the run directory ``out`` (created; it must not hold a run yet).
@@ -100,7 +101,11 @@ def record(
     all of them, state and process faults too, are listed in meta.json's
     ``faults`` (a process fault is the caller's: workloads/run.py).
     ``blktrace``: also trace the recorded device (a backend that can: qemu)
-    into RUN/blktrace.txt.
+    into RUN/blktrace.txt.  ``nvram``: bytes of emulated NVRAM after the
+    disk (a backend that has one: fuse): the working image is the disk
+    (the size of the ``fs`` base image) followed by the NVRAM, whose content
+    ``base`` carries past the disk's end when it has it (a crash state),
+    else zeros; meta.json gets ``nvram`` = {offset, bytes}.
 
     A failing command still leaves the log and meta.json (``exit_status``);
     an interrupt (SIGINT/SIGTERM) tears everything down, writes meta.json
@@ -110,7 +115,8 @@ def record(
     clash = sorted(META_KEYS & set(extra_meta or {}))
     if clash:
         raise CrashlabError(f"extra_meta may not set {', '.join(clash)}")
-    be, choice = select_backend(backend, fs)
+    # only fuse emulates an NVRAM: auto picks it for a SUT with one
+    be, choice = select_backend("fuse" if nvram and backend == "auto" else backend, fs)
     if device_rules(tuple(faults)) and not be.injects_faults:
         raise CrashlabError(f"the {be.name} backend cannot inject eio faults: record with "
                             "--backend fuse")
@@ -119,7 +125,15 @@ def record(
             raise CrashlabError(f"--blktrace needs the qemu backend (this is {be.name}: "
                                 "the host kernel's blktrace is blocked here)")
         be.blktrace = True
+    if nvram:
+        if not be.has_nvram:
+            raise CrashlabError(f"the {be.name} backend has no emulated NVRAM (a SUT with one "
+                                "records with --backend fuse)")
+        be.nvram = nvram
     base, digest = base or ensure_image(fs)
+    disk = ensure_image(fs)[0].stat().st_size if nvram else 0
+    if nvram:
+        extra_meta = {**(extra_meta or {}), "nvram": {"offset": disk, "bytes": nvram}}
     created = not out.exists()
     out.mkdir(parents=True, exist_ok=True)
     run = RunDir(out)
@@ -127,6 +141,7 @@ def record(
         raise CrashlabError(f"{out}: already holds a recorded run")
     versions = tool_versions()
     tmp_parent().mkdir(parents=True, exist_ok=True)
+    reap_work_folders()  # what recorders killed outright left behind
     workdir = work_folder("crashlab-rec-")
     started = datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
     t0 = time.monotonic()
@@ -137,6 +152,8 @@ def record(
         with signals_raise():
             image = workdir / "disk.img"
             shutil.copyfile(base, image)
+            if nvram:  # the disk, then the NVRAM (a crash state's, or zeros)
+                os.truncate(image, disk + nvram)
             try:
                 status = be.run(
                     command,

@@ -92,6 +92,11 @@ UNSAFE = {
     # app:gmail prefix showed only DB-OPEN failures, 79 of 104 states)
     "dhl-nolog": ("DB-ATOMIC", "DB-OPEN", "DB-INTEGRITY"),
     "dhl-nolog-raw": ("DB-ATOMIC", "DB-OPEN", "DB-INTEGRITY"),
+    # OFF_OPT is journal OFF (README.md, OFF_OPT and DASH: the numbers); DASH
+    # with the exchange before the shadow's fsync names a file whose pages
+    # are not on disk: acknowledged transactions lost, or a mix of them
+    "off-opt": ("DB-ATOMIC", "DB-INTEGRITY", "DB-OPEN"),
+    "dash-rename-first": ("DB-DURABLE", "DB-ATOMIC", "DB-INTEGRITY", "DB-OPEN"),
 }
 # Not listed: the synchronous=OFF SUTs.  Nothing they write is synced, so a
 # short workload reaches the disk only at the final writeback and its states
@@ -285,6 +290,7 @@ def _default() -> list[Cell]:
 NIGHTLY_WORKLOADS = {
     "dhl": (DHL_INSERT, DHL_UPDATE, DHL_DELETE, "app:gmail,txns=10,seed=1"),
     "sqlite": (MULTI, UPDATE, DELETE, "app:gmail,txns=10,seed=1"),
+    "xlog": (MULTI, UPDATE, DELETE, "app:gmail,txns=10,seed=1"),
 }
 
 

@@ -34,6 +34,7 @@ typedef struct engine_options {
     int journal_size_limit;   /* SQLite: bytes a kept journal/WAL is cut to, -1 = none */
     int wal_prealloc;         /* SQLite WAL: frames of zeros written at open, 0 = none */
     int cksumvfs;             /* SQLite: 1 = page checksums through crashlab's checksum VFS */
+    int waldio;               /* SQLite WAL: N > 0 = WALDIO VFS, WAL pre-allocated to N frames */
     const char *dhl_mode;     /* DHL: tc, cc, tc_opt, cc_opt, nolog */
     const char *sync;         /* DHL: fsync, fdatasync */
     int page_size;
@@ -42,6 +43,9 @@ typedef struct engine_options {
     ** reported (the "fsyncgate" bug, on purpose: a SUT that must fail
     ** ERR-DURABLE under an eio fault).  Never do this in an application. */
     int sync_retry;
+    /* SQLite: 0, or a dash_order (dashvfs.h): the database is two files that
+    ** take turns (DASH), opened through crashlab's DASH VFS. */
+    int dash;
 } engine_options;
 
 typedef struct engine engine; /* each engine defines its own */
@@ -74,5 +78,6 @@ typedef struct engine_vtab {
 
 extern const engine_vtab engine_sqlite;
 extern const engine_vtab engine_dhl;
+extern const engine_vtab engine_xlog; /* xlog.c */
 
 #endif

@@ -9,7 +9,10 @@
 ** I/O goes through the counting VFS; with --cksumvfs the database is opened
 ** through crashlab's checksum VFS over it (cksumvfs.h) and given 8 reserved
 ** bytes per page before anything is written, so every page carries its
-** checksum from the first write on.
+** checksum from the first write on.  With --waldio N the database is opened
+** through the WALDIO VFS (waldiovfs.h) over the counting VFS, given the 24
+** reserved bytes that hold each WAL frame's header, and its WAL is
+** pre-allocated to N frames by the VFS.
 */
 #include <sqlite3.h>
 #include <stdio.h>
@@ -19,8 +22,10 @@
 
 #include "cksumvfs.h"
 #include "countvfs.h"
+#include "dashvfs.h"
 #include "engine.h"
 #include "errorf.h"
+#include "waldiovfs.h"
 
 struct engine {
     sqlite3 *db;
@@ -185,13 +190,30 @@ static int sq_open(const engine_options *opt, engine **out, char *err, size_t er
                  opt->locking_mode);
         return -1;
     }
+    if (opt->waldio > 0 && (strcasecmp(opt->journal_mode, "WAL") != 0 ||
+                            opt->page_size != WALDIOVFS_BLOCK || opt->cksumvfs || opt->dash)) {
+        snprintf(err, errlen,
+                 "--waldio needs journal mode WAL and page size %d, no --cksumvfs or --dash",
+                 WALDIOVFS_BLOCK);
+        return -1;
+    }
     if (opt->wal_prealloc > 0 && strcasecmp(opt->journal_mode, "WAL") != 0) {
         snprintf(err, errlen, "--wal-prealloc needs journal mode WAL, not %s", opt->journal_mode);
+        return -1;
+    }
+    /* DASH: no journal (the shadow is the undo), one connection (dashvfs.h) */
+    if (opt->dash && (strcasecmp(opt->journal_mode, "OFF") != 0 ||
+                      strcasecmp(opt->locking_mode, "EXCLUSIVE") != 0 || opt->cksumvfs)) {
+        snprintf(err, errlen, "--dash needs journal mode OFF, locking mode EXCLUSIVE, no cksumvfs");
         return -1;
     }
     int rc = countvfs_register(opt->sync_retry);
     if (rc == SQLITE_OK && opt->cksumvfs)
         rc = cksumvfs_register(); /* over the counting VFS, the default now */
+    if (rc == SQLITE_OK && opt->waldio > 0)
+        rc = waldiovfs_register(opt->waldio); /* likewise */
+    if (rc == SQLITE_OK && opt->dash)
+        rc = dashvfs_register((enum dash_order)opt->dash); /* over the counting VFS too */
     if (rc != SQLITE_OK) {
         snprintf(err, errlen, "registering the counting VFS: %s", sqlite3_errstr(rc));
         return -1;
@@ -203,15 +225,19 @@ static int sq_open(const engine_options *opt, engine **out, char *err, size_t er
     }
     e->ntables = opt->ntables;
     rc = sqlite3_open_v2(opt->db, &e->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE,
-                         opt->cksumvfs ? CKSUMVFS_NAME : NULL);
+                         opt->cksumvfs ? CKSUMVFS_NAME
+                         : opt->waldio ? WALDIOVFS_NAME
+                         : opt->dash   ? DASHVFS_NAME
+                                       : NULL);
     char sql[256];
     int bad = rc != SQLITE_OK;
     if (bad)
         fail_db(e, opt->db);
     if (!bad)
         sqlite3_extended_result_codes(e->db, 1);
-    int reserve = CKSUMVFS_RESERVE;
-    if (!bad && opt->cksumvfs)
+    int want_reserve = opt->cksumvfs ? CKSUMVFS_RESERVE : opt->waldio ? WALDIOVFS_RESERVE : 0;
+    int reserve = want_reserve;
+    if (!bad && want_reserve)
         sqlite3_file_control(e->db, "main", SQLITE_FCNTL_RESERVE_BYTES, &reserve);
     if (!bad)
         bad = set_pragmas(e, opt);
@@ -227,11 +253,11 @@ static int sq_open(const engine_options *opt, engine **out, char *err, size_t er
     if (!bad && opt->wal_prealloc > 0)
         bad = prealloc_wal(e, opt->wal_prealloc, opt->page_size);
     reserve = -1; /* only asks: the reserved bytes the database has now */
-    if (!bad && opt->cksumvfs &&
+    if (!bad && want_reserve &&
         (sqlite3_file_control(e->db, "main", SQLITE_FCNTL_RESERVE_BYTES, &reserve) != SQLITE_OK ||
-         reserve != CKSUMVFS_RESERVE))
-        bad = fail(e, "checksum VFS: the database has %d reserved bytes per page, not %d", reserve,
-                   CKSUMVFS_RESERVE);
+         reserve != want_reserve))
+        bad = fail(e, "%s VFS: the database has %d reserved bytes per page, not %d",
+                   opt->cksumvfs ? "checksum" : "WALDIO", reserve, want_reserve);
     if (!bad) {
         snprintf(sql, sizeof sql, "PRAGMA page_size");
         sqlite3_stmt *st;

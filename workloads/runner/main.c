@@ -37,11 +37,12 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "dashvfs.h"
 #include "engine.h"
 #include "marks.h"
 #include "opstream.h"
 
-static const engine_vtab *const ENGINES[] = {&engine_sqlite, &engine_dhl, NULL};
+static const engine_vtab *const ENGINES[] = {&engine_sqlite, &engine_dhl, &engine_xlog, NULL};
 
 static void die(int code, const char *fmt, ...)
 {
@@ -59,9 +60,10 @@ static void usage_error(const char *fmt, const char *arg)
     fprintf(stderr, "crashlab-runner: ");
     fprintf(stderr, fmt, arg);
     fprintf(stderr, "\nusage: crashlab-runner --ops FILE (--db PATH | --db-env NAME) "
-                    "[--engine sqlite|dhl] [--journal-mode M] [--synchronous S] "
+                    "[--engine sqlite|dhl|xlog] [--journal-mode M] [--synchronous S] "
                     "[--locking-mode M] [--wal-autocheckpoint N] [--journal-size-limit N] "
-                    "[--wal-prealloc N] [--cksumvfs 0|1] [--dhl-mode M] [--sync fsync|fdatasync] "
+                    "[--wal-prealloc N] [--cksumvfs 0|1] [--dash shadow|rename-first] [--dhl-mode "
+                    "M] [--sync fsync|fdatasync] "
                     "[--page-size N] [--marks FILE] [--latency FILE] [--stats FILE] [--from-txn K] "
                     "[--on-error stop|retry] [--crash-at MARK] [--sync-retry]\n");
     exit(2);
@@ -194,6 +196,8 @@ static void parse_options(int argc, char **argv, args *a)
         {"crash-at", required_argument, 0, 'C'},
         {"sync-retry", no_argument, 0, 'R'},
         {"cksumvfs", required_argument, 0, 'V'},
+        {"waldio", required_argument, 0, 'W'},
+        {"dash", required_argument, 0, 'D'},
         {0, 0, 0, 0},
     };
     int c;
@@ -229,6 +233,12 @@ static void parse_options(int argc, char **argv, args *a)
         case 'C': a->crash_at = optarg; break;
         case 'R': a->opt.sync_retry = 1; break;
         case 'V': a->opt.cksumvfs = int_arg("--cksumvfs", optarg, 0, 1); break;
+        case 'W': a->opt.waldio = int_arg("--waldio", optarg, 1, 65536); break;
+        case 'D':
+            if (strcmp(optarg, "shadow") != 0 && strcmp(optarg, "rename-first") != 0)
+                usage_error("bad --dash %s (choose from shadow, rename-first)", optarg);
+            a->opt.dash = strcmp(optarg, "shadow") == 0 ? DASH_SHADOW : DASH_RENAME_FIRST;
+            break;
         case 'm': a->marks_path = optarg; break;
         case 'l': a->latency_path = optarg; break;
         case 'S': a->stats_path = optarg; break;
@@ -285,7 +295,7 @@ static void parse_args(int argc, char **argv, args *a)
         if (strcmp(ENGINES[i]->name, a->engine_name) == 0)
             a->vt = ENGINES[i];
     if (!a->vt)
-        usage_error("unknown engine %s (choose from sqlite, dhl)", a->engine_name);
+        usage_error("unknown engine %s (choose from sqlite, dhl, xlog)", a->engine_name);
     /* libdhl poisons its handle after a failed commit (fail-stop): a retry
     ** would need a reopen that reads through a page cache the failed
     ** writeback left wrong. */
@@ -294,6 +304,11 @@ static void parse_args(int argc, char **argv, args *a)
                           "fail-stop after an error");
     if (a->opt.cksumvfs && a->vt != &engine_sqlite)
         usage_error("%s", "--cksumvfs is an option of the sqlite engine");
+    if (a->opt.waldio && (a->vt != &engine_sqlite || a->opt.cksumvfs || a->opt.wal_prealloc))
+        usage_error("%s", "--waldio is an option of the sqlite engine, without --cksumvfs or "
+                          "--wal-prealloc");
+    if (a->opt.dash && a->vt != &engine_sqlite)
+        usage_error("%s", "--dash is an option of the sqlite engine");
 }
 
 /* A run of the op stream against the engine, and what it measured. */

@@ -1,0 +1,44 @@
+"""Opening a WALDIO database as its SUT does: through crashlab's WALDIO VFS
+(workloads/runner/waldiovfs.h: the WAL's on-disk layout and what the VFS
+promises), loaded from the shared library ``make build`` builds beside the
+runner.  The library translates the WAL between its on-disk layout (4 KiB
+blocks, each frame's header embedded in its page) and the layout SQLite's
+own WAL recovery reads, so a recovered database opened through it is
+recovered by the real SQLite; opened without it, SQLite finds no frame."""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import sqlite3
+from functools import cache
+from pathlib import Path
+
+from harness.errors import CrashlabError
+
+NAME = "crashlab-waldio"  # WALDIOVFS_NAME
+LIBRARY = Path(__file__).resolve().parent / "build" / "libcrashlab-waldiovfs.so"
+# Another build of the library to load instead (``crashlab mutants``: the
+# checkers then recover through the mutant's VFS, as its runner did).
+LIBRARY_ENV = "CRASHLAB_WALDIO_LIB"
+
+
+def library() -> Path:
+    """The library this process loads: $CRASHLAB_WALDIO_LIB, else the built one."""
+    return Path(os.environ.get(LIBRARY_ENV) or LIBRARY)
+
+
+@cache
+def register() -> str:
+    """Register the WALDIO VFS in this process (once) with no
+    pre-allocation, as a reader of recovered databases; its name.
+    CrashlabError when the library is not built or refuses."""
+    sqlite3.sqlite_version  # noqa: B018  (the system SQLite is loaded first)
+    path = library()
+    if not path.exists():
+        raise CrashlabError(f"{path} is not built: run `make build`")
+    lib = ctypes.CDLL(str(path))
+    rc = lib.waldiovfs_register(0)
+    if rc != 0:
+        raise CrashlabError(f"registering the WALDIO VFS failed (SQLite code {rc})")
+    return NAME
