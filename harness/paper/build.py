@@ -62,7 +62,7 @@ def build(opts: Options, progress: Callable[[str], None] = lambda _: None) -> di
                      "sut": res.system.sut, "sut_name": res.sut_name, "fs": res.fs,
                      "guest_only": res.guest_only, "why": res.why,
                      "volume": None, "volume_why": res.why,
-                     "throughput_why": res.why}
+                     "throughput_why": res.why, "notes": _notes(res)}
     with temporary_folder("crashlab-paper-") as work:
         for key, res in resolved.items():
             if not res.measured:
@@ -104,6 +104,21 @@ def build(opts: Options, progress: Callable[[str], None] = lambda _: None) -> di
         "setting_note": compare.SETTING_NOTE,
         "claims": _claims(fig10),
     }
+
+
+NVRAM_NOTE = ("throughput: unrecorded, its {n}-byte NVRAM is a plain file in the page cache "
+              "(memory speed, as the NVRAM it emulates), so only the write-back to SQLite "
+              "syncs")
+
+
+def _notes(res: Resolved) -> list[str]:
+    """What a reader must know about how this system was measured."""
+    if res.sut_name is None:
+        return []
+    from workloads.suts import get_sut
+
+    nvram = getattr(get_sut(res.sut_name), "nvram", 0)
+    return [NVRAM_NOTE.format(n=nvram)] if nvram else []
 
 
 def _throughput(resolved: dict[str, Resolved], opts: Options,

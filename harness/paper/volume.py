@@ -12,9 +12,12 @@ base image's layout (``dumpe2fs``: superblocks, group descriptors, bitmaps,
 inode tables; the journal inode's extents) and from who owns the block in
 *views* of the run (below):
 
-* ``database file``: a block of the database file;
+* ``database file``: a block of the database file, or of another file that
+  is a SQLite database in a view (DASH's shadow copy);
 * ``log file``: a block of any other regular file (``-journal``, ``-wal``,
-  a system's own log or shadow file), per file name in ``files``;
+  a system's own log or shadow file), per file name in ``files``, and the
+  writes to a SUT's emulated NVRAM (``Sut.nvram``: logged past the disk's
+  sectors; ``files["NVRAM"]``);
 * ``ext4 journal``: the jbd2 region (descriptor, metadata copies, commit);
 * ``ext4 metadata``: fixed metadata, directory and extent-tree blocks;
 * ``other``: a block free in every view.
@@ -44,12 +47,15 @@ from harness.fs.ext4.explain import Layout, Owner, attribute, read_layout
 from harness.fs.ext4.recover import recover_ext4
 from harness.logformat import Entry, LogReader
 from harness.materialize import DurableImage, sparse_copy
+from harness.materialize.nvram import nvram_region
 from harness.report.systems import Resolved
 from harness.rundir import RunDir
 from workloads.run import record_workload
 
 CATEGORIES = ("database file", "log file", "ext4 journal", "ext4 metadata", "other")
 VALUE_BYTES = 100  # WALDIO Table 1, MAW Table I: "inserting 100 Byte"
+SQLITE_HEADER = b"SQLite format 3\x00"
+NVRAM = "NVRAM"  # the file name an emulated NVRAM's writes are counted under
 
 
 def spec(txns: int) -> str:
@@ -146,34 +152,48 @@ def analyse(run: RunDir, work: Path) -> Volume:
         positions = sorted({e.index + 1 for e in entries[begin_last:last + 1] if e.is_flush}
                            | {last + 1, len(entries)})
         work.mkdir(parents=True, exist_ok=True)
-        views = _views(base, run.log, positions, work)
+        views, databases = _views(base, run.log, positions, work)
         earlier = [e.index + 1 for e in window if e.is_flush and e.index < begin_last]
-        cats, files, commits = _classify(reader, window, layout, views, meta.db or "",
-                                         _LaterViews(base, run.log, earlier, work / "earlier"))
+        cats, files, commits = _classify(reader, window, layout, views,
+                                         {meta.db or "", *databases},
+                                         _LaterViews(base, run.log, earlier, work / "earlier"),
+                                         nvram_region(meta.extra))
     per = {c: cats.get(c, 0) / 1024 / acks for c in CATEGORIES}
     return Volume(acks, meta.fs, meta.backend, total / 1024 / acks, per,
                   {n: b / 1024 / acks for n, b in sorted(files.items())}, True, syncs,
                   flushes, fua, commits / acks)
 
 
-def _views(base: Path, log: Path, positions: list[int], work: Path) -> list[tuple[str, Path]]:
+def _views(base: Path, log: Path, positions: list[int], work: Path
+           ) -> tuple[list[tuple[str, Path]], set[str]]:
     """Journal-replayed images of the run after each entry count in
     ``positions``, latest first (a block reused later is named by its
-    latest owner)."""
+    latest owner), and the names of the files that are SQLite databases in
+    any of them (a system's second database file, e.g. DASH's shadow)."""
     views: list[tuple[str, Path]] = []
+    databases: set[str] = set()
     (work / "durable").mkdir(parents=True, exist_ok=True)
     img = DurableImage(base, log, work / "durable")
     try:
         for pos in positions:
             img.advance(pos)
-            path = work / f"view-{pos}.img"
+            path, files = work / f"view-{pos}.img", work / f"view-{pos}-files"
             sparse_copy(img.path, path)
-            recover_ext4(path, work / f"view-{pos}-files", check=False)
-            shutil.rmtree(work / f"view-{pos}-files", ignore_errors=True)
+            recover_ext4(path, files, check=False)
+            databases |= {f.name for f in files.glob("*") if _is_sqlite(f)}
+            shutil.rmtree(files, ignore_errors=True)
             views.append((f"entry {pos}", path))
     finally:
         img.close()
-    return views[::-1]
+    return views[::-1], databases
+
+
+def _is_sqlite(path: Path) -> bool:
+    """The file starts with SQLite's database header."""
+    if not path.is_file():
+        return False
+    with open(path, "rb") as f:
+        return f.read(16) == SQLITE_HEADER
 
 
 class _LaterViews:
@@ -208,10 +228,13 @@ class _LaterViews:
 
 
 def _classify(reader: LogReader, window: list[Entry], layout: Layout,
-              views: list[tuple[str, Path]], db_name: str, earlier: _LaterViews
+              views: list[tuple[str, Path]], db_names: set[str], earlier: _LaterViews,
+              nvram: tuple[int, int] | None = None,
               ) -> tuple[Counter[str], Counter[str], int]:
     """Bytes per category and per file name, and jbd2 commit blocks, of the
-    writes in ``window``."""
+    writes in ``window``.  ``nvram``: (offset, bytes) of a SUT's emulated
+    NVRAM past the disk (its log: counted as the log file ``NVRAM``)."""
+    nv_lo, nv_hi = (nvram[0], nvram[0] + nvram[1]) if nvram else (-1, -1)
     bs, ss = layout.block_size, reader.sectorsize
     pieces: list[tuple[int, int]] = []  # (fs block, bytes of it written)
     commits = 0
@@ -226,14 +249,18 @@ def _classify(reader: LogReader, window: list[Entry], layout: Layout,
             if data and lo == b * bs and hi - lo == bs and layout.journal_block(b) is not None:
                 h = jbd2.header(data[lo - start:hi - start])
                 commits += h is not None and h.blocktype == jbd2.COMMIT
-    unknown = {b for b, _ in pieces if layout.journal_block(b) is None
+    unknown = {b for b, _ in pieces if not nv_lo <= b * bs < nv_hi
+               and layout.journal_block(b) is None
                and layout.static(b) is None and layout.itable_inodes(b) is None}
     owners = attribute(views, sorted(unknown))
     owners.update(earlier.attribute(sorted(unknown - set(owners))))
     cats: Counter[str] = Counter()
     files: Counter[str] = Counter()
     for b, n in pieces:
-        if layout.journal_block(b) is not None:
+        if nv_lo <= b * bs < nv_hi:
+            files[NVRAM] += n
+            cats["log file"] += n
+        elif layout.journal_block(b) is not None:
             cats["ext4 journal"] += n
         elif layout.static(b) is not None or layout.itable_inodes(b) is not None:
             cats["ext4 metadata"] += n
@@ -244,5 +271,5 @@ def _classify(reader: LogReader, window: list[Entry], layout: Layout,
         else:
             name = (o.path or f"<{o.inode}>").rsplit("/", 1)[-1]
             files[name] += n
-            cats["database file" if name == db_name else "log file"] += n
+            cats["database file" if name in db_names else "log file"] += n
     return cats, files, commits
