@@ -26,7 +26,10 @@ Variables, who reads them, and their defaults:
 * ``CRASHLAB_RUNNER`` (record): the workload runner binary instead of
   ``workloads/build/crashlab-runner`` (mutation testing runs a mutant's);
   ``DHL_LIB`` does the same for libdhl (read by ``dhl/binding.py``, which
-  does not depend on the harness).
+  does not depend on the harness);
+* ``CRASHLAB_WALDIO_LIB`` (check): the WALDIO VFS library the checkers load
+  instead of the built one (mutation testing: a mutant's VFS, as its runner
+  used); ``CRASHLAB_SELVFS_LIB`` the same for the selective-journaling VFS.
 """
 
 from __future__ import annotations
@@ -52,6 +55,8 @@ QEMU_TIMEOUT = "CRASHLAB_QEMU_TIMEOUT"
 BENCH_SWEEP_STATES = "CRASHLAB_BENCH_SWEEP_STATES"
 RUNNER = "CRASHLAB_RUNNER"
 DHL_LIB = "DHL_LIB"
+WALDIO_LIB = "CRASHLAB_WALDIO_LIB"
+SELVFS_LIB = "CRASHLAB_SELVFS_LIB"
 # set by the recorder for the workload it runs (harness/record/README.md)
 MARK_FILE = "CRASHLAB_MARK"  # fuse: the mark control file
 MARK_DM = "CRASHLAB_MARK_DM"  # dm: the log-writes device to message
@@ -265,3 +270,17 @@ def mark_channel() -> tuple[str, str] | None:
         if os.environ.get(name):
             return name, os.environ[name]
     return None
+
+
+def waldio_library() -> Path | None:
+    """``$CRASHLAB_WALDIO_LIB``: a WALDIO VFS library to load instead of the
+    built one."""
+    env = os.environ.get(WALDIO_LIB)
+    return Path(env) if env else None
+
+
+def selvfs_library() -> Path | None:
+    """``$CRASHLAB_SELVFS_LIB``: a selective-journaling VFS library to load
+    instead of the built one."""
+    env = os.environ.get(SELVFS_LIB)
+    return Path(env) if env else None

@@ -13,10 +13,10 @@ checkers at the mutant libdhl (``DHL_LIB``: the SUT's own recovery runs
 inside the checkers), the mutant WALDIO VFS (``CRASHLAB_WALDIO_LIB``: a
 WALDIO database is recovered through it) and the mutant selective-journaling
 VFS (``CRASHLAB_SELVFS_LIB``: a hot journal is opened through it), and
-prints a kill table: which invariants failed in how many states.  A mutant
-is *killed* when a cell breaks its expectation, *survives* otherwise; a
-survivor either carries a ``harmless`` reason in the catalogue or fails the
-command (exit 1).
+prints a kill table: which invariants failed in
+how many states.  A mutant is *killed* when a cell breaks its expectation,
+*survives* otherwise; a survivor either carries a ``harmless`` reason in the
+catalogue or fails the command (exit 1).
 
 What this does not check: that the judges (the checkers' own reading of the
 images) are independent of libdhl.  A mutant of the read rule also changes
@@ -37,13 +37,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from harness.env import DHL_LIB, RUNNER
+from harness.env import DHL_LIB, RUNNER, SELVFS_LIB, WALDIO_LIB
 from harness.errors import CrashlabError
 from harness.rundir import SweepDir
 from harness.sweep import matrix as mx
 from harness.sweep.matrix import Cell
-from workloads.selvfs import LIBRARY_ENV as SELVFS_LIB
-from workloads.waldiovfs import LIBRARY_ENV as WALDIO_LIB
 
 ROOT = Path(__file__).resolve().parent.parent
 MUTANTS_DIR = ROOT / "tests" / "mutants"

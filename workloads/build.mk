@@ -3,7 +3,7 @@
 # prerequisite, so `make build` builds dhl before the runner.
 WL_DIR      := workloads
 WL_BUILD    := $(WL_DIR)/build
-WL_SRC      := $(addprefix $(WL_DIR)/runner/,main.c opstream.c marks.c countvfs.c cksumvfs.c dashvfs.c waldiovfs.c selvfs.c engine_sqlite.c engine_dhl.c)
+WL_SRC      := $(addprefix $(WL_DIR)/runner/,main.c opstream.c marks.c countvfs.c cksumvfs.c dashvfs.c waldiovfs.c selvfs.c engine_sqlite.c engine_dhl.c batchvfs.c)
 WL_HDR      := $(wildcard $(WL_DIR)/runner/*.h)
 WL_SQLITE_CFLAGS = $(shell pkg-config --cflags sqlite3 2>/dev/null)
 WL_SQLITE_LIBS   = $(shell pkg-config --libs sqlite3 2>/dev/null || echo -lsqlite3)
@@ -115,3 +115,44 @@ selvfs-ctest: $(WL_BUILD)/test_selvfs
 
 BUILD += $(WL_BUILD)/libcrashlab-selvfs.so
 CTEST += selvfs-ctest
+
+# MAW: the same runner compiled against SQLite's own amalgamation (pinned;
+# set-up fetches it into the cache, never into the repo:
+# harness/setup/sqlite-amalgamation.sh) with SQLITE_ENABLE_BATCH_ATOMIC_WRITE,
+# which Debian's libsqlite3 lacks: on F2FS its pager commits through
+# F2FS_IOC_START/COMMIT_ATOMIC_WRITE.  The I/O-relevant options of Debian's
+# build are kept (secure delete, 4096-byte sectors, fdatasync), so it writes
+# what the system SQLite writes except where batch atomic write differs.
+MAW_SQLITE_VERSION := 3.50.4
+MAW_CACHE      := $(or $(CRASHLAB_CACHE),$(or $(XDG_CACHE_HOME),$(HOME)/.cache)/crashlab)
+MAW_SQLITE_DIR := $(MAW_CACHE)/sqlite-amalgamation/$(MAW_SQLITE_VERSION)
+MAW_SQLITE_DEFS := -DSQLITE_ENABLE_BATCH_ATOMIC_WRITE -DSQLITE_SECURE_DELETE \
+    -DSQLITE_DEFAULT_SECTOR_SIZE=4096 -DHAVE_FDATASYNC=1 -DHAVE_USLEEP=1
+
+$(MAW_SQLITE_DIR)/sqlite3.c $(MAW_SQLITE_DIR)/sqlite3.h &:
+	harness/setup/sqlite-amalgamation.sh "$(MAW_SQLITE_DIR)" >/dev/null
+
+# SQLite's code, not ours: its own warnings are not errors here.
+$(WL_BUILD)/maw/sqlite3.o: $(MAW_SQLITE_DIR)/sqlite3.c $(MAW_SQLITE_DIR)/sqlite3.h $(WL_DIR)/build.mk
+	@mkdir -p $(WL_BUILD)/maw
+	$(CC) -O2 -g -D_GNU_SOURCE $(MAW_SQLITE_DEFS) -c -o $@ $<
+
+$(WL_BUILD)/crashlab-runner-maw: $(WL_SRC) $(WL_HDR) $(WL_DIR)/build.mk $(WL_DHL_LIB) dhl/include/dhl.h $(WL_BUILD)/maw/sqlite3.o
+	@mkdir -p $(WL_BUILD)
+	$(CC) $(CFLAGS_COMMON) -I$(MAW_SQLITE_DIR) $(WL_DHL_CFLAGS) -o $@ $(WL_SRC) \
+	    $(WL_BUILD)/maw/sqlite3.o $(WL_DHL_LIB) $(WL_DHL_LIBS) -lpthread -ldl -lm
+
+BUILD += $(WL_BUILD)/crashlab-runner-maw
+
+# The batch-atomic-write watch's C unit test (against the system SQLite,
+# under ASan+UBSan): a commit outside an atomic batch fails its check.
+$(WL_BUILD)/test_batchvfs: $(WL_DIR)/runner/test_batchvfs.c $(WL_DIR)/runner/batchvfs.c $(WL_DIR)/runner/countvfs.c $(WL_HDR) $(WL_DIR)/build.mk
+	@mkdir -p $(WL_BUILD)
+	$(CC) $(CFLAGS_COMMON) $(ASAN_FLAGS) $(WL_SQLITE_CFLAGS) -o $@ $(WL_DIR)/runner/test_batchvfs.c \
+	    $(WL_DIR)/runner/batchvfs.c $(WL_DIR)/runner/countvfs.c $(WL_SQLITE_LIBS)
+
+.PHONY: workloads-ctest-maw
+workloads-ctest-maw: $(WL_BUILD)/test_batchvfs
+	$(WL_BUILD)/test_batchvfs
+
+CTEST += workloads-ctest-maw

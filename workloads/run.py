@@ -38,11 +38,12 @@ BUILD_DIR = Path(__file__).resolve().parent / "build"
 DB_NAME = "crashlab.db"
 
 
-def runner_path(*, asan: bool = False) -> Path:
+def runner_path(*, asan: bool = False, name: str = "") -> Path:
     """The built ``crashlab-runner`` (or its ASan+UBSan build), unless
-    ``CRASHLAB_RUNNER`` names another (a mutant's)."""
-    override = runner_override()
-    path = override or BUILD_DIR / ("crashlab-runner-asan" if asan else "crashlab-runner")
+    ``CRASHLAB_RUNNER`` names another (a mutant's); with ``name`` that build
+    instead (a SUT's own runner, ``Sut.runner``: no override)."""
+    override = None if name else runner_override()
+    path = override or BUILD_DIR / (name or ("crashlab-runner-asan" if asan else "crashlab-runner"))
     if not path.exists():
         raise CrashlabError(f"{path} is not built: run `make build`")
     return path
@@ -67,7 +68,8 @@ def runner_command(
     if (db is None) == (db_env is None):
         raise CrashlabError("runner_command: give exactly one of db and db_env")
     where = ["--db", str(db)] if db is not None else ["--db-env", str(db_env)]
-    cmd = [str(runner or runner_path()), "--ops", str(ops), *where, *sut.runner_args()]
+    runner = runner or runner_path(name=sut.runner)
+    cmd = [str(runner), "--ops", str(ops), *where, *sut.runner_args()]
     for flag, value in (("--marks", marks), ("--stats", stats), ("--latency", latency)):
         if value is not None:
             cmd += [flag, str(value)]
@@ -104,6 +106,9 @@ def check_sut_fs(sut: Sut, fs: str) -> None:
     every other SUT only on a file system (its ``needs_fs`` if it names
     one); CrashlabError says which to use."""
     has_files = get_fs(fs).has_files
+    if sut.needs_fs and fs != sut.needs_fs:
+        raise CrashlabError(f"SUT {sut.name} runs only on {sut.needs_fs}: record it with "
+                            f"--fs {sut.needs_fs}")
     if sut.raw and has_files:
         raise CrashlabError(f"SUT {sut.name} runs on the raw device: record it with --fs {NO_FS}")
     if not sut.raw and not has_files:

@@ -10,11 +10,11 @@ two on crash images)."""
 from __future__ import annotations
 
 import ctypes
-import os
 import sqlite3
 from functools import cache
 from pathlib import Path
 
+from harness.env import SELVFS_LIB, selvfs_library
 from harness.errors import CrashlabError
 
 NAME = "crashlab-selective"  # SELVFS_NAME
@@ -22,12 +22,12 @@ LIBRARY = Path(__file__).resolve().parent / "build" / "libcrashlab-selvfs.so"
 # Another build of the library to load instead (``crashlab mutants``: the
 # checkers then open through the mutant's VFS, as its runner does after a
 # crash: a hot journal goes through the VFS's open).
-LIBRARY_ENV = "CRASHLAB_SELVFS_LIB"
+LIBRARY_ENV = SELVFS_LIB
 
 
 def library() -> Path:
     """The library this process loads: $CRASHLAB_SELVFS_LIB, else the built one."""
-    return Path(os.environ.get(LIBRARY_ENV) or LIBRARY)
+    return selvfs_library() or LIBRARY
 
 
 @cache

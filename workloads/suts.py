@@ -93,6 +93,8 @@ class Sut:
     # mount options every recorder applies to it (kept in meta.json).
     needs_fs: str = ""
     mount_options: str = ""
+    # The runner build (workloads/build/NAME) that runs it ("": crashlab-runner).
+    runner: str = ""
     # Bytes of emulated battery-backed RAM (NVRAM) the SUT logs to, beside
     # its database (0: none): recorded as a region of the same log, FUA
     # writes past the disk's sectors (harness/states/README.md, "NVRAM").
@@ -256,6 +258,70 @@ def _unsafe(rule: str, source: str, durable: Guarantee) -> list[Guarantee]:
             _g("DB-ATOMIC", False, rule, source), durable]
 
 
+# --- MAW: SQLite's batch atomic write on F2FS (Cheon and Won, "Exploiting
+# Multi-Block Atomic Write in SQLite Transaction"), SQLite's own code path:
+# crashlab-runner-maw is the runner built against SQLite's amalgamation
+# with SQLITE_ENABLE_BATCH_ATOMIC_WRITE (workloads/build.mk), and
+# --batch-atomic makes every commit prove that it went through an atomic
+# batch (workloads/runner/batchvfs.h) -------------------------------------
+
+MAW_RUNNER = "crashlab-runner-maw"
+DOC_MAW = ("Cheon and Won, Exploiting Multi-Block Atomic Write in SQLite Transaction, §IV; "
+           "sqlite3.h (SQLITE_IOCAP_BATCH_ATOMIC, SQLITE_FCNTL_COMMIT_ATOMIC_WRITE); pager.c "
+           "(sqlite3PagerCommitPhaseOne)")
+_MAW_ATOMIC = ("MAW paper §IV.A: 'The atomic pages written in an atomic region will be shown in "
+               "all or nothing by F2FS recovery procedure'; sqlite3.h: "
+               "SQLITE_FCNTL_COMMIT_ATOMIC_WRITE 'causes all write operations since the previous "
+               "successful call to SQLITE_FCNTL_BEGIN_ATOMIC_WRITE to be performed atomically'; "
+               "pager.c: 'No rollback journal is created if batch-atomic-write is enabled' (the "
+               "journal stays in memory, jrnlBufferSize -1, and the database's first "
+               "transaction, on an empty file, uses the on-disk journal)")
+_MAW_DURABLE = ("sqlite3.h: SQLITE_FCNTL_COMMIT_ATOMIC_WRITE 'returns SQLITE_OK if and only if "
+                "the writes were all performed successfully and have been committed to "
+                "persistent storage' (F2FS's commit ioctl syncs the file), and a batched commit "
+                "leaves no journal that could roll it back")
+_MAW_NOIOCTL = ("maw with the batch file controls answered SQLITE_OK without reaching F2FS (a "
+                "bug on purpose, batchvfs.h): SQLite keeps its journal in memory and writes the "
+                "pages in place believing them atomic, as journal OFF does; F2FS rewrites a "
+                "file's pages in place on fdatasync (ipu_policy F2FS_IPU_FSYNC), so a power loss "
+                "can keep part of a transaction")
+_MAW_FULL = ("https://www.sqlite.org/pragma.html#pragma_synchronous: 'EXTRA synchronous is like "
+             "FULL with the addition that the directory containing a rollback journal is synced "
+             "after that journal is unlinked to commit a transaction in DELETE mode'; under FULL "
+             "the on-disk journal of the database's first transaction (an empty file cannot be "
+             "batched: pager.c jrnlBufferSize needs dbSize>0) is unlinked unsynced, and no "
+             "batched commit writes the directory again: until F2FS's next checkpoint it can "
+             "come back hot and roll the database back to empty")
+
+
+def _maw(name: str, mode: str, sync: str, description: str, guarantees: list[Guarantee]) -> Sut:
+    """A MAW SUT: SQLite DELETE journal (the mode batch atomic write keeps in
+    memory), synchronous ``sync``, page size 4096, committed through F2FS's
+    atomic write (``mode``: require, or the broken noioctl), F2FS only."""
+    guarantees.append(_g("DB-PREFIX", True, PREFIX_RULE, DOC_CRASHLAB))
+    return Sut(
+        name=name, engine="sqlite", description=description,
+        runner_options=(("--journal-mode", "DELETE"), ("--synchronous", sync),
+                        ("--page-size", str(PAGE_SIZE)), ("--batch-atomic", mode)),
+        guarantees=tuple(guarantees), mode="delete", in_place=mode == "noioctl",
+        needs_fs="f2fs", runner=MAW_RUNNER)
+
+
+def _maw_suts() -> list[Sut]:
+    """``maw`` and its broken variants ``maw-noioctl`` (no atomic write at
+    all) and ``maw-full`` (SQLite's default synchronous=FULL)."""
+    durable = _g("DB-DURABLE", True, _MAW_DURABLE, DOC_MAW)
+    return [
+        _maw("maw", "require", "EXTRA", "SQLite batch atomic write on F2FS (MAW): every commit "
+             "through F2FS_IOC_START/COMMIT_ATOMIC_WRITE, no journal on disk, synchronous=EXTRA",
+             _safe(_MAW_ATOMIC, DOC_MAW, durable)),
+        _maw("maw-noioctl", "noioctl", "EXTRA", "MAW with the atomic-write ioctls faked: pages "
+             "written in place with no journal (UNSAFE, a broken variant)",
+             _unsafe(_MAW_NOIOCTL, DOC_MAW, durable)),
+        _maw("maw-full", "require", "FULL", "MAW under synchronous=FULL: the first "
+             "transaction's journal unlink is not synced (UNSAFE: loses the database)",
+             _safe(_MAW_ATOMIC, DOC_MAW, _g("DB-DURABLE", False, _MAW_FULL, DOC_MAW))),
+    ]
 # --- xLog: Luo, Jiang, Yan, Yang, "Fast Transaction Logging for Smartphones"
 # (the xLog paper's talk) --------------------------------------------------
 
@@ -493,6 +559,7 @@ _ALL: tuple[Sut, ...] = (
     *_dhl_suts(),
     *(_sqlite(parse_sqlite_name(canonical), name, description)
       for name, (canonical, description) in WALDIO_ALIASES.items()),
+    *_maw_suts(),
     *_shadow_suts(),
     *_xlog_suts(),
     *selective_suts(),

@@ -9,23 +9,22 @@ recovered by the real SQLite; opened without it, SQLite finds no frame."""
 from __future__ import annotations
 
 import ctypes
-import os
 import sqlite3
 from functools import cache
 from pathlib import Path
 
+from harness.env import waldio_library
 from harness.errors import CrashlabError
 
 NAME = "crashlab-waldio"  # WALDIOVFS_NAME
 LIBRARY = Path(__file__).resolve().parent / "build" / "libcrashlab-waldiovfs.so"
-# Another build of the library to load instead (``crashlab mutants``: the
-# checkers then recover through the mutant's VFS, as its runner did).
-LIBRARY_ENV = "CRASHLAB_WALDIO_LIB"
 
 
 def library() -> Path:
-    """The library this process loads: $CRASHLAB_WALDIO_LIB, else the built one."""
-    return Path(os.environ.get(LIBRARY_ENV) or LIBRARY)
+    """The library this process loads: $CRASHLAB_WALDIO_LIB (another build:
+    ``crashlab mutants`` makes the checkers recover through the mutant's VFS,
+    as its runner did), else the built one."""
+    return waldio_library() or LIBRARY
 
 
 @cache

@@ -69,8 +69,10 @@ def _suts() -> list[Sut]:
     WAL_OPT and its baseline."""
     # (not xLog: its NVRAM belongs to one database and needs the recorder's
     # NVRAM; harness/bench/xlog.py measures it; nor a SUT with its own mount
-    # options, selective journaling: harness/bench/selective.py)
-    named = sorted((s for s in SUTS.values() if not s.nvram and not s.mount_options),
+    # options, selective journaling: harness/bench/selective.py; nor MAW, bound
+    # to F2FS: harness/bench/maw.py)
+    named = sorted((s for s in SUTS.values()
+                    if not s.nvram and not s.mount_options and not s.needs_fs),
                    key=lambda s: (s.engine, s.raw))
     return named + [get_sut(WAL_100), get_sut(WAL_OPT)]
 

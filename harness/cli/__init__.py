@@ -26,14 +26,15 @@ def _register() -> None:
         checkcmd,
         logcmd,
         mutantscmd,
+        papercmd,
         recordcmd,
         reportcmd,
         reprocmd,
         statescmd,
     )
 
-    for module in (recordcmd, logcmd, statescmd, checkcmd, reprocmd, reportcmd, benchcmd,
-                   mutantscmd):
+    for module in (recordcmd, logcmd, statescmd, checkcmd, reprocmd, reportcmd, papercmd,
+                   benchcmd, mutantscmd):
         for command in module.COMMANDS:
             cli.add_command(command)
 

@@ -10,6 +10,7 @@ from pathlib import Path
 import jinja2
 
 from harness.atomic import write_text_atomic
+from harness.paper import page_in
 from harness.report import papers
 from harness.report.model import OPTION_TEXT, Report, fmt
 from harness.rundir import SweepDir
@@ -37,7 +38,7 @@ def render_html(report: Report) -> str:
               if (report.path / rel).is_file()]
     template = _environment().get_template("report.html.j2")
     return template.render(r=report, images=images, fmt=fmt, setting=papers.SETTING,
-                           option_text=OPTION_TEXT)
+                           option_text=OPTION_TEXT, paper_page=page_in(report.path))
 
 
 def write_html(report: Report) -> Path:

@@ -38,6 +38,18 @@ PAPER_IO: tuple[PaperIo, ...] = (
     PaperIo(MAW, "WAL", 12, 24, 36, "fdatasync 1 per transaction"),
 )
 
+# MAW Table III: the same insert on F2FS (and ext4), split into SQLite's own
+# file I/O (database and journal files: PaperIo.data_kb here) and the file
+# system's (F2FS node blocks, ext4 journal: PaperIo.journal_kb), in KB.  Not
+# part of PAPER_IO (whose columns are ext4 regions); harness/bench/maw.py
+# prints it beside crashlab's F2FS measurement.
+MAW_F2FS = "MAW Table III"
+MAW_F2FS_IO: tuple[PaperIo, ...] = (
+    PaperIo(MAW_F2FS, "PERSIST", 36, 16, 52, "F2FS; 4 fdatasync, a node block after each"),
+    PaperIo(MAW_F2FS, "WAL", 12, 4, 16, "F2FS; 1 fdatasync"),
+    PaperIo(MAW_F2FS, "MAW", 12, 4, 16, "F2FS; the database pages + one node block"),
+)
+
 # The published setting: one insert of a 100-byte value per transaction, ext4.
 PAPERS_FS = "ext4"  # the file system the seed papers measured on
 SETTING = f"{PAPERS_FS}, one 100-byte insert per transaction"
@@ -53,3 +65,61 @@ def figure(source: str, mode: str) -> PaperIo | None:
         if p.source == source and p.mode == mode:
             return p
     return None
+
+
+# --- Stated in the papers' text (crashlab paper: harness/paper/) ----------
+
+# Syncs per inserting transaction as the papers describe them: WALDIO §3
+# (Fig. 2: "the first and the second fsync() are for synchronizing the
+# rollback journal file ... The third fsync() is for synchronizing the
+# updated database file ... PERSIST mode carries an additional fsync()";
+# WAL and OFF synchronize one file once), MAW Table I's notes.
+PAPER_SYNCS: dict[tuple[str, str], int] = {
+    (WALDIO, "OFF"): 1, (WALDIO, "WAL"): 1, (WALDIO, "DELETE"): 3,
+    (WALDIO, "TRUNCATE"): 3, (WALDIO, "PERSIST"): 4,
+    (MAW, "PERSIST"): 4, (MAW, "WAL"): 1,
+}
+
+# MAW §II: "One record insert entails 3 database page update (12 KB)".
+MAW_DB_PAGES = 3
+
+
+@dataclass(frozen=True)
+class ThesisVolume:
+    """What the DHL thesis's text says of Fig. 8 (KB per insert; the plot's
+    bars are not given as numbers): ``total_kb`` / ``db_kb`` / ``log_kb``
+    where the text gives one, ``journal_share`` of the total, ``quote``."""
+
+    system: str
+    quote: str
+    total_kb: float | None = None
+    db_kb: float | None = None
+    log_kb: float | None = None
+    journal_share: float | None = None
+    note: str = ""  # ours, not the thesis's: how the row maps to the figure
+
+
+_EMBEDDED = ("the thesis's DHL embeds its commit metadata in the data page ('As we "
+             "implement DHL in SQLite, we make use of metadata embedding'), as DHL_TC_OPT and "
+             "DHL_CC_OPT do here")
+DHL_FIG8 = "DHL thesis Fig. 8 (§IV text)"
+THESIS_FIG8: tuple[ThesisVolume, ...] = (
+    ThesisVolume("OFF", "the total number of bytes written ... in the journal OFF mode "
+                 "... about 10KB", total_kb=10),
+    ThesisVolume("OFF_OPT", "OFF_OPT mode writes only a single data page to the database "
+                 "file ... about 6KB", total_kb=6, db_kb=4),
+    ThesisVolume("WAL", "WAL mode appends approximately 2 pages (8KB) on average to the WAL "
+                 "file per insertion ... jbd2 accounts for as much as 68% of the total",
+                 log_kb=8, journal_share=0.68),
+    ThesisVolume("WAL_OPT", "the total I/O volume of WAL_OPT is 1.9x higher than that of "
+                 "OFF_OPT"),
+    *(ThesisVolume(key, "only one page (4KB) is written to the database file per "
+                   "transaction ... there is no external log file", db_kb=4, log_kb=0,
+                   note="" if key.endswith("_OPT") else _EMBEDDED)
+      for key in ("DHL_TC", "DHL_CC", "DHL_TC_OPT", "DHL_CC_OPT")),
+)
+
+
+def thesis_fig8(system: str) -> ThesisVolume | None:
+    """What the thesis's text says of ``system``'s Fig. 8 bar, if anything."""
+    return next((t for t in THESIS_FIG8 if t.system == system), None)

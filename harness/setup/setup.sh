@@ -39,3 +39,6 @@ if ! kernel_fetch 2>/dev/null; then
     [ "$(id -u)" -eq 0 ] && apt-get update -qq
     kernel_fetch
 fi
+# SQLite's amalgamation for the MAW runner (pinned PyPI sdist, sha256-checked,
+# into the cache: harness/setup/sqlite-amalgamation.sh)
+harness/setup/sqlite-amalgamation.sh >/dev/null

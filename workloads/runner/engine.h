@@ -43,6 +43,9 @@ typedef struct engine_options {
     ** reported (the "fsyncgate" bug, on purpose: a SUT that must fail
     ** ERR-DURABLE under an eio fault).  Never do this in an application. */
     int sync_retry;
+    /* SQLite: NULL, or "require" / "noioctl" (batchvfs.h): every commit must
+    ** go through F2FS's atomic write (noioctl: the ioctls faked, on purpose) */
+    const char *batch_atomic;
     /* SQLite: 0, or a dash_order (dashvfs.h): the database is two files that
     ** take turns (DASH), opened through crashlab's DASH VFS. */
     int dash;

@@ -20,6 +20,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "batchvfs.h"
 #include "cksumvfs.h"
 #include "countvfs.h"
 #include "dashvfs.h"
@@ -34,6 +35,8 @@ struct engine {
     sqlite3_stmt **stmts; /* 4 per table: insert, update, delete, select */
     char err[512];
     int io_error; /* the last failure was SQLITE_IOERR*, SQLITE_FULL or SQLITE_CANTOPEN */
+    int batch;    /* --batch-atomic: each commit is checked (batchvfs.h) */
+    batchvfs_counts batch_before; /* the counts at the open transaction's BEGIN */
 };
 
 enum { S_INSERT, S_UPDATE, S_DELETE, S_SELECT, S_PER_TABLE };
@@ -168,6 +171,27 @@ static int set_pragmas(engine *e, const engine_options *opt)
     return bad;
 }
 
+/* batch_capable: 0 when this SQLite was built with batch atomic writes and
+** the database file's VFS reports SQLITE_IOCAP_BATCH_ATOMIC (F2FS), else -1
+** with the reason: --batch-atomic refuses to run a commit path that could
+** only fall back to the rollback journal. */
+static int batch_capable(engine *e)
+{
+    if (!sqlite3_compileoption_used("ENABLE_BATCH_ATOMIC_WRITE"))
+        return fail(e,
+                    "--batch-atomic: SQLite %s was built without "
+                    "SQLITE_ENABLE_BATCH_ATOMIC_WRITE (use crashlab-runner-maw)",
+                    sqlite3_libversion());
+    sqlite3_file *fd = NULL;
+    if (sqlite3_file_control(e->db, "main", SQLITE_FCNTL_FILE_POINTER, &fd) != SQLITE_OK || !fd ||
+        !fd->pMethods)
+        return fail(e, "--batch-atomic: the database file is not open");
+    if (!(fd->pMethods->xDeviceCharacteristics(fd) & SQLITE_IOCAP_BATCH_ATOMIC))
+        return fail(e, "--batch-atomic: the file system offers no batch atomic write "
+                       "(SQLITE_IOCAP_BATCH_ATOMIC not reported: F2FS only)");
+    return 0;
+}
+
 static int sq_open(const engine_options *opt, engine **out, char *err, size_t errlen)
 {
     if (!one_of(opt->journal_mode, JOURNAL_MODES)) {
@@ -209,6 +233,8 @@ static int sq_open(const engine_options *opt, engine **out, char *err, size_t er
         return -1;
     }
     int rc = countvfs_register(opt->sync_retry);
+    if (rc == SQLITE_OK && opt->batch_atomic)
+        rc = batchvfs_register(batchvfs_mode(opt->batch_atomic)); /* over the counting VFS */
     if (rc == SQLITE_OK && opt->cksumvfs)
         rc = cksumvfs_register(); /* over the counting VFS, the default now */
     if (rc == SQLITE_OK && opt->waldio > 0)
@@ -227,6 +253,7 @@ static int sq_open(const engine_options *opt, engine **out, char *err, size_t er
         return -1;
     }
     e->ntables = opt->ntables;
+    e->batch = opt->batch_atomic != NULL;
     rc = sqlite3_open_v2(opt->db, &e->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE,
                          opt->cksumvfs    ? CKSUMVFS_NAME
                          : opt->waldio    ? WALDIOVFS_NAME
@@ -245,6 +272,8 @@ static int sq_open(const engine_options *opt, engine **out, char *err, size_t er
         sqlite3_file_control(e->db, "main", SQLITE_FCNTL_RESERVE_BYTES, &reserve);
     if (!bad)
         bad = set_pragmas(e, opt);
+    if (!bad && opt->batch_atomic)
+        bad = batch_capable(e);
     if (!bad)
         bad = exec_expect(e, "BEGIN", NULL);
     for (uint32_t t = 0; !bad && t < e->ntables; t++) {
@@ -307,13 +336,21 @@ static int sq_open(const engine_options *opt, engine **out, char *err, size_t er
 static int sq_begin(engine *e)
 {
     e->io_error = 0;
+    if (e->batch)
+        batchvfs_get(&e->batch_before);
     return exec_expect(e, "BEGIN", NULL);
 }
 
+/* With --batch-atomic a commit that wrote outside an atomic batch fails
+** (before its txn-ack): a build or file system that silently fell back to
+** the rollback journal must not pass for MAW. */
 static int sq_commit(engine *e)
 {
     e->io_error = 0;
-    return exec_expect(e, "COMMIT", NULL);
+    int bad = exec_expect(e, "COMMIT", NULL);
+    if (!bad && e->batch && batchvfs_check(&e->batch_before, e->err, sizeof e->err) != 0)
+        bad = -1;
+    return bad;
 }
 
 static int sq_io_failed(engine *e) { return e->io_error; }

@@ -38,6 +38,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "batchvfs.h"
 #include "dashvfs.h"
 #include "engine.h"
 #include "marks.h"
@@ -67,7 +68,8 @@ static void usage_error(const char *fmt, const char *arg)
                     "[--wal-prealloc N] [--cksumvfs 0|1] [--dash shadow|rename-first] "
                     "[--selective N] [--dhl-mode M] [--sync fsync|fdatasync] "
                     "[--page-size N] [--marks FILE] [--latency FILE] [--stats FILE] [--from-txn K] "
-                    "[--on-error stop|retry] [--crash-at MARK] [--sync-retry]\n");
+                    "[--on-error stop|retry] [--crash-at MARK] [--sync-retry] "
+                    "[--batch-atomic require|noioctl]\n");
     exit(2);
 }
 
@@ -198,6 +200,7 @@ static void parse_options(int argc, char **argv, args *a)
         {"crash-at", required_argument, 0, 'C'},
         {"sync-retry", no_argument, 0, 'R'},
         {"cksumvfs", required_argument, 0, 'V'},
+        {"batch-atomic", required_argument, 0, 'B'},
         {"waldio", required_argument, 0, 'W'},
         {"dash", required_argument, 0, 'D'},
         {"selective", required_argument, 0, 'Z'},
@@ -236,6 +239,11 @@ static void parse_options(int argc, char **argv, args *a)
         case 'C': a->crash_at = optarg; break;
         case 'R': a->opt.sync_retry = 1; break;
         case 'V': a->opt.cksumvfs = int_arg("--cksumvfs", optarg, 0, 1); break;
+        case 'B':
+            if (!batchvfs_mode(optarg))
+                usage_error("bad --batch-atomic %s (choose from require, noioctl)", optarg);
+            a->opt.batch_atomic = optarg;
+            break;
         case 'W': a->opt.waldio = int_arg("--waldio", optarg, 1, 65536); break;
         case 'Z':
             a->opt.selective = 1;
@@ -311,6 +319,10 @@ static void parse_args(int argc, char **argv, args *a)
                           "fail-stop after an error");
     if (a->opt.cksumvfs && a->vt != &engine_sqlite)
         usage_error("%s", "--cksumvfs is an option of the sqlite engine");
+    if (a->opt.batch_atomic &&
+        (a->vt != &engine_sqlite || a->opt.cksumvfs || a->opt.dash || a->opt.waldio))
+        usage_error("%s", "--batch-atomic is an option of the sqlite engine, without --cksumvfs, "
+                          "--dash or --waldio");
     if (a->opt.waldio && (a->vt != &engine_sqlite || a->opt.cksumvfs || a->opt.wal_prealloc))
         usage_error("%s", "--waldio is an option of the sqlite engine, without --cksumvfs or "
                           "--wal-prealloc");
@@ -561,6 +573,11 @@ static void write_stats(const run *st, const args *a, const char *channel, const
     sb_counters(&b, "workload", &w);
     sb_printf(&b, ",\n");
     sb_counters(&b, "total", &st->c_final);
+    if (a->opt.batch_atomic) { /* the MAW runner's batch counts (batchvfs.h) */
+        char batch[512];
+        batchvfs_json(batch, sizeof batch);
+        sb_printf(&b, ",\n  \"batch_atomic\": %s", batch);
+    }
     sb_printf(&b, "\n}\n");
     if (write_atomic(path, b.p, b.n) != 0)
         die(1, "%s: %s", path, strerror(errno));
