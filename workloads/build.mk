@@ -52,6 +52,9 @@ $(WL_BUILD)/test_dashvfs: $(WL_DIR)/runner/test_dashvfs.c $(WL_DIR)/runner/dashv
 	$(CC) $(CFLAGS_COMMON) $(ASAN_FLAGS) $(WL_SQLITE_CFLAGS) -o $@ $(WL_DIR)/runner/test_dashvfs.c \
 	    $(WL_DIR)/runner/dashvfs.c $(WL_DIR)/runner/vfsshim.c $(WL_SQLITE_LIBS)
 
+# The C tests' shared CHECK and helpers.
+$(WL_BUILD)/test_cksumvfs $(WL_BUILD)/test_dashvfs $(WL_BUILD)/test_waldiovfs: $(WL_DIR)/runner/testutil.h
+
 .PHONY: workloads-ctest
 workloads-ctest: $(WL_BUILD)/test_runner $(WL_BUILD)/test_cksumvfs $(WL_BUILD)/test_dashvfs $(WL_BUILD)/test_waldiovfs
 	$(WL_BUILD)/test_runner
