@@ -12,8 +12,9 @@ WL_DHL_LIB    := dhl/build/libdhl.a
 WL_DHL_LIBS   := -lxxhash
 # The ASan build compiles libdhl's sources in, so the engine is checked too.
 WL_DHL_SRC    := $(sort $(wildcard dhl/src/*.c))
-# The pass-through base every VFS shim is built on (vfsshim.h).
-WL_SHIM     := $(WL_DIR)/runner/vfsshim.c $(WL_DIR)/runner/vfsshim.h
+# The pass-through base every VFS shim is built on (vfsshim.h), and the WAL
+# checksum the shims that write frames or page checksums share (walsum.h).
+WL_SHIM     := $(WL_DIR)/runner/vfsshim.c $(WL_DIR)/runner/vfsshim.h $(WL_DIR)/runner/walsum.h
 WL_TEST_SRC := $(WL_DIR)/runner/test_runner.c $(WL_DIR)/runner/opstream.c $(WL_DIR)/runner/marks.c
 
 $(WL_BUILD)/crashlab-runner: $(WL_SRC) $(WL_HDR) $(WL_DIR)/build.mk $(WL_DHL_LIB) dhl/include/dhl.h

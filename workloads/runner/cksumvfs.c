@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "vfsshim.h"
+#include "walsum.h"
 
 enum { WAL_HDR = 32, FRAME_HDR = 24, CKSUM = 8 };
 
@@ -35,39 +36,6 @@ static sqlite3_vfs g_vfs;
 static sqlite3_io_methods g_io;
 
 #define REAL(f) VFSSHIM_REAL(f)
-
-static uint32_t le32(const unsigned char *p)
-{
-    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
-}
-
-static uint32_t be32(const unsigned char *p)
-{
-    return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | (uint32_t)p[3];
-}
-
-static void put_le32(unsigned char *p, uint32_t v)
-{
-    for (int i = 0; i < 4; i++)
-        p[i] = (unsigned char)(v >> (8 * i));
-}
-
-static void put_be32(unsigned char *p, uint32_t v)
-{
-    for (int i = 0; i < 4; i++)
-        p[i] = (unsigned char)(v >> (24 - 8 * i));
-}
-
-/* The running sums over N bytes of A (a multiple of 8) taken as pairs of
-** 32-bit words, little- or big-endian; S carries them in and out. */
-static void sums(const unsigned char *a, size_t n, int big_endian, uint32_t s[2])
-{
-    uint32_t (*word)(const unsigned char *) = big_endian ? be32 : le32;
-    for (size_t i = 0; i + 8 <= n; i += 8) {
-        s[0] += word(a + i) + s[1];
-        s[1] += word(a + i + 4) + s[0];
-    }
-}
 
 void cksumvfs_compute(const unsigned char *a, size_t n, unsigned char out[8])
 {
@@ -252,12 +220,10 @@ int cksumvfs_register(void)
 {
     if (g_real)
         return SQLITE_OK;
-    int rc = sqlite3_initialize();
+    sqlite3_vfs *real;
+    int rc = vfsshim_default_parent(3, &real);
     if (rc != SQLITE_OK)
         return rc;
-    sqlite3_vfs *real = sqlite3_vfs_find(NULL);
-    if (!real || real->iVersion < 3)
-        return SQLITE_ERROR;
     vfsshim_vfs(&g_vfs, 3, CKSUMVFS_NAME, real, (int)sizeof(kfile) + real->szOsFile, k_open);
     vfsshim_io_methods(&g_io, 3);
     g_io.xRead = k_read;

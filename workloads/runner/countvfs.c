@@ -67,12 +67,10 @@ int countvfs_register(int sync_retry)
     g_sync_retry = sync_retry;
     if (g_real)
         return SQLITE_OK;
-    int rc = sqlite3_initialize();
+    sqlite3_vfs *real;
+    int rc = vfsshim_default_parent(3, &real);
     if (rc != SQLITE_OK)
         return rc;
-    sqlite3_vfs *real = sqlite3_vfs_find(NULL);
-    if (!real || real->iVersion < 3)
-        return SQLITE_ERROR;
     vfsshim_vfs(&g_vfs, 3, "crashlab-count", real, (int)sizeof(vfsshim_file) + real->szOsFile,
                 c_open);
     vfsshim_io_methods(&g_io, 3);

@@ -20,6 +20,7 @@
 
 #include "testutil.h"
 #include "waldiovfs.h"
+#include "walsum.h"
 
 enum { BLK = WALDIOVFS_BLOCK, TAIL = BLK - 24, PREALLOC = 16, TXNS = 5 };
 
@@ -29,11 +30,6 @@ static void spit(const char *path, const unsigned char *b, long n)
     CHECK(out && fwrite(b, 1, (size_t)n, out) == (size_t)n);
     if (out)
         fclose(out);
-}
-
-static uint32_t be32(const unsigned char *p)
-{
-    return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | (uint32_t)p[3];
 }
 
 /* The number of live frames in the WAL image W (N bytes): blocks from 1 on

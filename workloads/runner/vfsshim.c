@@ -153,6 +153,15 @@ static const char *v_next_syscall(sqlite3_vfs *v, const char *name)
     return PARENT(v)->xNextSystemCall(PARENT(v), name);
 }
 
+int vfsshim_default_parent(int min_version, sqlite3_vfs **out)
+{
+    int rc = sqlite3_initialize();
+    if (rc != SQLITE_OK)
+        return rc;
+    *out = sqlite3_vfs_find(NULL);
+    return *out && (*out)->iVersion >= min_version ? SQLITE_OK : SQLITE_ERROR;
+}
+
 void vfsshim_vfs(sqlite3_vfs *v, int iversion, const char *name, sqlite3_vfs *parent,
                  int sz_os_file,
                  int (*x_open)(sqlite3_vfs *, sqlite3_filename, sqlite3_file *, int, int *))

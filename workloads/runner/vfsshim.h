@@ -38,6 +38,11 @@ typedef struct vfsshim_file {
 /* The parent of a VFS filled by vfsshim_vfs(). */
 #define VFSSHIM_PARENT(v) ((sqlite3_vfs *)(v)->pAppData)
 
+/* The default VFS, a shim's parent, into *OUT, SQLite initialized first.
+** Returns SQLITE_OK, the error of sqlite3_initialize(), or SQLITE_ERROR when
+** there is no default VFS or its version is below MIN_VERSION. */
+VFSSHIM_API int vfsshim_default_parent(int min_version, sqlite3_vfs **out);
+
 /* Fill V (version IVERSION, 1 to 3, at most the parent's) as a shim named
 ** NAME over PARENT: files of SZ_OS_FILE bytes opened by X_OPEN; the methods
 ** of versions up to IVERSION forward to PARENT, the later ones are NULL. */

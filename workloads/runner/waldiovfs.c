@@ -21,6 +21,7 @@
 #include <string.h>
 
 #include "vfsshim.h"
+#include "walsum.h"
 
 enum {
     BLK = WALDIOVFS_BLOCK,
@@ -77,33 +78,6 @@ static int hook_open(const char *path, int flags, int mode)
         fd = sys(path, flags, mode); /* a checker on a file system without O_DIRECT */
     t_fd = fd;
     return fd;
-}
-
-static uint32_t le32(const unsigned char *p)
-{
-    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
-}
-
-static uint32_t be32(const unsigned char *p)
-{
-    return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | (uint32_t)p[3];
-}
-
-static void put_be32(unsigned char *p, uint32_t v)
-{
-    for (int i = 0; i < 4; i++)
-        p[i] = (unsigned char)(v >> (24 - 8 * i));
-}
-
-/* wal.c's checksum: running sums S over N bytes of A (a multiple of 8)
-** taken as pairs of 32-bit words, little- or big-endian. */
-static void sums(const unsigned char *a, size_t n, int big_endian, uint32_t s[2])
-{
-    uint32_t (*word)(const unsigned char *) = big_endian ? be32 : le32;
-    for (size_t i = 0; i + 8 <= n; i += 8) {
-        s[0] += word(a + i) + s[1];
-        s[1] += word(a + i + 4) + s[0];
-    }
 }
 
 /* --- the two layouts ---------------------------------------------------- */
@@ -555,11 +529,11 @@ int waldiovfs_register(int prealloc_frames)
     g_prealloc = prealloc_frames;
     if (g_real)
         return SQLITE_OK;
-    int rc = sqlite3_initialize();
+    sqlite3_vfs *real;
+    int rc = vfsshim_default_parent(3, &real);
     if (rc != SQLITE_OK)
         return rc;
-    sqlite3_vfs *real = sqlite3_vfs_find(NULL);
-    if (!real || real->iVersion < 3 || !real->xGetSystemCall)
+    if (!real->xGetSystemCall)
         return SQLITE_ERROR;
     g_sys_open = real->xGetSystemCall(real, "open");
     if (!g_sys_open)
