@@ -11,7 +11,7 @@ CFLAGS_COMMON := -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -O2 -g
 ASAN_FLAGS    := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all
 
 # Every C source and header, checked against .clang-format by `make lint`.
-C_FILES  := $(sort $(wildcard dhl/*/*.[ch] workloads/*/*.[ch] harness/*/*.[ch]))
+C_FILES  := $(sort $(wildcard dhl/*/*.[ch] workloads/*/*.[ch] harness/*/*.[ch] checkers/*/*.[ch]))
 
 BUILD :=
 CTEST :=

@@ -364,6 +364,15 @@ def _examine_loaded(db_path: Path, blockdev: bool) -> DhlFacts:
     return DhlFacts(exists=True, nolog=nolog, before=before, after=after)
 
 
+def native_examiner(durable: Path) -> object | None:
+    """The native twin of :func:`examine_image` for a worker whose durable
+    image is the file ``durable`` (``checkers/dhl_native.py``), or None when
+    it is not built."""
+    from checkers import dhl_native
+
+    return dhl_native.NativeExaminer(durable) if dhl_native.available() else None
+
+
 # --- judging -------------------------------------------------------------------
 
 

@@ -10,6 +10,8 @@ Variables, who reads them, and their defaults:
   working folder (``/dev/shm``, a tmpfs, else the system temp folder);
 * ``CRASHLAB_RECOVERY`` (check): ``fast`` (default) or ``reference``: the
   ext4 recovery path, and the raw tier's (in memory, or through files);
+  ``python``: as ``fast``, but the raw tier's DHL facts taken by the Python
+  checker rather than by the native one (``checkers/dhl_native.py``);
 * ``CRASHLAB_LOGFUSE`` (record, fuse backend): the FUSE recording daemon
   (``harness/build/logfuse``);
 * ``CRASHLAB_DM_LOG_SIZE`` (record, dm backend): bytes of the sparse log
@@ -217,6 +219,12 @@ def reference_recovery() -> bool:
     paths: e2fsprogs instead of the fast ext4 path, files instead of memory
     on the raw tier."""
     return os.environ.get(RECOVERY, "fast") == "reference"
+
+
+def native_checks() -> bool:
+    """False when ``CRASHLAB_RECOVERY`` is ``python`` or ``reference``: the
+    raw tier's DHL facts are then taken by the Python checker."""
+    return os.environ.get(RECOVERY, "fast") not in ("python", "reference")
 
 
 def logfuse_path() -> Path:

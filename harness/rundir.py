@@ -89,6 +89,9 @@ class RunMeta:
     # a run recorded in a guest (backend qemu): kernel package and sha256s
     # of the kernel, the initramfs and the job archive (harness/record/qemu.py)
     guest: dict[str, Any] | None = None
+    # extra mount options the recorder gave the file system (a SUT's
+    # Sut.mount_options, e.g. ext4 data=journal; written only when some)
+    mount_options: str = ""
     # a workload run
     sut: str | None = None
     workload: str | None = None
@@ -119,7 +122,7 @@ class RunMeta:
         for f in dataclasses.fields(self):
             v = getattr(self, f.name)
             if f.name == "extra" or (v is None and f.name in _OPTIONAL_KEYS) or (
-                    f.name == "faults" and not v):
+                    f.name in ("faults", "mount_options") and not v):
                 continue
             if dataclasses.is_dataclass(v):
                 v = dataclasses.asdict(v)  # type: ignore[arg-type]

@@ -3,7 +3,10 @@ the engine's checks in memory, no file: harness/check/worker.py) gives
 byte-identical states.jsonl and result.json to the file path it replaced
 (CRASHLAB_RECOVERY=reference), on real recordings: a correct engine's
 reorder and torn states, and an unsafe one's (NOLOG) torn states, many of
-which do not open or do not decode."""
+which do not open or do not decode.  The fast path takes the DHL facts in
+one C call per state (checkers/dhl_native.py); its facts equal the Python
+checker's on every state (CRASHLAB_RECOVERY=python keeps that path), and
+the files of both are the reference's."""
 
 from __future__ import annotations
 
@@ -12,16 +15,19 @@ from pathlib import Path
 import pytest
 from support import record_runs
 
-from harness.check.check import CheckOptions, check_run
+from checkers import dhl
+from harness.check.check import CheckOptions, check_run, default_window
 from harness.check.worker import StateChecker
 from harness.env import recovery_path
+from harness.logformat import LogReader
 from harness.record.fuse import FuseBackend
 from harness.rundir import RESULT_NAME, STATES_NAME, RunDir
-from harness.states import Options
+from harness.states import Enumeration, Options
 from harness.sweep.matrix import DHL_INSERT, MULTI
 
 OK, WHY = FuseBackend.available()
 pytestmark = [pytest.mark.root, pytest.mark.skipif(not OK, reason=f"fuse backend: {WHY}")]
+CASES = [("dhl-cc-raw", "reorder"), ("dhl-cc-raw", "torn"), ("dhl-nolog-raw", "torn")]
 
 
 @pytest.fixture(scope="module")
@@ -34,15 +40,50 @@ def _files(out: Path) -> tuple[bytes, bytes]:
     return (out / STATES_NAME).read_bytes(), (out / RESULT_NAME).read_bytes()
 
 
-@pytest.mark.parametrize("sut, strategy", [("dhl-cc-raw", "reorder"), ("dhl-nolog-raw", "torn")])
+@pytest.mark.parametrize("sut, strategy", CASES)
 def test_the_fast_raw_path_gives_the_file_paths_verdicts(runs: dict[str, RunDir], tmp_path: Path,
                                                          sut: str, strategy: str) -> None:
     run = runs[sut]
-    assert StateChecker(run, tmp_path / "w").in_memory  # the fast path is the default
+    checker = StateChecker(run, tmp_path / "w")
+    assert checker.in_memory and checker.native is not None  # the default: native facts
+    checker.close()
     opts = CheckOptions(states=Options(strategy=strategy), jobs=2)
     fast = check_run(run, opts, tmp_path / "fast")
+    with recovery_path("python"):
+        assert StateChecker(run, tmp_path / "w1").native is None
+        check_run(run, opts, tmp_path / "python")
     with recovery_path("reference"):
         assert not StateChecker(run, tmp_path / "w2").in_memory
         check_run(run, opts, tmp_path / "reference")
     assert fast["states"]["checked"] > 200
     assert _files(tmp_path / "fast") == _files(tmp_path / "reference")
+    assert _files(tmp_path / "python") == _files(tmp_path / "reference")
+
+
+@pytest.mark.parametrize("sut, strategy", CASES)
+def test_the_native_facts_are_the_python_checkers(runs: dict[str, RunDir], tmp_path: Path,
+                                                  sut: str, strategy: str) -> None:
+    """Every state's facts, from the C call and from checkers/dhl.py's
+    examine_image on the same image, field by field."""
+    run = runs[sut]
+    sc = StateChecker(run, tmp_path / "w")
+    native = sc.native
+    assert native is not None
+    compared, differ, fallbacks = 0, [], []
+    with LogReader(run.log) as reader:
+        for state in Enumeration(reader, default_window(run, Options(strategy=strategy))):
+            sc.image.advance(state.durable_upto)
+            writes = list(state.extents(sc.image.reader))
+            blob = native.examine(sc.image.size, sc.image.data_end, writes, sc.db_label)
+            py = dhl.examine_image(lambda buf, w=writes: sc.image.load_state(buf, w),
+                                   sc.db_label, blockdev=True)
+            if blob is None:  # a case the Python path takes (none in these runs)
+                fallbacks.append(state.id)
+                continue
+            compared += 1
+            if native.facts(blob) != py:
+                differ.append(state.id)
+    sc.close()
+    assert compared > 200
+    assert differ == []
+    assert len(fallbacks) <= compared // 100, fallbacks

@@ -3,7 +3,7 @@
 # prerequisite, so `make build` builds dhl before the runner.
 WL_DIR      := workloads
 WL_BUILD    := $(WL_DIR)/build
-WL_SRC      := $(addprefix $(WL_DIR)/runner/,main.c opstream.c marks.c vfsshim.c countvfs.c cksumvfs.c dashvfs.c waldiovfs.c engine_sqlite.c engine_dhl.c)
+WL_SRC      := $(addprefix $(WL_DIR)/runner/,main.c opstream.c marks.c vfsshim.c countvfs.c cksumvfs.c dashvfs.c waldiovfs.c selvfs.c engine_sqlite.c engine_dhl.c)
 WL_HDR      := $(wildcard $(WL_DIR)/runner/*.h)
 WL_SQLITE_CFLAGS = $(shell pkg-config --cflags sqlite3 2>/dev/null)
 WL_SQLITE_LIBS   = $(shell pkg-config --libs sqlite3 2>/dev/null || echo -lsqlite3)
@@ -102,3 +102,22 @@ workloads-ctest-xlog: $(WL_BUILD)/test_xlog
 
 BUILD += $(WL_BUILD)/crashlab-xlog-recover
 CTEST += workloads-ctest-xlog
+# The selective-journaling VFS (runner/selvfs.h) as a shared library: the
+# checkers open a selective SUT's database through it (workloads/selvfs.py);
+# its C test runs under ASan.
+$(WL_BUILD)/libcrashlab-selvfs.so: $(WL_DIR)/runner/selvfs.c $(WL_DIR)/runner/selvfs.h $(WL_SHIM) $(WL_DIR)/build.mk
+	@mkdir -p $(WL_BUILD)
+	$(CC) $(CFLAGS_COMMON) -fPIC -shared $(WL_SQLITE_CFLAGS) -o $@ $(WL_DIR)/runner/selvfs.c \
+	    $(WL_DIR)/runner/vfsshim.c $(WL_SQLITE_LIBS)
+
+$(WL_BUILD)/test_selvfs: $(WL_DIR)/runner/test_selvfs.c $(WL_DIR)/runner/selvfs.c $(WL_DIR)/runner/selvfs.h $(WL_SHIM) $(WL_DIR)/runner/testutil.h $(WL_DIR)/build.mk
+	@mkdir -p $(WL_BUILD)
+	$(CC) $(CFLAGS_COMMON) $(ASAN_FLAGS) $(WL_SQLITE_CFLAGS) -o $@ $(WL_DIR)/runner/test_selvfs.c \
+	    $(WL_DIR)/runner/selvfs.c $(WL_DIR)/runner/vfsshim.c $(WL_SQLITE_LIBS)
+
+.PHONY: selvfs-ctest
+selvfs-ctest: $(WL_BUILD)/test_selvfs
+	$(WL_BUILD)/test_selvfs
+
+BUILD += $(WL_BUILD)/libcrashlab-selvfs.so
+CTEST += selvfs-ctest

@@ -37,10 +37,14 @@ def register() -> str:
 def connect(path: Path | str, vfs: str = "") -> sqlite3.Connection:
     """A connection to the database ``path``, through the VFS ``vfs``
     ("": SQLite's default; :data:`NAME`: the checksum VFS; the WALDIO VFS,
-    workloads/waldiovfs.py), in autocommit mode."""
+    workloads/waldiovfs.py; the selective-journaling VFS, workloads/selvfs.py),
+    in autocommit mode."""
+    from workloads import selvfs
+
     if not vfs:
         return sqlite3.connect(str(path), isolation_level=None)
-    registrars = {NAME: register, waldiovfs.NAME: waldiovfs.register}
+    registrars = {NAME: register, waldiovfs.NAME: waldiovfs.register,
+                  selvfs.NAME: selvfs.register}
     if vfs not in registrars:
         raise CrashlabError(f"unknown VFS {vfs!r} (crashlab knows {', '.join(registrars)})")
     registrars[vfs]()

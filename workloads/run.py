@@ -101,13 +101,17 @@ def oracle_from_meta(meta: RunMeta) -> Oracle:
 
 def check_sut_fs(sut: Sut, fs: str) -> None:
     """A raw SUT is recorded only on the raw device (no file system) and
-    every other SUT only on a file system; CrashlabError says which to use."""
+    every other SUT only on a file system (its ``needs_fs`` if it names
+    one); CrashlabError says which to use."""
     has_files = get_fs(fs).has_files
     if sut.raw and has_files:
         raise CrashlabError(f"SUT {sut.name} runs on the raw device: record it with --fs {NO_FS}")
     if not sut.raw and not has_files:
         raise CrashlabError(f"SUT {sut.name} needs a file system: --fs {fs} is only for the "
                             "raw SUTs (" + ", ".join(n for n, s in SUTS.items() if s.raw) + ")")
+    if sut.needs_fs and fs != sut.needs_fs:
+        raise CrashlabError(f"SUT {sut.name} runs only on {sut.needs_fs}: record it with "
+                            f"--fs {sut.needs_fs}")
 
 
 def workload_command(
@@ -152,14 +156,15 @@ def record_workload(sut: str, workload: str, out: Path, *, fs: str = "ext4",
     :func:`record` and :func:`workloads.run.workload_command`); ``final_image``
     as for :func:`record`.  ``faults`` (harness/faults.py) go to the recorder;
     a process-crash fault makes the runner kill itself at its mark
-    (``--crash-at``)."""
+    (``--crash-at``).  The file system is mounted with the SUT's
+    ``mount_options``."""
     with temporary_folder("crashlab-wl-") as tmp:
         cmd, extra, stats = workload_command(sut, workload, tmp, fs, from_txn=from_txn)
         for f in by_stage(faults, PROCESS):
             cmd += ["--crash-at", str(f.get("at"))]
         run = record(cmd, out, fs=fs, backend=backend, extra_meta={**extra, **(extra_meta or {})},
                      base=base, faults=faults, final_image=final_image, blktrace=blktrace,
-                     nvram=get_sut(sut).nvram)
+                     nvram=get_sut(sut).nvram, mount_options=get_sut(sut).mount_options)
         if stats.exists():
             run.write_meta(dataclasses.replace(run.meta(),
                                                runner=json.loads(stats.read_text())))

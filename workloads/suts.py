@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from functools import cache
 
 from harness.errors import CrashlabError
-from workloads import cksumvfs, waldiovfs
+from workloads import cksumvfs, selvfs, waldiovfs
 from workloads.guarantee import DB_INVARIANTS, Guarantee
 from workloads.sqlite_grammar import (
     DOC_CRASHLAB,
@@ -89,6 +89,10 @@ class Sut:
     # The VFS shim its database is opened through, by the SUT and by the
     # checkers ("": none; workloads/cksumvfs.py: the checksum VFS).
     vfs: str = ""
+    # The one file system the SUT can be recorded on ("": any), and extra
+    # mount options every recorder applies to it (kept in meta.json).
+    needs_fs: str = ""
+    mount_options: str = ""
     # Bytes of emulated battery-backed RAM (NVRAM) the SUT logs to, beside
     # its database (0: none): recorded as a region of the same log, FUA
     # writes past the disk's sectors (harness/states/README.md, "NVRAM").
@@ -292,6 +296,83 @@ def _xlog_suts() -> list[Sut]:
         mode="wal",
         nvram=XLOG_NVRAM_BYTES,
     )]
+# --- Selective journaling (Park, "Selective Journaling for Resolving
+# Journaling of Journal anomaly", master's thesis, UNIST 2016, ch. 4):
+# per transaction SQLite's rollback journal or ext4's data journal, by the
+# number of pages the transaction changes (workloads/runner/selvfs.h) ---------
+
+DOC_SELECTIVE = ("Park, Selective Journaling for Resolving Journaling of Journal anomaly "
+                 "(UNIST 2016), ch. 4; "
+                 "https://docs.kernel.org/admin-guide/ext4.html (data=journal)")
+_SEL_FS = ("thesis ch. 4: 'Selective Journaling use file system journal mode and turn off the "
+           "SQLite journaling if only one page modified ... partial database update don't need to "
+           "be considered because only one page need to be registered'; ext4 data=journal: 'All "
+           "data are committed into the journal prior to being written into the main file system', "
+           "and fsync commits the running transaction")
+_SEL_JOURNAL = ("; 'If the page changes more than one ... file system data journal is replaced to "
+                "SQLite journal': those transactions commit as journal_mode=DELETE, "
+                "synchronous=EXTRA does: ")
+_SEL_SPLIT = ("thesis ch. 4: 'If the page changes more than one, there is no guarantee that I/O "
+              "computing is included in the database transaction. This lead to partial computing "
+              "that could be happened while checkpoint is working'; jbd2 closes a transaction at "
+              "a quarter of the journal's size, so a larger fsync spans commits")
+_SEL_NOMOUNT = ("thesis ch. 5, the 'No Mount' configuration (ordered mode, no mount option "
+                "change): 'No Mount cannot be used as a SQLite because every one page modification "
+                "does not save recovery journal; there is no file system journaling and database "
+                "journaling'")
+_SEL_DURABLE = ("every transaction returns from COMMIT only after the database file's fsync (and "
+                "on the rollback path the journal unlink's directory sync, synchronous=EXTRA)")
+
+
+def _selective(name: str, pages: int, mount_options: str, description: str) -> Sut:
+    """A selective-journaling SUT: at most ``pages`` pages besides page 1
+    through the file system's journal alone (-1: every transaction), ext4
+    mounted with ``mount_options``.  Its guarantees: every DB invariant when
+    the thesis's rule holds (one page, data=journal); otherwise the in-place
+    path promises only durability and the prefix."""
+    rollback = parse_sqlite_name("sqlite:journal=delete,sync=extra")
+    sound = pages == 1 and "data=journal" in mount_options
+    derived = {g.invariant: g for g in derive(rollback)}
+    if sound:
+        guarantees = tuple(
+            _g(g.invariant, g.promised,
+               (_SEL_FS + _SEL_JOURNAL + g.rule) if g.invariant != "DB-PREFIX" else g.rule,
+               f"{DOC_SELECTIVE}; {g.source}")
+            for g in derive(rollback))
+    else:
+        weak = _SEL_SPLIT if pages < 0 else _SEL_NOMOUNT
+        guarantees = (*_unsafe(weak, DOC_SELECTIVE,
+                               _g("DB-DURABLE", True, _SEL_DURABLE, DOC_SELECTIVE)),
+                      derived["DB-PREFIX"])
+    in_place = parse_sqlite_name("sqlite:journal=off,sync=extra")
+    return Sut(
+        name=name,
+        engine="sqlite",
+        description=description,
+        runner_options=(("--journal-mode", "DELETE"), ("--synchronous", "EXTRA"),
+                        ("--page-size", str(PAGE_SIZE)), ("--selective", str(pages))),
+        guarantees=guarantees,
+        error_guarantees=derive_errors(rollback if sound else in_place),
+        mode="delete",
+        vfs=selvfs.NAME,
+        needs_fs="ext4",
+        mount_options=mount_options,
+    )
+
+
+def selective_suts() -> list[Sut]:
+    """Selective journaling and its two broken variants."""
+    return [
+        _selective("selective", 1, "data=journal",
+                   "selective journaling: one page besides the header through ext4's data "
+                   "journal (SQLite journal off), more through SQLite's rollback journal"),
+        _selective("selective-fsonly", -1, "data=journal",
+                   "every transaction through ext4's data journal alone (UNSAFE: a transaction "
+                   "larger than a jbd2 transaction is split)"),
+        _selective("selective-ordered", 1, "",
+                   "selective journaling's choice on ext4 data=ordered: one-page transactions "
+                   "in place with no journal at all (UNSAFE: the thesis's 'No Mount')"),
+    ]
 
 
 # The hand-named SQLite SUTs: aliases of grammar names (the same runner
@@ -414,6 +495,7 @@ _ALL: tuple[Sut, ...] = (
       for name, (canonical, description) in WALDIO_ALIASES.items()),
     *_shadow_suts(),
     *_xlog_suts(),
+    *selective_suts(),
 )
 
 # The named SUTs (the SQLite aliases and every DHL SUT); any SQLite grammar

@@ -6,4 +6,4 @@ A benchmark module defines ``NAME`` (its ``--only`` name) and
 ``run() -> None``; list it in ``MODULES`` below, in pipeline order."""
 
 MODULES: list[str] = ["record", "backends", "crossval", "states", "dhl", "suts", "walopt", "shadow",
-                      "xlog", "sweep", "scale", "large", "crashes"]
+                      "xlog", "selective", "sweep", "scale", "large", "crashes"]

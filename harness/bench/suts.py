@@ -69,8 +69,10 @@ def _suts() -> list[Sut]:
     """DHL SUTs first (file, then raw), then every named SQLite SUT, then
     WAL_OPT and its baseline."""
     # (not xLog: its NVRAM belongs to one database and needs the recorder's
-    # NVRAM; harness/bench/xlog.py measures it)
-    named = sorted((s for s in SUTS.values() if not s.nvram), key=lambda s: (s.engine, s.raw))
+    # NVRAM; harness/bench/xlog.py measures it; nor a SUT with its own mount
+    # options, selective journaling: harness/bench/selective.py)
+    named = sorted((s for s in SUTS.values() if not s.nvram and not s.mount_options),
+                   key=lambda s: (s.engine, s.raw))
     return named + [get_sut(WAL_100), get_sut(WAL_OPT)]
 
 
@@ -182,11 +184,13 @@ def _device_figures(log: Path) -> list[tuple[float, float]]:
     return [(w.disk / 1024 / TXNS, w.flushes / TXNS) for w in device_windows(log)]
 
 
-def record_device_figures(cmd: list[str], out: Path, fs: str) -> list[tuple[float, float]]:
-    """Record ``cmd`` on a fresh ``fs`` into ``out``; return its device
-    figures (one per runner run) and delete the recording."""
+def record_device_figures(cmd: list[str], out: Path, fs: str, *,
+                          mount_options: str = "") -> list[tuple[float, float]]:
+    """Record ``cmd`` on a fresh ``fs`` (mounted with ``mount_options``)
+    into ``out``; return its device figures (one per runner run) and delete
+    the recording."""
     try:
-        run = record(cmd, out, fs=fs, backend="auto")
+        run = record(cmd, out, fs=fs, backend="auto", mount_options=mount_options)
         if run.meta().exit_status != 0:
             raise RuntimeError(f"the recorded runner failed ({shlex.join(cmd)[:200]})")
         return _device_figures(run.log)

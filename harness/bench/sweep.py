@@ -9,9 +9,11 @@
    and CPU ms per state (parent, workers and their e2fsprogs processes):
    this machine is shared, so ``2 cores / CPU per state`` is what two idle
    cores would do.
-2. DHL raw tier: a dhl-cc-raw recording (no file system), the same: the
-   fast path (each state's image built and examined in memory) and the
-   reference (through files) on every state.
+2. DHL raw tier: a dhl-cc-raw recording (no file system), every reorder
+   state by the three paths, with 1 and 2 workers: fast (the facts in one
+   C call per state, checkers/dhl_native.py), python (in memory, the
+   Python checker's facts) and the reference (through files); CPU per
+   state and the ratios within the one run.
 3. A per-stage profile of one worker (one process, wall ms per state).
 
 Workers (local and Dask) and memory are ``crashlab bench --only scale``.
@@ -90,6 +92,30 @@ def check_rate(run: RunDir, out: Path, *, mode: str = "fast", max_states: int | 
 
 
 
+RAW_MODES = (("fast", "native facts, one C call per state"),
+             ("python", "in memory, the Python checker's facts"),
+             ("reference", "through files"))
+
+
+def _raw_tier(raw: RunDir, d: Path) -> None:
+    """The raw tier's three paths on every reorder state of ``raw``, with 1
+    and 2 workers: CPU per state (parent and workers) and what two idle
+    cores would do; the ratios are of CPU per state within this one run."""
+    print(f"DHL raw tier (dhl-cc-raw, no file system, reorder; load {os.getloadavg()[0]:.1f}):")
+    cpu: dict[tuple[str, int], float] = {}
+    for jobs in (1, JOBS):
+        for mode, what in RAW_MODES:
+            n, wall, c = check_rate(raw, d / f"raw.{mode}.{jobs}", mode=mode, jobs=jobs)
+            cpu[mode, jobs] = c / n
+            print(f"  {mode} ({what}), {jobs} worker{'s' * (jobs > 1)}: {n} states, "
+                  f"CPU {c / n * 1000:.3f} ms/state -> {JOBS * n / c:,.0f} states/s on {JOBS} "
+                  f"idle cores ({n / wall:,.0f} states/s wall here)")
+    for jobs in (1, JOBS):
+        print(f"  {jobs} worker{'s' * (jobs > 1)}: fast / reference = "
+              f"{cpu['reference', jobs] / cpu['fast', jobs]:.2f}x, fast / python = "
+              f"{cpu['python', jobs] / cpu['fast', jobs]:.2f}x (CPU per state)")
+
+
 def _rate(label: str, n: int, wall: float, cpu: float) -> float:
     print(f"  {label}: {n} states in {wall:.1f} s = {n / wall:,.0f} states/s wall; "
           f"CPU {cpu / n * 1000:.2f} ms/state -> {JOBS * n / cpu:,.0f} states/s on "
@@ -125,6 +151,11 @@ def _profile(run: RunDir, work: Path, n: int) -> None:
         examine=_timed(stages, "db: examine (SUT recovery + checks, cache misses)", ck.examine),
         judge=_timed(stages, "db: judge verdicts", ck.judge),
     )
+    if sc.native is not None:
+        sc.native.examine = _timed(  # type: ignore[method-assign]
+            stages, "db: native facts (one C call: image, engine, own reader)", sc.native.examine)
+        sc.native.facts = _timed(stages, "db: parse native facts (new facts only)",  # type: ignore[method-assign]
+                                 sc.native.facts)
     if hasattr(ck, "examine_image"):  # it calls the loading, counted apart below
         sc.checker.examine_image = _timed(
             stages, "db: examine in memory (recovery + checks)", ck.examine_image)
@@ -152,7 +183,7 @@ def _profile(run: RunDir, work: Path, n: int) -> None:
     try:
         with LogReader(run.log) as r:
             for state in Enumeration(r, default_window(run, Options(strategy="reorder"))):
-                sc.check(state)
+                sc.record(state)
                 count += 1
                 if count >= n:
                     break
@@ -200,12 +231,8 @@ def run() -> None:
                                     max_states=REFERENCE_STATES))
             print(f"  {sut}: fast / reference = {fast / ref:.1f}x")
         _profile(RunDir(d / "sqlite-delete-extra"), d, PROFILE_STATES)
-        print("DHL raw tier (dhl-cc-raw, no file system, reorder):")
         raw = record_cell(Cell("dhl-cc-raw", MULTI, fs="raw"), d / "dhl-cc-raw", "fuse", False)
-        fast = _rate("dhl-cc-raw fast (in memory)", *check_rate(raw, d / "raw.check"))
-        ref = _rate("dhl-cc-raw reference (through files)",
-                    *check_rate(raw, d / "raw.ref", mode="reference"))
-        print(f"  dhl-cc-raw: fast / reference = {fast / ref:.2f}x")
+        _raw_tier(raw, d)
         _profile(raw, d, PROFILE_STATES)
     finally:
         shutil.rmtree(d, ignore_errors=True)

@@ -55,7 +55,7 @@ from harness.check.runlevel import (
     run_level_records,
 )
 from harness.check.usercheck import DEFAULT_TIMEOUT, PyChecker, UserChecker
-from harness.check.worker import StateChecker, state_record
+from harness.check.worker import StateChecker
 from harness.env import reap_work_folders, work_folder
 from harness.errors import CrashlabError
 from harness.faults import STATE, by_stage, format_fault, parse_faults
@@ -220,7 +220,7 @@ def _check_chunk(states: list[State]) -> list[StateRecord]:
     if _init_error is not None:
         raise _init_error
     assert _checker is not None
-    return [state_record(s, _checker.check(s), _checker.marks(s)) for s in states]
+    return [_checker.record(s) for s in states]
 
 
 def _task(chunk: list[State]) -> Task:

@@ -20,6 +20,7 @@ the trace checks, the state ID for a sampled state) and go to run.jsonl.
 
 from __future__ import annotations
 
+import itertools
 import json
 import shutil
 from dataclasses import dataclass
@@ -53,18 +54,23 @@ def record(rec_id: str, verdicts: list[Verdict]) -> StateRecord:
     return out
 
 
-def spread_ids(states_path: Path) -> list[str]:
-    """Every state ID of states.jsonl, in an order that spreads over the run
-    from the start: the middle, then the quarters, the eighths... (the
-    bit-reversed order of the positions), so that any first k are evenly
-    spread and the first and last states, which seldom need recovery, come
-    late."""
-    with open(states_path) as f:
-        ids = [json.loads(line)["id"] for line in f]
-    n = len(ids)
+def spread_ids(states_path: Path, limit: int | None = None) -> list[str]:
+    """Every state ID of states.jsonl (the first ``limit`` of them), in an
+    order that spreads over the run from the start: the middle, then the
+    quarters, the eighths... (the bit-reversed order of the positions), so
+    that any first k are evenly spread and the first and last states, which
+    seldom need recovery, come late.  Only the lines taken are parsed."""
+    with open(states_path, "rb") as f:
+        lines = f.read().splitlines()
+    n = len(lines)
     bits = max(1, (n - 1).bit_length())
-    order = sorted(range(n), key=lambda i: int(f"{i:0{bits}b}"[::-1], 2))
-    return [ids[i] for i in order[1:] + order[:1]] if n > 1 else ids
+    # positions by increasing bit-reversed value: reverse r = 0, 1, 2, ...
+    order = (i for r in range(1 << bits) if (i := int(f"{r:0{bits}b}"[::-1], 2)) < n)
+    first = next(order, None)
+    picked = list(itertools.islice(order, limit if limit is None else max(0, limit)))
+    if first is not None and (limit is None or len(picked) < limit):
+        picked.append(first)  # position 0 last
+    return [json.loads(lines[i])["id"] for i in picked]
 
 
 @dataclass(frozen=True)
@@ -120,7 +126,7 @@ def run_level_records(run: RunDir, states_path: Path, workroot: Path,
     found = tried = 0
     try:
         with LogReader(run.log) as reader:
-            for sid in spread_ids(states_path)[: TRIES_PER_SAMPLE * crashsafe_sample]:
+            for sid in spread_ids(states_path, TRIES_PER_SAMPLE * crashsafe_sample):
                 tried += 1
                 checker.check(state_from_id(reader, sid, run.log_order))
                 db = keep / "files" / str(meta.db)

@@ -112,6 +112,7 @@ class DurableImage:
     def _reset(self) -> None:
         self._unmap()
         sparse_copy(self.base, self.path)
+        self.size = os.path.getsize(self.path)  # bytes of the durable image's file
         # past this byte the durable image is zero: the base's data, then
         # every entry applied (load_state copies no further)
         self.data_end = _data_end(self.path)
@@ -195,6 +196,7 @@ class DurableImage:
                     changed.append((entry.sector * ss, entry.nr_sectors * ss))
                     self.data_end = max(self.data_end, (entry.sector + entry.nr_sectors) * ss)
                 self.position += 1
+            self.size = os.fstat(fd).st_size
         finally:
             os.close(fd)
         # The scratch image lacks these entries: restore them too.

@@ -122,17 +122,18 @@ class Backend(ABC):
 
     @contextlib.contextmanager
     def mounted(self, image: Path, log: Path, workdir: Path, fs: str,
-                faults: tuple[Fault, ...] = ()) -> Iterator[Mounted]:
+                faults: tuple[Fault, ...] = (), mount_options: str = "") -> Iterator[Mounted]:
         """Attach, then mount ``fs`` from the device on ``workdir/mnt``; the
         unmount on exit comes before the detach, so the log ends with the
         unmount's writes.  An ``enospc`` fault fills the file system right
-        after the mount (:func:`fill_file_system`)."""
+        after the mount (:func:`fill_file_system`).  ``mount_options``: extra
+        options of the mount (a SUT's)."""
         with self.attach(image, log, workdir, device_rules(faults)) as dev:
             mnt = workdir / "mnt"
             mnt.mkdir()
             try:
                 with signals_deferred():  # an interrupt lands after mount() returns
-                    mount(dev.path, mnt, fs)
+                    mount(dev.path, mnt, fs, mount_options or None)
                 for f in faults:
                     if f.kind == "enospc":
                         fill_file_system(mnt, int(f.get("left")))  # type: ignore[arg-type]
@@ -153,13 +154,15 @@ class Backend(ABC):
         fs: str,
         env: Mapping[str, str],
         faults: tuple[Fault, ...] = (),
+        mount_options: str = "",
     ) -> int:
         """Run ``command`` with cwd = the mounted file system and ``env`` plus
         CRASHLAB_MNT and the mark channel; return its exit status.  With no
         file system (``raw``) nothing is mounted: cwd is an empty scratch
         directory and ``env`` gets DEV_ENV (the block device) and the mark
         channel.  ``faults``: the recording's device faults (the recorder has
-        checked that this backend can inject them)."""
+        checked that this backend can inject them).  ``mount_options``: extra
+        options of the file system's mount (none without a file system)."""
         if not get_fs(fs).has_files:
             if any(f.kind == "enospc" for f in faults):
                 raise CrashlabError("enospc fills a file system: give --fs other than raw")
@@ -169,7 +172,7 @@ class Backend(ABC):
                 return run_command(command, cwd=cwd,
                                    env={**env, DEV_ENV: dev.path, **dev.mark_env},
                                    owner=workdir)
-        with self.mounted(image, log, workdir, fs, faults) as m:
+        with self.mounted(image, log, workdir, fs, faults, mount_options) as m:
             return run_command(command, cwd=m.mountpoint, env={**env, **m.env},
                                owner=workdir)
 

@@ -128,6 +128,7 @@ class QemuBackend(Backend):
         fs: str,
         env: Mapping[str, str],
         faults: tuple[Fault, ...] = (),
+        mount_options: str = "",
     ) -> int:
         if faults:  # eio: injects_faults is False; enospc would fill the guest's mount
             raise CrashlabError("the qemu backend injects no device faults (eio, enospc) yet: "
@@ -144,7 +145,8 @@ class QemuBackend(Backend):
         }
         params = {"JOB": "record",
                   "OUTPUTS": " ".join(moved[p] for p in outputs),
-                  "BLKTRACE": "1" if self.blktrace else "0"}
+                  "BLKTRACE": "1" if self.blktrace else "0",
+                  "MOUNT_OPTIONS": mount_options}
         console = workdir / "console.log"
         try:
             answer = vm.run_job(fs, job, params, [image, log], workdir, console,

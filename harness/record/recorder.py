@@ -78,6 +78,7 @@ def record(
     base: tuple[Path, str] | None = None,
     faults: Sequence[Fault] = (),
     blktrace: bool = False,
+    mount_options: str = "",
     nvram: int = 0,
 ) -> RunDir:
     """Record ``command`` run on a fresh copy of the ``fs`` base image and
@@ -101,7 +102,9 @@ def record(
     all of them, state and process faults too, are listed in meta.json's
     ``faults`` (a process fault is the caller's: workloads/run.py).
     ``blktrace``: also trace the recorded device (a backend that can: qemu)
-    into RUN/blktrace.txt.  ``nvram``: bytes of emulated NVRAM after the
+    into RUN/blktrace.txt.  ``mount_options``: extra options of the file
+    system's mount (a SUT's, e.g. ``data=journal``), kept in meta.json.
+    ``nvram``: bytes of emulated NVRAM after the
     disk (a backend that has one: fuse): the working image is the disk
     (the size of the ``fs`` base image) followed by the NVRAM, whose content
     ``base`` carries past the disk's end when it has it (a crash state),
@@ -163,6 +166,7 @@ def record(
                     fs=fs,
                     env=dict(os.environ if env is None else env),
                     faults=by_stage(tuple(faults), DEVICE),
+                    mount_options=mount_options,
                 )
             except Interrupted as e:
                 interrupted = str(e)
@@ -194,7 +198,8 @@ def record(
             _write_meta(run, backend=be, choice=choice,
                         image=ImageRef(fs, str(base), digest), command=command, status=status,
                         interrupted=interrupted, versions=versions, extra=extra_meta,
-                        started=started, wall=wall, faults=tuple(faults))
+                        started=started, wall=wall, faults=tuple(faults),
+                        mount_options=mount_options)
         elif created and not any(out.iterdir()):
             out.rmdir()  # a failure before any log: leave nothing behind
         if left:
@@ -206,7 +211,8 @@ def record(
 def _write_meta(run: RunDir, *, backend: Backend, choice: str, image: ImageRef,
                 command: Sequence[str], status: int | None, interrupted: str | None,
                 versions: dict[str, str | None], extra: Mapping[str, Any] | None,
-                started: str, wall: float, faults: tuple[Fault, ...]) -> None:
+                started: str, wall: float, faults: tuple[Fault, ...],
+                mount_options: str = "") -> None:
     """The run's meta.json: the recorder's keys and ``extra`` (a workload
     run's, workloads/run.py)."""
     try:
@@ -232,5 +238,6 @@ def _write_meta(run: RunDir, *, backend: Backend, choice: str, image: ImageRef,
         started=started,
         faults=tuple(format_fault(f) for f in faults),
         guest=backend.guest_facts(),
+        mount_options=mount_options,
     )
     run.write_meta(RunMeta.from_json({**meta.to_json(), **(extra or {})}))

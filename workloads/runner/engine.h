@@ -46,6 +46,11 @@ typedef struct engine_options {
     /* SQLite: 0, or a dash_order (dashvfs.h): the database is two files that
     ** take turns (DASH), opened through crashlab's DASH VFS. */
     int dash;
+    /* SQLite: 1 = through the selective-journaling VFS (selvfs.h), which
+    ** sends a transaction changing at most SELECTIVE_PAGES pages besides
+    ** page 1 through the file system's journal alone (-1: every one). */
+    int selective;
+    int selective_pages;
 } engine_options;
 
 typedef struct engine engine; /* each engine defines its own */

@@ -25,6 +25,7 @@
 #include "dashvfs.h"
 #include "engine.h"
 #include "errorf.h"
+#include "selvfs.h"
 #include "waldiovfs.h"
 
 struct engine {
@@ -214,6 +215,8 @@ static int sq_open(const engine_options *opt, engine **out, char *err, size_t er
         rc = waldiovfs_register(opt->waldio); /* likewise */
     if (rc == SQLITE_OK && opt->dash)
         rc = dashvfs_register((enum dash_order)opt->dash); /* over the counting VFS too */
+    if (rc == SQLITE_OK && opt->selective)
+        rc = selvfs_register(opt->selective_pages); /* likewise */
     if (rc != SQLITE_OK) {
         snprintf(err, errlen, "registering the counting VFS: %s", sqlite3_errstr(rc));
         return -1;
@@ -225,10 +228,11 @@ static int sq_open(const engine_options *opt, engine **out, char *err, size_t er
     }
     e->ntables = opt->ntables;
     rc = sqlite3_open_v2(opt->db, &e->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE,
-                         opt->cksumvfs ? CKSUMVFS_NAME
-                         : opt->waldio ? WALDIOVFS_NAME
-                         : opt->dash   ? DASHVFS_NAME
-                                       : NULL);
+                         opt->cksumvfs    ? CKSUMVFS_NAME
+                         : opt->waldio    ? WALDIOVFS_NAME
+                         : opt->dash      ? DASHVFS_NAME
+                         : opt->selective ? SELVFS_NAME
+                                          : NULL);
     char sql[256];
     int bad = rc != SQLITE_OK;
     if (bad)

@@ -34,6 +34,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -41,6 +42,7 @@
 #include "engine.h"
 #include "marks.h"
 #include "opstream.h"
+#include "selvfs.h"
 
 static const engine_vtab *const ENGINES[] = {&engine_sqlite, &engine_dhl, &engine_xlog, NULL};
 
@@ -62,8 +64,8 @@ static void usage_error(const char *fmt, const char *arg)
     fprintf(stderr, "\nusage: crashlab-runner --ops FILE (--db PATH | --db-env NAME) "
                     "[--engine sqlite|dhl|xlog] [--journal-mode M] [--synchronous S] "
                     "[--locking-mode M] [--wal-autocheckpoint N] [--journal-size-limit N] "
-                    "[--wal-prealloc N] [--cksumvfs 0|1] [--dash shadow|rename-first] [--dhl-mode "
-                    "M] [--sync fsync|fdatasync] "
+                    "[--wal-prealloc N] [--cksumvfs 0|1] [--dash shadow|rename-first] "
+                    "[--selective N] [--dhl-mode M] [--sync fsync|fdatasync] "
                     "[--page-size N] [--marks FILE] [--latency FILE] [--stats FILE] [--from-txn K] "
                     "[--on-error stop|retry] [--crash-at MARK] [--sync-retry]\n");
     exit(2);
@@ -198,6 +200,7 @@ static void parse_options(int argc, char **argv, args *a)
         {"cksumvfs", required_argument, 0, 'V'},
         {"waldio", required_argument, 0, 'W'},
         {"dash", required_argument, 0, 'D'},
+        {"selective", required_argument, 0, 'Z'},
         {0, 0, 0, 0},
     };
     int c;
@@ -234,6 +237,10 @@ static void parse_options(int argc, char **argv, args *a)
         case 'R': a->opt.sync_retry = 1; break;
         case 'V': a->opt.cksumvfs = int_arg("--cksumvfs", optarg, 0, 1); break;
         case 'W': a->opt.waldio = int_arg("--waldio", optarg, 1, 65536); break;
+        case 'Z':
+            a->opt.selective = 1;
+            a->opt.selective_pages = int_arg("--selective", optarg, -1, INT32_MAX);
+            break;
         case 'D':
             if (strcmp(optarg, "shadow") != 0 && strcmp(optarg, "rename-first") != 0)
                 usage_error("bad --dash %s (choose from shadow, rename-first)", optarg);
@@ -309,6 +316,10 @@ static void parse_args(int argc, char **argv, args *a)
                           "--wal-prealloc");
     if (a->opt.dash && a->vt != &engine_sqlite)
         usage_error("%s", "--dash is an option of the sqlite engine");
+    if (a->opt.selective && (a->vt != &engine_sqlite || a->opt.cksumvfs || a->opt.waldio ||
+                             a->opt.dash || strcasecmp(a->opt.journal_mode, "DELETE") != 0))
+        usage_error("%s", "--selective is for the sqlite engine in journal mode DELETE, "
+                          "without another VFS");
 }
 
 /* A run of the op stream against the engine, and what it measured. */
@@ -535,6 +546,14 @@ static void write_stats(const run *st, const args *a, const char *channel, const
                   "  \"journal_size_limit\": %d,\n  \"wal_prealloc\": %d,\n",
                   a->opt.journal_mode, a->opt.synchronous, a->opt.locking_mode,
                   a->opt.wal_autocheckpoint, a->opt.journal_size_limit, a->opt.wal_prealloc);
+    if (a->opt.selective) {
+        unsigned long fs, journal;
+        selvfs_counts(&fs, &journal);
+        sb_printf(&b,
+                  "  \"selective\": {\"max_pages\": %d, \"fs_journal_txns\": %lu, "
+                  "\"sqlite_journal_txns\": %lu},\n",
+                  a->opt.selective_pages, fs, journal);
+    }
     sb_printf(&b,
               "  \"page_size\": %d,\n  \"transactions\": %u,\n  \"elapsed_us\": %" PRIu64
               ",\n  \"marks\": \"%s\",\n",

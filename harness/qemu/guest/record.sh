@@ -33,7 +33,7 @@ if [ "$FS" = raw ]; then
     export CRASHLAB_DEV=/dev/mapper/lw
 else
     mkdir -p /mnt
-    mount -t "$FS" /dev/mapper/lw /mnt ||
+    mount -t "$FS" ${MOUNT_OPTIONS:+-o "$MOUNT_OPTIONS"} /dev/mapper/lw /mnt ||
         fail "mount -t $FS /dev/mapper/lw failed: $(dmesg | tail -n 1 | cut -c 16-)"
     cd /mnt
     export CRASHLAB_MNT=/mnt

@@ -1,0 +1,240 @@
+/*
+** test_rawcheck.c — the native raw-tier checker against the real engine
+** (built into this test, under ASan + UBSan by checkers/build.mk): a
+** database made by libdhl in memory, examined intact (the checker's facts
+** agree with what the engine says directly), with a torn last transaction,
+** and damaged at random (no crash, no sanitizer report, a result always).
+** The test may include the engine's header; the checker may not.
+*/
+#include "rawcheck.h"
+
+#include <dhl.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define SIZE (256u * 1024u) /* a 256 KiB "device" */
+#define PS   4096u
+
+static int failures;
+
+#define CHECK(cond, ...)                                                                           \
+    do {                                                                                           \
+        if (!(cond)) {                                                                             \
+            fprintf(stderr, "%s:%d: %s: ", __FILE__, __LINE__, #cond);                             \
+            fprintf(stderr, __VA_ARGS__);                                                          \
+            fprintf(stderr, "\n");                                                                 \
+            failures++;                                                                            \
+        }                                                                                          \
+    } while (0)
+
+/* The serialised facts (rawcheck.c emit(): 12 scalars, 10 strings, 8 lists). */
+struct parsed {
+    uint32_t sc[12];
+    char str[10][256];
+    int has[10];
+    uint32_t nlist[8]; /* 0xFFFFFFFF: none */
+};
+
+static uint32_t u32(const uint8_t *p)
+{
+    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
+/* parse: 0 when the blob holds exactly the layout. */
+static int parse(const uint8_t *b, size_t n, struct parsed *p)
+{
+    size_t at = 0;
+    memset(p, 0, sizeof *p);
+    for (int i = 0; i < 12; i++, at += 4)
+        p->sc[i] = u32(b + at);
+    for (int i = 0; i < 10; i++) {
+        uint32_t k = u32(b + at);
+        at += 4;
+        if (k == 0xFFFFFFFFu)
+            continue;
+        p->has[i] = 1;
+        snprintf(p->str[i], sizeof p->str[i], "%.*s", (int)k, (const char *)b + at);
+        at += k;
+    }
+    for (int i = 0; i < 8; i++) {
+        uint32_t k = u32(b + at);
+        at += 4;
+        p->nlist[i] = k;
+        if (k != 0xFFFFFFFFu)
+            at += 4 * (size_t)k;
+    }
+    return at == n ? 0 : -1;
+}
+
+static struct rc_engine engine(void)
+{
+    struct rc_engine e;
+    e.open = (int (*)(const char *, const struct rc_options *, void **))dhl_open;
+    e.close = (int (*)(void *))dhl_close;
+    e.errmsg = (const char *(*)(const void *))dhl_errmsg;
+    e.info = (int (*)(void *, struct rc_info *))dhl_info;
+    e.recovery_info = (void (*)(const void *, struct rc_recovery *))dhl_recovery_info;
+    e.check = (int (*)(void *))dhl_check;
+    e.digest = (int (*)(void *, char *))dhl_digest;
+    e.reachable =
+        (int (*)(void *, uint32_t *, uint32_t *, int32_t *, uint32_t, uint32_t *))dhl_reachable;
+    e.image_headers = dhl_image_headers;
+    e.valid_slot = (int (*)(uint32_t, uint32_t, uint32_t))dhl_valid_slot;
+    return e;
+}
+
+/* make_db: a CC database of `txns` transactions in img (SIZE bytes). */
+static void make_db(uint8_t *img, int txns)
+{
+    memset(img, 0, SIZE);
+    struct dhl_mem m = {img, SIZE, SIZE, 0, 0, 1, 0};
+    struct dhl_io io;
+    dhl_mem_io(&io, &m);
+    struct dhl_options o;
+    dhl_options_default(&o);
+    o.mode = DHL_MODE_CC;
+    o.ntrees = 2;
+    o.flags = DHL_OPEN_CREATE | DHL_OPEN_TRUNCATE;
+    o.io = &io;
+    dhl *db;
+    int rc = dhl_open("(test)", &o, &db);
+    CHECK(rc == DHL_OK, "open: %s", dhl_errmsg(db));
+    char val[200];
+    for (int t = 0; t < txns && rc == DHL_OK; t++) {
+        dhl_begin(db);
+        for (int k = 0; k < 40; k++) {
+            memset(val, 'a' + (k + t) % 26, sizeof val);
+            rc = dhl_insert(db, (uint32_t)(k % 2), t * 100 + k, val, 50 + (size_t)k);
+        }
+        CHECK(rc == DHL_OK && dhl_commit(db) == DHL_OK, "txn %d: %s", t, dhl_errmsg(db));
+    }
+    dhl_close(db);
+}
+
+/* engine_digest: the engine's content digest of img read-only. */
+static void engine_digest(uint8_t *img, char hex[33], uint32_t *fcc)
+{
+    static uint8_t copy[SIZE];
+    memcpy(copy, img, SIZE);
+    struct dhl_mem m = {copy, SIZE, SIZE, 0, 0, 1, SIZE};
+    struct dhl_io io;
+    dhl_mem_io(&io, &m);
+    struct dhl_options o;
+    dhl_options_default(&o);
+    o.flags = DHL_OPEN_READONLY;
+    o.io = &io;
+    dhl *db;
+    CHECK(dhl_open("(test)", &o, &db) == DHL_OK, "open read-only: %s", dhl_errmsg(db));
+    CHECK(dhl_digest(db, hex) == DHL_OK, "digest");
+    struct dhl_info info;
+    CHECK(dhl_info(db, &info) == DHL_OK, "info");
+    *fcc = info.fcc;
+    dhl_close(db);
+}
+
+static const uint8_t *examine(rc_ctx *c, const uint8_t *img, const uint64_t *offs,
+                              const uint64_t *lens, const uint8_t *data, uint32_t n, size_t *len,
+                              int *rc)
+{
+    const uint8_t *out = NULL;
+    *rc =
+        rc_examine(c, img, SIZE, SIZE, offs, lens, data, n, "db", "db.rec", "db.again", &out, len);
+    return out;
+}
+
+int main(void)
+{
+    for (int i = 0; i < 7; i++)
+        if (i != 1 && i != 4)
+            CHECK(rc_abi_size(i) == dhl_abi_size(i), "ABI struct %d", i);
+    struct rc_engine e = engine();
+    rc_ctx *c = rc_new(&e);
+    CHECK(c != NULL, "rc_new");
+    static uint8_t img[SIZE], bad[SIZE];
+    make_db(img, 6);
+    char hex[33];
+    uint32_t fcc;
+    engine_digest(img, hex, &fcc);
+
+    /* intact: both readers see the engine's content at its FCC; nothing to
+    ** roll back, nothing for a second recovery to change */
+    size_t len;
+    int rc;
+    const uint8_t *out = examine(c, img, NULL, NULL, NULL, 0, &len, &rc);
+    struct parsed p;
+    CHECK(rc == RC_OK, "intact: rc %d", rc);
+    CHECK(parse(out, len, &p) == 0, "intact: layout");
+    CHECK(!p.has[0], "intact: no open error");
+    CHECK(p.sc[0] == fcc && p.sc[6] == fcc, "intact: FCC %u / %u, engine %u", p.sc[0], p.sc[6],
+          fcc);
+    CHECK(!strcmp(p.str[1], hex) && !strcmp(p.str[3], hex), "intact: digests %s %s, engine %s",
+          p.str[1], p.str[3], hex);
+    CHECK(!strcmp(p.str[6], "ok") && !strcmp(p.str[7], hex), "intact: integrity %s", p.str[6]);
+    CHECK(p.nlist[1] == 0 && p.nlist[2] == 0, "intact: pages without a committed slot");
+    CHECK(p.nlist[7] == 0, "intact: a second recovery changed %u pages", p.nlist[7]);
+    uint32_t dfcc, nc;
+    char dhex[33], err[128];
+    CHECK(rc_decode(c, img, SIZE, &dfcc, dhex, err, sizeof err, &nc) == RC_OK && dfcc == fcc &&
+              !strcmp(dhex, hex) && !err[0],
+          "decode: FCC %u digest %s error %s", dfcc, dhex, err);
+
+    /* the last transaction torn: its header page (page 0) from the one
+    ** before; recovery rolls back, the FCC goes one down */
+    static uint8_t older[SIZE];
+    make_db(older, 5);
+    uint64_t off = 0, n = PS;
+    out = examine(c, img, &off, &n, older, 1, &len, &rc);
+    CHECK(rc == RC_OK && parse(out, len, &p) == 0, "torn: rc %d", rc);
+    CHECK(p.sc[9] < fcc, "torn: recovered FCC %u, not below %u", p.sc[9], fcc);
+
+    /* an overlay past the device: the Python path's business */
+    off = SIZE - 512;
+    n = 1024;
+    static uint8_t junk[1024];
+    out = examine(c, img, &off, &n, junk, 1, &len, &rc);
+    CHECK(rc == RC_FALLBACK, "past the end: rc %d", rc);
+
+    /* not a database at all */
+    memset(bad, 0, SIZE);
+    out = examine(c, bad, NULL, NULL, NULL, 0, &len, &rc);
+    CHECK(rc == RC_OK && parse(out, len, &p) == 0 && p.has[0] && !p.has[4], "zeroed: rc %d", rc);
+    CHECK(rc_decode(c, bad, SIZE, &dfcc, dhex, err, sizeof err, &nc) == RC_OK && !dhex[0] &&
+              !strcmp(err, "no DHL header (bad magic)"),
+          "zeroed: decode error %s", err);
+
+    /* damage at random: sectors zeroed or filled with bytes, bytes of slot
+    ** headers and offset arrays changed; every result is well formed */
+    srand(7);
+    int done = 0;
+    for (int round = 0; round < 400; round++) {
+        memcpy(bad, img, SIZE);
+        for (int k = 0; k < 1 + rand() % 4; k++) {
+            uint32_t page = (uint32_t)rand() % 16, at = (uint32_t)rand() % PS;
+            if (rand() % 2)
+                at %= 64; /* the slot headers and the start of the arrays */
+            uint32_t len2 = rand() % 3 ? 1 + (uint32_t)rand() % 4 : 512;
+            if (at + len2 > PS)
+                len2 = PS - at;
+            for (uint32_t b = 0; b < len2; b++)
+                bad[page * PS + at + b] = rand() % 3 ? (uint8_t)rand() : 0;
+        }
+        out = examine(c, bad, NULL, NULL, NULL, 0, &len, &rc);
+        CHECK(rc == RC_OK || rc == RC_FALLBACK, "round %d: rc %d", round, rc);
+        if (rc == RC_OK) {
+            CHECK(parse(out, len, &p) == 0, "round %d: layout", round);
+            done++;
+        }
+        rc = rc_decode(c, bad, SIZE, &dfcc, dhex, err, sizeof err, &nc);
+        CHECK(rc == RC_OK || rc == RC_FALLBACK, "round %d: decode rc %d", round, rc);
+    }
+    CHECK(done > 300, "only %d of 400 damaged images examined", done);
+    rc_free(c);
+    rc_free(NULL);
+    if (failures)
+        fprintf(stderr, "test_rawcheck: %d failures\n", failures);
+    else
+        printf("test_rawcheck: ok\n");
+    return failures != 0;
+}
