@@ -1,8 +1,9 @@
 /*
 ** The pass-through base of crashlab's SQLite VFS shims (countvfs, cksumvfs,
-** waldiovfs, dashvfs).  A shim is a VFS over another one, its parent (the
-** default VFS when the shim is registered): what it does not change goes to
-** the parent unchanged.  This file holds that "unchanged" once:
+** waldiovfs, dashvfs, selvfs).  A shim is a VFS over another one, its
+** parent (the default VFS when the shim is registered:
+** vfsshim_default_parent): what it does not change goes to the parent
+** unchanged.  This file holds that "unchanged" once:
 **
 **  - vfsshim_vfs() fills a shim's sqlite3_vfs: its name, its file size and
 **    its xOpen are the shim's, every other method calls the parent's with
@@ -12,10 +13,12 @@
 **    that call the same method of the real file, the parent's file that the
 **    shim's open file wraps.  The shim then overrides only what it changes.
 **
-** A shim's open file starts with a vfsshim_file (its first member, so a
-** sqlite3_file * of the shim is also a vfsshim_file *); `real` points at the
-** parent's file, which lives in the same allocation after the shim's struct
-** (szOsFile counts both).  The functions keep no state of their own.
+** A shim whose io methods use these forwards starts its open file with a
+** vfsshim_file (its first member, so a sqlite3_file * of the shim is also a
+** vfsshim_file *); `real` points at the parent's file, which lives in the
+** same allocation after the shim's struct (szOsFile counts both).  (selvfs
+** takes only the VFS part: a journal it keeps in memory has no real file.)
+** The functions keep no state of their own.
 */
 #ifndef CRASHLAB_VFSSHIM_H
 #define CRASHLAB_VFSSHIM_H
