@@ -29,7 +29,7 @@ import json
 import shlex
 import shutil
 import subprocess
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -198,33 +198,45 @@ def record_device_figures(cmd: list[str], out: Path, fs: str, *,
         shutil.rmtree(out, ignore_errors=True)
 
 
-def write_streams(work: Path) -> dict[str, Path]:
-    """The op stream of every kind of KINDS, written to ``work``/KIND.ops."""
+def write_streams(work: Path, streams: dict[str, str] = KINDS) -> dict[str, Path]:
+    """The op stream of every kind of ``streams`` (kind -> workload spec),
+    written to ``work``/KIND.ops."""
     return {kind: write_opstream(parse_spec(text), work / f"{kind}.ops")
-            for kind, text in KINDS.items()}
+            for kind, text in streams.items()}
+
+
+def record_streams(sut: Sut, work: Path, kinds: Iterable[str] = KINDS,
+                   mount_options: str = "") -> list[tuple[str, float, float, dict]]:
+    """Run the op streams ``kinds`` of ``work`` (write_streams) with ``sut``
+    one after the other, in one recording on ext4 mounted with
+    ``mount_options``; per kind: (kind, device KiB per transaction, device
+    flushes per transaction, the runner's --stats report)."""
+    kinds = list(kinds)
+    stats = {kind: work / f"stats-{kind}.json" for kind in kinds}
+    script = " && ".join(
+        shlex.join(runner_command(sut, work / f"{kind}.ops", f"{kind}.db", stats=stats[kind]))
+        for kind in kinds)
+    figs = record_device_figures(["sh", "-c", script], work / "run", "ext4",
+                                 mount_options=mount_options)
+    return [(kind, kib, flushes, json.loads(stats[kind].read_text()))
+            for kind, (kib, flushes) in zip(kinds, figs, strict=True)]
 
 
 def device_table(names: tuple[str, ...], work: Path,
                  note: str = "") -> dict[tuple[str, str], float]:
     """Record the op streams of ``work`` (write_streams) for each SUT of
-    ``names``, every kind in one recording on ext4, and print per SUT x kind
-    the device KiB and flushes per transaction and the runner's syncs and KiB
-    handed to the OS (``note``: said after the table's first line).  Returns
-    the device KiB per transaction of each (SUT, kind)."""
+    ``names`` (record_streams), and print per SUT x kind the device KiB and
+    flushes per transaction and the runner's syncs and KiB handed to the OS
+    (``note``: said after the table's first line).  Returns the device KiB
+    per transaction of each (SUT, kind)."""
     width = max(len(n) for n in names)
     print(f"{TXNS} one-operation transactions per kind, one recording per SUT on ext4{note}")
     print(f"{'SUT':{width}s} {'kind':6s} {'dev KiB/txn':>11s} {'dev flush/txn':>13s} "
           f"{'syncs/txn':>9s} {'KiB/txn':>7s}")
     dev: dict[tuple[str, str], float] = {}
     for name in names:
-        stats = {kind: work / f"stats-{kind}.json" for kind in KINDS}
-        script = " && ".join(
-            shlex.join(runner_command(get_sut(name), work / f"{kind}.ops", f"{kind}.db",
-                                      stats=stats[kind]))
-            for kind in KINDS)
-        figs = record_device_figures(["sh", "-c", script], work / "run", "ext4")
-        for kind, (kib, flushes) in zip(KINDS, figs, strict=True):
-            w = json.loads(stats[kind].read_text())["workload"]
+        for kind, kib, flushes, report in record_streams(get_sut(name), work):
+            w = report["workload"]
             dev[(name, kind)] = kib
             print(f"{name:{width}s} {kind:6s} {kib:11.1f} {flushes:13.2f} "
                   f"{w['fsyncs'] / TXNS:9.2f} {w['bytes_written'] / TXNS / 1024:7.1f}")
