@@ -152,10 +152,10 @@ BUILD += $(WL_BUILD)/crashlab-runner-maw
 
 # The batch-atomic-write watch's C unit test (against the system SQLite,
 # under ASan+UBSan): a commit outside an atomic batch fails its check.
-$(WL_BUILD)/test_batchvfs: $(WL_DIR)/runner/test_batchvfs.c $(WL_DIR)/runner/batchvfs.c $(WL_DIR)/runner/countvfs.c $(WL_HDR) $(WL_DIR)/build.mk
+$(WL_BUILD)/test_batchvfs: $(WL_DIR)/runner/test_batchvfs.c $(WL_DIR)/runner/batchvfs.c $(WL_DIR)/runner/countvfs.c $(WL_DIR)/runner/vfsshim.c $(WL_HDR) $(WL_DIR)/build.mk
 	@mkdir -p $(WL_BUILD)
 	$(CC) $(CFLAGS_COMMON) $(ASAN_FLAGS) $(WL_SQLITE_CFLAGS) -o $@ $(WL_DIR)/runner/test_batchvfs.c \
-	    $(WL_DIR)/runner/batchvfs.c $(WL_DIR)/runner/countvfs.c $(WL_SQLITE_LIBS)
+	    $(WL_DIR)/runner/batchvfs.c $(WL_DIR)/runner/countvfs.c $(WL_DIR)/runner/vfsshim.c $(WL_SQLITE_LIBS)
 
 .PHONY: workloads-ctest-maw
 workloads-ctest-maw: $(WL_BUILD)/test_batchvfs
