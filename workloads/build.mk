@@ -3,7 +3,7 @@
 # prerequisite, so `make build` builds dhl before the runner.
 WL_DIR      := workloads
 WL_BUILD    := $(WL_DIR)/build
-WL_SRC      := $(addprefix $(WL_DIR)/runner/,main.c opstream.c marks.c countvfs.c cksumvfs.c dashvfs.c waldiovfs.c selvfs.c engine_sqlite.c engine_dhl.c batchvfs.c)
+WL_SRC      := $(addprefix $(WL_DIR)/runner/,main.c opstream.c marks.c vfsshim.c countvfs.c cksumvfs.c dashvfs.c waldiovfs.c selvfs.c engine_sqlite.c engine_dhl.c batchvfs.c)
 WL_HDR      := $(wildcard $(WL_DIR)/runner/*.h)
 WL_SQLITE_CFLAGS = $(shell pkg-config --cflags sqlite3 2>/dev/null)
 WL_SQLITE_LIBS   = $(shell pkg-config --libs sqlite3 2>/dev/null || echo -lsqlite3)
@@ -12,6 +12,9 @@ WL_DHL_LIB    := dhl/build/libdhl.a
 WL_DHL_LIBS   := -lxxhash
 # The ASan build compiles libdhl's sources in, so the engine is checked too.
 WL_DHL_SRC    := $(sort $(wildcard dhl/src/*.c))
+# The pass-through base every VFS shim is built on (vfsshim.h), and the WAL
+# checksum the shims that write frames or page checksums share (walsum.h).
+WL_SHIM     := $(WL_DIR)/runner/vfsshim.c $(WL_DIR)/runner/vfsshim.h $(WL_DIR)/runner/walsum.h
 WL_TEST_SRC := $(WL_DIR)/runner/test_runner.c $(WL_DIR)/runner/opstream.c $(WL_DIR)/runner/marks.c
 
 $(WL_BUILD)/crashlab-runner: $(WL_SRC) $(WL_HDR) $(WL_DIR)/build.mk $(WL_DHL_LIB) dhl/include/dhl.h
@@ -34,21 +37,24 @@ $(WL_BUILD)/test_runner: $(WL_TEST_SRC) $(WL_HDR) $(WL_DIR)/build.mk
 # The checksum VFS as a shared library over the system SQLite: the checkers
 # load it (ctypes) to open a checksummed database as the SUT does
 # (workloads/cksumvfs.py).
-$(WL_BUILD)/libcrashlab-cksumvfs.so: $(WL_DIR)/runner/cksumvfs.c $(WL_DIR)/runner/cksumvfs.h $(WL_DIR)/build.mk
+$(WL_BUILD)/libcrashlab-cksumvfs.so: $(WL_DIR)/runner/cksumvfs.c $(WL_DIR)/runner/cksumvfs.h $(WL_SHIM) $(WL_DIR)/build.mk
 	@mkdir -p $(WL_BUILD)
 	$(CC) $(CFLAGS_COMMON) -fPIC -shared $(WL_SQLITE_CFLAGS) -o $@ $(WL_DIR)/runner/cksumvfs.c \
-	    $(WL_SQLITE_LIBS)
+	    $(WL_DIR)/runner/vfsshim.c $(WL_SQLITE_LIBS)
 
-$(WL_BUILD)/test_cksumvfs: $(WL_DIR)/runner/test_cksumvfs.c $(WL_DIR)/runner/cksumvfs.c $(WL_DIR)/runner/cksumvfs.h $(WL_DIR)/build.mk
+$(WL_BUILD)/test_cksumvfs: $(WL_DIR)/runner/test_cksumvfs.c $(WL_DIR)/runner/cksumvfs.c $(WL_DIR)/runner/cksumvfs.h $(WL_SHIM) $(WL_DIR)/build.mk
 	@mkdir -p $(WL_BUILD)
 	$(CC) $(CFLAGS_COMMON) $(ASAN_FLAGS) $(WL_SQLITE_CFLAGS) -o $@ $(WL_DIR)/runner/test_cksumvfs.c \
-	    $(WL_DIR)/runner/cksumvfs.c $(WL_SQLITE_LIBS)
+	    $(WL_DIR)/runner/cksumvfs.c $(WL_DIR)/runner/vfsshim.c $(WL_SQLITE_LIBS)
 
 # The DASH VFS alone over the unix VFS (dashvfs.h).
-$(WL_BUILD)/test_dashvfs: $(WL_DIR)/runner/test_dashvfs.c $(WL_DIR)/runner/dashvfs.c $(WL_DIR)/runner/dashvfs.h $(WL_DIR)/build.mk
+$(WL_BUILD)/test_dashvfs: $(WL_DIR)/runner/test_dashvfs.c $(WL_DIR)/runner/dashvfs.c $(WL_DIR)/runner/dashvfs.h $(WL_SHIM) $(WL_DIR)/build.mk
 	@mkdir -p $(WL_BUILD)
 	$(CC) $(CFLAGS_COMMON) $(ASAN_FLAGS) $(WL_SQLITE_CFLAGS) -o $@ $(WL_DIR)/runner/test_dashvfs.c \
-	    $(WL_DIR)/runner/dashvfs.c $(WL_SQLITE_LIBS)
+	    $(WL_DIR)/runner/dashvfs.c $(WL_DIR)/runner/vfsshim.c $(WL_SQLITE_LIBS)
+
+# The C tests' shared CHECK and helpers.
+$(WL_BUILD)/test_cksumvfs $(WL_BUILD)/test_dashvfs $(WL_BUILD)/test_waldiovfs: $(WL_DIR)/runner/testutil.h
 
 .PHONY: workloads-ctest
 workloads-ctest: $(WL_BUILD)/test_runner $(WL_BUILD)/test_cksumvfs $(WL_BUILD)/test_dashvfs $(WL_BUILD)/test_waldiovfs
@@ -59,15 +65,15 @@ workloads-ctest: $(WL_BUILD)/test_runner $(WL_BUILD)/test_cksumvfs $(WL_BUILD)/t
 
 # The WALDIO VFS (waldiovfs.h): the shared library the checkers open a
 # WALDIO database through (workloads/waldiovfs.py), and its unit test.
-$(WL_BUILD)/libcrashlab-waldiovfs.so: $(WL_DIR)/runner/waldiovfs.c $(WL_DIR)/runner/waldiovfs.h $(WL_DIR)/build.mk
+$(WL_BUILD)/libcrashlab-waldiovfs.so: $(WL_DIR)/runner/waldiovfs.c $(WL_DIR)/runner/waldiovfs.h $(WL_SHIM) $(WL_DIR)/build.mk
 	@mkdir -p $(WL_BUILD)
 	$(CC) $(CFLAGS_COMMON) -fPIC -shared $(WL_SQLITE_CFLAGS) -o $@ $(WL_DIR)/runner/waldiovfs.c \
-	    $(WL_SQLITE_LIBS)
+	    $(WL_DIR)/runner/vfsshim.c $(WL_SQLITE_LIBS)
 
-$(WL_BUILD)/test_waldiovfs: $(WL_DIR)/runner/test_waldiovfs.c $(WL_DIR)/runner/waldiovfs.c $(WL_DIR)/runner/waldiovfs.h $(WL_DIR)/build.mk
+$(WL_BUILD)/test_waldiovfs: $(WL_DIR)/runner/test_waldiovfs.c $(WL_DIR)/runner/waldiovfs.c $(WL_DIR)/runner/waldiovfs.h $(WL_SHIM) $(WL_DIR)/build.mk
 	@mkdir -p $(WL_BUILD)
 	$(CC) $(CFLAGS_COMMON) $(ASAN_FLAGS) $(WL_SQLITE_CFLAGS) -o $@ $(WL_DIR)/runner/test_waldiovfs.c \
-	    $(WL_DIR)/runner/waldiovfs.c $(WL_SQLITE_LIBS)
+	    $(WL_DIR)/runner/waldiovfs.c $(WL_DIR)/runner/vfsshim.c $(WL_SQLITE_LIBS)
 
 BUILD += $(WL_BUILD)/crashlab-runner $(WL_BUILD)/crashlab-runner-asan $(WL_BUILD)/libcrashlab-cksumvfs.so
 BUILD += $(WL_BUILD)/libcrashlab-waldiovfs.so
@@ -76,7 +82,7 @@ CTEST += workloads-ctest
 # xLog (workloads/runner/xlog.c, the engine `xlog`): part of the runner; its
 # recovery alone as crashlab-xlog-recover (the checkers replay each crash
 # state's NVRAM with it); its record format's unit test, under ASan+UBSan.
-WL_XLOG_SRC := $(WL_DIR)/runner/xlog.c $(WL_DIR)/runner/countvfs.c
+WL_XLOG_SRC := $(WL_DIR)/runner/xlog.c $(WL_DIR)/runner/countvfs.c $(WL_DIR)/runner/vfsshim.c
 WL_SRC += $(WL_DIR)/runner/xlog.c
 $(WL_BUILD)/crashlab-runner $(WL_BUILD)/crashlab-runner-asan: $(WL_DIR)/runner/xlog.c
 
@@ -99,15 +105,15 @@ CTEST += workloads-ctest-xlog
 # The selective-journaling VFS (runner/selvfs.h) as a shared library: the
 # checkers open a selective SUT's database through it (workloads/selvfs.py);
 # its C test runs under ASan.
-$(WL_BUILD)/libcrashlab-selvfs.so: $(WL_DIR)/runner/selvfs.c $(WL_DIR)/runner/selvfs.h $(WL_DIR)/build.mk
+$(WL_BUILD)/libcrashlab-selvfs.so: $(WL_DIR)/runner/selvfs.c $(WL_DIR)/runner/selvfs.h $(WL_SHIM) $(WL_DIR)/build.mk
 	@mkdir -p $(WL_BUILD)
 	$(CC) $(CFLAGS_COMMON) -fPIC -shared $(WL_SQLITE_CFLAGS) -o $@ $(WL_DIR)/runner/selvfs.c \
-	    $(WL_SQLITE_LIBS)
+	    $(WL_DIR)/runner/vfsshim.c $(WL_SQLITE_LIBS)
 
-$(WL_BUILD)/test_selvfs: $(WL_DIR)/runner/test_selvfs.c $(WL_DIR)/runner/selvfs.c $(WL_DIR)/runner/selvfs.h $(WL_DIR)/build.mk
+$(WL_BUILD)/test_selvfs: $(WL_DIR)/runner/test_selvfs.c $(WL_DIR)/runner/selvfs.c $(WL_DIR)/runner/selvfs.h $(WL_SHIM) $(WL_DIR)/runner/testutil.h $(WL_DIR)/build.mk
 	@mkdir -p $(WL_BUILD)
 	$(CC) $(CFLAGS_COMMON) $(ASAN_FLAGS) $(WL_SQLITE_CFLAGS) -o $@ $(WL_DIR)/runner/test_selvfs.c \
-	    $(WL_DIR)/runner/selvfs.c $(WL_SQLITE_LIBS)
+	    $(WL_DIR)/runner/selvfs.c $(WL_DIR)/runner/vfsshim.c $(WL_SQLITE_LIBS)
 
 .PHONY: selvfs-ctest
 selvfs-ctest: $(WL_BUILD)/test_selvfs
@@ -146,10 +152,10 @@ BUILD += $(WL_BUILD)/crashlab-runner-maw
 
 # The batch-atomic-write watch's C unit test (against the system SQLite,
 # under ASan+UBSan): a commit outside an atomic batch fails its check.
-$(WL_BUILD)/test_batchvfs: $(WL_DIR)/runner/test_batchvfs.c $(WL_DIR)/runner/batchvfs.c $(WL_DIR)/runner/countvfs.c $(WL_HDR) $(WL_DIR)/build.mk
+$(WL_BUILD)/test_batchvfs: $(WL_DIR)/runner/test_batchvfs.c $(WL_DIR)/runner/batchvfs.c $(WL_DIR)/runner/countvfs.c $(WL_DIR)/runner/vfsshim.c $(WL_HDR) $(WL_DIR)/build.mk
 	@mkdir -p $(WL_BUILD)
 	$(CC) $(CFLAGS_COMMON) $(ASAN_FLAGS) $(WL_SQLITE_CFLAGS) -o $@ $(WL_DIR)/runner/test_batchvfs.c \
-	    $(WL_DIR)/runner/batchvfs.c $(WL_DIR)/runner/countvfs.c $(WL_SQLITE_LIBS)
+	    $(WL_DIR)/runner/batchvfs.c $(WL_DIR)/runner/countvfs.c $(WL_DIR)/runner/vfsshim.c $(WL_SQLITE_LIBS)
 
 .PHONY: workloads-ctest-maw
 workloads-ctest-maw: $(WL_BUILD)/test_batchvfs

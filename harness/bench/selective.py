@@ -14,14 +14,9 @@ written twice: the "journaling of journal" the thesis removes).
 
 from __future__ import annotations
 
-import json
-import shlex
-
-from harness.bench.suts import KINDS, TXNS, record_device_figures
+from harness.bench.suts import KINDS, TXNS, record_streams, write_streams
 from harness.env import temporary_folder
-from workloads.generate import write_opstream
-from workloads.run import runner_command, runner_path
-from workloads.spec import parse_spec
+from workloads.run import runner_path
 from workloads.suts import get_sut
 
 NAME = "selective"
@@ -39,8 +34,7 @@ CONFIGS = (
 def run() -> None:
     runner_path()  # fails early with "run make build"
     with temporary_folder("crashlab-bench-selective-") as work:
-        for kind, text in STREAMS.items():
-            write_opstream(parse_spec(text), work / f"{kind}.ops")
+        write_streams(work, STREAMS)
         width = max(len(c[0]) for c in CONFIGS)
         print(f"{TXNS} transactions per kind (insert/update/delete: one 100-byte operation; "
               f"multi: three on three tables), one recording per configuration on ext4")
@@ -49,16 +43,8 @@ def run() -> None:
         dev: dict[tuple[str, str], float] = {}
         for label, name, options in CONFIGS:
             sut = get_sut(name)
-            stats = {kind: work / f"stats-{kind}.json" for kind in STREAMS}
-            script = " && ".join(
-                shlex.join(runner_command(sut, work / f"{kind}.ops", f"{kind}.db",
-                                          stats=stats[kind]))
-                for kind in STREAMS)
             mount = sut.mount_options if options is None else options
-            figs = record_device_figures(["sh", "-c", script], work / "run", "ext4",
-                                         mount_options=mount)
-            for kind, (kib, flushes) in zip(STREAMS, figs, strict=True):
-                report = json.loads(stats[kind].read_text())
+            for kind, kib, flushes, report in record_streams(sut, work, STREAMS, mount):
                 sel = report.get("selective")
                 paths = f"{sel['fs_journal_txns']}/{sel['sqlite_journal_txns']}" if sel else "-"
                 dev[(label, kind)] = kib

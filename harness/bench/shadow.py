@@ -18,19 +18,15 @@ per transaction, recorded on ext4.
 
 from __future__ import annotations
 
-import json
-import shlex
 import statistics
 from pathlib import Path
 
-from harness.bench.suts import KINDS, TXNS, WAL_OPT, record_device_figures
+from harness.bench.suts import WAL_OPT, device_table, write_streams
 from harness.env import temporary_folder
 from harness.filetrace import FileWrite, Mark, prepare
 from harness.rundir import RunDir
-from workloads.generate import write_opstream
-from workloads.run import record_workload, runner_command, runner_path
-from workloads.spec import parse_spec
-from workloads.suts import PAGE_SIZE, get_sut
+from workloads.run import record_workload, runner_path
+from workloads.suts import PAGE_SIZE
 
 NAME = "shadow"
 SUTS = ("sqlite-off", "off-opt", "dhl-nolog", "dash", "sqlite-wal-full", WAL_OPT)
@@ -78,28 +74,9 @@ def _pages(work: Path) -> None:
         print(f"{name:12s} {mean:9.2f} {header:>14d} of {len(pages):<3d}  {first}")
 
 
-def _device(work: Path) -> None:
-    width = max(len(n) for n in SUTS)
-    print(f"{TXNS} one-operation transactions per kind, one recording per SUT on ext4")
-    print(f"{'SUT':{width}s} {'kind':6s} {'dev KiB/txn':>11s} {'dev flush/txn':>13s} "
-          f"{'syncs/txn':>9s} {'KiB/txn':>7s}")
-    for name in SUTS:
-        stats = {kind: work / f"stats-{kind}.json" for kind in KINDS}
-        script = " && ".join(
-            shlex.join(runner_command(get_sut(name), work / f"{kind}.ops", f"{kind}.db",
-                                      stats=stats[kind]))
-            for kind in KINDS)
-        figs = record_device_figures(["sh", "-c", script], work / "run", "ext4")
-        for kind, (kib, flushes) in zip(KINDS, figs, strict=True):
-            w = json.loads(stats[kind].read_text())["workload"]
-            print(f"{name:{width}s} {kind:6s} {kib:11.1f} {flushes:13.2f} "
-                  f"{w['fsyncs'] / TXNS:9.2f} {w['bytes_written'] / TXNS / 1024:7.1f}")
-
-
 def run() -> None:
     runner_path()  # fails early with "run make build"
     with temporary_folder("crashlab-bench-shadow-") as work:
-        for kind, text in KINDS.items():
-            write_opstream(parse_spec(text), work / f"{kind}.ops")
+        write_streams(work)
         _pages(work)
-        _device(work)
+        device_table(SUTS, work)

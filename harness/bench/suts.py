@@ -29,8 +29,9 @@ import json
 import shlex
 import shutil
 import subprocess
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 
 from harness.env import temporary_folder
@@ -140,26 +141,49 @@ def _plain(work: Path) -> None:
                     dev_img.unlink()
 
 
-def _device_figures(log: Path) -> list[tuple[float, float]]:
-    """(device KiB, flushes) per measured transaction of each runner run in
-    ``log``, in order: the window of one run is txn-begin:1 .. txn-ack:TXNS."""
-    out = []
-    counting = False
-    nbytes = flushes = 0
+@dataclass
+class Window:
+    """What the block device saw in one runner run's measured transactions
+    (txn-begin:1 .. txn-ack:TXNS), in bytes and counts."""
+
+    disk: int = 0  # bytes written to the disk
+    nvram: int = 0  # bytes written to the NVRAM (past the disk), if any
+    flushes: int = 0
+    fua: int = 0  # FUA writes to the disk
+
+
+def device_windows(log: Path, nvram_at: int | None = None) -> list[Window]:
+    """One :class:`Window` per runner run in ``log``, in order; ``nvram_at``:
+    the NVRAM's first byte (writes from there on are the NVRAM's), None
+    without one."""
+    out: list[Window] = []
+    w: Window | None = None
     with LogReader(log) as r:
         for e in r.entries():
             if e.is_mark:
                 if e.label == "txn-begin:1":
-                    counting, nbytes, flushes = True, 0, 0
-                elif e.label == f"txn-ack:{TXNS}" and counting:
-                    counting = False
-                    out.append((nbytes / 1024 / TXNS, flushes / TXNS))
+                    w = Window()
+                elif e.label == f"txn-ack:{TXNS}" and w is not None:
+                    out.append(w)
+                    w = None
                 continue
-            if counting:
-                flushes += e.is_flush
-                if e.is_write:
-                    nbytes += e.nr_sectors * r.sectorsize
+            if w is None:
+                continue
+            w.flushes += e.is_flush
+            if e.is_write:
+                n = e.nr_sectors * r.sectorsize
+                if nvram_at is not None and e.sector * r.sectorsize >= nvram_at:
+                    w.nvram += n
+                else:
+                    w.disk += n
+                    w.fua += e.is_fua
     return out
+
+
+def _device_figures(log: Path) -> list[tuple[float, float]]:
+    """(device KiB, flushes) per measured transaction of each runner run in
+    ``log``, in order."""
+    return [(w.disk / 1024 / TXNS, w.flushes / TXNS) for w in device_windows(log)]
 
 
 def record_device_figures(cmd: list[str], out: Path, fs: str, *,
@@ -174,6 +198,51 @@ def record_device_figures(cmd: list[str], out: Path, fs: str, *,
         return _device_figures(run.log)
     finally:
         shutil.rmtree(out, ignore_errors=True)
+
+
+def write_streams(work: Path, streams: dict[str, str] = KINDS) -> dict[str, Path]:
+    """The op stream of every kind of ``streams`` (kind -> workload spec),
+    written to ``work``/KIND.ops."""
+    return {kind: write_opstream(parse_spec(text), work / f"{kind}.ops")
+            for kind, text in streams.items()}
+
+
+def record_streams(sut: Sut, work: Path, kinds: Iterable[str] = KINDS,
+                   mount_options: str = "") -> list[tuple[str, float, float, dict]]:
+    """Run the op streams ``kinds`` of ``work`` (write_streams) with ``sut``
+    one after the other, in one recording on ext4 mounted with
+    ``mount_options``; per kind: (kind, device KiB per transaction, device
+    flushes per transaction, the runner's --stats report)."""
+    kinds = list(kinds)
+    stats = {kind: work / f"stats-{kind}.json" for kind in kinds}
+    script = " && ".join(
+        shlex.join(runner_command(sut, work / f"{kind}.ops", f"{kind}.db", stats=stats[kind]))
+        for kind in kinds)
+    figs = record_device_figures(["sh", "-c", script], work / "run", "ext4",
+                                 mount_options=mount_options)
+    return [(kind, kib, flushes, json.loads(stats[kind].read_text()))
+            for kind, (kib, flushes) in zip(kinds, figs, strict=True)]
+
+
+def device_table(names: tuple[str, ...], work: Path,
+                 note: str = "") -> dict[tuple[str, str], float]:
+    """Record the op streams of ``work`` (write_streams) for each SUT of
+    ``names`` (record_streams), and print per SUT x kind the device KiB and
+    flushes per transaction and the runner's syncs and KiB handed to the OS
+    (``note``: said after the table's first line).  Returns the device KiB
+    per transaction of each (SUT, kind)."""
+    width = max(len(n) for n in names)
+    print(f"{TXNS} one-operation transactions per kind, one recording per SUT on ext4{note}")
+    print(f"{'SUT':{width}s} {'kind':6s} {'dev KiB/txn':>11s} {'dev flush/txn':>13s} "
+          f"{'syncs/txn':>9s} {'KiB/txn':>7s}")
+    dev: dict[tuple[str, str], float] = {}
+    for name in names:
+        for kind, kib, flushes, report in record_streams(get_sut(name), work):
+            w = report["workload"]
+            dev[(name, kind)] = kib
+            print(f"{name:{width}s} {kind:6s} {kib:11.1f} {flushes:13.2f} "
+                  f"{w['fsyncs'] / TXNS:9.2f} {w['bytes_written'] / TXNS / 1024:7.1f}")
+    return dev
 
 
 def _recorded(work: Path) -> dict[tuple[str, str], tuple[float, float]]:
@@ -215,8 +284,7 @@ def _figures(work: Path, sut: Sut, kind: str) -> tuple[float, float, float]:
 def run() -> None:
     runner_path()  # fails early with "run make build"
     with temporary_folder("crashlab-bench-suts-") as work:
-        for kind, text in KINDS.items():
-            write_opstream(parse_spec(text), work / f"{kind}.ops")
+        write_streams(work)
         _plain(work)
         try:
             dev = _recorded(work)

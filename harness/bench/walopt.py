@@ -21,15 +21,9 @@ log's own cost per transaction.
 
 from __future__ import annotations
 
-import json
-import shlex
-
-from harness.bench.suts import KINDS, TXNS, WAL_100, WAL_OPT, record_device_figures
+from harness.bench.suts import KINDS, WAL_100, WAL_OPT, device_table, write_streams
 from harness.env import temporary_folder
-from workloads.generate import write_opstream
-from workloads.run import runner_command, runner_path
-from workloads.spec import parse_spec
-from workloads.suts import get_sut
+from workloads.run import runner_path
 
 NAME = "walopt"
 WALDIO = "waldio"
@@ -41,27 +35,9 @@ SUTS = ("sqlite-wal-full", WAL_100, WAL_OPT, "sqlite-wal-normal",
 def run() -> None:
     runner_path()  # fails early with "run make build"
     with temporary_folder("crashlab-bench-walopt-") as work:
-        for kind, text in KINDS.items():
-            write_opstream(parse_spec(text), work / f"{kind}.ops")
-        width = max(len(n) for n in SUTS)
-        print(f"{TXNS} one-operation transactions per kind, one recording per SUT on ext4 "
-              f"(synchronous=NORMAL syncs nothing in the window: its data reaches the device "
-              f"later)")
-        print(f"{'SUT':{width}s} {'kind':6s} {'dev KiB/txn':>11s} {'dev flush/txn':>13s} "
-              f"{'syncs/txn':>9s} {'KiB/txn':>7s}")
-        dev: dict[tuple[str, str], float] = {}
-        for name in SUTS:
-            stats = {kind: work / f"stats-{kind}.json" for kind in KINDS}
-            script = " && ".join(
-                shlex.join(runner_command(get_sut(name), work / f"{kind}.ops", f"{kind}.db",
-                                          stats=stats[kind]))
-                for kind in KINDS)
-            figs = record_device_figures(["sh", "-c", script], work / "run", "ext4")
-            for kind, (kib, flushes) in zip(KINDS, figs, strict=True):
-                w = json.loads(stats[kind].read_text())["workload"]
-                dev[(name, kind)] = kib
-                print(f"{name:{width}s} {kind:6s} {kib:11.1f} {flushes:13.2f} "
-                      f"{w['fsyncs'] / TXNS:9.2f} {w['bytes_written'] / TXNS / 1024:7.1f}")
+        write_streams(work)
+        dev = device_table(SUTS, work, " (synchronous=NORMAL syncs nothing in the window: its "
+                           "data reaches the device later)")
         for kind in KINDS:
             opt = dev[(WAL_OPT, kind)]
             print(f"{kind}: WAL_OPT {opt:.1f} device KiB/txn, sqlite-wal-full "

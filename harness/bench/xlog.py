@@ -16,14 +16,11 @@ import json
 import shutil
 from pathlib import Path
 
-from harness.bench.suts import KINDS, TXNS, WAL_OPT
+from harness.bench.suts import KINDS, TXNS, WAL_OPT, device_windows, write_streams
 from harness.env import temporary_folder
-from harness.logformat import LogReader
 from harness.materialize.nvram import nvram_region
 from harness.record.recorder import record
-from workloads.generate import write_opstream
 from workloads.run import runner_command, runner_path
-from workloads.spec import parse_spec
 from workloads.suts import get_sut
 
 NAME = "xlog"
@@ -34,27 +31,8 @@ def device_figures(log: Path, nvram_at: int | None) -> tuple[float, float, float
     """(disk KiB, NVRAM KiB, flushes, FUA writes to the disk) per measured
     transaction of the one runner run in ``log`` (window txn-begin:1 ..
     txn-ack:TXNS); ``nvram_at``: the NVRAM's first byte, None without one."""
-    disk = nv = flushes = fua = 0
-    counting = False
-    with LogReader(log) as r:
-        for e in r.entries():
-            if e.is_mark:
-                if e.label == "txn-begin:1":
-                    counting = True
-                elif e.label == f"txn-ack:{TXNS}":
-                    break
-                continue
-            if not counting:
-                continue
-            flushes += e.is_flush
-            if e.is_write:
-                n = e.nr_sectors * r.sectorsize
-                if nvram_at is not None and e.sector * r.sectorsize >= nvram_at:
-                    nv += n
-                else:
-                    disk += n
-                    fua += e.is_fua
-    return disk / 1024 / TXNS, nv / 1024 / TXNS, flushes / TXNS, fua / TXNS
+    w = device_windows(log, nvram_at)[0]
+    return w.disk / 1024 / TXNS, w.nvram / 1024 / TXNS, w.flushes / TXNS, w.fua / TXNS
 
 
 def run() -> None:
@@ -64,8 +42,7 @@ def run() -> None:
           f"{'flush/txn':>9s} {'syncs/txn':>9s}")
     disk: dict[tuple[str, str], float] = {}
     with temporary_folder("crashlab-bench-xlog-") as work:
-        for kind, text in KINDS.items():
-            ops = write_opstream(parse_spec(text), work / f"{kind}.ops")
+        for kind, ops in write_streams(work).items():
             for name in SUTS:
                 sut = get_sut(name)
                 stats = work / "stats.json"

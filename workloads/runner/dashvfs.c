@@ -26,10 +26,13 @@
 
 #include <fcntl.h>
 #include <sqlite3.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+
+#include "vfsshim.h"
 
 enum { UNIT = 4096 };
 
@@ -39,7 +42,7 @@ typedef struct bitmap {
 } bitmap;
 
 typedef struct dfile {
-    sqlite3_file base;
+    vfsshim_file shim;  /* real: f[0], which takes the locks (the forwards of vfsshim.h) */
     sqlite3_file *f[2]; /* the parent VFS's files, right after this struct */
     int cur;            /* f[cur] is the file PATH names */
     int open[2];        /* f[i] was opened (close it) */
@@ -48,10 +51,13 @@ typedef struct dfile {
     bitmap stale, dirty;
 } dfile;
 
+_Static_assert(offsetof(dfile, shim) == 0, "a dfile * is its sqlite3_file *");
+
 static sqlite3_vfs g_vfs;
+static sqlite3_io_methods g_io; /* filled by dashvfs_register */
 static enum dash_order g_order;
 
-#define PARENT(v) ((sqlite3_vfs *)(v)->pAppData)
+#define PARENT(v) VFSSHIM_PARENT(v)
 #define CUR(d)    ((d)->f[(d)->cur])
 #define SHD(d)    ((d)->f[1 - (d)->cur])
 
@@ -253,24 +259,6 @@ static int d_file_size(sqlite3_file *f, sqlite3_int64 *size)
     return SHD(d)->pMethods->xFileSize(SHD(d), size);
 }
 
-/* Locks live on f[0], the file first opened, whichever name it has now:
-** one connection in one process (the contract). */
-static int d_lock(sqlite3_file *f, int lock)
-{
-    dfile *d = (dfile *)f;
-    return d->f[0]->pMethods->xLock(d->f[0], lock);
-}
-static int d_unlock(sqlite3_file *f, int lock)
-{
-    dfile *d = (dfile *)f;
-    return d->f[0]->pMethods->xUnlock(d->f[0], lock);
-}
-static int d_check_reserved(sqlite3_file *f, int *out)
-{
-    dfile *d = (dfile *)f;
-    return d->f[0]->pMethods->xCheckReservedLock(d->f[0], out);
-}
-
 /* File controls go to the shadow (a size hint must never grow the committed
 ** file); the lock state to f[0]; settings that shape later I/O to both.
 ** The database never "moves" for SQLite: the exchange is this VFS's own. */
@@ -292,18 +280,6 @@ static int d_file_control(sqlite3_file *f, int op, void *arg)
     }
 }
 
-static int d_sector_size(sqlite3_file *f)
-{
-    dfile *d = (dfile *)f;
-    return d->f[0]->pMethods->xSectorSize(d->f[0]);
-}
-
-static int d_device_chars(sqlite3_file *f)
-{
-    dfile *d = (dfile *)f;
-    return d->f[0]->pMethods->xDeviceCharacteristics(d->f[0]);
-}
-
 static int d_close(sqlite3_file *f)
 {
     dfile *d = (dfile *)f;
@@ -318,22 +294,6 @@ static int d_close(sqlite3_file *f)
     free(d->dirty.b);
     return rc;
 }
-
-static const sqlite3_io_methods DASH_METHODS = {
-    .iVersion = 1, /* no shared memory (no WAL), no memory mapping */
-    .xClose = d_close,
-    .xRead = d_read,
-    .xWrite = d_write,
-    .xTruncate = d_truncate,
-    .xSync = d_sync,
-    .xFileSize = d_file_size,
-    .xLock = d_lock,
-    .xUnlock = d_unlock,
-    .xCheckReservedLock = d_check_reserved,
-    .xFileControl = d_file_control,
-    .xSectorSize = d_sector_size,
-    .xDeviceCharacteristics = d_device_chars,
-};
 
 /* Open PATH and PATH-shadow.  What a crash left in the shadow is never read:
 ** it is cut to PATH's size and every unit marked stale, so the first commit
@@ -350,6 +310,7 @@ static int open_main(sqlite3_vfs *parent, sqlite3_filename name, dfile *d, int f
     d->path = name;
     d->f[0] = (sqlite3_file *)(d + 1);
     d->f[1] = (sqlite3_file *)((char *)(d + 1) + parent->szOsFile);
+    d->shim.real = d->f[0];
     int rc = parent->xOpen(parent, name, d->f[0], flags, out_flags);
     d->open[0] = rc == SQLITE_OK;
     if (rc == SQLITE_OK) {
@@ -381,46 +342,8 @@ static int d_open(sqlite3_vfs *vfs, sqlite3_filename name, sqlite3_file *file, i
         file->pMethods = NULL;
         return rc;
     }
-    file->pMethods = &DASH_METHODS;
+    file->pMethods = &g_io;
     return SQLITE_OK;
-}
-
-/* The rest of the VFS is the parent's, called with the parent itself. */
-static int v_delete(sqlite3_vfs *v, const char *z, int dir_sync)
-{
-    return PARENT(v)->xDelete(PARENT(v), z, dir_sync);
-}
-static int v_access(sqlite3_vfs *v, const char *z, int flags, int *out)
-{
-    return PARENT(v)->xAccess(PARENT(v), z, flags, out);
-}
-static int v_full_pathname(sqlite3_vfs *v, const char *z, int n, char *out)
-{
-    return PARENT(v)->xFullPathname(PARENT(v), z, n, out);
-}
-static void *v_dl_open(sqlite3_vfs *v, const char *z) { return PARENT(v)->xDlOpen(PARENT(v), z); }
-static void v_dl_error(sqlite3_vfs *v, int n, char *z) { PARENT(v)->xDlError(PARENT(v), n, z); }
-static void (*v_dl_sym(sqlite3_vfs *v, void *h, const char *z))(void)
-{
-    return PARENT(v)->xDlSym(PARENT(v), h, z);
-}
-static void v_dl_close(sqlite3_vfs *v, void *h) { PARENT(v)->xDlClose(PARENT(v), h); }
-static int v_randomness(sqlite3_vfs *v, int n, char *out)
-{
-    return PARENT(v)->xRandomness(PARENT(v), n, out);
-}
-static int v_sleep(sqlite3_vfs *v, int us) { return PARENT(v)->xSleep(PARENT(v), us); }
-static int v_current_time(sqlite3_vfs *v, double *t)
-{
-    return PARENT(v)->xCurrentTime(PARENT(v), t);
-}
-static int v_last_error(sqlite3_vfs *v, int n, char *z)
-{
-    return PARENT(v)->xGetLastError(PARENT(v), n, z);
-}
-static int v_current_time64(sqlite3_vfs *v, sqlite3_int64 *t)
-{
-    return PARENT(v)->xCurrentTimeInt64(PARENT(v), t);
 }
 
 int dashvfs_register(enum dash_order order)
@@ -431,25 +354,19 @@ int dashvfs_register(enum dash_order order)
     if (!parent || parent->iVersion < 2)
         return SQLITE_ERROR;
     g_order = order;
-    g_vfs = (sqlite3_vfs){
-        .iVersion = 2,
-        .szOsFile = (int)sizeof(dfile) + 2 * parent->szOsFile,
-        .mxPathname = parent->mxPathname,
-        .zName = DASHVFS_NAME,
-        .pAppData = parent,
-        .xOpen = d_open,
-        .xDelete = v_delete,
-        .xAccess = v_access,
-        .xFullPathname = v_full_pathname,
-        .xDlOpen = v_dl_open,
-        .xDlError = v_dl_error,
-        .xDlSym = v_dl_sym,
-        .xDlClose = v_dl_close,
-        .xRandomness = v_randomness,
-        .xSleep = v_sleep,
-        .xCurrentTime = v_current_time,
-        .xGetLastError = v_last_error,
-        .xCurrentTimeInt64 = v_current_time64,
-    };
+    /* The rest of the VFS is the parent's, called with the parent itself. */
+    vfsshim_vfs(&g_vfs, 2, DASHVFS_NAME, parent, (int)sizeof(dfile) + 2 * parent->szOsFile, d_open);
+    /* Version 1: no shared memory (no WAL), no memory mapping.  Locks live on
+    ** f[0], the file first opened, whichever name it has now: one connection
+    ** in one process (the contract); so do the sector size and the device
+    ** characteristics (the base's forwards to the real file, f[0]). */
+    vfsshim_io_methods(&g_io, 1);
+    g_io.xClose = d_close;
+    g_io.xRead = d_read;
+    g_io.xWrite = d_write;
+    g_io.xTruncate = d_truncate;
+    g_io.xSync = d_sync;
+    g_io.xFileSize = d_file_size;
+    g_io.xFileControl = d_file_control;
     return sqlite3_vfs_register(&g_vfs, 0);
 }

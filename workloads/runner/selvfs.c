@@ -5,6 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "vfsshim.h"
+
 enum { K_PASS, K_DB, K_JOURNAL };                           /* what an open file is to the shim */
 enum { O_JWRITE, O_JTRUNC, O_JSYNC, O_DBWRITE, O_DBTRUNC }; /* kept operations */
 
@@ -474,112 +476,20 @@ static int s_delete(sqlite3_vfs *v, const char *name, int dirsync)
     int rc = g.real->xDelete(g.real, name, dirsync);
     return rc == SQLITE_IOERR_DELETE_NOENT ? SQLITE_OK : rc;
 }
-static int s_access(sqlite3_vfs *v, const char *name, int flags, int *out)
-{
-    (void)v;
-    return g.real->xAccess(g.real, name, flags, out);
-}
-static int s_full_pathname(sqlite3_vfs *v, const char *name, int n, char *out)
-{
-    (void)v;
-    return g.real->xFullPathname(g.real, name, n, out);
-}
-static void *s_dlopen(sqlite3_vfs *v, const char *name)
-{
-    (void)v;
-    return g.real->xDlOpen(g.real, name);
-}
-static void s_dlerror(sqlite3_vfs *v, int n, char *msg)
-{
-    (void)v;
-    g.real->xDlError(g.real, n, msg);
-}
-static void (*s_dlsym(sqlite3_vfs *v, void *h, const char *sym))(void)
-{
-    (void)v;
-    return g.real->xDlSym(g.real, h, sym);
-}
-static void s_dlclose(sqlite3_vfs *v, void *h)
-{
-    (void)v;
-    g.real->xDlClose(g.real, h);
-}
-static int s_randomness(sqlite3_vfs *v, int n, char *out)
-{
-    (void)v;
-    return g.real->xRandomness(g.real, n, out);
-}
-static int s_sleep(sqlite3_vfs *v, int us)
-{
-    (void)v;
-    return g.real->xSleep(g.real, us);
-}
-static int s_current_time(sqlite3_vfs *v, double *out)
-{
-    (void)v;
-    return g.real->xCurrentTime(g.real, out);
-}
-static int s_last_error(sqlite3_vfs *v, int n, char *out)
-{
-    (void)v;
-    return g.real->xGetLastError(g.real, n, out);
-}
-static int s_current_time64(sqlite3_vfs *v, sqlite3_int64 *out)
-{
-    (void)v;
-    return g.real->xCurrentTimeInt64(g.real, out);
-}
-static int s_set_syscall(sqlite3_vfs *v, const char *name, sqlite3_syscall_ptr p)
-{
-    (void)v;
-    return g.real->xSetSystemCall(g.real, name, p);
-}
-static sqlite3_syscall_ptr s_get_syscall(sqlite3_vfs *v, const char *name)
-{
-    (void)v;
-    return g.real->xGetSystemCall(g.real, name);
-}
-static const char *s_next_syscall(sqlite3_vfs *v, const char *name)
-{
-    (void)v;
-    return g.real->xNextSystemCall(g.real, name);
-}
 
 int selvfs_register(int max_pages)
 {
     g.max_pages = max_pages;
     if (g.real)
         return SQLITE_OK;
-    int rc = sqlite3_initialize();
+    sqlite3_vfs *real;
+    int rc = vfsshim_default_parent(3, &real);
     if (rc != SQLITE_OK)
         return rc;
-    sqlite3_vfs *real = sqlite3_vfs_find(NULL);
-    if (!real || real->iVersion < 3)
-        return SQLITE_ERROR;
-    g.vfs = (sqlite3_vfs){
-        3,
-        (int)sizeof(sfile) + real->szOsFile,
-        real->mxPathname,
-        NULL,
-        SELVFS_NAME,
-        NULL,
-        s_open,
-        s_delete,
-        s_access,
-        s_full_pathname,
-        s_dlopen,
-        s_dlerror,
-        s_dlsym,
-        s_dlclose,
-        s_randomness,
-        s_sleep,
-        s_current_time,
-        s_last_error,
-        s_current_time64,
-        s_set_syscall,
-        s_get_syscall,
-        s_next_syscall,
-    };
+    /* The rest of the VFS is the parent's (vfsshim.h); the io methods are
+    ** all the shim's own (a journal kept in memory has no real file). */
+    vfsshim_vfs(&g.vfs, 3, SELVFS_NAME, real, (int)sizeof(sfile) + real->szOsFile, s_open);
+    g.vfs.xDelete = s_delete;
     g.real = real;
     return sqlite3_vfs_register(&g.vfs, 0);
 }

@@ -18,18 +18,7 @@
 
 #include "batchvfs.h"
 #include "countvfs.h"
-
-static int failures;
-
-#define CHECK(cond)                                                                                \
-    do {                                                                                           \
-        if (!(cond)) {                                                                             \
-            fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond);               \
-            failures++;                                                                            \
-        }                                                                                          \
-    } while (0)
-
-static int exec(sqlite3 *db, const char *sql) { return sqlite3_exec(db, sql, NULL, NULL, NULL); }
+#include "testutil.h"
 
 /* A database at PATH with one table and one row, committed. */
 static sqlite3 *open_db(const char *path)
@@ -111,10 +100,5 @@ int main(void)
     char journal[80];
     snprintf(journal, sizeof journal, "%s-journal", path);
     unlink(journal);
-    if (failures) {
-        fprintf(stderr, "test_batchvfs: %d failure(s)\n", failures);
-        return 1;
-    }
-    printf("test_batchvfs: ok\n");
-    return 0;
+    return testutil_done("test_batchvfs");
 }

@@ -13,16 +13,7 @@
 #include <unistd.h>
 
 #include "cksumvfs.h"
-
-static int failures;
-
-#define CHECK(cond)                                                                                \
-    do {                                                                                           \
-        if (!(cond)) {                                                                             \
-            fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond);               \
-            failures++;                                                                            \
-        }                                                                                          \
-    } while (0)
+#include "testutil.h"
 
 static void test_known_answer(void)
 {
@@ -32,45 +23,6 @@ static void test_known_answer(void)
     cksumvfs_compute(page, sizeof page, out);
     static const unsigned char want[8] = {0x37, 0x33, 0x4b, 0x1b, 0xa2, 0xc3, 0x92, 0x9c};
     CHECK(memcmp(out, want, 8) == 0);
-}
-
-static int exec(sqlite3 *db, const char *sql)
-{
-    int rc = sqlite3_exec(db, sql, NULL, NULL, NULL);
-    if (rc != SQLITE_OK)
-        fprintf(stderr, "%s: %s\n", sql, sqlite3_errmsg(db));
-    return rc;
-}
-
-/* The first column of the first row of SQL as an integer (-1 on error). */
-static long long scalar(sqlite3 *db, const char *sql, int *rc)
-{
-    sqlite3_stmt *st;
-    long long v = -1;
-    *rc = sqlite3_prepare_v2(db, sql, -1, &st, NULL);
-    if (*rc == SQLITE_OK) {
-        *rc = sqlite3_step(st);
-        if (*rc == SQLITE_ROW) {
-            v = sqlite3_column_int64(st, 0);
-            *rc = SQLITE_OK;
-        }
-        sqlite3_finalize(st);
-    }
-    return v;
-}
-
-static void copy_file(const char *from, const char *to)
-{
-    FILE *in = fopen(from, "rb"), *out = fopen(to, "wb");
-    CHECK(in && out);
-    char b[8192];
-    size_t n;
-    while (in && out && (n = fread(b, 1, sizeof b, in)) > 0)
-        CHECK(fwrite(b, 1, n, out) == n);
-    if (in)
-        fclose(in);
-    if (out)
-        fclose(out);
 }
 
 /* A WAL database with checksums: five transactions committed, no
@@ -91,11 +43,11 @@ static void test_wal_survives_a_crash(const char *dir)
                    "CREATE TABLE t(id INTEGER PRIMARY KEY, v BLOB)") == SQLITE_OK);
     for (int i = 0; i < 5; i++)
         CHECK(exec(db, "INSERT INTO t(v) VALUES(randomblob(300))") == SQLITE_OK);
-    copy_file(a, b);
-    copy_file(aw, bw);
+    CHECK(copy_file(a, b) == 0);
+    CHECK(copy_file(aw, bw) == 0);
     sqlite3_close(db);
     CHECK(sqlite3_open_v2(b, &db, SQLITE_OPEN_READWRITE, CKSUMVFS_NAME) == SQLITE_OK);
-    CHECK(scalar(db, "SELECT count(*) FROM t", &rc) == 5 && rc == SQLITE_OK);
+    CHECK(scalar_rc(db, "SELECT count(*) FROM t", &rc) == 5 && rc == SQLITE_OK);
     sqlite3_close(db);
 }
 
@@ -123,7 +75,7 @@ static void test_flipped_bit_is_an_error(const char *dir)
     }
     CHECK(sqlite3_open_v2(p, &db, SQLITE_OPEN_READWRITE, CKSUMVFS_NAME) == SQLITE_OK);
     sqlite3_extended_result_codes(db, 1);
-    scalar(db, "SELECT count(*) FROM t", &rc);
+    scalar_rc(db, "SELECT count(*) FROM t", &rc);
     CHECK(rc == SQLITE_IOERR_DATA);
     sqlite3_close(db);
 }
@@ -146,10 +98,5 @@ int main(void)
         unlink(p);
     }
     rmdir(dir);
-    if (failures) {
-        fprintf(stderr, "test_cksumvfs: %d failure(s)\n", failures);
-        return 1;
-    }
-    printf("test_cksumvfs: ok\n");
-    return 0;
+    return testutil_done("test_cksumvfs");
 }

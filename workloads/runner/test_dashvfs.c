@@ -14,56 +14,12 @@
 #include <unistd.h>
 
 #include "dashvfs.h"
-
-static int failures;
+#include "testutil.h"
 
 /* SQL that inserts N rows of 900 random bytes into t. */
 #define INSERT_ROWS(n)                                                                             \
     "WITH RECURSIVE s(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM s WHERE i < " #n ") "            \
     "INSERT INTO t(v) SELECT randomblob(900) FROM s"
-
-#define CHECK(cond)                                                                                \
-    do {                                                                                           \
-        if (!(cond)) {                                                                             \
-            fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond);               \
-            failures++;                                                                            \
-        }                                                                                          \
-    } while (0)
-
-static int exec(sqlite3 *db, const char *sql)
-{
-    int rc = sqlite3_exec(db, sql, NULL, NULL, NULL);
-    if (rc != SQLITE_OK)
-        fprintf(stderr, "%s: %s\n", sql, sqlite3_errmsg(db));
-    return rc;
-}
-
-/* The first column of the first row of SQL as an integer (-1 on error). */
-static long long scalar(sqlite3 *db, const char *sql)
-{
-    sqlite3_stmt *st;
-    long long v = -1;
-    if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) == SQLITE_OK && sqlite3_step(st) == SQLITE_ROW)
-        v = sqlite3_column_int64(st, 0);
-    sqlite3_finalize(st);
-    return v;
-}
-
-/* Copy file FROM to TO (a crash image of one file); 0 on success. */
-static int copy_file(const char *from, const char *to)
-{
-    FILE *in = fopen(from, "rb"), *out = fopen(to, "wb");
-    char buf[65536];
-    size_t n;
-    int bad = !in || !out;
-    while (!bad && (n = fread(buf, 1, sizeof buf, in)) > 0)
-        bad = fwrite(buf, 1, n, out) != n;
-    if (in)
-        fclose(in);
-    if (out)
-        bad |= fclose(out) != 0;
-    return bad;
-}
 
 /* Rows in t of a stock-SQLite open of a copy of PATH (-1: it does not open
 ** or is not intact). */
@@ -78,21 +34,6 @@ static long long rows_seen_by_checker(const char *path, const char *copy)
         v = scalar(db, "SELECT count(*) FROM t");
     sqlite3_close(db);
     return v;
-}
-
-/* The bytes of file PATH (malloc'ed, *LEN set), or NULL. */
-static unsigned char *read_all(const char *path, long *len)
-{
-    FILE *f = fopen(path, "rb");
-    unsigned char *buf = NULL;
-    if (f && fseek(f, 0, SEEK_END) == 0 && (*len = ftell(f)) >= 0 && fseek(f, 0, SEEK_SET) == 0 &&
-        (buf = malloc((size_t)*len + 1)) && fread(buf, 1, (size_t)*len, f) != (size_t)*len) {
-        free(buf);
-        buf = NULL;
-    }
-    if (f)
-        fclose(f);
-    return buf;
 }
 
 static sqlite3 *open_dash(const char *path)
@@ -182,10 +123,5 @@ int main(void)
         unlink(p);
     }
     rmdir(dir);
-    if (failures) {
-        fprintf(stderr, "test_dashvfs: %d checks failed\n", failures);
-        return 1;
-    }
-    printf("test_dashvfs: ok\n");
-    return 0;
+    return testutil_done("test_dashvfs");
 }

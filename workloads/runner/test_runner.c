@@ -10,16 +10,7 @@
 
 #include "marks.h"
 #include "opstream.h"
-
-static int failures;
-
-#define CHECK(cond)                                                                                \
-    do {                                                                                           \
-        if (!(cond)) {                                                                             \
-            fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond);               \
-            failures++;                                                                            \
-        }                                                                                          \
-    } while (0)
+#include "testutil.h"
 
 typedef struct buf {
     uint8_t b[512];
@@ -191,10 +182,5 @@ int main(void)
 {
     test_stream();
     test_marks();
-    if (failures) {
-        fprintf(stderr, "test_runner: %d check(s) failed\n", failures);
-        return 1;
-    }
-    printf("test_runner: ok\n");
-    return 0;
+    return testutil_done("test_runner");
 }

@@ -11,47 +11,16 @@
 #include <unistd.h>
 
 #include "selvfs.h"
-
-static int failures;
-
-#define CHECK(cond)                                                                                \
-    do {                                                                                           \
-        if (!(cond)) {                                                                             \
-            fprintf(stderr, "test_selvfs: %s:%d: %s\n", __FILE__, __LINE__, #cond);                \
-            failures++;                                                                            \
-        }                                                                                          \
-    } while (0)
+#include "testutil.h"
 
 static char g_db[256], g_journal[300];
-
-/* exec: run SQL on DB, or fail the test with SQLite's message. */
-static void exec(sqlite3 *db, const char *sql)
-{
-    char *msg = NULL;
-    if (sqlite3_exec(db, sql, NULL, NULL, &msg) != SQLITE_OK) {
-        fprintf(stderr, "test_selvfs: %s: %s\n", sql, msg ? msg : "?");
-        failures++;
-    }
-    sqlite3_free(msg);
-}
-
-/* scalar: the integer SQL returns on DB (-1 on error). */
-static long long scalar(sqlite3 *db, const char *sql)
-{
-    sqlite3_stmt *st;
-    long long v = -1;
-    if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) == SQLITE_OK && sqlite3_step(st) == SQLITE_ROW)
-        v = sqlite3_column_int64(st, 0);
-    sqlite3_finalize(st);
-    return v;
-}
 
 /* open_db: a connection through VFS (NULL: the default), DELETE, FULL. */
 static sqlite3 *open_db(const char *vfs)
 {
     sqlite3 *db = NULL;
     CHECK(sqlite3_open_v2(g_db, &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, vfs) == SQLITE_OK);
-    exec(db, "PRAGMA journal_mode=DELETE; PRAGMA synchronous=FULL");
+    CHECK(exec(db, "PRAGMA journal_mode=DELETE; PRAGMA synchronous=FULL") == SQLITE_OK);
     return db;
 }
 
@@ -63,31 +32,33 @@ static void test_choice(void)
 {
     unsigned long fs0, j0, fs, j;
     sqlite3 *db = open_db(SELVFS_NAME);
-    exec(db, "CREATE TABLE t(id INTEGER PRIMARY KEY, v BLOB)");
+    CHECK(exec(db, "CREATE TABLE t(id INTEGER PRIMARY KEY, v BLOB)") == SQLITE_OK);
     selvfs_counts(&fs0, &j0);
     CHECK(fs0 == 0 && j0 == 1); /* a new table: page 1's schema and page 2 */
-    exec(db, "BEGIN; INSERT INTO t VALUES(1, zeroblob(100))");
+    CHECK(exec(db, "BEGIN; INSERT INTO t VALUES(1, zeroblob(100))") == SQLITE_OK);
     CHECK(!journal_exists());
-    exec(db, "COMMIT");
+    CHECK(exec(db, "COMMIT") == SQLITE_OK);
     selvfs_counts(&fs, &j);
     CHECK(fs == fs0 + 1 && j == j0);
-    exec(db, "BEGIN; WITH RECURSIVE s(i) AS (SELECT 2 UNION ALL SELECT i + 1 FROM s WHERE i < 41) "
-             "INSERT INTO t SELECT i, zeroblob(3000) FROM s");
+    CHECK(
+        exec(db,
+             "BEGIN; WITH RECURSIVE s(i) AS (SELECT 2 UNION ALL SELECT i + 1 FROM s WHERE i < 41) "
+             "INSERT INTO t SELECT i, zeroblob(3000) FROM s") == SQLITE_OK);
     CHECK(!journal_exists());
-    exec(db, "COMMIT");
+    CHECK(exec(db, "COMMIT") == SQLITE_OK);
     selvfs_counts(&fs, &j);
     CHECK(fs == fs0 + 1 && j == j0 + 1);
     CHECK(!journal_exists());
     /* a rolled-back transaction leaves no trace and counts as neither */
-    exec(db, "BEGIN; DELETE FROM t; ROLLBACK");
+    CHECK(exec(db, "BEGIN; DELETE FROM t; ROLLBACK") == SQLITE_OK);
     selvfs_counts(&fs, &j);
     CHECK(fs == fs0 + 1 && j == j0 + 1);
     CHECK(scalar(db, "SELECT count(*) FROM t") == 41);
     /* page 1 changed beyond its change counter (the schema) counts */
-    exec(db, "CREATE TABLE u(x)");
+    CHECK(exec(db, "CREATE TABLE u(x)") == SQLITE_OK);
     selvfs_counts(&fs, &j);
     CHECK(fs == fs0 + 1 && j == j0 + 2);
-    exec(db, "DROP TABLE u");
+    CHECK(exec(db, "DROP TABLE u") == SQLITE_OK);
     sqlite3_close(db);
     db = open_db(NULL);
     CHECK(scalar(db, "SELECT count(*) FROM t") == 41);
@@ -101,10 +72,10 @@ static void test_choice(void)
 static void test_spill(void)
 {
     sqlite3 *db = open_db(SELVFS_NAME);
-    exec(db, "PRAGMA cache_size=10");
-    exec(db, "BEGIN; UPDATE t SET v = zeroblob(3500); WITH RECURSIVE s(i) AS (SELECT 101 "
-             "UNION ALL SELECT i + 1 FROM s WHERE i < 160) INSERT INTO t SELECT i, "
-             "zeroblob(2000) FROM s; COMMIT");
+    CHECK(exec(db, "PRAGMA cache_size=10") == SQLITE_OK);
+    CHECK(exec(db, "BEGIN; UPDATE t SET v = zeroblob(3500); WITH RECURSIVE s(i) AS (SELECT 101 "
+                   "UNION ALL SELECT i + 1 FROM s WHERE i < 160) INSERT INTO t SELECT i, "
+                   "zeroblob(2000) FROM s; COMMIT") == SQLITE_OK);
     sqlite3_close(db);
     db = open_db(NULL);
     CHECK(scalar(db, "SELECT count(*) FROM t") == 101);
@@ -121,8 +92,9 @@ static void test_hot_journal(void)
     pid_t pid = fork();
     if (pid == 0) {
         sqlite3 *db = open_db(NULL);
-        exec(db, "PRAGMA cache_size=5");
-        exec(db, "BEGIN; DELETE FROM t WHERE id > 10; UPDATE t SET v = zeroblob(10)");
+        CHECK(exec(db, "PRAGMA cache_size=5") == SQLITE_OK);
+        CHECK(exec(db, "BEGIN; DELETE FROM t WHERE id > 10; UPDATE t SET v = zeroblob(10)") ==
+              SQLITE_OK);
         _exit(journal_exists() ? 0 : 3); /* no commit, no close: a crash */
     }
     int status = 0;
@@ -152,8 +124,5 @@ int main(void)
     unlink(g_journal);
     unlink(g_db);
     rmdir(dir);
-    if (failures)
-        return 1;
-    printf("test_selvfs: ok\n");
-    return 0;
+    return testutil_done("test_selvfs");
 }

@@ -18,58 +18,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "testutil.h"
 #include "waldiovfs.h"
+#include "walsum.h"
 
 enum { BLK = WALDIOVFS_BLOCK, TAIL = BLK - 24, PREALLOC = 16, TXNS = 5 };
-
-static int failures;
-
-#define CHECK(cond)                                                                                \
-    do {                                                                                           \
-        if (!(cond)) {                                                                             \
-            fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond);               \
-            failures++;                                                                            \
-        }                                                                                          \
-    } while (0)
-
-static int exec(sqlite3 *db, const char *sql)
-{
-    int rc = sqlite3_exec(db, sql, NULL, NULL, NULL);
-    if (rc != SQLITE_OK)
-        fprintf(stderr, "%s: %s\n", sql, sqlite3_errmsg(db));
-    return rc;
-}
-
-/* The first column of the first row of SQL as an integer (-1 on error). */
-static long long scalar(sqlite3 *db, const char *sql)
-{
-    sqlite3_stmt *st;
-    long long v = -1;
-    if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) == SQLITE_OK) {
-        if (sqlite3_step(st) == SQLITE_ROW)
-            v = sqlite3_column_int64(st, 0);
-        sqlite3_finalize(st);
-    }
-    return v;
-}
-
-/* The whole file PATH (malloc'd, *N bytes), or NULL. */
-static unsigned char *slurp(const char *path, long *n)
-{
-    FILE *in = fopen(path, "rb");
-    if (!in)
-        return NULL;
-    fseek(in, 0, SEEK_END);
-    *n = ftell(in);
-    fseek(in, 0, SEEK_SET);
-    unsigned char *b = malloc((size_t)*n + 1);
-    if (b && fread(b, 1, (size_t)*n, in) != (size_t)*n) {
-        free(b);
-        b = NULL;
-    }
-    fclose(in);
-    return b;
-}
 
 static void spit(const char *path, const unsigned char *b, long n)
 {
@@ -77,11 +30,6 @@ static void spit(const char *path, const unsigned char *b, long n)
     CHECK(out && fwrite(b, 1, (size_t)n, out) == (size_t)n);
     if (out)
         fclose(out);
-}
-
-static uint32_t be32(const unsigned char *p)
-{
-    return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | (uint32_t)p[3];
 }
 
 /* The number of live frames in the WAL image W (N bytes): blocks from 1 on
@@ -155,7 +103,7 @@ static void test_waldio(const char *dir)
     CHECK(reserve == WALDIOVFS_RESERVE);
 
     long ndb = 0, nw = 0;
-    unsigned char *dbimg = slurp(path, &ndb), *w = slurp(wal, &nw);
+    unsigned char *dbimg = read_all(path, &ndb), *w = read_all(wal, &nw);
     CHECK(dbimg && w);
     if (!dbimg || !w)
         goto out;
@@ -210,7 +158,7 @@ static void test_waldio(const char *dir)
     CHECK(after.prealloc_syncs == 2);
     free(w);
     free(dbimg);
-    dbimg = slurp(path, &ndb), w = slurp(wal, &nw);
+    dbimg = read_all(path, &ndb), w = read_all(wal, &nw);
     CHECK(dbimg && w && nw % BLK == 0 && live_frames(w, nw) > PREALLOC);
     CHECK(waldiovfs_register(0) == SQLITE_OK);
     if (dbimg && w) {
@@ -236,10 +184,5 @@ int main(int argc, char **argv)
         return 2;
     }
     test_waldio(argv[1]);
-    if (failures) {
-        fprintf(stderr, "test_waldiovfs: %d check(s) failed\n", failures);
-        return 1;
-    }
-    printf("test_waldiovfs: ok\n");
-    return 0;
+    return testutil_done("test_waldiovfs");
 }

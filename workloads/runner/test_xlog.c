@@ -13,18 +13,11 @@
 
 #include <sqlite3.h>
 
+#include "testutil.h"
 #include "xlog.h"
 
-#define CHECK(c)                                                                                   \
-    do {                                                                                           \
-        if (!(c)) {                                                                                \
-            fprintf(stderr, "test_xlog: %s:%d: %s\n", __FILE__, __LINE__, #c);                     \
-            exit(1);                                                                               \
-        }                                                                                          \
-    } while (0)
-
 /* The known CRC-32C of "123456789". */
-static void test_crc(void) { CHECK(xlog_crc32c("123456789", 9) == 0xe3069283U); }
+static void test_crc(void) { REQUIRE(xlog_crc32c("123456789", 9) == 0xe3069283U); }
 
 /* Fill NV with a header (BASE) and N records of LEN bytes; returns the end. */
 static size_t fill(uint8_t *nv, uint64_t base, int n, uint32_t len)
@@ -47,35 +40,35 @@ static void test_scan(void)
     size_t end;
     uint64_t base;
     size_t at = fill(nv, 7, 3, 40);
-    CHECK(xlog_scan(nv, sizeof nv, recs, 64, &end, &base) == 3);
-    CHECK(end == at && base == 7 && recs[2].lsn == 9 && recs[2].len == 40);
-    CHECK(recs[1].payload[0] == 'b');
+    REQUIRE(xlog_scan(nv, sizeof nv, recs, 64, &end, &base) == 3);
+    REQUIRE(end == at && base == 7 && recs[2].lsn == 9 && recs[2].len == 40);
+    REQUIRE(recs[1].payload[0] == 'b');
     /* MAX bounds the result */
-    CHECK(xlog_scan(nv, sizeof nv, recs, 2, &end, &base) == 2);
+    REQUIRE(xlog_scan(nv, sizeof nv, recs, 2, &end, &base) == 2);
     /* a torn last record (its last 512-byte unit lost) ends the run */
     size_t third = XLOG_HDR_SIZE + 2 * xlog_record_size(40);
     nv[third + 30] ^= 1;
-    CHECK(xlog_scan(nv, sizeof nv, recs, 64, &end, &base) == 2 && end == third);
+    REQUIRE(xlog_scan(nv, sizeof nv, recs, 64, &end, &base) == 2 && end == third);
     /* a bad header: nothing is valid */
     nv[3] ^= 0x10;
-    CHECK(xlog_scan(nv, sizeof nv, recs, 64, &end, &base) == -1);
+    REQUIRE(xlog_scan(nv, sizeof nv, recs, 64, &end, &base) == -1);
     /* stale records after a reset: lsn below the new base */
     fill(nv, 1, 4, 40);
     xlog_header_encode(nv, 5);
-    CHECK(xlog_scan(nv, sizeof nv, recs, 64, &end, &base) == 0 && end == XLOG_HDR_SIZE);
+    REQUIRE(xlog_scan(nv, sizeof nv, recs, 64, &end, &base) == 0 && end == XLOG_HDR_SIZE);
     /* a new record over the first stale one, the stale ones after it stay out */
     uint8_t p[8] = {0};
     xlog_record_encode(nv + XLOG_HDR_SIZE, 5, p, 8);
-    CHECK(xlog_scan(nv, sizeof nv, recs, 64, &end, &base) == 1);
+    REQUIRE(xlog_scan(nv, sizeof nv, recs, 64, &end, &base) == 1);
     /* a length past the NVRAM's end */
     fill(nv, 1, 1, 40);
     nv[XLOG_HDR_SIZE + 4] = 0xff;
     nv[XLOG_HDR_SIZE + 5] = 0xff;
-    CHECK(xlog_scan(nv, sizeof nv, recs, 64, &end, &base) == 0);
+    REQUIRE(xlog_scan(nv, sizeof nv, recs, 64, &end, &base) == 0);
     /* an all-zero NVRAM has no header */
     memset(nv, 0, sizeof nv);
-    CHECK(xlog_scan(nv, sizeof nv, recs, 64, &end, &base) == -1);
-    CHECK(xlog_scan(nv, 10, recs, 64, &end, &base) == -1);
+    REQUIRE(xlog_scan(nv, sizeof nv, recs, 64, &end, &base) == -1);
+    REQUIRE(xlog_scan(nv, 10, recs, 64, &end, &base) == -1);
 }
 
 static void test_ops(void)
@@ -95,17 +88,17 @@ static void test_ops(void)
     n += 12;
     uint32_t pos = 0;
     xlog_op op;
-    CHECK(xlog_op_next(p, n, &pos, &op) == 1);
-    CHECK(op.op == XLOG_INSERT && op.table == 1 && op.key == -5 && op.len == 2);
-    CHECK(memcmp(op.value, "hi", 2) == 0);
-    CHECK(xlog_op_next(p, n, &pos, &op) == 1 && op.op == XLOG_DELETE && op.key == 9);
-    CHECK(xlog_op_next(p, n, &pos, &op) == 0);
+    REQUIRE(xlog_op_next(p, n, &pos, &op) == 1);
+    REQUIRE(op.op == XLOG_INSERT && op.table == 1 && op.key == -5 && op.len == 2);
+    REQUIRE(memcmp(op.value, "hi", 2) == 0);
+    REQUIRE(xlog_op_next(p, n, &pos, &op) == 1 && op.op == XLOG_DELETE && op.key == 9);
+    REQUIRE(xlog_op_next(p, n, &pos, &op) == 0);
     /* truncated, and an unknown op */
     pos = 0;
-    CHECK(xlog_op_next(p, 10, &pos, &op) == -1);
+    REQUIRE(xlog_op_next(p, 10, &pos, &op) == -1);
     p[0] = 9;
     pos = 0;
-    CHECK(xlog_op_next(p, n, &pos, &op) == -1);
+    REQUIRE(xlog_op_next(p, n, &pos, &op) == -1);
 }
 
 /* Rows in t0 of DB. */
@@ -114,7 +107,7 @@ static int rows(const char *db)
     sqlite3 *h;
     sqlite3_stmt *st;
     int n = -1;
-    CHECK(sqlite3_open(db, &h) == SQLITE_OK);
+    REQUIRE(sqlite3_open(db, &h) == SQLITE_OK);
     if (sqlite3_prepare_v2(h, "SELECT count(*) FROM t0", -1, &st, NULL) == SQLITE_OK) {
         if (sqlite3_step(st) == SQLITE_ROW)
             n = sqlite3_column_int(st, 0);
@@ -127,34 +120,34 @@ static int rows(const char *db)
 static void test_engine(void)
 {
     char dir[] = "/tmp/test_xlog.XXXXXX", db[128], nv[160], err[600];
-    CHECK(mkdtemp(dir) != NULL);
+    REQUIRE(mkdtemp(dir) != NULL);
     snprintf(db, sizeof db, "%s/x.db", dir);
     snprintf(nv, sizeof nv, "%s.nvram", db);
     unsetenv("CRASHLAB_NVRAM");
     engine_options opt = {.db = db, .ntables = 1, .page_size = 4096};
     engine *e;
-    CHECK(engine_xlog.open(&opt, &e, err, sizeof err) == 0);
+    REQUIRE(engine_xlog.open(&opt, &e, err, sizeof err) == 0);
     char val[100];
     memset(val, 'v', sizeof val);
     /* 40 one-row transactions: 137-byte records, so the 2 KiB NVRAM is
     ** written back twice on the way */
     for (int k = 1; k <= 40; k++) {
-        CHECK(engine_xlog.begin(e) == 0);
-        CHECK(engine_xlog.insert(e, 0, k, val, sizeof val) == 0);
-        CHECK(engine_xlog.select(e, 0, k) == 0);
-        CHECK(engine_xlog.commit(e) == 0);
+        REQUIRE(engine_xlog.begin(e) == 0);
+        REQUIRE(engine_xlog.insert(e, 0, k, val, sizeof val) == 0);
+        REQUIRE(engine_xlog.select(e, 0, k) == 0);
+        REQUIRE(engine_xlog.commit(e) == 0);
     }
-    CHECK(engine_xlog.select(e, 0, 1) == 0 && engine_xlog.select(e, 0, 41) != 0);
-    CHECK(engine_xlog.close(e, NULL, err, sizeof err) == 0);
+    REQUIRE(engine_xlog.select(e, 0, 1) == 0 && engine_xlog.select(e, 0, 41) != 0);
+    REQUIRE(engine_xlog.close(e, NULL, err, sizeof err) == 0);
     int written = rows(db);
-    CHECK(written > 0 && written < 40); /* the last records are only in the NVRAM */
-    CHECK(xlog_recover(db, nv, err, sizeof err) == 0);
-    CHECK(rows(db) == 40);
-    CHECK(xlog_recover(db, nv, err, sizeof err) == 0); /* idempotent */
-    CHECK(rows(db) == 40);
+    REQUIRE(written > 0 && written < 40); /* the last records are only in the NVRAM */
+    REQUIRE(xlog_recover(db, nv, err, sizeof err) == 0);
+    REQUIRE(rows(db) == 40);
+    REQUIRE(xlog_recover(db, nv, err, sizeof err) == 0); /* idempotent */
+    REQUIRE(rows(db) == 40);
     char cmd[256];
     snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
-    CHECK(system(cmd) == 0);
+    REQUIRE(system(cmd) == 0);
 }
 
 int main(void)
@@ -163,6 +156,5 @@ int main(void)
     test_scan();
     test_ops();
     test_engine();
-    printf("test_xlog: ok\n");
-    return 0;
+    return testutil_done("test_xlog");
 }

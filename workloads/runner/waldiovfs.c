@@ -16,8 +16,12 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <sqlite3.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "vfsshim.h"
+#include "walsum.h"
 
 enum {
     BLK = WALDIOVFS_BLOCK,
@@ -35,9 +39,8 @@ enum {
 
 typedef struct wfile wfile;
 struct wfile {
-    sqlite3_file base;
-    sqlite3_file *real; /* lives right after this struct */
-    int fd;             /* the WAL's descriptor (from the open hook), -1 if unknown */
+    vfsshim_file shim; /* the real file lives right after this struct */
+    int fd;            /* the WAL's descriptor (from the open hook), -1 if unknown */
     /* the group buffer: blocks [first, first + n), aligned */
     unsigned char *buf;
     unsigned char parts[MAXBUF];
@@ -47,15 +50,21 @@ struct wfile {
     sqlite3_int64 bounce_at; /* the block it holds, -1: none */
 };
 
+_Static_assert(offsetof(wfile, shim) == 0, "a wfile * is its sqlite3_file *");
+
 static sqlite3_vfs *g_real;
 static sqlite3_vfs g_vfs;
+/* The io methods of a WAL: the shim's own but for the locks, the sector
+** size, the device characteristics and shared memory, which are the real
+** file's (filled by waldiovfs_register). */
+static sqlite3_io_methods g_io;
 static int g_prealloc;
 static waldiovfs_stats g_stats;
 static sqlite3_syscall_ptr g_sys_open;
 static _Thread_local int t_want_direct; /* 1: O_DIRECT required, 2: wanted */
 static _Thread_local int t_fd, t_direct;
 
-#define REAL(f) (((wfile *)(f))->real)
+#define REAL(f) VFSSHIM_REAL(f)
 
 /* The unix VFS's open(), with O_DIRECT added when the shim asks for it. */
 static int hook_open(const char *path, int flags, int mode)
@@ -69,33 +78,6 @@ static int hook_open(const char *path, int flags, int mode)
         fd = sys(path, flags, mode); /* a checker on a file system without O_DIRECT */
     t_fd = fd;
     return fd;
-}
-
-static uint32_t le32(const unsigned char *p)
-{
-    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
-}
-
-static uint32_t be32(const unsigned char *p)
-{
-    return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | (uint32_t)p[3];
-}
-
-static void put_be32(unsigned char *p, uint32_t v)
-{
-    for (int i = 0; i < 4; i++)
-        p[i] = (unsigned char)(v >> (24 - 8 * i));
-}
-
-/* wal.c's checksum: running sums S over N bytes of A (a multiple of 8)
-** taken as pairs of 32-bit words, little- or big-endian. */
-static void sums(const unsigned char *a, size_t n, int big_endian, uint32_t s[2])
-{
-    uint32_t (*word)(const unsigned char *) = big_endian ? be32 : le32;
-    for (size_t i = 0; i + 8 <= n; i += 8) {
-        s[0] += word(a + i) + s[1];
-        s[1] += word(a + i + 4) + s[0];
-    }
 }
 
 /* --- the two layouts ---------------------------------------------------- */
@@ -455,12 +437,6 @@ static int w_close(sqlite3_file *f)
     return rc != SQLITE_OK ? rc : rc2;
 }
 
-static int w_lock(sqlite3_file *f, int lock) { return REAL(f)->pMethods->xLock(REAL(f), lock); }
-static int w_unlock(sqlite3_file *f, int lock) { return REAL(f)->pMethods->xUnlock(REAL(f), lock); }
-static int w_check_reserved(sqlite3_file *f, int *out)
-{
-    return REAL(f)->pMethods->xCheckReservedLock(REAL(f), out);
-}
 /* Size and chunk hints would make the unix VFS write single bytes (refused
 ** under O_DIRECT); the shim pre-allocates itself. */
 static int w_file_control(sqlite3_file *f, int op, void *arg)
@@ -471,24 +447,6 @@ static int w_file_control(sqlite3_file *f, int op, void *arg)
     if (rc == SQLITE_OK && op == SQLITE_FCNTL_VFSNAME)
         *(char **)arg = sqlite3_mprintf(WALDIOVFS_NAME "/%z", *(char **)arg);
     return rc;
-}
-static int w_sector_size(sqlite3_file *f) { return REAL(f)->pMethods->xSectorSize(REAL(f)); }
-static int w_device_chars(sqlite3_file *f)
-{
-    return REAL(f)->pMethods->xDeviceCharacteristics(REAL(f));
-}
-static int w_shm_map(sqlite3_file *f, int pg, int sz, int extend, void volatile **pp)
-{
-    return REAL(f)->pMethods->xShmMap(REAL(f), pg, sz, extend, pp);
-}
-static int w_shm_lock(sqlite3_file *f, int off, int n, int flags)
-{
-    return REAL(f)->pMethods->xShmLock(REAL(f), off, n, flags);
-}
-static void w_shm_barrier(sqlite3_file *f) { REAL(f)->pMethods->xShmBarrier(REAL(f)); }
-static int w_shm_unmap(sqlite3_file *f, int del)
-{
-    return REAL(f)->pMethods->xShmUnmap(REAL(f), del);
 }
 /* The WAL is never memory-mapped by SQLite; refuse anyway (its layout is
 ** not SQLite's). */
@@ -503,28 +461,6 @@ static int w_unfetch(sqlite3_file *f, sqlite3_int64 off, void *p)
     (void)f, (void)off, (void)p;
     return SQLITE_OK;
 }
-
-static const sqlite3_io_methods g_io = {
-    3,
-    w_close,
-    w_read,
-    w_write,
-    w_truncate,
-    w_sync,
-    w_file_size,
-    w_lock,
-    w_unlock,
-    w_check_reserved,
-    w_file_control,
-    w_sector_size,
-    w_device_chars,
-    w_shm_map,
-    w_shm_lock,
-    w_shm_barrier,
-    w_shm_unmap,
-    w_fetch,
-    w_unfetch,
-};
 
 /* db_geometry_ok: the database NAME's WAL belongs to, if it has a header,
 ** has 4096-byte pages and at least WALDIOVFS_RESERVE reserved bytes. */
@@ -553,7 +489,7 @@ static int w_open(sqlite3_vfs *vfs, const char *name, sqlite3_file *f, int flags
         return g_real->xOpen(g_real, name, f, flags, out);
     wfile *w = (wfile *)f;
     memset(w, 0, sizeof *w);
-    w->real = (sqlite3_file *)&w[1];
+    w->shim.real = (sqlite3_file *)&w[1];
     w->bounce_at = -1;
     if (!db_geometry_ok(name))
         return SQLITE_CANTOPEN;
@@ -564,10 +500,10 @@ static int w_open(sqlite3_vfs *vfs, const char *name, sqlite3_file *f, int flags
         return SQLITE_NOMEM;
     }
     t_want_direct = g_prealloc > 0 ? 1 : 2, t_fd = -1, t_direct = 0;
-    int rc = g_real->xOpen(g_real, name, w->real, flags, out);
+    int rc = g_real->xOpen(g_real, name, w->shim.real, flags, out);
     t_want_direct = 0;
     w->fd = t_fd;
-    if (rc != SQLITE_OK || !w->real->pMethods) {
+    if (rc != SQLITE_OK || !w->shim.real->pMethods) {
         free(buf), free(bounce);
         return rc != SQLITE_OK ? rc : SQLITE_CANTOPEN;
     }
@@ -576,90 +512,14 @@ static int w_open(sqlite3_vfs *vfs, const char *name, sqlite3_file *f, int flags
         g_stats.direct_opens++;
     else
         g_stats.buffered_opens++;
-    w->base.pMethods = &g_io;
+    w->shim.base.pMethods = &g_io;
     if (g_prealloc > 0 && !(flags & SQLITE_OPEN_READONLY))
         rc = preallocate(w, 1 + (sqlite3_int64)g_prealloc);
     if (rc != SQLITE_OK) {
         w_close(f);
-        w->base.pMethods = NULL;
+        w->shim.base.pMethods = NULL;
     }
     return rc;
-}
-
-static int v_delete(sqlite3_vfs *v, const char *name, int dirsync)
-{
-    (void)v;
-    return g_real->xDelete(g_real, name, dirsync);
-}
-static int v_access(sqlite3_vfs *v, const char *name, int flags, int *out)
-{
-    (void)v;
-    return g_real->xAccess(g_real, name, flags, out);
-}
-static int v_full_pathname(sqlite3_vfs *v, const char *name, int n, char *out)
-{
-    (void)v;
-    return g_real->xFullPathname(g_real, name, n, out);
-}
-static void *v_dlopen(sqlite3_vfs *v, const char *name)
-{
-    (void)v;
-    return g_real->xDlOpen(g_real, name);
-}
-static void v_dlerror(sqlite3_vfs *v, int n, char *msg)
-{
-    (void)v;
-    g_real->xDlError(g_real, n, msg);
-}
-static void (*v_dlsym(sqlite3_vfs *v, void *h, const char *sym))(void)
-{
-    (void)v;
-    return g_real->xDlSym(g_real, h, sym);
-}
-static void v_dlclose(sqlite3_vfs *v, void *h)
-{
-    (void)v;
-    g_real->xDlClose(g_real, h);
-}
-static int v_randomness(sqlite3_vfs *v, int n, char *out)
-{
-    (void)v;
-    return g_real->xRandomness(g_real, n, out);
-}
-static int v_sleep(sqlite3_vfs *v, int us)
-{
-    (void)v;
-    return g_real->xSleep(g_real, us);
-}
-static int v_current_time(sqlite3_vfs *v, double *out)
-{
-    (void)v;
-    return g_real->xCurrentTime(g_real, out);
-}
-static int v_last_error(sqlite3_vfs *v, int n, char *out)
-{
-    (void)v;
-    return g_real->xGetLastError(g_real, n, out);
-}
-static int v_current_time64(sqlite3_vfs *v, sqlite3_int64 *out)
-{
-    (void)v;
-    return g_real->xCurrentTimeInt64(g_real, out);
-}
-static int v_set_syscall(sqlite3_vfs *v, const char *name, sqlite3_syscall_ptr p)
-{
-    (void)v;
-    return g_real->xSetSystemCall(g_real, name, p);
-}
-static sqlite3_syscall_ptr v_get_syscall(sqlite3_vfs *v, const char *name)
-{
-    (void)v;
-    return g_real->xGetSystemCall(g_real, name);
-}
-static const char *v_next_syscall(sqlite3_vfs *v, const char *name)
-{
-    (void)v;
-    return g_real->xNextSystemCall(g_real, name);
 }
 
 int waldiovfs_register(int prealloc_frames)
@@ -669,11 +529,11 @@ int waldiovfs_register(int prealloc_frames)
     g_prealloc = prealloc_frames;
     if (g_real)
         return SQLITE_OK;
-    int rc = sqlite3_initialize();
+    sqlite3_vfs *real;
+    int rc = vfsshim_default_parent(3, &real);
     if (rc != SQLITE_OK)
         return rc;
-    sqlite3_vfs *real = sqlite3_vfs_find(NULL);
-    if (!real || real->iVersion < 3 || !real->xGetSystemCall)
+    if (!real->xGetSystemCall)
         return SQLITE_ERROR;
     g_sys_open = real->xGetSystemCall(real, "open");
     if (!g_sys_open)
@@ -681,30 +541,17 @@ int waldiovfs_register(int prealloc_frames)
     rc = real->xSetSystemCall(real, "open", (sqlite3_syscall_ptr)hook_open);
     if (rc != SQLITE_OK)
         return rc;
-    g_vfs = (sqlite3_vfs){
-        3,
-        (int)sizeof(wfile) + real->szOsFile,
-        real->mxPathname,
-        NULL,
-        WALDIOVFS_NAME,
-        NULL,
-        w_open,
-        v_delete,
-        v_access,
-        v_full_pathname,
-        v_dlopen,
-        v_dlerror,
-        v_dlsym,
-        v_dlclose,
-        v_randomness,
-        v_sleep,
-        v_current_time,
-        v_last_error,
-        v_current_time64,
-        v_set_syscall,
-        v_get_syscall,
-        v_next_syscall,
-    };
+    vfsshim_vfs(&g_vfs, 3, WALDIOVFS_NAME, real, (int)sizeof(wfile) + real->szOsFile, w_open);
+    vfsshim_io_methods(&g_io, 3);
+    g_io.xClose = w_close;
+    g_io.xRead = w_read;
+    g_io.xWrite = w_write;
+    g_io.xTruncate = w_truncate;
+    g_io.xSync = w_sync;
+    g_io.xFileSize = w_file_size;
+    g_io.xFileControl = w_file_control;
+    g_io.xFetch = w_fetch;
+    g_io.xUnfetch = w_unfetch;
     g_real = real;
     return sqlite3_vfs_register(&g_vfs, 0);
 }
