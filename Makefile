@@ -43,8 +43,12 @@ lint: setup
 
 ctest: build $(CTEST)
 
+# Two pytest workers (pytest-xdist), one test file per worker: each test's
+# devices and processes live under its own working folder, so the leak
+# checks hold in parallel.  PYTEST_JOBS=0 runs serially.
+PYTEST_JOBS ?= 2
 pytest: build
-	$(PY) -m pytest -q -ra $(PYTEST_ARGS)
+	$(PY) -m pytest -q -ra $(if $(filter 0,$(PYTEST_JOBS)),,-n $(PYTEST_JOBS) --dist loadfile) $(PYTEST_ARGS)
 
 test: setup build lint ctest pytest mutants
 
