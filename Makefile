@@ -47,7 +47,7 @@ ctest: build $(CTEST)
 # devices and processes live under its own working folder, so the leak
 # checks hold in parallel.  PYTEST_JOBS=0 runs serially.
 PYTEST_JOBS ?= 2
-pytest: build
+pytest: build images
 	$(PY) -m pytest -q -ra $(if $(filter 0,$(PYTEST_JOBS)),,-n $(PYTEST_JOBS) --dist loadfile) $(PYTEST_ARGS)
 
 test: setup build lint ctest pytest mutants

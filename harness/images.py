@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import subprocess
 from pathlib import Path
@@ -43,11 +44,17 @@ def ensure_image(fs: str) -> tuple[Path, str]:
     img = image_path(fs)
     digest_file = img.with_name(img.name + ".sha256")
     if not img.exists() or not digest_file.exists():
-        proc = subprocess.run(
-            [str(IMAGES_DIR / "build-image.sh"), fs, str(img)], capture_output=True, text=True
-        )
-        if proc.returncode != 0:
-            raise CrashlabError(f"building the {fs} image failed: {proc.stderr.strip()}")
+        # One builder at a time (parallel recordings, test workers): the
+        # build script writes one IMG.partial, and a btrfs image is known
+        # only by the digest its own build recorded.
+        with open(img.with_name(img.name + ".lock"), "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            if not img.exists() or not digest_file.exists():
+                proc = subprocess.run([str(IMAGES_DIR / "build-image.sh"), fs, str(img)],
+                                      capture_output=True, text=True)
+                if proc.returncode != 0:
+                    raise CrashlabError(f"building the {fs} image failed: "
+                                        f"{proc.stderr.strip()}")
     return img, digest_file.read_text().strip()
 
 
