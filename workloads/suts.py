@@ -87,7 +87,8 @@ class Sut:
     # requests (checkers/ioerror.py); judged only on runs with device faults.
     error_guarantees: tuple[Guarantee, ...] = ()
     # The VFS shim its database is opened through, by the SUT and by the
-    # checkers ("": none; workloads/cksumvfs.py: the checksum VFS).
+    # checkers ("": none; the checksum, WALDIO or selective-journaling VFS:
+    # workloads/cksumvfs.py ``connect`` opens through any of them).
     vfs: str = ""
     # The one file system the SUT can be recorded on ("": any), and extra
     # mount options every recorder applies to it (kept in meta.json).
