@@ -11,11 +11,10 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from support import procs_mentioning
+from support import procs_mentioning, require_qemu_fs
 
 from harness.check.check import CheckOptions, check_run, options_for
 from harness.images import IMAGES_DIR
-from harness.record.qemu import QemuBackend
 from harness.rundir import RunDir
 from harness.sweep.expectations import evaluate
 from harness.sweep.matrix import Cell, must_violate
@@ -27,11 +26,7 @@ SUTS = ("sqlite-wal-full", "sqlite-delete-extra")
 
 @pytest.fixture(scope="module")
 def f2fs_runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, RunDir]:
-    ok, why = QemuBackend.available()
-    if ok:
-        ok, why = QemuBackend.supports("f2fs")
-    if not ok:
-        pytest.skip(f"qemu backend cannot record f2fs: {why}")
+    require_qemu_fs("f2fs")
     root = tmp_path_factory.mktemp("f2fs")
     return {sut: record_workload(sut, WORKLOAD, root / sut, fs="f2fs", backend="auto")
             for sut in SUTS}

@@ -19,11 +19,10 @@ from pathlib import Path
 
 import pytest
 from runner_support import shm_dir
-from support import build, procs_mentioning
+from support import build, procs_mentioning, require_qemu_fs
 
 from harness.check.check import CheckOptions, check_run, options_for
 from harness.errors import CrashlabError
-from harness.record.qemu import QemuBackend
 from harness.rundir import RunDir
 from harness.sweep.expectations import evaluate
 from harness.sweep.matrix import Cell, matrix, must_violate
@@ -98,11 +97,7 @@ def test_batch_atomic_refuses_what_cannot_be_atomic() -> None:
 
 @pytest.fixture(scope="module")
 def maw_runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, RunDir]:
-    ok, why = QemuBackend.available()
-    if ok:
-        ok, why = QemuBackend.supports("f2fs")
-    if not ok:
-        pytest.skip(f"qemu backend cannot record f2fs: {why}")
+    require_qemu_fs("f2fs")
     root = tmp_path_factory.mktemp("maw")
     return {sut: record_workload(sut, WORKLOAD, root / sut, fs="f2fs", backend="qemu")
             for sut in SUTS}
