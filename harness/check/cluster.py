@@ -13,8 +13,10 @@ checker per run, made on its first task of that run.
 A Dask task is a batch of consecutive chunks (up to ``BATCH`` states): a
 task costs the client and the scheduler about the same whatever its size,
 and many epochs have only a few states.  The worker's arguments (the run,
-the run-level facts, the checkers) are sent to every worker once
-(``scatter``), not with every task.
+the run-level facts, the checkers: a few hundred bytes) go with every
+task; they are not scattered, because scattered data lives on the workers
+that hold it, and a killed worker takes it along, failing the tasks that
+need it ("lost scattered data, which can't be recovered").
 
 Results are taken back in submission order, so states.jsonl and result.json
 are byte-identical to a local check; at most ``WINDOW`` batches per worker are
@@ -74,11 +76,10 @@ def dask_imap(tasks: Iterable[Any], init_args: tuple[Any, ...], scheduler: str |
     try:
         with Client(scheduler or cluster) as client:
             width = max(1, len(client.scheduler_info()["workers"])) * WINDOW
-            args = client.scatter(init_args, broadcast=True, hash=False)
             pending: collections.deque[Any] = collections.deque()
             try:
                 for batch in _batches(tasks):
-                    pending.append(client.submit(check.remote_tasks, args, batch,
+                    pending.append(client.submit(check.remote_tasks, init_args, batch,
                                                  pure=False, retries=RETRIES))
                     if len(pending) >= width:
                         yield from pending.popleft().result()
