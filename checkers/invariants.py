@@ -50,6 +50,9 @@ INVARIANTS: dict[str, Invariant] = {
         Invariant("REC-IDEMPOTENT", "recovery", "recovering a recovered image changes nothing"),
         Invariant("REC-CRASHSAFE", "recovery",
                   "every crash state of recovery's own writes recovers to the same state"),
+        Invariant("REC-AGREE", "recovery",
+                  "the SUT's own restart on a crash image sees the content the checkers "
+                  "recovered from it (judged on continued first crashes)"),
         Invariant("ERR-NOACK", "error-handling",
                   "no transaction whose commit reported an error is acknowledged "
                   "(unless a new attempt of it succeeded)"),
@@ -72,6 +75,9 @@ DB_LEVEL = ("DB-OPEN", "DB-INTEGRITY", "DB-ATOMIC", "DB-DURABLE", "DB-PREFIX", "
 FAULT_LEVEL = ("CORRUPT-DETECT",)
 # judged once per run over the write trace (checkers/dhl_trace.py)
 TRACE_LEVEL = ("DHL-T2", "CC-NEXT", "CC-MONO")
+# judged on the first crashes that multicrash and recovery-crash continue:
+# the SUT's own restart against the checkers' recovery (checkers/agree.py)
+RESTART_LEVEL = ("REC-AGREE",)
 # judged on runs recorded with device faults (checkers/ioerror.py)
 ERROR_LEVEL = ("ERR-NOACK", "ERR-ATOMIC", "ERR-DURABLE")
 

@@ -48,6 +48,7 @@ from typing import Any
 
 import xxhash
 
+from checkers.agree import judge_agree
 from harness.atomic import write_text_atomic
 from harness.check.records import CheckResult
 from harness.errors import CrashlabError
@@ -56,7 +57,7 @@ from harness.logformat import LogReader
 from harness.materialize import sparse_copy
 from harness.rundir import RUN_NAME, STATES_NAME, RunDir
 from harness.states import Enumeration, Options
-from workloads.run import record_workload, spec_from_meta
+from workloads.run import oracle_from_meta, record_workload, spec_from_meta
 
 COMPOSITE = ("multicrash", "recovery-crash")
 RECOVERY_PART = "recovery"  # marks a recovery-crash continuation in a composed ID
@@ -197,6 +198,16 @@ def continue_from(run: RunDir, first: FirstCrash, comp: Composite, folder: Path,
                                   "acked": first.acked, "begun": first.begun}})
 
 
+def agree_record(nested: RunDir, first: FirstCrash, oracle: list[str]) -> dict[str, Any]:
+    """The run.jsonl line of REC-AGREE for ``first``: what the SUT's own
+    open saw in the continuation ``nested`` against what the checkers
+    recovered (checkers/agree.py)."""
+    from harness.check.worker import verdict_record
+
+    verdict = judge_agree(nested.meta().runner, oracle, first.recovered)
+    return dict(verdict_record(first.state_id, [verdict], acked=first.acked, begun=first.begun))
+
+
 Checker = Callable[[RunDir, Path], CheckResult]
 
 
@@ -206,8 +217,11 @@ def check_composite(run: RunDir, comp: Composite, out: Path, check_nested: Check
     continuation with ``check_nested(nested_run, out_folder)`` (the normal
     check, or this one again for a deeper ``depth``), and write
     ``out/states.jsonl`` and ``out/run.jsonl`` with composed state IDs.
-    Returns what the continuations add to result.json."""
+    Returns what the continuations add to result.json.  Each continuation
+    also gives its first crash a REC-AGREE verdict in ``out/run.jsonl``
+    (:func:`agree_record`)."""
     chosen, counts = first_crashes(run, comp, work / "first")
+    oracle = oracle_from_meta(run.meta()).digests if chosen else []
     lines = {STATES_NAME: [], RUN_NAME: []}
     continuations = []
     for first in chosen:
@@ -218,6 +232,7 @@ def check_composite(run: RunDir, comp: Composite, out: Path, check_nested: Check
             continuations.append({"state": first.state_id, "error":
                                   f"the continuation exited {status} (see {folder}/meta.json)"})
             continue
+        lines[RUN_NAME].append(json.dumps(agree_record(nested, first, oracle), sort_keys=True))
         nested_out = folder / "check-then"
         result = check_nested(nested, nested_out)
         for name in lines:

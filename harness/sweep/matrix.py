@@ -19,7 +19,9 @@ from pathlib import Path
 from typing import TypeVar
 
 from checkers.engines import engine_of
+from checkers.invariants import RESTART_LEVEL
 from checkers.invariants import TRACE_LEVEL as TRACE_IDS
+from harness.check.multicrash import COMPOSITE
 from harness.check.usercheck import UserChecker
 from harness.errors import CrashlabError
 from harness.faults import DEVICE, STATE, by_stage, format_fault, parse_fault, parse_faults
@@ -215,6 +217,8 @@ class Cell:
                                self.must_violate_any)
         sut = get_sut(self.sut)
         promised = (*sut.promises, *mine)
+        if strategy in COMPOSITE:  # the SUT's own restart opens what the checkers judged
+            promised = (*promised, *RESTART_LEVEL)
         if by_stage(parse_faults(list(self.faults)), DEVICE):
             # under device faults the SUT is also held to its ERR promises;
             # one that swallows an error (no ERR-DURABLE) keeps only what

@@ -17,6 +17,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "contentdigest.h" /* the digest the SQLite-backed engines report */
+
 /* I/O the engine issued, counted where it calls the OS. */
 typedef struct engine_counters {
     uint64_t writes; /* write()/pwrite() calls */
@@ -76,6 +78,10 @@ typedef struct engine_vtab {
     ** disk), not the workload's (a missing key): only those are a failed
     ** transaction the runner handles (txn-error); the others are bugs. */
     int (*io_failed)(engine *e);
+    /* The oracle content digest of every row this open sees (contentdigest.h;
+    ** DHL: dhl_digest), 32 hex digits and a NUL in HEX: what the runner
+    ** reports after a restart (REC-AGREE).  Returns 0, or -1 (errmsg). */
+    int (*digest)(engine *e, char hex[33]);
     /* The I/O counts so far. */
     void (*counters)(engine *e, engine_counters *out);
     const char *(*errmsg)(engine *e);

@@ -255,6 +255,9 @@ static void dh_counters(engine *e, engine_counters *out)
 
 static const char *dh_errmsg(engine *e) { return e->err; }
 
+/* libdhl's content digest of the committed state this open sees. */
+static int dh_digest(engine *e, char hex[33]) { return check(e, dhl_digest(e->db, hex), "digest"); }
+
 static int dh_close(engine *e, engine_counters *final, char *err, size_t errlen)
 {
     /* Closing writes nothing (no transaction is open), so the counts taken
@@ -284,5 +287,6 @@ const engine_vtab engine_dhl = {
     .io_failed = dh_io_failed,
     .counters = dh_counters,
     .errmsg = dh_errmsg,
+    .digest = dh_digest,
     .close = dh_close,
 };

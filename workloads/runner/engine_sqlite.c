@@ -413,6 +413,12 @@ static int sq_select(engine *e, uint32_t t, int64_t key)
     return run(e, S_SELECT, t, key, NULL, 0);
 }
 
+/* The content digest of what this connection reads (contentdigest.h). */
+static int sq_digest(engine *e, char hex[33])
+{
+    return content_digest_sqlite(e->db, hex, e->err, sizeof e->err);
+}
+
 static void sq_counters(engine *e, engine_counters *out)
 {
     (void)e;
@@ -454,5 +460,6 @@ const engine_vtab engine_sqlite = {
     .io_failed = sq_io_failed,
     .counters = sq_counters,
     .errmsg = sq_errmsg,
+    .digest = sq_digest,
     .close = sq_close,
 };

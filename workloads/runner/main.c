@@ -542,8 +542,10 @@ static void write_latency(const run *st, const char *path)
 }
 
 /* write_stats: the stats report (settings, the measured transactions'
-** counters and time, the whole run's counters) to PATH, or die. */
-static void write_stats(const run *st, const args *a, const char *channel, const char *path)
+** counters and time, the whole run's counters; after a restart, OPENED:
+** what its open saw) to PATH, or die. */
+static void write_stats(const run *st, const args *a, const char *channel, const char *opened,
+                        const char *path)
 {
     engine_counters w = diff(&st->c_start, &st->c_end);
     sbuf b = {0};
@@ -578,6 +580,8 @@ static void write_stats(const run *st, const args *a, const char *channel, const
         batchvfs_json(batch, sizeof batch);
         sb_printf(&b, ",\n  \"batch_atomic\": %s", batch);
     }
+    if (opened) /* a restart: what its open saw (REC-AGREE) */
+        sb_printf(&b, ",\n  \"opened\": %s", opened);
     sb_printf(&b, "\n}\n");
     if (write_atomic(path, b.p, b.n) != 0)
         die(1, "%s: %s", path, strerror(errno));
@@ -598,6 +602,16 @@ int main(int argc, char **argv)
         die(1, "%s", st.err);
     if (a.vt->open(&a.opt, &st.e, st.err, sizeof st.err) != 0)
         die(1, "%s: %s", a.opt.db, st.err);
+    /* a restart: the content digest of what the SUT's own open (its
+    ** recovery, its VFS) sees before any transaction runs, or why it could
+    ** not be read (one word); reported in --stats */
+    char digest[33], why[120], opened[200];
+    if (a.from_txn && a.vt->digest(st.e, digest) == 0) {
+        snprintf(opened, sizeof opened, "{\"digest\": \"%s\"}", digest);
+    } else if (a.from_txn) {
+        as_word(a.vt->errmsg(st.e), why, sizeof why);
+        snprintf(opened, sizeof opened, "{\"error\": \"%s\"}", why);
+    }
     st.latency = calloc(st.s.ntxns ? st.s.ntxns : 1, sizeof *st.latency);
     if (!st.latency)
         die(1, "out of memory");
@@ -609,7 +623,7 @@ int main(int argc, char **argv)
     if (a.latency_path)
         write_latency(&st, a.latency_path);
     if (a.stats_path)
-        write_stats(&st, &a, channel, a.stats_path);
+        write_stats(&st, &a, channel, a.from_txn ? opened : NULL, a.stats_path);
     free(st.latency);
     ops_close(&st.s);
     return 0;

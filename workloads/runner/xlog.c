@@ -598,6 +598,13 @@ static void xl_counters(engine *e, engine_counters *out)
 
 static const char *xl_errmsg(engine *e) { return e->err; }
 
+/* The content digest of the database after the open's NVRAM replay (every
+** record the database lacked is written back by then: nv_recover). */
+static int xl_digest(engine *e, char hex[33])
+{
+    return content_digest_sqlite(e->db, hex, e->err, sizeof e->err);
+}
+
 /* Close: the NVRAM keeps its records (the next open replays them). */
 static int xl_close(engine *e, engine_counters *final, char *err, size_t errlen)
 {
@@ -629,6 +636,7 @@ const engine_vtab engine_xlog = {
     .io_failed = xl_io_failed,
     .counters = xl_counters,
     .errmsg = xl_errmsg,
+    .digest = xl_digest,
     .close = xl_close,
 };
 
