@@ -32,6 +32,12 @@ recovery itself.  Both are *continuations* of a recorded run:
    ``e7.k0-2/recovery/e0.p3`` state ``e0.p3`` of the recovery-only one;
    ``crashlab repro RUN e7.k0-2/e3.p1`` finds it (:func:`resolve`).
 
+4. **The SUT's own restart.**  The continuation's runner reports the content
+   digest of what its open saw before any transaction (meta.json
+   ``runner.opened``); REC-AGREE (checkers/agree.py) compares it with the
+   content the checkers recovered for the first crash, a line of
+   ``out/run.jsonl`` under the first crash's ID.
+
 The continuation's base image (a sparse copy of the first crash's image,
 with its digest in meta.json) is kept in its folder so that the folder is a
 self-contained run; its meta.json also names the parent run and state.
