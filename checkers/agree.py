@@ -35,11 +35,17 @@ def _state(digest: str, oracle: Sequence[str]) -> str:
 
 
 def judge_agree(runner: Mapping[str, Any] | None, oracle: Sequence[str],
-                recovered: int) -> Verdict:
+                recovered: int, exit_status: int | None = 0) -> Verdict:
     """REC-AGREE for one continued first crash: ``runner`` is the
-    continuation's runner report (meta.json ``runner``), ``recovered`` the
-    oracle index j of the content the checkers recovered for that state."""
+    continuation's runner report (meta.json ``runner``, written right after
+    its open, so also when the restart failed later), ``recovered`` the
+    oracle index j of the content the checkers recovered for that state,
+    ``exit_status`` the continuation's."""
     opened = (runner or {}).get("opened")
+    if not isinstance(opened, Mapping) and exit_status:
+        return failed(INV, f"the SUT's own restart exited {exit_status} before it reported what "
+                           f"it opened, while the checkers recovered transaction {recovered}",
+                      expected=recovered, actual=None)
     if not isinstance(opened, Mapping):
         return skipped(INV, "the continuation's runner reported no digest of its open "
                             "(a runner without the report, or no --stats)")

@@ -42,6 +42,8 @@ def test_judge_compares_the_restart_with_the_checkers_content() -> None:
     unread = judge_agree({"opened": {"error": "malformed"}}, oracle, 2)
     assert unread.status == "fail" and "malformed" in unread.explanation
     assert judge_agree({}, oracle, 0).status == "skip"
+    assert judge_agree({}, oracle, 0, 1).status == "fail"  # the restart died before reporting
+    assert judge_agree({"opened": {"digest": "a" * 32}}, oracle, 0, 1).status == "pass"
     assert judge_agree(None, oracle, 0).status == "skip"
 
 

@@ -210,7 +210,8 @@ def agree_record(nested: RunDir, first: FirstCrash, oracle: list[str]) -> dict[s
     recovered (checkers/agree.py)."""
     from harness.check.worker import verdict_record
 
-    verdict = judge_agree(nested.meta().runner, oracle, first.recovered)
+    meta = nested.meta()
+    verdict = judge_agree(meta.runner, oracle, first.recovered, meta.exit_status)
     return dict(verdict_record(first.state_id, [verdict], acked=first.acked, begun=first.begun))
 
 
@@ -233,12 +234,12 @@ def check_composite(run: RunDir, comp: Composite, out: Path, check_nested: Check
     for first in chosen:
         folder = run.path / comp.kind / first.state_id
         nested = continue_from(run, first, comp, folder, resume)
+        lines[RUN_NAME].append(json.dumps(agree_record(nested, first, oracle), sort_keys=True))
         status = nested.meta().exit_status
         if status != 0:
             continuations.append({"state": first.state_id, "error":
                                   f"the continuation exited {status} (see {folder}/meta.json)"})
             continue
-        lines[RUN_NAME].append(json.dumps(agree_record(nested, first, oracle), sort_keys=True))
         nested_out = folder / "check-then"
         result = check_nested(nested, nested_out)
         for name in lines:

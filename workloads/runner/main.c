@@ -604,13 +604,20 @@ int main(int argc, char **argv)
         die(1, "%s: %s", a.opt.db, st.err);
     /* a restart: the content digest of what the SUT's own open (its
     ** recovery, its VFS) sees before any transaction runs, or why it could
-    ** not be read (one word); reported in --stats */
+    ** not be read (one word); reported in --stats, at once on its own too,
+    ** so that a restart that fails later still reports what it opened */
     char digest[33], why[120], opened[200];
     if (a.from_txn && a.vt->digest(st.e, digest) == 0) {
         snprintf(opened, sizeof opened, "{\"digest\": \"%s\"}", digest);
     } else if (a.from_txn) {
         as_word(a.vt->errmsg(st.e), why, sizeof why);
         snprintf(opened, sizeof opened, "{\"error\": \"%s\"}", why);
+    }
+    if (a.from_txn && a.stats_path) {
+        char early[240];
+        int n = snprintf(early, sizeof early, "{\"opened\": %s}\n", opened);
+        if (write_atomic(a.stats_path, early, (size_t)n) != 0)
+            die(1, "%s: %s", a.stats_path, strerror(errno));
     }
     st.latency = calloc(st.s.ntxns ? st.s.ntxns : 1, sizeof *st.latency);
     if (!st.latency)
