@@ -71,6 +71,18 @@ def test_a_first_run_reports_no_restart(tmp_path: Path) -> None:
     assert "opened" not in json.loads(stats.read_text())
 
 
+def test_a_restart_that_fails_later_still_reports_what_it_opened(tmp_path: Path) -> None:
+    """Transaction 1 again on the finished database fails (its keys exist):
+    the report of the open was written before, and stays."""
+    s, spec = get_sut("sqlite-delete-extra"), parse_spec(W)
+    ops = write_opstream(spec, tmp_path / "w.ops")
+    db, stats = tmp_path / "db", tmp_path / "stats.json"
+    subprocess.run(runner_command(s, ops, db, marks=tmp_path / "m"), check=True)
+    again = runner_command(s, ops, db, marks=tmp_path / "m", stats=stats) + ["--from-txn", "1"]
+    assert subprocess.run(again, capture_output=True).returncode == 1
+    assert json.loads(stats.read_text()) == {"opened": {"digest": Oracle(spec).final}}
+
+
 OK, WHY = FuseBackend.available()
 
 

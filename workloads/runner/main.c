@@ -588,6 +588,26 @@ static void write_stats(const run *st, const args *a, const char *channel, const
     free(b.p);
 }
 
+/* report_opened: after a restart's open, before any transaction runs, the
+** JSON object of what the SUT's own open (its recovery, its VFS) sees in OUT:
+** {"digest": HEX}, the oracle content digest, or {"error": WORD} when it
+** cannot be read.  Also written at once as the stats report PATH (if not
+** NULL) on its own, so that a restart that fails later still reports what
+** it opened (REC-AGREE); the full report replaces it at the end. */
+static void report_opened(run *st, const char *path, char *out, size_t outlen)
+{
+    char digest[33], why[120], early[240];
+    if (st->vt->digest(st->e, digest) == 0) {
+        snprintf(out, outlen, "{\"digest\": \"%s\"}", digest);
+    } else {
+        as_word(st->vt->errmsg(st->e), why, sizeof why);
+        snprintf(out, outlen, "{\"error\": \"%s\"}", why);
+    }
+    int n = snprintf(early, sizeof early, "{\"opened\": %s}\n", out);
+    if (path && write_atomic(path, early, (size_t)n) != 0)
+        die(1, "%s: %s", path, strerror(errno));
+}
+
 int main(int argc, char **argv)
 {
     args a;
@@ -602,23 +622,9 @@ int main(int argc, char **argv)
         die(1, "%s", st.err);
     if (a.vt->open(&a.opt, &st.e, st.err, sizeof st.err) != 0)
         die(1, "%s: %s", a.opt.db, st.err);
-    /* a restart: the content digest of what the SUT's own open (its
-    ** recovery, its VFS) sees before any transaction runs, or why it could
-    ** not be read (one word); reported in --stats, at once on its own too,
-    ** so that a restart that fails later still reports what it opened */
-    char digest[33], why[120], opened[200];
-    if (a.from_txn && a.vt->digest(st.e, digest) == 0) {
-        snprintf(opened, sizeof opened, "{\"digest\": \"%s\"}", digest);
-    } else if (a.from_txn) {
-        as_word(a.vt->errmsg(st.e), why, sizeof why);
-        snprintf(opened, sizeof opened, "{\"error\": \"%s\"}", why);
-    }
-    if (a.from_txn && a.stats_path) {
-        char early[240];
-        int n = snprintf(early, sizeof early, "{\"opened\": %s}\n", opened);
-        if (write_atomic(a.stats_path, early, (size_t)n) != 0)
-            die(1, "%s: %s", a.stats_path, strerror(errno));
-    }
+    char opened[200] = ""; /* a restart: what the SUT's own open sees */
+    if (a.from_txn)
+        report_opened(&st, a.stats_path, opened, sizeof opened);
     st.latency = calloc(st.s.ntxns ? st.s.ntxns : 1, sizeof *st.latency);
     if (!st.latency)
         die(1, "out of memory");
