@@ -123,3 +123,8 @@ def test_rec_agree_fails_alone_when_the_restart_opens_another_database(
     assert any(r["v"] == {"REC-AGREE": "fail"} for r in bad["agree"])
     assert all(r["id"] in {c["state"] for c in bad["multicrash"]["continuations"]}
                for r in bad["agree"])
+    # repro of that first crash shows the disagreement beside its own verdicts
+    first = next(r["id"] for r in bad["agree"] if r["v"] == {"REC-AGREE": "fail"})
+    p = subprocess.run([str(CRASHLAB), "repro", str(copy.path), first], capture_output=True,
+                       text=True, cwd=ROOT, timeout=600)
+    assert p.returncode == 1 and "REC-AGREE" in p.stdout, p.stdout + p.stderr

@@ -55,6 +55,7 @@ from typing import Any
 import xxhash
 
 from checkers.agree import judge_agree
+from checkers.verdict import Verdict
 from harness.atomic import write_text_atomic
 from harness.check.records import CheckResult
 from harness.errors import CrashlabError
@@ -213,6 +214,23 @@ def agree_record(nested: RunDir, first: FirstCrash, oracle: list[str]) -> dict[s
     meta = nested.meta()
     verdict = judge_agree(meta.runner, oracle, first.recovered, meta.exit_status)
     return dict(verdict_record(first.state_id, [verdict], acked=first.acked, begun=first.begun))
+
+
+def restart_verdicts(run: RunDir, state_id: str) -> list[Verdict]:
+    """REC-AGREE of each continuation already recorded after ``state_id``
+    of ``run`` (what ``crashlab repro`` shows beside the state's own
+    verdicts), judged as the composite check judged it."""
+    out: list[Verdict] = []
+    for kind in COMPOSITE:
+        folder = run.path / kind / state_id
+        if not (folder / "meta.json").exists():
+            continue
+        meta = RunDir(folder).meta()
+        j = meta.continues.recovered_txn if meta.continues else 0
+        v = judge_agree(meta.runner, oracle_from_meta(run.meta()).digests, j, meta.exit_status)
+        v.explanation = f"{kind} continuation ({folder}): {v.explanation}"
+        out.append(v)
+    return out
 
 
 Checker = Callable[[RunDir, Path], CheckResult]

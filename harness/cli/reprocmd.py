@@ -23,7 +23,7 @@ import click
 from checkers.engines import engine_of
 from checkers.verdict import Verdict
 from harness.atomic import write_json_atomic
-from harness.check.multicrash import resolve
+from harness.check.multicrash import resolve, restart_verdicts
 from harness.check.runlevel import prepare_run_level
 from harness.check.worker import StateChecker
 from harness.cli.checkcmd import checker_options, user_checkers
@@ -204,7 +204,8 @@ def repro_cmd(run: Path, state_id: str, out: Path | None, shell: bool, all_write
         try:
             checker.keep = folder
             state: State = state_from_id(checker.image.reader, state_id, rd.log_order)
-            verdicts = checker.check(state)
+            # and, where it was continued, whether the SUT's own restart agreed
+            verdicts = checker.check(state) + restart_verdicts(rd, state_id)
             rec = checker.last_recovery
         finally:
             checker.close()
