@@ -23,7 +23,7 @@ from harness.record.fuse import FuseBackend
 from harness.rundir import RunDir
 from workloads.generate import write_opstream
 from workloads.oracle import Oracle
-from workloads.run import runner_command
+from workloads.run import runner_command, runner_path
 from workloads.spec import parse_spec
 from workloads.suts import get_sut
 
@@ -50,14 +50,16 @@ def test_judge_compares_the_restart_with_the_checkers_content() -> None:
 @pytest.mark.parametrize("sut", ["sqlite-delete-extra", "sqlite-wal-full", "dash", "waldio",
                                  "selective", "xlog", "dhl-cc", "dhl-cc-opt"])
 def test_runner_digest_of_its_open_equals_the_oracles(sut: str, tmp_path: Path) -> None:
-    """Cross-test of the C and the Python digest: the runner restarted past
-    the end (--from-txn) reports, through the SUT's own open, the oracle's
-    digest of the last state (random bytes in every value)."""
+    """Cross-test of the C and the Python digest: the runner (its ASan+UBSan
+    build) restarted past the end (--from-txn) reports, through the SUT's
+    own open, the oracle's digest of the last state (random bytes in every
+    value)."""
     s, spec = get_sut(sut), parse_spec(W)
     ops = write_opstream(spec, tmp_path / "w.ops")
-    db, stats = tmp_path / "db", tmp_path / "stats.json"
-    subprocess.run(runner_command(s, ops, db, marks=tmp_path / "m"), check=True)
-    again = runner_command(s, ops, db, marks=tmp_path / "m", stats=stats) + ["--from-txn", "99"]
+    db, stats, asan = tmp_path / "db", tmp_path / "stats.json", runner_path(asan=True)
+    subprocess.run(runner_command(s, ops, db, marks=tmp_path / "m", runner=asan), check=True)
+    again = runner_command(s, ops, db, marks=tmp_path / "m", stats=stats, runner=asan) + [
+        "--from-txn", "99"]
     subprocess.run(again, check=True)
     assert json.loads(stats.read_text())["opened"] == {"digest": Oracle(spec).final}
 
