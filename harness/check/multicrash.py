@@ -221,14 +221,14 @@ def restart_verdicts(run: RunDir, state_id: str) -> list[Verdict]:
     of ``run`` (what ``crashlab repro`` shows beside the state's own
     verdicts), judged as the composite check judged it."""
     out: list[Verdict] = []
-    for kind in COMPOSITE:
-        folder = run.path / kind / state_id
-        if not (folder / "meta.json").exists():
+    folders = [run.path / kind / state_id for kind in COMPOSITE]
+    metas = [RunDir(f).meta() for f in folders if (f / "meta.json").exists()]
+    oracle = oracle_from_meta(run.meta()).digests if metas else []
+    for meta in metas:
+        if meta.continues is None:  # not a continuation's folder
             continue
-        meta = RunDir(folder).meta()
-        j = meta.continues.recovered_txn if meta.continues else 0
-        v = judge_agree(meta.runner, oracle_from_meta(run.meta()).digests, j, meta.exit_status)
-        v.explanation = f"{kind} continuation ({folder}): {v.explanation}"
+        v = judge_agree(meta.runner, oracle, meta.continues.recovered_txn, meta.exit_status)
+        v.explanation = f"{meta.continues.kind} continuation: {v.explanation}"
         out.append(v)
     return out
 
