@@ -216,11 +216,13 @@ def _init_pool_worker(run_path: str, workroot: str, fsck: bool, facts: RunFacts 
     multiprocessing.util.Finalize(None, _close_worker, exitpriority=10)
 
 
-def _check_chunk(states: list[State]) -> list[StateRecord]:
+def _check_chunk(states: list[State]) -> bytes:
+    """The states.jsonl lines of ``states``, made in the worker: the parent
+    only writes them."""
     if _init_error is not None:
         raise _init_error
     assert _checker is not None
-    return [_checker.record(s) for s in states]
+    return b"".join(_checker.line(s) for s in states)
 
 
 def _task(chunk: list[State]) -> Task:
@@ -228,7 +230,7 @@ def _task(chunk: list[State]) -> Task:
     return ep.index, ep.last, [(s.key, s.ordinal) for s in chunk]
 
 
-def _check_task(task: Task) -> list[StateRecord]:
+def _check_task(task: Task) -> bytes:
     if _init_error is not None:
         raise _init_error
     assert _epochs is not None
@@ -333,13 +335,12 @@ def check_run(
             chunks = _chunks(iter(enum), done, opts.max_states)
             checked = done
 
-            def emit(records: list[StateRecord]) -> None:
+            def emit(lines: bytes) -> None:
                 nonlocal checked
-                sink.write(b"".join(json.dumps(r, sort_keys=True).encode() + b"\n"
-                                    for r in records))
+                sink.write(lines)
                 sink.flush()
                 os.fsync(sink.fileno())
-                checked += len(records)
+                checked += lines.count(b"\n")  # one line per state, no newline inside
                 if on_progress:
                     on_progress(enum.stats.generated, checked)
 
@@ -348,8 +349,8 @@ def check_run(
             if opts.executor == "dask":
                 from harness.check.cluster import dask_imap
 
-                for records in dask_imap(map(_task, chunks), init_args, opts.scheduler, jobs):
-                    emit(records)
+                for lines in dask_imap(map(_task, chunks), init_args, opts.scheduler, jobs):
+                    emit(lines)
             elif jobs == 1:
                 _init_worker(*init_args)
                 try:
@@ -360,8 +361,8 @@ def check_run(
             else:
                 ctx = multiprocessing.get_context("fork")
                 with ctx.Pool(jobs, _init_pool_worker, init_args) as pool:
-                    for records in pool.imap(_check_task, map(_task, chunks)):
-                        emit(records)
+                    for lines in pool.imap(_check_task, map(_task, chunks)):
+                        emit(lines)
                     pool.close()
                     pool.join()
             stats = enum.stats
@@ -416,9 +417,9 @@ _remote_args: tuple[Any, ...] | None = None  # what this Dask worker's checker i
 _remote_root: Path | None = None  # this Dask worker's own work folder, on another machine
 
 
-def remote_tasks(init_args: tuple[Any, ...], tasks: list[Task]) -> list[list[StateRecord]]:
-    """A Dask worker's task (harness/check/cluster.py): the records of each
-    chunk of a batch.  The worker's state checker is made on its first task of a run,
+def remote_tasks(init_args: tuple[Any, ...], tasks: list[Task]) -> list[bytes]:
+    """A Dask worker's task (harness/check/cluster.py): the states.jsonl
+    lines of each chunk of a batch.  The worker's state checker is made on its first task of a run,
     in a folder of its own under the client's work folder (or, on another
     machine, under one work folder of this worker process's, reaped once
     the process is gone)."""

@@ -10,10 +10,12 @@ judged on CORRUPT-DETECT too (``checkers/detect.py``)."""
 from __future__ import annotations
 
 import bisect
+import json
 import os
 import shutil
 from collections import OrderedDict
 from collections.abc import Sequence
+from json.encoder import encode_basestring_ascii
 from pathlib import Path
 from typing import Any
 
@@ -147,6 +149,8 @@ class StateChecker:
         if self.in_memory and native_checks() and hasattr(self.checker, "native_examiner"):
             self.native = self.checker.native_examiner(self.image.path)
         self.judged: dict[tuple[bytes, int, int], tuple[list[Verdict], StateRecord]] = {}
+        # a passing record's line around its ID, by (facts, marks): line()
+        self.lines: dict[tuple[bytes, int, int], tuple[bytes, bytes] | None] = {}
         self.db_label = workdir / "files" / self.db_name  # what the file path would examine
         self._epoch_payloads: _EpochPayloads | None = None
 
@@ -269,24 +273,54 @@ class StateChecker:
             self._epoch_payloads = _EpochPayloads(self.image.reader, state.epoch)
         return self._epoch_payloads
 
-    def record(self, state: State) -> StateRecord:
-        """:func:`state_record` of ``state``'s verdicts; a record of native
-        facts is made from the one its (facts, marks) made before."""
+    def _native_blob(self, state: State) -> bytes | None:
+        """The serialised native facts of ``state``, or None where the state
+        takes :meth:`check` (no native checker, a kept or faulted state, or
+        a case the C call leaves to the Python path)."""
         if self.native is None or self.keep is not None or state.key.misdirect is not None \
                 or state.key.corrupt is not None:
-            return state_record(state, self.check(state), self.marks(state))
+            return None
         self.image.advance(state.durable_upto)
         writes = list(state.extents(self._payloads(state)))  # type: ignore[arg-type]
-        blob = self.native.examine(self.image.size, self.image.data_end, writes, self.db_label)
-        if blob is None:
-            return state_record(state, self.check(state), self.marks(state))
-        marks = self.marks(state)
+        return self.native.examine(self.image.size, self.image.data_end, writes, self.db_label)
+
+    def _native_record(self, state: State, blob: bytes, marks: tuple[int, int]) -> StateRecord:
+        """The record of ``state`` whose native facts are ``blob``."""
         rec: StateRecord = {"id": state.id, **self._judge_native(blob, marks)[1]}  # type: ignore[typeddict-item]
         if "fail" in rec:
             rec["dropped"] = list(state.dropped_entries)
             rec["torn"] = [e for e, _ in state.torn_entries]
             rec["cut"] = [state.cut.lo, state.cut.hi]
         return rec
+
+    def record(self, state: State) -> StateRecord:
+        """:func:`state_record` of ``state``'s verdicts; a record of native
+        facts is made from the one its (facts, marks) made before."""
+        blob = self._native_blob(state)
+        if blob is None:
+            return state_record(state, self.check(state), self.marks(state))
+        return self._native_record(state, blob, self.marks(state))
+
+    def line(self, state: State) -> bytes:
+        """:meth:`record` serialised as its states.jsonl line (``json.dumps``
+        with sorted keys, and a newline).  A record of native facts without
+        a failure is the line its (facts, marks) made before but for its ID:
+        that line is kept, cut around the ID."""
+        blob = self._native_blob(state)
+        if blob is None:
+            return dump_line(state_record(state, self.check(state), self.marks(state)))
+        marks = self.marks(state)
+        key = (blob, *marks)
+        cut = self.lines.get(key, False)
+        if cut is False:
+            part = self._judge_native(blob, marks)[1]
+            cut = None if "fail" in part else _cut_at_id(part)
+            if len(self.lines) >= CACHE_SIZE:
+                self.lines.clear()
+            self.lines[key] = cut
+        if cut is None:  # a failure names the state's own entries: made whole
+            return dump_line(self._native_record(state, blob, marks))
+        return cut[0] + encode_basestring_ascii(state.id).encode() + cut[1]
 
     def marks(self, state: State) -> tuple[int, int]:
         """(acknowledged, begun) at the state's crash: its cut's, raised to
@@ -380,6 +414,24 @@ def verdict_record(rec_id: str, verdicts: list[Verdict], **head: int) -> StateRe
     if fails:
         rec["fail"] = fails
     return rec
+
+
+def dump_line(rec: StateRecord) -> bytes:
+    """A record's states.jsonl line: sorted keys, ``json.dumps``'s
+    separators and ASCII escapes, a newline."""
+    return json.dumps(rec, sort_keys=True).encode() + b"\n"
+
+
+_MARK = "\x00id\x00"  # an ID no state has: where the ID goes in a cut line
+_MARK_JSON = encode_basestring_ascii(_MARK).encode()
+
+
+def _cut_at_id(part: StateRecord) -> tuple[bytes, bytes] | None:
+    """The line of a record with the fields ``part`` and any ID, as the
+    bytes before and after the ID's JSON string (None: the mark is not
+    found exactly once, so the line must be made whole)."""
+    pieces = dump_line({"id": _MARK, **part}).split(_MARK_JSON)  # type: ignore[typeddict-item]
+    return (pieces[0], pieces[1]) if len(pieces) == 2 else None
 
 
 def state_record(state: State, verdicts: list[Verdict], marks: tuple[int, int]
