@@ -67,6 +67,7 @@ from harness.states.epochs import Epoch, iter_epochs, merge_epochs
 from harness.states.inject import Spans
 from harness.states.stateid import StateKey
 from harness.sysops import worker_signals
+from workloads.run import oracle_from_meta
 
 CHUNK = 32  # states per task: small enough to balance two workers, large enough to amortise IPC
 
@@ -329,6 +330,8 @@ def check_run(
     try:
         # the run-level stage's trace first: its facts judge every state
         level = prepare_run_level(run, workroot)
+        if run.meta().sut is not None:  # made once here: the forked workers inherit it
+            oracle_from_meta(run.meta())
         spans = fault_targets(run, opts.states.faults, workroot / "dbmap")
         with LogReader(run.log) as reader, open(states_path, "ab") as sink:
             enum = Enumeration(reader, opts.states, targets=spans)

@@ -166,21 +166,9 @@ class StateChecker:
         if self.in_memory and self.keep is None and state.key.misdirect is None \
                 and state.key.corrupt is None:
             return self._check_in_memory(state)
-        self.image.advance(state.durable_upto)
-        reader = self.image.reader
-        victim = state.victim(reader)
-        img = self.image.scratch(self._writes(state), state.flips())
-        if self.keep is not None:
-            sparse_copy(img, self.keep / "crash.img")
+        rec = self.recover_files(state)
         files = self.workdir / "files"
-        shutil.rmtree(files, ignore_errors=True)
-        nvram = read_nvram(img, self.nvram) if self.nvram else None
-        rec = self._recover(state, img, files)
-        if nvram is not None and rec.ok:  # for the SUT's recovery, beside the database
-            (files / (self.db_name + NVRAM_SUFFIX)).write_bytes(nvram)
-        self.last_recovery = rec
-        if self.keep is not None:
-            self._keep_recovered(img, files)
+        victim = state.victim(self.image.reader)
         fsv = fs_verdict(rec)
         verdicts = [fsv] if fsv is not None else []
         if not rec.ok:
@@ -210,6 +198,27 @@ class StateChecker:
             verdicts += [run_checker(uc, files, facts, self.workdir / "user", self.child_env)
                          for uc in self.user_checkers]
         return verdicts
+
+    def recover_files(self, state: State, *, reference: bool = False) -> FsRecovery:
+        """The files of ``state`` as its file system recovers them, in
+        ``workdir/files`` (the database, its NVRAM beside it); with ``keep``,
+        copies there too.  ``reference``: by the reference tools, as with
+        ``keep`` (the run-level stage's REC-CRASHSAFE, which needs only the
+        files, takes them so)."""
+        self.image.advance(state.durable_upto)
+        img = self.image.scratch(self._writes(state), state.flips())
+        if self.keep is not None:
+            sparse_copy(img, self.keep / "crash.img")
+        files = self.workdir / "files"
+        shutil.rmtree(files, ignore_errors=True)
+        nvram = read_nvram(img, self.nvram) if self.nvram else None
+        rec = self._recover(state, img, files, reference=reference)
+        if nvram is not None and rec.ok:  # for the SUT's recovery, beside the database
+            (files / (self.db_name + NVRAM_SUFFIX)).write_bytes(nvram)
+        self.last_recovery = rec
+        if self.keep is not None:
+            self._keep_recovered(img, files)
+        return rec
 
     def _writes(self, state: State) -> list[tuple[int, bytes]]:
         """What to write on the durable image for ``state``: its overlay,
@@ -328,10 +337,12 @@ class StateChecker:
         acked = max(state.cut.acked, self.floor[0])
         return acked, max(state.cut.begun, self.floor[1], acked)
 
-    def _recover(self, state: State, img: Path, files: Path) -> FsRecovery:
-        """File-system recovery of the scratch image ``img`` into ``files``;
-        tells the durable image what it wrote."""
-        if self.fast is not None and self.keep is None:
+    def _recover(self, state: State, img: Path, files: Path, *, reference: bool = False
+                 ) -> FsRecovery:
+        """File-system recovery of the scratch image ``img`` into ``files``
+        (by the reference tools with ``keep`` or ``reference``); tells the
+        durable image what it wrote."""
+        if self.fast is not None and self.keep is None and not reference:
             def rebuild() -> Path:
                 self.image.invalidate()
                 return self.image.scratch(self._writes(state), state.flips())
