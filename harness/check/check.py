@@ -144,9 +144,12 @@ def default_window(run: RunDir, opts: Options) -> Options:
 # --- worker processes --------------------------------------------------------
 
 # A chunk as sent to a worker: its epoch's number (and the last epoch merged
-# into it by a lost flush, or None) and, per state, its key and ordinal
-# (what rebuilds the State there).
-Task = tuple[int, int | None, list[tuple[StateKey, int | None]]]
+# into it by a lost flush, or None) and, per state, its key's fields (a plain
+# tuple: a dataclass pickles several times slower) and ordinal (what
+# rebuilds the State there).
+KeyFields = tuple[int, int, tuple[tuple[int, int], ...], int | None, tuple[int, int] | None,
+                  tuple[int, int] | None]
+Task = tuple[int, int | None, list[tuple[KeyFields, int | None]]]
 
 
 class _EpochCursor:
@@ -228,7 +231,11 @@ def _check_chunk(states: list[State]) -> bytes:
 
 def _task(chunk: list[State]) -> Task:
     ep = chunk[0].epoch
-    return ep.index, ep.last, [(s.key, s.ordinal) for s in chunk]
+    return ep.index, ep.last, [(_fields(s.key), s.ordinal) for s in chunk]
+
+
+def _fields(k: StateKey) -> KeyFields:
+    return k.epoch, k.kept, k.torn, k.last, k.misdirect, k.corrupt
 
 
 def _check_task(task: Task) -> bytes:
@@ -237,7 +244,7 @@ def _check_task(task: Task) -> bytes:
     assert _epochs is not None
     index, last, items = task
     epoch = _epochs.get(index, last)
-    return _check_chunk([State(key, epoch, ordinal) for key, ordinal in items])
+    return _check_chunk([State(StateKey(*key), epoch, ordinal) for key, ordinal in items])
 
 
 # --- the parent --------------------------------------------------------------
