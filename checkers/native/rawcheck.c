@@ -147,7 +147,7 @@ struct rc_ctx {
     uint32_t *rpages, *rparents;
     int32_t *rslots;
     size_t rcap;
-    struct buf out;
+    struct buf out, chunk;
     struct vec t1, newest_pages, above, count_fcc, fcc_pages, count_newest, changed;
     /* the checker's decoder */
     uint32_t *seen; /* seen[p] == gen: page p reached in this tree */
@@ -179,6 +179,7 @@ void rc_free(rc_ctx *c)
     free(c->rparents);
     free(c->rslots);
     free(c->out.p);
+    free(c->chunk.p);
     struct vec *vs[] = {&c->t1,           &c->newest_pages, &c->above, &c->count_fcc, &c->fcc_pages,
                         &c->count_newest, &c->changed,      &c->stack, &c->nocommit};
     for (size_t i = 0; i < sizeof vs / sizeof vs[0]; i++)
@@ -964,6 +965,39 @@ static int after(rc_ctx *c, struct facts *f, const char *label, const char *labe
     return RC_OK;
 }
 
+/* facts_of: the facts of the image in c->img, serialised into c->out. */
+static int facts_of(rc_ctx *c, const char *label, const char *label_rec, const char *label_again)
+{
+    if (!c->fp && !(c->fp = calloc(1, sizeof *c->fp)))
+        return RC_ENOMEM;
+    struct facts *f = c->fp;
+    memset(f->sc, 0, sizeof f->sc);
+    memset(f->has, 0, sizeof f->has);
+    static struct vec empty;
+    for (int i = 0; i < NARR; i++)
+        f->arr[i] = i == L_A_CHANGED ? NULL : &empty;
+    int nolog;
+    uint32_t newest;
+    int rc = before(c, f, label, &nolog, &newest);
+    if (!rc)
+        rc = after(c, f, label_rec, label_again, nolog, newest);
+    f->sc[F_NOLOG_DB] = (uint32_t)nolog;
+    if (!rc)
+        rc = emit(c, f);
+    return rc;
+}
+
+/* overlay: write n bytes of src (NULL: zeros) at byte off of c->img. */
+static void overlay(rc_ctx *c, uint64_t off, const uint8_t *src, uint64_t n)
+{
+    if (src)
+        memcpy(c->img.data + off, src, n);
+    else
+        memset(c->img.data + off, 0, n);
+    if (off + n > c->img.mem.hiwater)
+        c->img.mem.hiwater = c->img.dirty = off + n;
+}
+
 int rc_examine(rc_ctx *c, const uint8_t *durable, uint64_t size, uint64_t used,
                const uint64_t *offs, const uint64_t *lens, const uint8_t *data, uint32_t nwrites,
                const char *label, const char *label_rec, const char *label_again,
@@ -976,28 +1010,52 @@ int rc_examine(rc_ctx *c, const uint8_t *durable, uint64_t size, uint64_t used,
     if (rc)
         return rc;
     for (uint32_t i = 0; i < nwrites; i++) {
-        memcpy(c->img.data + offs[i], data, lens[i]);
+        overlay(c, offs[i], data, lens[i]);
         data += lens[i];
-        if (offs[i] + lens[i] > c->img.mem.hiwater)
-            c->img.mem.hiwater = c->img.dirty = offs[i] + lens[i];
     }
-    if (!c->fp && !(c->fp = calloc(1, sizeof *c->fp)))
-        return RC_ENOMEM;
-    struct facts *f = c->fp;
-    memset(f->sc, 0, sizeof f->sc);
-    memset(f->has, 0, sizeof f->has);
-    static struct vec empty;
-    for (int i = 0; i < NARR; i++)
-        f->arr[i] = i == L_A_CHANGED ? NULL : &empty;
-    int nolog;
-    uint32_t newest;
-    rc = before(c, f, label, &nolog, &newest);
-    if (!rc)
-        rc = after(c, f, label_rec, label_again, nolog, newest);
-    f->sc[F_NOLOG_DB] = (uint32_t)nolog;
-    if (!rc)
-        rc = emit(c, f);
+    rc = facts_of(c, label, label_rec, label_again);
     *out = c->out.p;
     *outlen = c->out.n;
     return rc;
+}
+
+int rc_examine_chunk(rc_ctx *c, const uint8_t *durable, uint64_t size, uint64_t used,
+                     const uint8_t *log, uint64_t loglen, const uint64_t *items,
+                     const uint32_t *nitems, uint32_t nstates, const char *label,
+                     const char *label_rec, const char *label_again, int32_t *rcs, uint64_t *lens,
+                     const uint8_t **out, size_t *outlen)
+{
+    struct buf *all = &c->chunk;
+    all->n = 0;
+    all->oom = 0;
+    const uint64_t *it = items; /* the state's items */
+    for (uint32_t i = 0; i < nstates; it += 3 * (size_t)nitems[i], i++) {
+        int rc = RC_OK;
+        for (uint32_t k = 0; k < nitems[i] && !rc; k++) {
+            uint64_t off = it[3 * k], src = it[3 * k + 1], n = it[3 * k + 2];
+            if (off > size || n > size - off)
+                rc = RC_FALLBACK; /* the image would grow: not a block device's */
+            else if (src != RC_ZEROS && (src > loglen || n > loglen - src))
+                rc = RC_FALLBACK; /* past the log's end: the Python path reads it */
+        }
+        if (!rc)
+            rc = load(&c->img, durable, size, used);
+        for (uint32_t k = 0; k < nitems[i] && !rc; k++) {
+            uint64_t src = it[3 * k + 1];
+            overlay(c, it[3 * k], src == RC_ZEROS ? NULL : log + src, it[3 * k + 2]);
+        }
+        if (!rc)
+            rc = facts_of(c, label, label_rec, label_again);
+        if (rc == RC_ENOMEM)
+            return rc;
+        rcs[i] = rc;
+        lens[i] = rc ? 0 : c->out.n;
+        if (!rc)
+            put(all, c->out.p, c->out.n);
+        if (all->oom)
+            return RC_ENOMEM;
+    }
+    *out = all->p;
+    *outlen = all->n;
+    return RC_OK;
 }

@@ -226,7 +226,7 @@ def _check_chunk(states: list[State]) -> bytes:
     if _init_error is not None:
         raise _init_error
     assert _checker is not None
-    return b"".join(_checker.line(s) for s in states)
+    return _checker.lines(states)
 
 
 def _task(chunk: list[State]) -> Task:

@@ -44,6 +44,7 @@ from harness.materialize.nvram import NVRAM_SUFFIX, nvram_region, read_nvram
 from harness.rundir import RunDir
 from harness.states import State
 from harness.states.inject import Spans
+from harness.states.model import item_spans
 from workloads.run import oracle_from_meta, spec_from_meta
 from workloads.suts import Sut
 
@@ -150,7 +151,7 @@ class StateChecker:
             self.native = self.checker.native_examiner(self.image.path)
         self.judged: dict[tuple[bytes, int, int], tuple[list[Verdict], StateRecord]] = {}
         # a passing record's line around its ID, by (facts, marks): line()
-        self.lines: dict[tuple[bytes, int, int], tuple[bytes, bytes] | None] = {}
+        self.cut_lines: dict[tuple[bytes, int, int], tuple[bytes, bytes] | None] = {}
         self.db_label = workdir / "files" / self.db_name  # what the file path would examine
         self._epoch_payloads: _EpochPayloads | None = None
 
@@ -282,12 +283,17 @@ class StateChecker:
             self._epoch_payloads = _EpochPayloads(self.image.reader, state.epoch)
         return self._epoch_payloads
 
+    def _native_ok(self, state: State) -> bool:
+        """Whether ``state``'s facts are taken natively (a native checker,
+        and neither a kept nor a faulted state)."""
+        return self.native is not None and self.keep is None and state.key.misdirect is None \
+            and state.key.corrupt is None
+
     def _native_blob(self, state: State) -> bytes | None:
         """The serialised native facts of ``state``, or None where the state
-        takes :meth:`check` (no native checker, a kept or faulted state, or
-        a case the C call leaves to the Python path)."""
-        if self.native is None or self.keep is not None or state.key.misdirect is not None \
-                or state.key.corrupt is not None:
+        takes :meth:`check` (not :meth:`_native_ok`, or a case the C call
+        leaves to the Python path)."""
+        if not self._native_ok(state):
             return None
         self.image.advance(state.durable_upto)
         writes = list(state.extents(self._payloads(state)))  # type: ignore[arg-type]
@@ -310,23 +316,45 @@ class StateChecker:
             return state_record(state, self.check(state), self.marks(state))
         return self._native_record(state, blob, self.marks(state))
 
+    def lines(self, states: Sequence[State]) -> bytes:
+        """The :meth:`line` of each of ``states`` (a chunk: one epoch's),
+        the native facts of all of them taken in one C call, their overlays
+        read from the log there."""
+        todo = [i for i, s in enumerate(states) if self._native_ok(s)]
+        blobs: dict[int, bytes | None] = {}
+        if todo and len({states[i].durable_upto for i in todo}) == 1:
+            self.image.advance(states[todo[0]].durable_upto)
+            ss = self.image.reader.sectorsize
+            spans = [[span for w, units in s.program()
+                      for span in item_spans(s.epoch.writes[w], units, ss)]
+                     for s in (states[i] for i in todo)]
+            got = self.native.examine_chunk(self.image.size, self.image.data_end, self.run.log,
+                                            spans, self.db_label)
+            blobs = dict(zip(todo, got, strict=True))
+        return b"".join(self._line(s, blobs[i]) if i in blobs else self.line(s)
+                        for i, s in enumerate(states))
+
     def line(self, state: State) -> bytes:
         """:meth:`record` serialised as its states.jsonl line (``json.dumps``
         with sorted keys, and a newline).  A record of native facts without
         a failure is the line its (facts, marks) made before but for its ID:
         that line is kept, cut around the ID."""
-        blob = self._native_blob(state)
+        return self._line(state, self._native_blob(state))
+
+    def _line(self, state: State, blob: bytes | None) -> bytes:
+        """:meth:`line` of ``state`` whose native facts are ``blob`` (None:
+        the state takes :meth:`check`)."""
         if blob is None:
             return dump_line(state_record(state, self.check(state), self.marks(state)))
         marks = self.marks(state)
         key = (blob, *marks)
-        cut = self.lines.get(key, False)
+        cut = self.cut_lines.get(key, False)
         if cut is False:
             part = self._judge_native(blob, marks)[1]
             cut = None if "fail" in part else _cut_at_id(part)
-            if len(self.lines) >= CACHE_SIZE:
-                self.lines.clear()
-            self.lines[key] = cut
+            if len(self.cut_lines) >= CACHE_SIZE:
+                self.cut_lines.clear()
+            self.cut_lines[key] = cut
         if cut is None:  # a failure names the state's own entries: made whole
             return dump_line(self._native_record(state, blob, marks))
         return cut[0] + encode_basestring_ascii(state.id).encode() + cut[1]
