@@ -325,9 +325,23 @@ class StateChecker:
         if todo and len({states[i].durable_upto for i in todo}) == 1:
             self.image.advance(states[todo[0]].durable_upto)
             ss = self.image.reader.sectorsize
-            spans = [[span for w, units in s.program()
-                      for span in item_spans(s.epoch.writes[w], units, ss)]
-                     for s in (states[i] for i in todo)]
+            whole: dict[int, tuple[int, int | None, int]] = {}  # a whole write's one span
+
+            def spans_of(state: State) -> list[tuple[int, int | None, int]]:
+                out: list[tuple[int, int | None, int]] = []
+                for w, units in state.program():
+                    entry = state.epoch.writes[w]
+                    if units != -1:
+                        out.extend(item_spans(entry, units, ss))
+                        continue
+                    span = whole.get(w)
+                    if span is None:
+                        (span,) = item_spans(entry, units, ss)
+                        whole[w] = span
+                    out.append(span)
+                return out
+
+            spans = [spans_of(states[i]) for i in todo]
             got = self.native.examine_chunk(self.image.size, self.image.data_end, self.run.log,
                                             spans, self.db_label)
             blobs = dict(zip(todo, got, strict=True))
