@@ -3,7 +3,9 @@
 ** crash image, in one C call (rawcheck.h).  Three parts:
 **
 ** 1. the image, built in a buffer reused from state to state: the durable
-**    image's bytes up to its last data byte, then the state's overlay;
+**    image's bytes up to its last data byte, then the state's overlay (given
+**    as bytes, rc_examine, or as pieces of the log in memory, the states of
+**    a chunk in one call: rc_examine_chunk);
 ** 2. the engine's view, through the loaded library's entry points (the
 **    table in struct rc_engine): the read-only open before recovery, the
 **    recovery in place, a second recovery of a copy — the same calls, in the

@@ -10,8 +10,8 @@
    this machine is shared, so ``2 cores / CPU per state`` is what two idle
    cores would do.
 2. DHL raw tier: a dhl-cc-raw recording (no file system), every reorder
-   state by the three paths, with 1 and 2 workers: fast (the facts in one
-   C call per state, checkers/dhl_native.py), python (in memory, the
+   state by the three paths, with 1 and 2 workers: fast (the facts of a
+   chunk's states in one C call, checkers/dhl_native.py), python (in memory, the
    Python checker's facts) and the reference (through files); CPU per
    state and the ratios within the one run.
 3. A per-stage profile of one worker (one process, wall ms per state).
@@ -92,7 +92,7 @@ def check_rate(run: RunDir, out: Path, *, mode: str = "fast", max_states: int | 
 
 
 
-RAW_MODES = (("fast", "native facts, one C call per state"),
+RAW_MODES = (("fast", "native facts, one C call per chunk"),
              ("python", "in memory, the Python checker's facts"),
              ("reference", "through files"))
 
