@@ -31,6 +31,7 @@ from dhl.binding import lib as dhl_lib
 
 OK, FALLBACK = 0, 1
 NONE = 0xFFFFFFFF
+ZEROS = (1 << 64) - 1  # RC_ZEROS: an item of zeros, not of the log
 ABI = (0, 2, 3, 5, 6)  # the engine structs the checker declares (dhl_abi_size numbers)
 ENTRY_POINTS = ("dhl_open", "dhl_close", "dhl_errmsg", "dhl_info", "dhl_recovery_info",
                 "dhl_check", "dhl_digest", "dhl_reachable", "dhl_image_headers", "dhl_valid_slot")
@@ -66,6 +67,10 @@ def _load() -> C.CDLL:
         L.rc_examine.restype = C.c_int
         L.rc_examine.argtypes = [P, P, u64, u64, P, P, C.c_char_p, C.c_uint32, C.c_char_p,
                                  C.c_char_p, C.c_char_p, C.POINTER(P), C.POINTER(C.c_size_t)]
+        L.rc_examine_chunk.restype = C.c_int
+        L.rc_examine_chunk.argtypes = [P, P, u64, u64, P, u64, P, P, C.c_uint32, C.c_char_p,
+                                       C.c_char_p, C.c_char_p, P, P, C.POINTER(P),
+                                       C.POINTER(C.c_size_t)]
         engine = dhl_lib()
         for i in ABI:
             if L.rc_abi_size(i) != engine.dhl_abi_size(i):
@@ -141,9 +146,15 @@ class NativeExaminer:
         self.calls = self.fallbacks = 0
         self._label: Path | None = None
         self._labels = (b"", b"", b"")
+        self._log: mmap.mmap | None = None
+        self._log_export: C.Array[C.c_char] | None = None
 
     def close(self) -> None:
         self._unmap()
+        self._log_export = None
+        if self._log is not None:
+            self._log.close()
+            self._log = None
         if self.ctx:
             self.L.rc_free(self.ctx)
             self.ctx = None
@@ -173,6 +184,58 @@ class NativeExaminer:
         """The facts serialised in ``blob`` (an :meth:`examine` result)."""
         return parse_facts(blob)
 
+    def _set_label(self, label: Path) -> None:
+        if label is not self._label:  # one label per worker: made once
+            rec = label.parent / "dhl-check" / "recovered.db"
+            self._label = label
+            self._labels = (os.fsencode(label), os.fsencode(rec),
+                            os.fsencode(rec.with_name(rec.name + ".again")))
+
+    def _log_address(self, log: Path) -> tuple[int, int]:
+        """The address and length of the log file ``log`` mapped (a
+        private mapping, never written: ctypes exports only writable
+        buffers), mapped once."""
+        if self._log is None:
+            with open(log, "rb") as f:
+                self._log = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_COPY)
+            self._log_export = (C.c_char * len(self._log)).from_buffer(self._log)
+        return C.addressof(self._log_export), len(self._log)  # type: ignore[arg-type]
+
+    def examine_chunk(self, size: int, used: int, log: Path,
+                      spans: Sequence[Sequence[tuple[int, int | None, int]]], label: Path
+                      ) -> list[bytes | None]:
+        """:meth:`examine` of each state over the same durable image, in one
+        C call: a state's overlay is given as the spans of the log file
+        ``log`` to write (``harness.states.model.item_spans``: device
+        offset, log offset or None for zeros, length), read from the log
+        mapped in memory."""
+        addr = self._address(size)
+        self._set_label(label)
+        logaddr, loglen = self._log_address(log)
+        n = len(spans)
+        flat = [x for items in spans for o, src, k in items
+                for x in (o, ZEROS if src is None else src, k)]
+        items = (C.c_uint64 * len(flat))(*flat)
+        counts = (C.c_uint32 * n)(*(len(items_) for items_ in spans))
+        rcs, lens = (C.c_int32 * n)(), (C.c_uint64 * n)()
+        rc = self.L.rc_examine_chunk(self.ctx, addr, size, used, logaddr, loglen, items, counts,
+                                     n, *self._labels, rcs, lens, C.byref(self._out),
+                                     C.byref(self._outlen))
+        self.calls += n
+        if rc != OK:
+            raise MemoryError("rc_examine_chunk: out of memory")
+        blob = C.string_at(self._out.value, self._outlen.value)  # type: ignore[arg-type]
+        out: list[bytes | None] = []
+        at = 0
+        for i in range(n):
+            if rcs[i] == FALLBACK:
+                self.fallbacks += 1
+                out.append(None)
+                continue
+            out.append(blob[at:at + lens[i]])
+            at += lens[i]
+        return out
+
     def examine(self, size: int, used: int, writes: Sequence[tuple[int, bytes]], label: Path
                 ) -> bytes | None:
         """The serialised facts of the state whose image is the durable
@@ -180,11 +243,7 @@ class NativeExaminer:
         top, as :func:`checkers.dhl.examine_image` takes them of a block
         device's image named ``label``; None: take the Python path."""
         addr = self._address(size)
-        if label is not self._label:  # one label per worker: made once
-            rec = label.parent / "dhl-check" / "recovered.db"
-            self._label = label
-            self._labels = (os.fsencode(label), os.fsencode(rec),
-                            os.fsencode(rec.with_name(rec.name + ".again")))
+        self._set_label(label)
         n = len(writes)
         offs = (C.c_uint64 * n)(*(o for o, _ in writes))
         lens = (C.c_uint64 * n)(*(len(d) for _, d in writes))

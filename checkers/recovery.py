@@ -97,13 +97,14 @@ def outcome(path: Path) -> Outcome:
 _STATE = MemIO()
 
 
-def outcome_of(label: Path, base: memoryview, writes: Sequence[IoOp], which: Sequence[int]
-               ) -> Outcome:
+def outcome_of(label: Path, base: memoryview, writes: Sequence[IoOp], which: Sequence[int],
+               used: int | None = None) -> Outcome:
     """:func:`outcome` of a file named ``label`` holding ``base`` with the
     writes ``which`` of ``writes`` on it, opened in memory: the engine sees a
     regular file of that size (not a block device) that may grow, as on a
-    scratch file, and names it ``label``."""
-    _STATE.load(base, cap=2 * len(base))
+    scratch file, and names it ``label``.  ``used``: the bytes of ``base``
+    past it are zero (not copied: a raw device's image is mostly zero)."""
+    _STATE.load(base, cap=2 * len(base), used=used)
     for i in which:
         _STATE.write(writes[i].offset, writes[i].data)
     try:
@@ -217,13 +218,15 @@ def _crashsafe(image_path: Path, workdir: Path, limit: int, ops: Sequence[IoOp] 
                           actual=0)
         with Database(image_path, "tc", readonly=True) as db:
             ps = db.info().page_size
-        base = memoryview(image_path.read_bytes())
-        ref = outcome_of(work / "full.db", base, writes, range(len(writes)))
+        data = image_path.read_bytes()
+        used = len(data.rstrip(b"\0"))
+        base = memoryview(data)
+        ref = outcome_of(work / "full.db", base, writes, range(len(writes)), used)
         n = 0
         state = work / "state.db"
         for st in recovery_states(ops, limit):
             n += 1
-            got = outcome_of(state, base, writes, st.kept)
+            got = outcome_of(state, base, writes, st.kept, used)
             if got != ref:
                 return failed(
                     "REC-CRASHSAFE",

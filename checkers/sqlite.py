@@ -18,8 +18,8 @@ import xxhash
 from checkers.content import judge_content
 from checkers.verdict import Verdict, failed, passed, skipped
 from harness.errors import CrashlabError
-from workloads.cksumvfs import connect
 from workloads.oracle import Oracle, sqlite_digest
+from workloads.vfs import connect
 
 SIDECARS = ("", "-journal", "-wal")
 

@@ -272,15 +272,8 @@ def mark_channel() -> tuple[str, str] | None:
     return None
 
 
-def waldio_library() -> Path | None:
-    """``$CRASHLAB_WALDIO_LIB``: a WALDIO VFS library to load instead of the
-    built one."""
-    env = os.environ.get(WALDIO_LIB)
-    return Path(env) if env else None
-
-
-def selvfs_library() -> Path | None:
-    """``$CRASHLAB_SELVFS_LIB``: a selective-journaling VFS library to load
-    instead of the built one."""
-    env = os.environ.get(SELVFS_LIB)
+def library_override(var: str) -> Path | None:
+    """``$var`` (``CRASHLAB_WALDIO_LIB``, ``CRASHLAB_SELVFS_LIB``): a VFS
+    library to load instead of the built one."""
+    env = os.environ.get(var)
     return Path(env) if env else None

@@ -55,9 +55,30 @@ def loop_attach(path: Path, *, direct_io: bool = True) -> str:
     return run([*cmd, str(path)], f"losetup {path}").strip()
 
 
+LOOP_RELEASE_S = 10.0
+
+
 def loop_detach(dev: str) -> None:
-    """Detach the loop device ``dev`` (one we attached)."""
+    """Detach the loop device ``dev`` (one we attached), and wait (up to
+    ``LOOP_RELEASE_S``) until the kernel has let go of its backing file.
+    ``losetup -d`` only marks a device that is still open (by a udev probe,
+    a concurrent ``blkid``) for detaching at its last close; until then the
+    backing file stays open, and a FUSE mount that holds it cannot be
+    unmounted yet."""
+    backing = Path("/sys/block") / Path(dev).name / "loop" / "backing_file"
+    try:
+        ours = backing.read_text()
+    except OSError:
+        ours = None
     run(["losetup", "-d", dev], f"losetup -d {dev}")
+    deadline = time.monotonic() + LOOP_RELEASE_S
+    while ours is not None and time.monotonic() < deadline:
+        try:
+            if backing.read_text() != ours:  # released (and maybe reused by another)
+                return
+        except OSError:
+            return
+        time.sleep(0.05)
 
 
 def _queue_file(dev: str, name: str) -> Path:

@@ -15,12 +15,12 @@ import pytest
 from checkers import sqlite as sqlite_checker
 from checkers.detect import judge_detect
 from checkers.verdict import failed, passed, skipped
-from workloads import cksumvfs
 from workloads.generate import write_opstream
 from workloads.oracle import Oracle, sqlite_digest
 from workloads.run import run_workload
 from workloads.spec import parse_spec
 from workloads.suts import get_sut
+from workloads.vfs import CKSUM_VFS
 
 SPEC = parse_spec("insert:txns=4,ops=3,tables=3,warmup=40,seed=1")
 
@@ -113,7 +113,7 @@ def test_a_flipped_bit_read_as_data_or_reported(dbs: dict[str, Path], tmp_path: 
         # the same file opened without the checksum VFS reads without error
         assert sqlite_checker.examine(db).open_error is None
         with pytest.raises(sqlite3.OperationalError, match="disk I/O error"):
-            sqlite_digest(db, cksumvfs.NAME)
+            sqlite_digest(db, CKSUM_VFS)
     else:
         assert status["DB-OPEN"] == "pass" and status["DB-ATOMIC"] == "fail"
         assert v.status == "fail"

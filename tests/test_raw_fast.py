@@ -87,3 +87,37 @@ def test_the_native_facts_are_the_python_checkers(runs: dict[str, RunDir], tmp_p
     assert compared > 200
     assert differ == []
     assert len(fallbacks) <= compared // 100, fallbacks
+
+
+@pytest.mark.parametrize("sut, strategy", CASES)
+def test_one_call_per_chunk_gives_each_states_own_facts(runs: dict[str, RunDir], tmp_path: Path,
+                                                        sut: str, strategy: str) -> None:
+    """The worker's chunk call (overlays read from the log in C) gives every
+    state the facts its own call gives; the log spans are the extents."""
+    from harness.check.check import _chunks
+    from harness.states.model import item_spans
+
+    run = runs[sut]
+    sc = StateChecker(run, tmp_path / "w")
+    native = sc.native
+    log = run.log.read_bytes()
+    compared = 0
+    with LogReader(run.log) as reader:
+        states = Enumeration(reader, default_window(run, Options(strategy=strategy)))
+        for chunk in _chunks(iter(states), 0, None):
+            sc.image.advance(chunk[0].durable_upto)
+            spans, extents = [], []
+            for s in chunk:
+                spans.append([x for w, u in s.program()
+                              for x in item_spans(s.epoch.writes[w], u, reader.sectorsize)])
+                extents.append(list(s.extents(reader)))
+                assert [(o, bytes(n) if src is None else log[src:src + n])
+                        for o, src, n in spans[-1]] == extents[-1], s.id
+            got = native.examine_chunk(sc.image.size, sc.image.data_end, run.log, spans,
+                                       sc.db_label)
+            for s, blob, writes in zip(chunk, got, extents, strict=True):
+                assert blob == native.examine(sc.image.size, sc.image.data_end, writes,
+                                              sc.db_label), s.id
+                compared += blob is not None
+    sc.close()
+    assert compared > 200

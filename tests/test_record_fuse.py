@@ -4,9 +4,12 @@ pattern, and marks land after the flushes of their transaction."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
+import shutil
 import subprocess
+import threading
 from pathlib import Path
 
 import pytest
@@ -210,3 +213,55 @@ def test_attach_sets_and_restores_loop_queue(tmp_path, tmpdir_env, monkeypatch):
         else:
             p.unlink()
     work.rmdir()
+
+
+def _attached_work(root: Path) -> tuple[Path, Path]:
+    """A working folder holding a copy of the ext4 base image."""
+    root.mkdir()
+    work = root / "w"
+    work.mkdir()
+    base, _ = ensure_image("ext4")
+    (work / "img").write_bytes(base.read_bytes())
+    return work, work / "img"
+
+
+def _nothing_left(work: Path) -> None:
+    """Nothing mounted or attached under ``work``; then remove it."""
+    assert str(work) not in Path("/proc/mounts").read_text()
+    assert str(work) not in subprocess.run(["losetup", "-a"], capture_output=True,
+                                           text=True).stdout
+    shutil.rmtree(work)
+
+
+def test_teardown_waits_for_a_loop_device_still_open_at_detach(tmpdir_env):
+    """Someone (a udev probe, a blkid) still has the loop device open when
+    it is detached: the kernel lets go of the daemon's file only at that
+    last close, and the daemon's unmount waits for it instead of failing
+    (CI once failed so: "logfuse did not exit in 30 s", the mount left)."""
+    work, image = _attached_work(tmpdir_env)
+    holder: list[int] = []
+    with FuseBackend().attach(image, work / "log", work) as dev:
+        holder.append(os.open(dev.path, os.O_RDONLY))
+        threading.Timer(1.0, os.close, holder).start()
+    _nothing_left(work)
+
+
+def test_a_mount_that_stays_busy_is_detached_and_its_daemon_ended(tmpdir_env, monkeypatch):
+    """The daemon's mount stays busy past the retries (its file held open
+    here): the teardown says so in one error, ends the daemon by its PID and
+    leaves nothing mounted."""
+    from harness.record import fuse as fusemod
+
+    monkeypatch.setattr(fusemod, "UNMOUNT_BUSY_S", 0.5)
+    work, image = _attached_work(tmpdir_env)
+    held = None
+    with pytest.raises(CrashlabError, match="fusermount3 -u .*busy.*logfuse \\(pid"):
+        with FuseBackend().attach(image, work / "log", work):
+            held = open(work / "fuse" / "disk", "rb")  # noqa: SIM115 (held past the teardown)
+    assert held is not None
+    with contextlib.suppress(OSError):  # its file system is gone
+        held.close()
+    daemon_pid = int((work / "owned-processes").read_text().split()[1])
+    assert not Path(f"/proc/{daemon_pid}").exists() or \
+        Path(f"/proc/{daemon_pid}/stat").read_text().split()[2] == "Z"
+    _nothing_left(work)

@@ -36,7 +36,7 @@ from harness.rundir import RunDir
 from harness.states.enumerate import enumerate_states
 from harness.states.strategies import Options
 from harness.sweep.matrix import matrix
-from workloads import selvfs
+from workloads import vfs
 from workloads.generate import write_opstream
 from workloads.oracle import Oracle, sqlite_digest
 from workloads.run import DB_NAME, runner_command
@@ -135,7 +135,7 @@ def test_checker_and_sut_open_crash_images_alike(runs: dict[str, RunDir],
             rec = recover_ext4(image, files, check=False)
             assert rec.ok, rec.detail
             stock = _digest(files, tmp_path / "a", "")
-            assert stock == _digest(files, tmp_path / "b", selvfs.NAME), state.id
+            assert stock == _digest(files, tmp_path / "b", vfs.SELECTIVE_VFS), state.id
             assert stock in oracle.by_digest, state.id
             compared += 1
             if (files / f"{DB_NAME}-journal").exists():
@@ -193,7 +193,8 @@ def test_hot_journal_mutant_is_killed_by_its_recorded_cell() -> None:
 
 def test_checkers_load_the_library_the_environment_names(tmp_path: Path,
                                                        monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv(selvfs.LIBRARY_ENV, str(tmp_path / "mutant.so"))
-    assert selvfs.library() == tmp_path / "mutant.so"
-    monkeypatch.delenv(selvfs.LIBRARY_ENV)
-    assert selvfs.library() == selvfs.LIBRARY
+    shim = vfs.SHIMS[vfs.SELECTIVE_VFS]
+    monkeypatch.setenv(shim.env, str(tmp_path / "mutant.so"))
+    assert vfs.library(shim.name) == tmp_path / "mutant.so"
+    monkeypatch.delenv(shim.env)
+    assert vfs.library(shim.name) == shim.library

@@ -251,3 +251,5 @@ def test_incremental_digest_matches_definition(tmp_path, program, strategy, fact
                 content = EpochContent(r, s.epoch)
                 content.direct_factor = factor
             assert content.digest(s) == direct_digest(content, s), s.id
+            # from scratch too: by units, or by writes where no unit is touched twice
+            assert content.direct(s.key.kept, dict(s.key.torn)) == direct_digest(content, s)

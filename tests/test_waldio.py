@@ -22,13 +22,13 @@ from harness.mutants import build as build_mutant
 from harness.mutants import catalogue
 from harness.rundir import RunDir
 from tests.support import crashlab, record_runs
-from workloads import waldiovfs
 from workloads.generate import write_opstream
 from workloads.oracle import Oracle, sqlite_digest
 from workloads.run import runner_command, runner_path
 from workloads.spec import parse_spec
 from workloads.sqlite_grammar import WALDIO_RULES, parse_sqlite_name, rule_for
 from workloads.suts import get_sut
+from workloads.vfs import WALDIO_VFS
 
 SPEC = "insert:txns=4,ops=3,tables=3,warmup=40,seed=1"
 TXNS = 4
@@ -38,7 +38,7 @@ BLK, FHDR = 4096, 24
 def test_the_sut_promises_what_wal_full_promises() -> None:
     w, wal = get_sut("waldio"), get_sut("sqlite-wal-full")
     assert w.canonical == "sqlite:journal=wal,sync=full,waldio=100"
-    assert w.promises == wal.promises and w.vfs == waldiovfs.NAME
+    assert w.promises == wal.promises and w.vfs == WALDIO_VFS
     assert ("--waldio", "100") in w.runner_options
     assert ("--wal-autocheckpoint", "100") in w.runner_options
     for g in w.guarantees[:4]:
@@ -122,7 +122,7 @@ def test_the_checker_opens_through_the_vfs(crash_image: tuple[Path, Oracle],
     recovers every acknowledged transaction; through SQLite's default VFS
     the same files recover none of the WAL's frames."""
     d, oracle = crash_image
-    for vfs in (waldiovfs.NAME, ""):
+    for vfs in (WALDIO_VFS, ""):
         case = tmp_path / (vfs or "plain")
         case.mkdir()
         for name in ("crashlab.db", "crashlab.db-wal"):
@@ -162,7 +162,7 @@ def test_a_recovered_state_needs_the_vfs(run: RunDir, tmp_path: Path) -> None:
     oracle = Oracle(parse_spec(SPEC))
     plain = tmp_path / "plain"
     shutil.copytree(files, plain)
-    facts = sqlite_checker.examine(files / "crashlab.db", vfs=waldiovfs.NAME)
+    facts = sqlite_checker.examine(files / "crashlab.db", vfs=WALDIO_VFS)
     assert facts.open_error is None and facts.digest == oracle.digests[TXNS]
     facts = sqlite_checker.examine(plain / "crashlab.db", vfs="")
     assert facts.open_error is not None or facts.digest != oracle.digests[TXNS]
@@ -194,4 +194,4 @@ def test_a_small_wal_overwritten_from_its_start_reaches_the_oracle(tmp_path: Pat
                          runner=runner_path(asan=True))
     p = subprocess.run(cmd, capture_output=True, text=True)
     assert p.returncode == 0 and p.stderr == "", p.stderr
-    assert sqlite_digest(tmp_path / "x.db", waldiovfs.NAME) == Oracle(spec).final
+    assert sqlite_digest(tmp_path / "x.db", WALDIO_VFS) == Oracle(spec).final

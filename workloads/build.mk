@@ -36,7 +36,7 @@ $(WL_BUILD)/test_runner: $(WL_TEST_SRC) $(WL_HDR) $(WL_DIR)/build.mk
 
 # The checksum VFS as a shared library over the system SQLite: the checkers
 # load it (ctypes) to open a checksummed database as the SUT does
-# (workloads/cksumvfs.py).
+# (workloads/vfs.py).
 $(WL_BUILD)/libcrashlab-cksumvfs.so: $(WL_DIR)/runner/cksumvfs.c $(WL_DIR)/runner/cksumvfs.h $(WL_SHIM) $(WL_DIR)/build.mk
 	@mkdir -p $(WL_BUILD)
 	$(CC) $(CFLAGS_COMMON) -fPIC -shared $(WL_SQLITE_CFLAGS) -o $@ $(WL_DIR)/runner/cksumvfs.c \
@@ -64,7 +64,7 @@ workloads-ctest: $(WL_BUILD)/test_runner $(WL_BUILD)/test_cksumvfs $(WL_BUILD)/t
 	$(WL_BUILD)/test_waldiovfs $(WL_BUILD)
 
 # The WALDIO VFS (waldiovfs.h): the shared library the checkers open a
-# WALDIO database through (workloads/waldiovfs.py), and its unit test.
+# WALDIO database through (workloads/vfs.py), and its unit test.
 $(WL_BUILD)/libcrashlab-waldiovfs.so: $(WL_DIR)/runner/waldiovfs.c $(WL_DIR)/runner/waldiovfs.h $(WL_SHIM) $(WL_DIR)/build.mk
 	@mkdir -p $(WL_BUILD)
 	$(CC) $(CFLAGS_COMMON) -fPIC -shared $(WL_SQLITE_CFLAGS) -o $@ $(WL_DIR)/runner/waldiovfs.c \
@@ -103,7 +103,7 @@ workloads-ctest-xlog: $(WL_BUILD)/test_xlog
 BUILD += $(WL_BUILD)/crashlab-xlog-recover
 CTEST += workloads-ctest-xlog
 # The selective-journaling VFS (runner/selvfs.h) as a shared library: the
-# checkers open a selective SUT's database through it (workloads/selvfs.py);
+# checkers open a selective SUT's database through it (workloads/vfs.py);
 # its C test runs under ASan.
 $(WL_BUILD)/libcrashlab-selvfs.so: $(WL_DIR)/runner/selvfs.c $(WL_DIR)/runner/selvfs.h $(WL_SHIM) $(WL_DIR)/build.mk
 	@mkdir -p $(WL_BUILD)

@@ -26,10 +26,10 @@ from pathlib import Path
 import xxhash
 
 from harness.errors import CrashlabError
-from workloads.cksumvfs import connect
 from workloads.generate import generate
 from workloads.opstream import DELETE, INSERT, SELECT, UPDATE, Txn
 from workloads.spec import WorkloadSpec
+from workloads.vfs import connect
 
 MOD = 1 << 128
 _TK = struct.Struct("<Iq")
@@ -106,7 +106,7 @@ class Oracle:
 def sqlite_digest(db_path: Path | str, vfs: str = "") -> str:
     """The content digest of a SQLite database: every user table must be
     ``t<N>`` (``id``, ``value``).  Opening (through ``vfs``, the SUT's:
-    workloads/cksumvfs.py) runs SQLite's own recovery (hot journal rollback,
+    workloads/vfs.py) runs SQLite's own recovery (hot journal rollback,
     WAL recovery) as any opener would; sqlite3 errors propagate (a checker
     turns them into DB-OPEN verdicts)."""
     path = Path(db_path)

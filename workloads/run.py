@@ -16,6 +16,7 @@ meta.json keys written here (merged into the recorder's):
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import subprocess
 from collections.abc import Mapping
@@ -97,8 +98,16 @@ def spec_from_meta(meta: RunMeta) -> tuple[Sut, WorkloadSpec]:
 
 
 def oracle_from_meta(meta: RunMeta) -> Oracle:
-    """The oracle of a recorded workload run, from its meta.json alone."""
-    return Oracle(spec_from_meta(meta)[1])
+    """The oracle of a recorded workload run, from its meta.json alone (made
+    once per workload in a process, and inherited by the check's forked
+    workers: an Oracle is not changed after it is made)."""
+    spec_from_meta(meta)  # its errors, every time
+    return _oracle(str(meta.workload))
+
+
+@functools.lru_cache(maxsize=8)
+def _oracle(workload: str) -> Oracle:
+    return Oracle(parse_spec(workload))
 
 
 def check_sut_fs(sut: Sut, fs: str) -> None:

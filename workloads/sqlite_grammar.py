@@ -99,8 +99,8 @@ class SqliteConfig:
     walopt: int = 0  # 0: no pre-allocated WAL
     onerror: str = "stop"  # the application after a failed transaction
     syncretry: int = 0  # 1: the fsyncgate bug (see the module comment)
-    cksum: int = 0  # 1: 8 reserved bytes per page hold a checksum (workloads/cksumvfs.py)
-    waldio: int = 0  # N: WALDIO, the WAL pre-allocated to N frames (workloads/waldiovfs.py)
+    cksum: int = 0  # 1: 8 reserved bytes per page hold a checksum (workloads/vfs.py)
+    waldio: int = 0  # N: WALDIO, the WAL pre-allocated to N frames (workloads/vfs.py)
 
     def __post_init__(self) -> None:
         if self.walopt > 0 and self.autockpt == DEFAULT_AUTOCKPT:

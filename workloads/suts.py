@@ -27,7 +27,6 @@ from dataclasses import dataclass
 from functools import cache
 
 from harness.errors import CrashlabError
-from workloads import cksumvfs, selvfs, waldiovfs
 from workloads.guarantee import DB_INVARIANTS, Guarantee
 from workloads.sqlite_grammar import (
     DOC_CRASHLAB,
@@ -40,6 +39,7 @@ from workloads.sqlite_grammar import (
     grid,
     parse_sqlite_name,
 )
+from workloads.vfs import CKSUM_VFS, SELECTIVE_VFS, WALDIO_VFS
 
 __all__ = ["DB_INVARIANTS", "PAGE_SIZE", "SUTS", "SQLITE_ALIASES", "Guarantee", "Sut",
            "get_sut", "sqlite_grid"]
@@ -88,7 +88,7 @@ class Sut:
     error_guarantees: tuple[Guarantee, ...] = ()
     # The VFS shim its database is opened through, by the SUT and by the
     # checkers ("": none; the checksum, WALDIO or selective-journaling VFS:
-    # workloads/cksumvfs.py ``connect`` opens through any of them).
+    # workloads/vfs.py ``connect`` opens through any of them).
     vfs: str = ""
     # The one file system the SUT can be recorded on ("": any), and extra
     # mount options every recorder applies to it (kept in meta.json).
@@ -180,7 +180,7 @@ def _sqlite(config: SqliteConfig, name: str = "", description: str = "") -> Sut:
         mode=config.journal,
         in_place=config.journal in ("off", "memory"),
         config=config,
-        vfs=cksumvfs.NAME if config.cksum else waldiovfs.NAME if config.waldio else "",
+        vfs=CKSUM_VFS if config.cksum else WALDIO_VFS if config.waldio else "",
     )
 
 
@@ -421,7 +421,7 @@ def _selective(name: str, pages: int, mount_options: str, description: str) -> S
         guarantees=guarantees,
         error_guarantees=derive_errors(rollback if sound else in_place),
         mode="delete",
-        vfs=selvfs.NAME,
+        vfs=SELECTIVE_VFS,
         needs_fs="ext4",
         mount_options=mount_options,
     )

@@ -3,7 +3,9 @@
 ** crash image, in one C call (rawcheck.h).  Three parts:
 **
 ** 1. the image, built in a buffer reused from state to state: the durable
-**    image's bytes up to its last data byte, then the state's overlay;
+**    image's bytes up to its last data byte, then the state's overlay (given
+**    as bytes, rc_examine, or as pieces of the log in memory, the states of
+**    a chunk in one call: rc_examine_chunk);
 ** 2. the engine's view, through the loaded library's entry points (the
 **    table in struct rc_engine): the read-only open before recovery, the
 **    recovery in place, a second recovery of a copy — the same calls, in the
@@ -127,9 +129,14 @@ static uint16_t rd16(const uint8_t *p) { return (uint16_t)(p[0] | p[1] << 8); }
 
 /* --- the context ----------------------------------------------------------------- */
 
+/* An image the engine reads and writes through io (ctx: the image).  Its
+** bytes are view's when view is set (a copy deferred until the first write:
+** the second recovery of a recovered image seldom writes), else data's; in
+** both, zero past mem.hiwater.  data is zero past `dirty`. */
 struct image {
-    uint8_t *data; /* zero past mem.hiwater */
-    uint64_t cap;
+    uint8_t *data;
+    uint64_t cap, dirty;
+    const uint8_t *view;
     struct rc_mem mem;
     struct rc_io io;
 };
@@ -142,7 +149,7 @@ struct rc_ctx {
     uint32_t *rpages, *rparents;
     int32_t *rslots;
     size_t rcap;
-    struct buf out;
+    struct buf out, chunk;
     struct vec t1, newest_pages, above, count_fcc, fcc_pages, count_newest, changed;
     /* the checker's decoder */
     uint32_t *seen; /* seen[p] == gen: page p reached in this tree */
@@ -174,6 +181,7 @@ void rc_free(rc_ctx *c)
     free(c->rparents);
     free(c->rslots);
     free(c->out.p);
+    free(c->chunk.p);
     struct vec *vs[] = {&c->t1,           &c->newest_pages, &c->above, &c->count_fcc, &c->fcc_pages,
                         &c->count_newest, &c->changed,      &c->stack, &c->nocommit};
     for (size_t i = 0; i < sizeof vs / sizeof vs[0]; i++)
@@ -204,7 +212,9 @@ size_t rc_abi_size(int which)
 ** the device, and most of a raw-tier device was never written). */
 static int st_pread(void *ctx, void *buf, size_t n, uint64_t off, size_t *got)
 {
-    const struct rc_mem *m = ctx;
+    const struct image *im = ctx;
+    const struct rc_mem *m = &im->mem;
+    const uint8_t *src = im->view ? im->view : im->data;
     size_t k = 0;
     if (off < m->size)
         k = (size_t)(m->size - off) < n ? (size_t)(m->size - off) : n;
@@ -212,21 +222,38 @@ static int st_pread(void *ctx, void *buf, size_t n, uint64_t off, size_t *got)
     if (off < m->hiwater)
         live = (size_t)(m->hiwater - off) < k ? (size_t)(m->hiwater - off) : k;
     if (live)
-        memcpy(buf, m->data + off, live);
+        memcpy(buf, src + off, live);
     if (k > live)
         memset((uint8_t *)buf + live, 0, k - live);
     *got = k;
     return 0;
 }
 
+/* own: make im's bytes its own buffer's (the deferred copy of its view). */
+static void own(struct image *im)
+{
+    uint64_t hw = im->mem.hiwater;
+    if (!im->view)
+        return;
+    if (im->dirty > hw)
+        memset(im->data + hw, 0, im->dirty - hw);
+    memcpy(im->data, im->view, hw);
+    im->dirty = hw;
+    im->view = NULL;
+}
+
 static int st_pwrite(void *ctx, const void *buf, size_t n, uint64_t off)
 {
-    struct rc_mem *m = ctx;
+    struct image *im = ctx;
+    struct rc_mem *m = &im->mem;
     if (off > m->size || n > m->size - off)
         return -ENOSPC; /* a device does not grow */
-    memcpy(m->data + off, buf, n);
+    own(im);
+    memcpy(im->data + off, buf, n);
     if (off + n > m->hiwater)
         m->hiwater = off + n;
+    if (off + n > im->dirty)
+        im->dirty = off + n;
     m->writes++;
     return 0;
 }
@@ -234,20 +261,20 @@ static int st_pwrite(void *ctx, const void *buf, size_t n, uint64_t off)
 static int st_sync(void *ctx, int datasync)
 {
     (void)datasync;
-    ((struct rc_mem *)ctx)->syncs++;
+    ((struct image *)ctx)->mem.syncs++;
     return 0;
 }
 
 static int st_size(void *ctx, uint64_t *bytes)
 {
-    *bytes = ((const struct rc_mem *)ctx)->size;
+    *bytes = ((const struct image *)ctx)->mem.size;
     return 0;
 }
 
-/* reserve: make im hold an image of `size` bytes whose first `keep` bytes
-** the caller overwrites next; every byte past them is zero after, as
-** MemIO._reserve leaves it (dhl/binding.py). */
-static int reserve(struct image *im, uint64_t size, uint64_t keep)
+/* reserve: make im an image of `size` bytes, none written or synced yet,
+** whose buffer holds at least `size` bytes (its content is the caller's
+** business: load and view set it). */
+static int reserve(struct image *im, uint64_t size)
 {
     uint64_t want = size ? size : 1;
     if (want > im->cap) {
@@ -257,25 +284,41 @@ static int reserve(struct image *im, uint64_t size, uint64_t keep)
         free(im->data);
         im->data = d;
         im->cap = want;
-    } else if (im->mem.hiwater > keep) {
-        memset(im->data + keep, 0, im->mem.hiwater - keep);
+        im->dirty = 0;
     }
+    im->view = NULL;
     im->mem = (struct rc_mem){im->data, size, im->cap, 0, 0, 1, 0};
-    im->io = (struct rc_io){&im->mem, st_pread, st_pwrite, st_sync, st_size, NULL, 1};
+    im->io = (struct rc_io){im, st_pread, st_pwrite, st_sync, st_size, NULL, 1};
     return RC_OK;
 }
 
 /* load: im holds the first `size` bytes of src, of which those past `used`
-** are zero (MemIO.load with used=). */
+** are zero (MemIO.load with used=): copied into its buffer, and every byte
+** past them zero, as MemIO._reserve leaves it (dhl/binding.py). */
 static int load(struct image *im, const uint8_t *src, uint64_t size, uint64_t used)
 {
     uint64_t k = used < size ? used : size;
-    int rc = reserve(im, size, k);
+    int rc = reserve(im, size);
     if (rc)
         return rc;
+    if (im->dirty > k)
+        memset(im->data + k, 0, im->dirty - k);
     if (k)
         memcpy(im->data, src, k);
-    im->mem.hiwater = k;
+    im->mem.hiwater = im->dirty = k;
+    return RC_OK;
+}
+
+/* view: im holds the same bytes as load(im, src, size, used) would give it,
+** read from src (which must not change while im is in use) until the
+** engine's first write copies them (own). */
+static int view(struct image *im, const uint8_t *src, uint64_t size, uint64_t used)
+{
+    int rc = reserve(im, size);
+    if (rc)
+        return rc;
+    im->view = src;
+    im->mem.hiwater = used < size ? used : size;
     return RC_OK;
 }
 
@@ -818,7 +861,7 @@ static int before(rc_ctx *c, struct facts *f, const char *label, int *nolog, uin
 static int second(rc_ctx *c, const char *label, uint32_t ps, int *failed)
 {
     struct image *im = &c->img, *ag = &c->again;
-    int rc = load(ag, im->data, im->mem.size, im->mem.hiwater);
+    int rc = view(ag, im->data, im->mem.size, im->mem.hiwater);
     if (rc)
         return rc;
     void *db;
@@ -924,6 +967,39 @@ static int after(rc_ctx *c, struct facts *f, const char *label, const char *labe
     return RC_OK;
 }
 
+/* facts_of: the facts of the image in c->img, serialised into c->out. */
+static int facts_of(rc_ctx *c, const char *label, const char *label_rec, const char *label_again)
+{
+    if (!c->fp && !(c->fp = calloc(1, sizeof *c->fp)))
+        return RC_ENOMEM;
+    struct facts *f = c->fp;
+    memset(f->sc, 0, sizeof f->sc);
+    memset(f->has, 0, sizeof f->has);
+    static struct vec empty;
+    for (int i = 0; i < NARR; i++)
+        f->arr[i] = i == L_A_CHANGED ? NULL : &empty;
+    int nolog;
+    uint32_t newest;
+    int rc = before(c, f, label, &nolog, &newest);
+    if (!rc)
+        rc = after(c, f, label_rec, label_again, nolog, newest);
+    f->sc[F_NOLOG_DB] = (uint32_t)nolog;
+    if (!rc)
+        rc = emit(c, f);
+    return rc;
+}
+
+/* overlay: write n bytes of src (NULL: zeros) at byte off of c->img. */
+static void overlay(rc_ctx *c, uint64_t off, const uint8_t *src, uint64_t n)
+{
+    if (src)
+        memcpy(c->img.data + off, src, n);
+    else
+        memset(c->img.data + off, 0, n);
+    if (off + n > c->img.mem.hiwater)
+        c->img.mem.hiwater = c->img.dirty = off + n;
+}
+
 int rc_examine(rc_ctx *c, const uint8_t *durable, uint64_t size, uint64_t used,
                const uint64_t *offs, const uint64_t *lens, const uint8_t *data, uint32_t nwrites,
                const char *label, const char *label_rec, const char *label_again,
@@ -936,28 +1012,52 @@ int rc_examine(rc_ctx *c, const uint8_t *durable, uint64_t size, uint64_t used,
     if (rc)
         return rc;
     for (uint32_t i = 0; i < nwrites; i++) {
-        memcpy(c->img.data + offs[i], data, lens[i]);
+        overlay(c, offs[i], data, lens[i]);
         data += lens[i];
-        if (offs[i] + lens[i] > c->img.mem.hiwater)
-            c->img.mem.hiwater = offs[i] + lens[i];
     }
-    if (!c->fp && !(c->fp = calloc(1, sizeof *c->fp)))
-        return RC_ENOMEM;
-    struct facts *f = c->fp;
-    memset(f->sc, 0, sizeof f->sc);
-    memset(f->has, 0, sizeof f->has);
-    static struct vec empty;
-    for (int i = 0; i < NARR; i++)
-        f->arr[i] = i == L_A_CHANGED ? NULL : &empty;
-    int nolog;
-    uint32_t newest;
-    rc = before(c, f, label, &nolog, &newest);
-    if (!rc)
-        rc = after(c, f, label_rec, label_again, nolog, newest);
-    f->sc[F_NOLOG_DB] = (uint32_t)nolog;
-    if (!rc)
-        rc = emit(c, f);
+    rc = facts_of(c, label, label_rec, label_again);
     *out = c->out.p;
     *outlen = c->out.n;
     return rc;
+}
+
+int rc_examine_chunk(rc_ctx *c, const uint8_t *durable, uint64_t size, uint64_t used,
+                     const uint8_t *log, uint64_t loglen, const uint64_t *items,
+                     const uint32_t *nitems, uint32_t nstates, const char *label,
+                     const char *label_rec, const char *label_again, int32_t *rcs, uint64_t *lens,
+                     const uint8_t **out, size_t *outlen)
+{
+    struct buf *all = &c->chunk;
+    all->n = 0;
+    all->oom = 0;
+    const uint64_t *it = items; /* the state's items */
+    for (uint32_t i = 0; i < nstates; it += 3 * (size_t)nitems[i], i++) {
+        int rc = RC_OK;
+        for (uint32_t k = 0; k < nitems[i] && !rc; k++) {
+            uint64_t off = it[3 * k], src = it[3 * k + 1], n = it[3 * k + 2];
+            if (off > size || n > size - off)
+                rc = RC_FALLBACK; /* the image would grow: not a block device's */
+            else if (src != RC_ZEROS && (src > loglen || n > loglen - src))
+                rc = RC_FALLBACK; /* past the log's end: the Python path reads it */
+        }
+        if (!rc)
+            rc = load(&c->img, durable, size, used);
+        for (uint32_t k = 0; k < nitems[i] && !rc; k++) {
+            uint64_t src = it[3 * k + 1];
+            overlay(c, it[3 * k], src == RC_ZEROS ? NULL : log + src, it[3 * k + 2]);
+        }
+        if (!rc)
+            rc = facts_of(c, label, label_rec, label_again);
+        if (rc == RC_ENOMEM)
+            return rc;
+        rcs[i] = rc;
+        lens[i] = rc ? 0 : c->out.n;
+        if (!rc)
+            put(all, c->out.p, c->out.n);
+        if (all->oom)
+            return RC_ENOMEM;
+    }
+    *out = all->p;
+    *outlen = all->n;
+    return RC_OK;
 }

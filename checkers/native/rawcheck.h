@@ -101,6 +101,21 @@ int rc_examine(rc_ctx *c, const uint8_t *durable, uint64_t size, uint64_t used,
                const char *label, const char *label_rec, const char *label_again,
                const uint8_t **out, size_t *outlen);
 
+/* rc_examine_chunk: rc_examine of each of `nstates` states over one durable
+** image, their overlays read from the log in memory (`log`, `loglen` bytes):
+** state i writes, in order, its nitems[i] items — triples (device offset,
+** log offset of the data or RC_ZEROS, length) — taken one state after the
+** other from `items`.  rcs[i] is the state's RC_OK or RC_FALLBACK (an item
+** past the device or the log) and lens[i] the length of its facts, which
+** follow one another in *out (valid until the next call on c).  Returns
+** RC_OK, or RC_ENOMEM (stops). */
+#define RC_ZEROS UINT64_MAX
+int rc_examine_chunk(rc_ctx *c, const uint8_t *durable, uint64_t size, uint64_t used,
+                     const uint8_t *log, uint64_t loglen, const uint64_t *items,
+                     const uint32_t *nitems, uint32_t nstates, const char *label,
+                     const char *label_rec, const char *label_again, int32_t *rcs, uint64_t *lens,
+                     const uint8_t **out, size_t *outlen);
+
 /* rc_decode: only the checker's own decoder on an image (for tests): the
 ** FCC it reads, the content digest (32 hex digits + NUL in hex, "" when
 ** unreadable), the error ("" when none, up to errcap bytes), and how many

@@ -144,6 +144,65 @@ static const uint8_t *examine(rc_ctx *c, const uint8_t *img, const uint64_t *off
     return out;
 }
 
+/* A recovery that is not idempotent: the engine's open, and then, on an
+** open that may write (not read-only) of the label "db.again", a byte of
+** page 3 changed through the store.  The checker's second recovery must
+** see its own copy change, and report page 3, while the image recovered
+** first stays as it was. */
+static int (*real_open)(const char *, const struct rc_options *, void **);
+
+static int scribbling_open(const char *path, const struct rc_options *o, void **out)
+{
+    int rc = real_open(path, o, out);
+    if (rc == 0 && !(o->flags & 4u) && !strcmp(path, "db.again")) {
+        uint8_t page[PS];
+        size_t got = 0;
+        o->io->pread(o->io->ctx, page, PS, 3 * PS, &got);
+        page[100] ^= 0xff;
+        o->io->pwrite(o->io->ctx, page, PS, 3 * PS);
+    }
+    return rc;
+}
+
+/* same_facts: the facts of rc_examine and rc_examine_chunk agree, state by
+** state, on a chunk of three overlays over img: none, the older database's
+** page 0 (from the "log"), zeros over page 0, and one past the device. */
+static void check_chunk(rc_ctx *c, const uint8_t *img, const uint8_t *older)
+{
+    static uint8_t log[2 * PS];
+    memcpy(log + PS, older, PS); /* the log: a header, then the payload */
+    const uint64_t items[] = {0, PS, PS, 0, RC_ZEROS, 512, SIZE - 512, PS, 1024};
+    const uint32_t nitems[] = {0, 1, 1, 1};
+    int32_t rcs[4];
+    uint64_t lens[4];
+    const uint8_t *all = NULL;
+    size_t total = 0;
+    int rc = rc_examine_chunk(c, img, SIZE, SIZE, log, sizeof log, items, nitems, 4, "db", "db.rec",
+                              "db.again", rcs, lens, &all, &total);
+    CHECK(rc == RC_OK, "chunk: rc %d", rc);
+    CHECK(rcs[0] == RC_OK && rcs[1] == RC_OK && rcs[2] == RC_OK && rcs[3] == RC_FALLBACK,
+          "chunk: rcs %d %d %d %d", rcs[0], rcs[1], rcs[2], rcs[3]);
+    static uint8_t copy[3][64 * 1024];
+    size_t at = 0;
+    for (int i = 0; i < 3; i++) { /* kept: the next call reuses the buffer */
+        CHECK(lens[i] <= sizeof copy[i], "chunk: facts of %llu bytes", (unsigned long long)lens[i]);
+        memcpy(copy[i], all + at, lens[i]);
+        at += lens[i];
+    }
+    CHECK(at == total, "chunk: %zu of %zu bytes", at, total);
+    static uint8_t zeros[512];
+    const uint8_t *data[] = {NULL, older, zeros};
+    const uint64_t offs[] = {0, 0, 0}, lns[] = {0, PS, 512};
+    for (int i = 0; i < 3; i++) {
+        const uint8_t *one = NULL;
+        size_t len = 0;
+        rc = rc_examine(c, img, SIZE, SIZE, offs + i, lns + i, data[i], i ? 1 : 0, "db", "db.rec",
+                        "db.again", &one, &len);
+        CHECK(rc == RC_OK && len == lens[i] && !memcmp(one, copy[i], len),
+              "chunk: state %d differs from its own call", i);
+    }
+}
+
 int main(void)
 {
     for (int i = 0; i < 7; i++)
@@ -230,6 +289,24 @@ int main(void)
         CHECK(rc == RC_OK || rc == RC_FALLBACK, "round %d: decode rc %d", round, rc);
     }
     CHECK(done > 300, "only %d of 400 damaged images examined", done);
+
+    /* one call per chunk: the facts of each state as its own call's */
+    check_chunk(c, img, older);
+
+    /* a second recovery that writes: its copy is its own */
+    struct rc_engine scribble = e;
+    real_open = e.open;
+    scribble.open = scribbling_open;
+    rc_ctx *s = rc_new(&scribble);
+    CHECK(s != NULL, "rc_new");
+    out = examine(s, img, NULL, NULL, NULL, 0, &len, &rc);
+    CHECK(rc == RC_OK && parse(out, len, &p) == 0, "scribble: rc %d", rc);
+    CHECK(p.nlist[7] == 1, "scribble: %u pages changed, not page 3 alone", p.nlist[7]);
+    CHECK(!strcmp(p.str[7], hex), "scribble: the recovered image changed: digest %s", p.str[7]);
+    const uint8_t *again = examine(s, img, NULL, NULL, NULL, 0, &len, &rc);
+    CHECK(rc == RC_OK && parse(again, len, &p) == 0 && p.nlist[7] == 1, "scribble, again: %u pages",
+          p.nlist[7]);
+    rc_free(s);
     rc_free(c);
     rc_free(NULL);
     if (failures)

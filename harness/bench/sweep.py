@@ -10,8 +10,8 @@
    this machine is shared, so ``2 cores / CPU per state`` is what two idle
    cores would do.
 2. DHL raw tier: a dhl-cc-raw recording (no file system), every reorder
-   state by the three paths, with 1 and 2 workers: fast (the facts in one
-   C call per state, checkers/dhl_native.py), python (in memory, the
+   state by the three paths, with 1 and 2 workers: fast (the facts of a
+   chunk's states in one C call, checkers/dhl_native.py), python (in memory, the
    Python checker's facts) and the reference (through files); CPU per
    state and the ratios within the one run.
 3. A per-stage profile of one worker (one process, wall ms per state).
@@ -30,7 +30,7 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any, TypeVar
 
-from harness.check.check import CheckOptions, check_run, default_window
+from harness.check.check import CheckOptions, _chunks, check_run, default_window
 from harness.check.worker import StateChecker
 from harness.env import recovery_path, work_folder
 from harness.logformat import LogReader
@@ -92,7 +92,7 @@ def check_rate(run: RunDir, out: Path, *, mode: str = "fast", max_states: int | 
 
 
 
-RAW_MODES = (("fast", "native facts, one C call per state"),
+RAW_MODES = (("fast", "native facts, one C call per chunk"),
              ("python", "in memory, the Python checker's facts"),
              ("reference", "through files"))
 
@@ -151,9 +151,10 @@ def _profile(run: RunDir, work: Path, n: int) -> None:
         examine=_timed(stages, "db: examine (SUT recovery + checks, cache misses)", ck.examine),
         judge=_timed(stages, "db: judge verdicts", ck.judge),
     )
-    if sc.native is not None:
-        sc.native.examine = _timed(  # type: ignore[method-assign]
-            stages, "db: native facts (one C call: image, engine, own reader)", sc.native.examine)
+    if sc.native is not None:  # as a check takes them: a chunk's states in one call
+        sc.native.examine_chunk = _timed(  # type: ignore[method-assign]
+            stages, "db: native facts (one C call per chunk: images, engine, own reader)",
+            sc.native.examine_chunk)
         sc.native.facts = _timed(stages, "db: parse native facts (new facts only)",  # type: ignore[method-assign]
                                  sc.native.facts)
     if hasattr(ck, "examine_image"):  # it calls the loading, counted apart below
@@ -182,11 +183,17 @@ def _profile(run: RunDir, work: Path, n: int) -> None:
     t0 = time.perf_counter()
     try:
         with LogReader(run.log) as r:
-            for state in Enumeration(r, default_window(run, Options(strategy="reorder"))):
-                sc.record(state)
-                count += 1
-                if count >= n:
-                    break
+            states = Enumeration(r, default_window(run, Options(strategy="reorder")))
+            if sc.native is not None:  # the states.jsonl lines, as a worker makes them
+                for chunk in _chunks(iter(states), 0, n):
+                    sc.lines(chunk)
+                    count += len(chunk)
+            else:
+                for state in states:
+                    sc.record(state)
+                    count += 1
+                    if count >= n:
+                        break
     finally:
         ext4fast.recover_ext4 = saved
         wall = time.perf_counter() - t0

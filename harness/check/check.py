@@ -67,6 +67,7 @@ from harness.states.epochs import Epoch, iter_epochs, merge_epochs
 from harness.states.inject import Spans
 from harness.states.stateid import StateKey
 from harness.sysops import worker_signals
+from workloads.run import oracle_from_meta
 
 CHUNK = 32  # states per task: small enough to balance two workers, large enough to amortise IPC
 
@@ -143,9 +144,12 @@ def default_window(run: RunDir, opts: Options) -> Options:
 # --- worker processes --------------------------------------------------------
 
 # A chunk as sent to a worker: its epoch's number (and the last epoch merged
-# into it by a lost flush, or None) and, per state, its key and ordinal
-# (what rebuilds the State there).
-Task = tuple[int, int | None, list[tuple[StateKey, int | None]]]
+# into it by a lost flush, or None) and, per state, its key's fields (a plain
+# tuple: a dataclass pickles several times slower) and ordinal (what
+# rebuilds the State there).
+KeyFields = tuple[int, int, tuple[tuple[int, int], ...], int | None, tuple[int, int] | None,
+                  tuple[int, int] | None]
+Task = tuple[int, int | None, list[tuple[KeyFields, int | None]]]
 
 
 class _EpochCursor:
@@ -216,25 +220,31 @@ def _init_pool_worker(run_path: str, workroot: str, fsck: bool, facts: RunFacts 
     multiprocessing.util.Finalize(None, _close_worker, exitpriority=10)
 
 
-def _check_chunk(states: list[State]) -> list[StateRecord]:
+def _check_chunk(states: list[State]) -> bytes:
+    """The states.jsonl lines of ``states``, made in the worker: the parent
+    only writes them."""
     if _init_error is not None:
         raise _init_error
     assert _checker is not None
-    return [_checker.record(s) for s in states]
+    return _checker.lines(states)
 
 
 def _task(chunk: list[State]) -> Task:
     ep = chunk[0].epoch
-    return ep.index, ep.last, [(s.key, s.ordinal) for s in chunk]
+    return ep.index, ep.last, [(_fields(s.key), s.ordinal) for s in chunk]
 
 
-def _check_task(task: Task) -> list[StateRecord]:
+def _fields(k: StateKey) -> KeyFields:
+    return k.epoch, k.kept, k.torn, k.last, k.misdirect, k.corrupt
+
+
+def _check_task(task: Task) -> bytes:
     if _init_error is not None:
         raise _init_error
     assert _epochs is not None
     index, last, items = task
     epoch = _epochs.get(index, last)
-    return _check_chunk([State(key, epoch, ordinal) for key, ordinal in items])
+    return _check_chunk([State(StateKey(*key), epoch, ordinal) for key, ordinal in items])
 
 
 # --- the parent --------------------------------------------------------------
@@ -327,19 +337,20 @@ def check_run(
     try:
         # the run-level stage's trace first: its facts judge every state
         level = prepare_run_level(run, workroot)
+        if run.meta().sut is not None:  # made once here: the forked workers inherit it
+            oracle_from_meta(run.meta())
         spans = fault_targets(run, opts.states.faults, workroot / "dbmap")
         with LogReader(run.log) as reader, open(states_path, "ab") as sink:
             enum = Enumeration(reader, opts.states, targets=spans)
             chunks = _chunks(iter(enum), done, opts.max_states)
             checked = done
 
-            def emit(records: list[StateRecord]) -> None:
+            def emit(lines: bytes) -> None:
                 nonlocal checked
-                sink.write(b"".join(json.dumps(r, sort_keys=True).encode() + b"\n"
-                                    for r in records))
+                sink.write(lines)
                 sink.flush()
                 os.fsync(sink.fileno())
-                checked += len(records)
+                checked += lines.count(b"\n")  # one line per state, no newline inside
                 if on_progress:
                     on_progress(enum.stats.generated, checked)
 
@@ -348,8 +359,8 @@ def check_run(
             if opts.executor == "dask":
                 from harness.check.cluster import dask_imap
 
-                for records in dask_imap(map(_task, chunks), init_args, opts.scheduler, jobs):
-                    emit(records)
+                for lines in dask_imap(map(_task, chunks), init_args, opts.scheduler, jobs):
+                    emit(lines)
             elif jobs == 1:
                 _init_worker(*init_args)
                 try:
@@ -360,8 +371,8 @@ def check_run(
             else:
                 ctx = multiprocessing.get_context("fork")
                 with ctx.Pool(jobs, _init_pool_worker, init_args) as pool:
-                    for records in pool.imap(_check_task, map(_task, chunks)):
-                        emit(records)
+                    for lines in pool.imap(_check_task, map(_task, chunks)):
+                        emit(lines)
                     pool.close()
                     pool.join()
             stats = enum.stats
@@ -416,9 +427,9 @@ _remote_args: tuple[Any, ...] | None = None  # what this Dask worker's checker i
 _remote_root: Path | None = None  # this Dask worker's own work folder, on another machine
 
 
-def remote_tasks(init_args: tuple[Any, ...], tasks: list[Task]) -> list[list[StateRecord]]:
-    """A Dask worker's task (harness/check/cluster.py): the records of each
-    chunk of a batch.  The worker's state checker is made on its first task of a run,
+def remote_tasks(init_args: tuple[Any, ...], tasks: list[Task]) -> list[bytes]:
+    """A Dask worker's task (harness/check/cluster.py): the states.jsonl
+    lines of each chunk of a batch.  The worker's state checker is made on its first task of a run,
     in a folder of its own under the client's work folder (or, on another
     machine, under one work folder of this worker process's, reaped once
     the process is gone)."""

@@ -61,7 +61,8 @@ def _batches(tasks: Iterable[Any]) -> Iterator[list[Any]]:
 
 def dask_imap(tasks: Iterable[Any], init_args: tuple[Any, ...], scheduler: str | None,
               jobs: int) -> Iterator[list[Any]]:
-    """The records of each task, in order, checked on a Dask cluster."""
+    """The states.jsonl lines of each task, in order, checked on a Dask
+    cluster."""
     from harness.check import check
 
     try:

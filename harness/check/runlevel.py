@@ -119,17 +119,16 @@ def run_level_records(run: RunDir, states_path: Path, workroot: Path,
     out = [record(TRACE_ID, level.trace)]
     if crashsafe_sample <= 0:
         return out
-    keep = _fresh(workroot / "keep")
     checker = StateChecker(run, _fresh(workroot / "crashsafe"), fsck=False,
                            run_facts=level.facts)
-    checker.keep = keep
     found = tried = 0
     try:
         with LogReader(run.log) as reader:
             for sid in spread_ids(states_path, TRIES_PER_SAMPLE * crashsafe_sample):
                 tried += 1
-                checker.check(state_from_id(reader, sid, run.log_order))
-                db = keep / "files" / str(meta.db)
+                # the state's files only: its verdicts are in states.jsonl
+                checker.recover_files(state_from_id(reader, sid, run.log_order), reference=True)
+                db = checker.workdir / "files" / str(meta.db)
                 if not db.exists():
                     continue  # the file system lost the database: nothing to recover
                 v = crashsafe_verdict(db, _fresh(workroot / "cs"), blockdev=checker.blockdev)

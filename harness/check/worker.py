@@ -10,10 +10,12 @@ judged on CORRUPT-DETECT too (``checkers/detect.py``)."""
 from __future__ import annotations
 
 import bisect
+import json
 import os
 import shutil
 from collections import OrderedDict
 from collections.abc import Sequence
+from json.encoder import encode_basestring_ascii
 from pathlib import Path
 from typing import Any
 
@@ -42,6 +44,7 @@ from harness.materialize.nvram import NVRAM_SUFFIX, nvram_region, read_nvram
 from harness.rundir import RunDir
 from harness.states import State
 from harness.states.inject import Spans
+from harness.states.model import item_spans
 from workloads.run import oracle_from_meta, spec_from_meta
 from workloads.suts import Sut
 
@@ -147,6 +150,8 @@ class StateChecker:
         if self.in_memory and native_checks() and hasattr(self.checker, "native_examiner"):
             self.native = self.checker.native_examiner(self.image.path)
         self.judged: dict[tuple[bytes, int, int], tuple[list[Verdict], StateRecord]] = {}
+        # a passing record's line around its ID, by (facts, marks): line()
+        self.cut_lines: dict[tuple[bytes, int, int], tuple[bytes, bytes] | None] = {}
         self.db_label = workdir / "files" / self.db_name  # what the file path would examine
         self._epoch_payloads: _EpochPayloads | None = None
 
@@ -162,21 +167,9 @@ class StateChecker:
         if self.in_memory and self.keep is None and state.key.misdirect is None \
                 and state.key.corrupt is None:
             return self._check_in_memory(state)
-        self.image.advance(state.durable_upto)
-        reader = self.image.reader
-        victim = state.victim(reader)
-        img = self.image.scratch(self._writes(state), state.flips())
-        if self.keep is not None:
-            sparse_copy(img, self.keep / "crash.img")
+        rec = self.recover_files(state)
         files = self.workdir / "files"
-        shutil.rmtree(files, ignore_errors=True)
-        nvram = read_nvram(img, self.nvram) if self.nvram else None
-        rec = self._recover(state, img, files)
-        if nvram is not None and rec.ok:  # for the SUT's recovery, beside the database
-            (files / (self.db_name + NVRAM_SUFFIX)).write_bytes(nvram)
-        self.last_recovery = rec
-        if self.keep is not None:
-            self._keep_recovered(img, files)
+        victim = state.victim(self.image.reader)
         fsv = fs_verdict(rec)
         verdicts = [fsv] if fsv is not None else []
         if not rec.ok:
@@ -206,6 +199,27 @@ class StateChecker:
             verdicts += [run_checker(uc, files, facts, self.workdir / "user", self.child_env)
                          for uc in self.user_checkers]
         return verdicts
+
+    def recover_files(self, state: State, *, reference: bool = False) -> FsRecovery:
+        """The files of ``state`` as its file system recovers them, in
+        ``workdir/files`` (the database, its NVRAM beside it); with ``keep``,
+        copies there too.  ``reference``: by the reference tools, as with
+        ``keep`` (the run-level stage's REC-CRASHSAFE, which needs only the
+        files, takes them so)."""
+        self.image.advance(state.durable_upto)
+        img = self.image.scratch(self._writes(state), state.flips())
+        if self.keep is not None:
+            sparse_copy(img, self.keep / "crash.img")
+        files = self.workdir / "files"
+        shutil.rmtree(files, ignore_errors=True)
+        nvram = read_nvram(img, self.nvram) if self.nvram else None
+        rec = self._recover(state, img, files, reference=reference)
+        if nvram is not None and rec.ok:  # for the SUT's recovery, beside the database
+            (files / (self.db_name + NVRAM_SUFFIX)).write_bytes(nvram)
+        self.last_recovery = rec
+        if self.keep is not None:
+            self._keep_recovered(img, files)
+        return rec
 
     def _writes(self, state: State) -> list[tuple[int, bytes]]:
         """What to write on the durable image for ``state``: its overlay,
@@ -269,18 +283,24 @@ class StateChecker:
             self._epoch_payloads = _EpochPayloads(self.image.reader, state.epoch)
         return self._epoch_payloads
 
-    def record(self, state: State) -> StateRecord:
-        """:func:`state_record` of ``state``'s verdicts; a record of native
-        facts is made from the one its (facts, marks) made before."""
-        if self.native is None or self.keep is not None or state.key.misdirect is not None \
-                or state.key.corrupt is not None:
-            return state_record(state, self.check(state), self.marks(state))
+    def _native_ok(self, state: State) -> bool:
+        """Whether ``state``'s facts are taken natively (a native checker,
+        and neither a kept nor a faulted state)."""
+        return self.native is not None and self.keep is None and state.key.misdirect is None \
+            and state.key.corrupt is None
+
+    def _native_blob(self, state: State) -> bytes | None:
+        """The serialised native facts of ``state``, or None where the state
+        takes :meth:`check` (not :meth:`_native_ok`, or a case the C call
+        leaves to the Python path)."""
+        if not self._native_ok(state):
+            return None
         self.image.advance(state.durable_upto)
         writes = list(state.extents(self._payloads(state)))  # type: ignore[arg-type]
-        blob = self.native.examine(self.image.size, self.image.data_end, writes, self.db_label)
-        if blob is None:
-            return state_record(state, self.check(state), self.marks(state))
-        marks = self.marks(state)
+        return self.native.examine(self.image.size, self.image.data_end, writes, self.db_label)
+
+    def _native_record(self, state: State, blob: bytes, marks: tuple[int, int]) -> StateRecord:
+        """The record of ``state`` whose native facts are ``blob``."""
         rec: StateRecord = {"id": state.id, **self._judge_native(blob, marks)[1]}  # type: ignore[typeddict-item]
         if "fail" in rec:
             rec["dropped"] = list(state.dropped_entries)
@@ -288,16 +308,83 @@ class StateChecker:
             rec["cut"] = [state.cut.lo, state.cut.hi]
         return rec
 
+    def record(self, state: State) -> StateRecord:
+        """:func:`state_record` of ``state``'s verdicts; a record of native
+        facts is made from the one its (facts, marks) made before."""
+        blob = self._native_blob(state)
+        if blob is None:
+            return state_record(state, self.check(state), self.marks(state))
+        return self._native_record(state, blob, self.marks(state))
+
+    def lines(self, states: Sequence[State]) -> bytes:
+        """The :meth:`line` of each of ``states`` (a chunk: one epoch's),
+        the native facts of all of them taken in one C call, their overlays
+        read from the log there."""
+        todo = [i for i, s in enumerate(states) if self._native_ok(s)]
+        blobs: dict[int, bytes | None] = {}
+        if todo and len({states[i].durable_upto for i in todo}) == 1:
+            self.image.advance(states[todo[0]].durable_upto)
+            ss = self.image.reader.sectorsize
+            whole: dict[int, tuple[int, int | None, int]] = {}  # a whole write's one span
+
+            def spans_of(state: State) -> list[tuple[int, int | None, int]]:
+                out: list[tuple[int, int | None, int]] = []
+                for w, units in state.program():
+                    entry = state.epoch.writes[w]
+                    if units != -1:
+                        out.extend(item_spans(entry, units, ss))
+                        continue
+                    span = whole.get(w)
+                    if span is None:
+                        (span,) = item_spans(entry, units, ss)
+                        whole[w] = span
+                    out.append(span)
+                return out
+
+            spans = [spans_of(states[i]) for i in todo]
+            got = self.native.examine_chunk(self.image.size, self.image.data_end, self.run.log,
+                                            spans, self.db_label)
+            blobs = dict(zip(todo, got, strict=True))
+        return b"".join(self._line(s, blobs[i]) if i in blobs else self.line(s)
+                        for i, s in enumerate(states))
+
+    def line(self, state: State) -> bytes:
+        """:meth:`record` serialised as its states.jsonl line (``json.dumps``
+        with sorted keys, and a newline).  A record of native facts without
+        a failure is the line its (facts, marks) made before but for its ID:
+        that line is kept, cut around the ID."""
+        return self._line(state, self._native_blob(state))
+
+    def _line(self, state: State, blob: bytes | None) -> bytes:
+        """:meth:`line` of ``state`` whose native facts are ``blob`` (None:
+        the state takes :meth:`check`)."""
+        if blob is None:
+            return dump_line(state_record(state, self.check(state), self.marks(state)))
+        marks = self.marks(state)
+        key = (blob, *marks)
+        cut = self.cut_lines.get(key, False)
+        if cut is False:
+            part = self._judge_native(blob, marks)[1]
+            cut = None if "fail" in part else _cut_at_id(part)
+            if len(self.cut_lines) >= CACHE_SIZE:
+                self.cut_lines.clear()
+            self.cut_lines[key] = cut
+        if cut is None:  # a failure names the state's own entries: made whole
+            return dump_line(self._native_record(state, blob, marks))
+        return cut[0] + encode_basestring_ascii(state.id).encode() + cut[1]
+
     def marks(self, state: State) -> tuple[int, int]:
         """(acknowledged, begun) at the state's crash: its cut's, raised to
         the floor a continuation inherits from its first crash."""
         acked = max(state.cut.acked, self.floor[0])
         return acked, max(state.cut.begun, self.floor[1], acked)
 
-    def _recover(self, state: State, img: Path, files: Path) -> FsRecovery:
-        """File-system recovery of the scratch image ``img`` into ``files``;
-        tells the durable image what it wrote."""
-        if self.fast is not None and self.keep is None:
+    def _recover(self, state: State, img: Path, files: Path, *, reference: bool = False
+                 ) -> FsRecovery:
+        """File-system recovery of the scratch image ``img`` into ``files``
+        (by the reference tools with ``keep`` or ``reference``); tells the
+        durable image what it wrote."""
+        if self.fast is not None and self.keep is None and not reference:
             def rebuild() -> Path:
                 self.image.invalidate()
                 return self.image.scratch(self._writes(state), state.flips())
@@ -380,6 +467,24 @@ def verdict_record(rec_id: str, verdicts: list[Verdict], **head: int) -> StateRe
     if fails:
         rec["fail"] = fails
     return rec
+
+
+def dump_line(rec: StateRecord) -> bytes:
+    """A record's states.jsonl line: sorted keys, ``json.dumps``'s
+    separators and ASCII escapes, a newline."""
+    return json.dumps(rec, sort_keys=True).encode() + b"\n"
+
+
+_MARK = "\x00id\x00"  # an ID no state has: where the ID goes in a cut line
+_MARK_JSON = encode_basestring_ascii(_MARK).encode()
+
+
+def _cut_at_id(part: StateRecord) -> tuple[bytes, bytes] | None:
+    """The line of a record with the fields ``part`` and any ID, as the
+    bytes before and after the ID's JSON string (None: the mark is not
+    found exactly once, so the line must be made whole)."""
+    pieces = dump_line({"id": _MARK, **part}).split(_MARK_JSON)  # type: ignore[typeddict-item]
+    return (pieces[0], pieces[1]) if len(pieces) == 2 else None
 
 
 def state_record(state: State, verdicts: list[Verdict], marks: tuple[int, int]

@@ -4,7 +4,10 @@ block device, and the daemon logs every write, flush, discard and mark
 before it replies.  Stacking: daemon -> ``losetup --direct-io=on`` -> loop
 queue settings (one log entry per bio).  Teardown, in reverse and by the
 exact names created: queue settings restored, ``losetup -d DEV``,
-``fusermount3 -u MOUNTPOINT``, then the daemon is waited for by its PID."""
+``fusermount3 -u MOUNTPOINT`` (tried again while busy), then the daemon is
+waited for by its PID; a mount that stayed busy gets its daemon killed by
+PID and is then detached lazily (``fusermount3 -u -z``), so nothing is left
+mounted either way."""
 
 from __future__ import annotations
 
@@ -12,6 +15,7 @@ import contextlib
 import os
 import shutil
 import subprocess
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from types import TracebackType
@@ -28,6 +32,7 @@ from harness.sysops import (
     run,
     set_queue,
     signals_deferred,
+    tool,
     wait_pid,
 )
 
@@ -37,6 +42,7 @@ ROOT = Path(__file__).resolve().parents[2]
 # max_write (which would split it into two writes).
 QUEUE_SETTINGS = {"nomerges": "2", "max_sectors_kb": "1024"}
 DAEMON_EXIT_S = 30.0
+UNMOUNT_BUSY_S = 10.0
 
 
 def write_mark(mark_file: Path, label: str) -> None:
@@ -76,9 +82,9 @@ class FuseBackend(Backend):
             return False, "no /dev/fuse"
         if not Path("/dev/loop-control").exists():
             return False, "no loop devices (/dev/loop-control)"
-        for tool in ("fusermount3", "losetup", "mount", "umount"):
-            if shutil.which(tool) is None:
-                return False, f"{tool} is not installed (run `make setup`)"
+        for name in ("fusermount3", "losetup", "mount", "umount"):
+            if shutil.which(name) is None:
+                return False, f"{name} is not installed (run `make setup`)"
         if not os.access(logfuse_path(), os.X_OK):
             return False, f"{logfuse_path()} is not built (run `make build`)"
         return True, "/dev/fuse, loop devices and logfuse are present"
@@ -147,12 +153,16 @@ class _DaemonStop:
     ) -> bool:
         errors = []
         with signals_deferred():
-            if is_mounted(self.fdir):
-                try:
-                    run(["fusermount3", "-u", str(self.fdir)], f"fusermount3 -u {self.fdir}")
-                except CrashlabError as e:
-                    errors.append(str(e))
-            rc = wait_pid(self.daemon, DAEMON_EXIT_S, "logfuse")
+            unmounted = self._unmount(errors)
+            try:
+                rc = wait_pid(self.daemon, DAEMON_EXIT_S if unmounted else 0.1, "logfuse")
+            except CrashlabError as e:
+                errors.append(str(e))
+                rc = 0
+            if not unmounted:
+                # the daemon is gone now: detach its dead mount lazily, so
+                # nothing is left in the namespace
+                tool(["fusermount3", "-u", "-z", str(self.fdir)], f"fusermount3 -u -z {self.fdir}")
         if rc != 0 and not errors:
             errors.append(f"logfuse exited with status {rc}: {_tail(self.err_path)}")
         if errors:
@@ -160,6 +170,23 @@ class _DaemonStop:
                 raise CrashlabError("; ".join(errors))
             exc.add_note("fuse teardown: " + "; ".join(errors))
         return False
+
+
+    def _unmount(self, errors: list[str]) -> bool:
+        """Unmount the daemon's mount point, trying again for up to
+        ``UNMOUNT_BUSY_S`` while it is busy (a loop device's detach can
+        finish after ``losetup -d`` returns); False, with the error noted,
+        if it stayed mounted."""
+        deadline = time.monotonic() + UNMOUNT_BUSY_S
+        while is_mounted(self.fdir):
+            try:
+                run(["fusermount3", "-u", str(self.fdir)], f"fusermount3 -u {self.fdir}")
+            except CrashlabError as e:
+                if time.monotonic() >= deadline:
+                    errors.append(str(e))
+                    return False
+                time.sleep(0.2)
+        return True
 
 
 def _tail(path: Path, daemon: subprocess.Popen[bytes] | None = None) -> str:

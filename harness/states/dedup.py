@@ -54,6 +54,8 @@ class EpochContent:
         self.count = [w.nr_sectors * s // UNIT for w in epoch.writes]
         self._contrib: dict[int, list[int]] = {}
         self._writers: dict[int, list[int]] | None = None
+        self._overlaps: list[int] | None = None
+        self._sums: dict[int, int] = {}
         self._full: int | None = None
         self._prev: tuple[int, dict[int, int], int] | None = None
 
@@ -95,8 +97,37 @@ class EpochContent:
                 return self.contributions(w)[i]
         return 0
 
+    def overlaps(self) -> list[int]:
+        """Per write, the mask of the other writes that touch a unit it
+        touches."""
+        if self._overlaps is None:
+            ov = [0] * len(self.first)
+            for ws in self.writers().values():
+                if len(ws) > 1:
+                    m = 0
+                    for w in ws:
+                        m |= 1 << w
+                    for w in ws:
+                        ov[w] |= m & ~(1 << w)
+            self._overlaps = ov
+        return self._overlaps
+
     def direct(self, kept: int, torn: dict[int, int]) -> int:
-        """Digest of (kept, torn) from scratch: cost = the state's units."""
+        """Digest of (kept, torn) from scratch: cost = the state's units,
+        or its writes where they are whole and touch no unit twice (each
+        unit's term is then its one writer's: the sum of each write's)."""
+        if not torn:
+            ov = self.overlaps()
+            total = 0
+            for w in iter_bits(kept):
+                if ov[w] & kept:
+                    break
+                t = self._sums.get(w)
+                if t is None:
+                    t = self._sums[w] = sum(self.contributions(w))
+                total += t
+            else:
+                return total & _MOD
         final: dict[int, int] = {}
         for w in iter_bits(kept | _mask(torn)):
             cs = self.contributions(w)

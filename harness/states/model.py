@@ -345,6 +345,26 @@ class State:
         return tuple(sorted(masks.items()))
 
 
+def item_spans(entry: Entry, units: int, sectorsize: int) -> Iterator[tuple[int, int | None, int]]:
+    """The extents :func:`item_extents` writes, as where their data is:
+    ``(byte offset on the device, byte offset in the log file or None for
+    zeros, length)``, so that a reader of the log in memory needs no copy
+    of the payload first (``StateChecker.lines``)."""
+    base = entry.sector * sectorsize
+    length = entry.nr_sectors * sectorsize
+    src: int | None = None
+    if not entry.is_discard:
+        src = entry.payload_offset(sectorsize)
+        if not entry.has_payload:  # as reader.payload: nothing to write
+            length = 0
+    if units == -1:
+        yield base, src, length
+        return
+    for a, b in mask_runs(units):
+        lo, hi = a * UNIT, min((b + 1) * UNIT, length)
+        yield base + lo, None if src is None else src + lo, max(0, hi - lo)
+
+
 def item_extents(reader: LogReader, entry: Entry, units: int) -> Iterator[tuple[int, bytes]]:
     """The extents one overlay item writes (see :meth:`State.program`):
     discards write zeros, as :func:`harness.replay.apply_entry` does."""

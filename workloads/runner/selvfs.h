@@ -31,7 +31,7 @@
 ** (a hot journal left by a crash, found at the first read) is the real file,
 ** passed through untouched, so the rollback SQLite does through this VFS is
 ** the one stock SQLite does (the checkers open databases through this same
-** code: workloads/selvfs.py).
+** code: workloads/vfs.py).
 */
 #ifndef CRASHLAB_SELVFS_H
 #define CRASHLAB_SELVFS_H
