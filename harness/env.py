@@ -12,6 +12,9 @@ Variables, who reads them, and their defaults:
   ext4 recovery path, and the raw tier's (in memory, or through files);
   ``python``: as ``fast``, but the raw tier's DHL facts taken by the Python
   checker rather than by the native one (``checkers/dhl_native.py``);
+  ``debugfs``: as ``fast``, but ext4's journal replayed and files extracted
+  by the worker's debugfs for every state, not in process
+  (``harness/fs/ext4/inproc.py``);
 * ``CRASHLAB_LOGFUSE`` (record, fuse backend): the FUSE recording daemon
   (``harness/build/logfuse``);
 * ``CRASHLAB_DM_LOG_SIZE`` (record, dm backend): bytes of the sparse log
@@ -224,6 +227,12 @@ def reference_recovery() -> bool:
     paths: e2fsprogs instead of the fast ext4 path, files instead of memory
     on the raw tier."""
     return os.environ.get(RECOVERY, "fast") == "reference"
+
+
+def ext4_in_process() -> bool:
+    """False when ``CRASHLAB_RECOVERY=debugfs`` asks the fast ext4 path to
+    replay and extract with its debugfs for every state."""
+    return os.environ.get(RECOVERY, "fast") != "debugfs"
 
 
 def native_checks() -> bool:

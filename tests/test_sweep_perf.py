@@ -228,14 +228,18 @@ def test_interrupted_check_leaves_no_debugfs_and_no_folder(
 @pytest.mark.root
 @needs_fuse
 @pytest.mark.parametrize("sut", ["sqlite-delete-extra", "sqlite-off"])
-def test_fast_path_is_taken(runs: dict[str, RunDir], tmp_path: Path, sut: str) -> None:
+@pytest.mark.parametrize("mode", ["fast", "debugfs"])
+def test_fast_path_is_taken(runs: dict[str, RunDir], tmp_path: Path, sut: str, mode: str,
+                            monkeypatch: pytest.MonkeyPatch) -> None:
     """The parity above is not parity by fallback: nearly every state goes
     the fast way (sqlite-off's crash images often need e2fsck's replay
-    first: stale bitmap checksums), full copies are rare, and e2fsck results
-    are reused."""
+    first on the debugfs path: stale bitmap checksums), full copies are
+    rare, and e2fsck results are reused; by default in process, the debugfs
+    session not even started."""
     from harness.check.check import default_window
     from harness.check.worker import StateChecker
 
+    monkeypatch.setenv("CRASHLAB_RECOVERY", mode)
     run = runs[sut]
     sc = StateChecker(run, tmp_path / "w", fast=True)
     try:
@@ -255,4 +259,7 @@ def test_fast_path_is_taken(runs: dict[str, RunDir], tmp_path: Path, sut: str) -
         pid = sc.fast.session.pid if sc.fast.session else None
     finally:
         sc.close()
-    assert pid is not None and not alive(pid)
+    if mode == "fast":
+        assert st["inproc"] >= 0.9 * n and pid is None, st
+    else:
+        assert st["inproc"] == 0 and pid is not None and not alive(pid)

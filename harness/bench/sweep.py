@@ -165,9 +165,13 @@ def _profile(run: RunDir, work: Path, n: int) -> None:
                                    ext4fast.recover_ext4)
     sc.fsobj = SimpleNamespace(  # type: ignore[assignment]
         recover=_timed(stages, "fs: recover (raw: move the image)", sc.fsobj.recover))
+    saved_inproc = ext4fast.replay_and_extract
+    ext4fast.replay_and_extract = _timed(  # type: ignore[assignment]
+        stages, "fs: journal replay + extraction in process", ext4fast.replay_and_extract)
     fast = sc.fast
     if fast is not None:
         fast._fsck_key = _timed(stages, "fs: e2fsck cache key", fast._fsck_key)  # type: ignore[method-assign]
+        fast._check = _timed(stages, "fs: check total", fast._check)  # type: ignore[method-assign]
         fast._fast = _timed(stages, "fs: fast path total", fast._fast)  # type: ignore[method-assign]
         real_debugfs = fast._debugfs
 
@@ -196,14 +200,18 @@ def _profile(run: RunDir, work: Path, n: int) -> None:
                         break
     finally:
         ext4fast.recover_ext4 = saved
+        ext4fast.replay_and_extract = saved_inproc  # type: ignore[assignment]
         wall = time.perf_counter() - t0
         extra = dict(fast.stats) if fast is not None else {}
         sc.close()
-    if "fs: fast path total" in stages:
+    check = stages.pop("fs: check total", 0.0)
+    if "fs: fast path total" in stages:  # debugfs path: _check runs inside _fast
         inner = sum(v for k, v in stages.items() if k in (
-            "fs: debugfs open/jr/rdump/blocks/close", "fs: e2fsck cache key"))
-        stages["fs: e2fsck -fn runs (amortised) + undo parse + file walk"] = \
-            stages.pop("fs: fast path total") - inner
+            "fs: debugfs open/jr/rdump/blocks/close"))
+        stages["fs: debugfs path: undo parse + file walk"] = \
+            stages.pop("fs: fast path total") - inner - check
+    if check:
+        stages["fs: e2fsck -fn runs (amortised)"] = check - stages.get("fs: e2fsck cache key", 0)
     loading = "materialise: load state into memory (raw fast path)"
     if loading in stages:  # it runs inside examine_image
         stages["db: examine in memory (recovery + checks)"] -= stages[loading]
@@ -213,9 +221,10 @@ def _profile(run: RunDir, work: Path, n: int) -> None:
     for k, v in sorted(stages.items(), key=lambda kv: -kv[1]):
         print(f"    {v / count * 1000:6.3f} ms/state {100 * v / wall:5.1f}%  {k}")
     if extra:
-        print(f"    fast path: {extra['fast']} states, {extra['fallback']} fell back to the "
-              f"reference; e2fsck -fn run {extra['fsck_run']}, reused {extra['fsck_cached']}; "
-              f"DB facts reused {sc.cache_hits}")
+        print(f"    fast path: {extra['fast']} states ({extra['inproc']} in process, "
+              f"{extra['inproc_declined']} passed to debugfs), {extra['fallback']} fell back to "
+              f"the reference; e2fsck -fn run {extra['fsck_run']}, reused "
+              f"{extra['fsck_cached']}; DB facts reused {sc.cache_hits}")
 
 
 def run() -> None:

@@ -35,9 +35,10 @@ class Ext4(FileSystem):
         return recover_ext4(image, out_dir, check=fsck, skip=skip)
 
     def fast_recovery(self, workdir: Path, fsck: bool, skip: tuple[str, ...] = ()) -> FastExt4:
+        from harness.env import ext4_in_process
         from harness.fs.ext4.fast import FastExt4
 
-        return FastExt4(workdir, fsck=fsck, skip=skip)
+        return FastExt4(workdir, fsck=fsck, skip=skip, inproc=ext4_in_process())
 
     def block_map(self, image: Path, path: str) -> BlockMap:
         """The file's extents, from ``debugfs stat`` of the (journal-replayed)

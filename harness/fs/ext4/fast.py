@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import struct
 import subprocess
 from collections import OrderedDict
@@ -45,6 +46,7 @@ import xxhash
 
 from harness.fs.base import FsRecovery
 from harness.fs.ext4.debugfs import DebugfsError, DebugfsSession, root_entries
+from harness.fs.ext4.inproc import BlockMemo, Unsupported, replay_and_extract
 from harness.fs.ext4.recover import FSCK_CORRECTED, FSCK_REBOOT, recover_ext4
 from harness.fs.ext4.superblock import EXT4_SB_OFFSET as SB_OFFSET
 from harness.fs.ext4.superblock import EXT4_SB_SIZE as SB_SIZE
@@ -82,16 +84,20 @@ class FastExt4:
     """Recovers ext4 crash images through one debugfs process; one per
     worker, closed with :meth:`close`."""
 
-    def __init__(self, workdir: Path, *, fsck: bool = True, skip: tuple[str, ...] = ()) -> None:
+    def __init__(self, workdir: Path, *, fsck: bool = True, skip: tuple[str, ...] = (),
+                 inproc: bool = True) -> None:
         self.workdir = workdir
         self.fsck = fsck
+        self.inproc = inproc  # replay and extract in this process first (inproc.py)
+        self.memo = BlockMemo()
         self.skip = skip  # names in the root directory not to extract
         self.undo = workdir / "recover.undo"
         self.session: DebugfsSession | None = None
         self.clean: OrderedDict[bytes, None] = OrderedDict()
         self.stats = {"fast": 0, "fallback": 0, "fsck_run": 0, "fsck_cached": 0,
-                      "e2fsck_replay": 0}
+                      "e2fsck_replay": 0, "inproc": 0, "inproc_declined": 0}
         self.last_fallback = ""
+        self.last_declined = ""  # why the in-process path last passed a state to debugfs
 
     def close(self) -> None:
         if self.session is not None:
@@ -118,8 +124,20 @@ class FastExt4:
         to ``out_dir``.  Returns the recovery and the byte ranges written to
         the image, or None when the reference path ran on ``rebuild()``, a
         fresh full copy of the crash image (written anywhere)."""
+        overlay = list(overlay)
+        if self.inproc:
+            got = self._inproc(image, out_dir, overlay, base)
+            if isinstance(got, tuple):
+                self.stats["fast"] += 1
+                self.stats["inproc"] += 1
+                return got
+            if got is not None:  # e2fsck -fn found a problem: the reference says what
+                self.stats["fallback"] += 1
+                self.last_fallback = got
+                img = rebuild()
+                return recover_ext4(img, out_dir, check=self.fsck, skip=self.skip), None
         try:
-            fast = self._fast(image, out_dir, list(overlay), base)
+            fast = self._fast(image, out_dir, overlay, base)
         except DebugfsError as e:
             # A broken session is not trusted again; the state still gets
             # the reference verdict.
@@ -132,6 +150,34 @@ class FastExt4:
         self.last_fallback = fast
         img = rebuild()
         return recover_ext4(img, out_dir, check=self.fsck, skip=self.skip), None
+
+    def _inproc(
+        self, image: Path, out_dir: Path, overlay: list[tuple[int, int]], base: object
+    ) -> tuple[FsRecovery, list[tuple[int, int]]] | str | None:
+        """The in-process path (``inproc.py``); None when it declined the
+        state (then ``image`` and ``out_dir`` are as they were before), or
+        the reason e2fsck gave to fall back to the reference."""
+        undo: list[tuple[int, bytes]] = []
+        try:
+            got = replay_and_extract(image, out_dir, self.skip, undo, memo=self.memo, base=base,
+                                     differ=overlay)
+        except (Unsupported, OSError) as e:
+            self.stats["inproc_declined"] += 1
+            self.last_declined = str(e)
+            shutil.rmtree(out_dir, ignore_errors=True)
+            if undo:  # put the crash image back: the debugfs path starts afresh
+                fd = os.open(image, os.O_WRONLY)
+                try:
+                    for off, old in reversed(undo):
+                        os.pwrite(fd, old, off)
+                finally:
+                    os.close(fd)
+            return None
+        rec = FsRecovery("ext4", ok=True, journal_replayed=got.replayed, needed_repair=False,
+                         files=out_dir, steps=["journal replay and extraction in process "
+                                               "(fast path)"])
+        why = self._check(rec, image, base, overlay, got.written, got.journal, got.data)
+        return why if why is not None else (rec, got.written)
 
     def _extract(self, dbg: DebugfsSession, opened: list[str], out_dir: Path) -> list[str]:
         """Send the requests ``opened`` (opening the image, replaying its
@@ -197,6 +243,15 @@ class FastExt4:
             return f"debugfs blocks said: {' '.join(answers[:-1]).strip()[:200]}"
         rec = FsRecovery("ext4", ok=True, journal_replayed=replay, needed_repair=False,
                          files=out_dir, steps=["debugfs open -w -z, jr, rdump (fast path)"])
+        why = self._check(rec, image, base, overlay, written, journal, data)
+        return why if why is not None else (rec, written)
+
+    def _check(self, rec: FsRecovery, image: Path, base: object,
+               overlay: list[tuple[int, int]], written: list[tuple[int, int]],
+               journal: list[int], data: dict[str, list[int]]) -> str | None:
+        """FS-RECOVER's ``e2fsck -fn`` on the replayed ``image`` (or its
+        cached clean result), noted in ``rec.steps``; the reason to fall
+        back when it finds a problem."""
         if self.fsck:
             key = self._fsck_key(image, base, overlay, written, journal, data)
             if key is not None and key in self.clean:
@@ -214,7 +269,7 @@ class FastExt4:
                     self.clean[key] = None
                     if len(self.clean) > FSCK_CACHE:
                         self.clean.popitem(last=False)
-        return rec, written
+        return None
 
     def _fsck_key(
         self,

@@ -1,0 +1,389 @@
+"""The in-process ext4 path (harness/fs/ext4/inproc.py) against debugfs
+and the reference, on real recordings:
+
+* the replayed image equals debugfs ``jr``'s block for block (but the
+  superblock's write time, kbytes-written and checksum) and the extracted
+  files equal ``rdump``'s (contents, sizes, directories, mode, owner,
+  times), with the block lists ``blocks`` prints, on every crash state of
+  several recordings;
+* states.jsonl and result.json are byte-identical between the in-process
+  path (default), the debugfs path (CRASHLAB_RECOVERY=debugfs) and the
+  reference (CRASHLAB_RECOVERY=reference): SQLite WAL, DELETE and TRUNCATE
+  journals, a workload that deletes rows, prefix, reorder and torn,
+  failing states included;
+* each reason to decline hands the state to debugfs with the crash image
+  unchanged and the same recovery.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import struct
+import subprocess
+from pathlib import Path
+
+import pytest
+from support import record_runs
+
+from harness.check.check import CheckOptions, check_run, default_window
+from harness.check.worker import StateChecker
+from harness.fs.ext4 import inproc
+from harness.fs.ext4.debugfs import DebugfsSession
+from harness.fs.ext4.fast import FastExt4
+from harness.fs.ext4.inproc import Unsupported, crc32c, replay_and_extract
+from harness.logformat import LogReader
+from harness.record.fuse import FuseBackend
+from harness.rundir import RESULT_NAME, STATES_NAME, RunDir
+from harness.states import Enumeration, Options
+
+OK, WHY = FuseBackend.available()
+pytestmark = [pytest.mark.root, pytest.mark.skipif(not OK, reason=f"fuse backend: {WHY}")]
+
+SMALL = "insert:txns=4,ops=3,tables=2,warmup=50,seed=1"
+RUNS = {
+    "sqlite-wal-full": SMALL,
+    "sqlite-delete-extra": SMALL,
+    "sqlite-truncate-full": SMALL,  # the journal file shrinks to 0 at each commit
+    "sqlite-off": SMALL,  # torn states fail FS-RECOVER and DB-INTEGRITY
+    "sqlite-wal-normal": "delete:txns=4,ops=3,tables=2,warmup=40,seed=1",  # rows deleted
+}
+VOLATILE = ((0x30, 4), (0x178, 8), (0x3FC, 4))  # s_wtime, s_kbytes_written, s_checksum
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, RunDir]:
+    return record_runs(tmp_path_factory.mktemp("inprocruns"), RUNS)
+
+
+def _masked(image: bytes) -> bytes:
+    b = bytearray(image)
+    for off, n in VOLATILE:
+        b[1024 + off:1024 + off + n] = bytes(n)
+    return bytes(b)
+
+
+def _tree(d: Path) -> dict[str, tuple[object, ...]]:
+    """Every entry under ``d`` (and ``d``): mode, owner, times, size and
+    content (a directory's access time left out: listing it moves it)."""
+    out: dict[str, tuple[object, ...]] = {}
+    for p in [d, *sorted(d.rglob("*"))]:
+        st = p.lstat()
+        out[p.relative_to(d).as_posix()] = (
+            st.st_mode, st.st_uid, st.st_gid, st.st_mtime_ns,
+            None if p.is_dir() else st.st_atime_ns, st.st_size,
+            p.read_bytes() if p.is_file() else None)
+    return out
+
+
+def _states(run: RunDir, strategy: str, limit: int, work: Path) -> list[tuple[str, bytes]]:
+    """(state id, crash image bytes) of the first ``limit`` states."""
+    sc = StateChecker(run, work, fast=False)
+    out = []
+    with LogReader(run.log) as r:
+        for state in Enumeration(r, default_window(run, Options(strategy=strategy))):
+            if len(out) >= limit:
+                break
+            sc.image.advance(state.durable_upto)
+            sc.image.invalidate()
+            out.append((state.id, sc.image.scratch(sc._writes(state)).read_bytes()))
+    sc.close()
+    return out
+
+
+def _debugfs_recovery(dbg: DebugfsSession, img: Path, out: Path, files: list[str]
+                      ) -> list[str] | None:
+    """What the debugfs path does to ``img``: ``open -w``, ``jr``,
+    ``rdump``, ``blocks`` of the journal and of ``files``, ``close``; for a
+    crash image whose stale bitmap checksums keep debugfs from opening it
+    for ``jr``, the replay of ``e2fsck -E journal_only`` (the reference's
+    and the debugfs path's own step) and a read-only open.  The answers to
+    ``blocks`` (None: neither could replay)."""
+    said = dbg.request([f"open -w {img}", "jr"])
+    if "bitmap checksum does not match" in said[0]:
+        p = subprocess.run(["e2fsck", "-y", "-E", "journal_only", str(img)],
+                           capture_output=True, timeout=120)
+        if p.returncode & ~3:
+            return None
+        said = dbg.request([f"open {img}", "params"])
+        said[1] = ""
+    if said != ["", ""]:
+        dbg.request(["close"])
+        return None
+    said = dbg.request([f"rdump / {out}", "blocks <8>", *[f"blocks /{f}" for f in files],
+                        "close"])
+    assert said[0] == "" and said[-1] == "", said
+    return said[1:-1]
+
+
+@pytest.mark.parametrize(("sut", "strategy"), [
+    ("sqlite-wal-full", "reorder"), ("sqlite-delete-extra", "torn"),
+    ("sqlite-truncate-full", "reorder"), ("sqlite-wal-normal", "prefix"),
+    ("sqlite-off", "torn"),
+])
+def test_replayed_image_and_files_equal_debugfs(
+    runs: dict[str, RunDir], tmp_path: Path, sut: str, strategy: str,
+) -> None:
+    a, b = tmp_path / "a.img", tmp_path / "b.img"
+    fa, fb = tmp_path / "fa", tmp_path / "fb"
+    compared = declined = 0
+    with DebugfsSession() as dbg:
+        for sid, image in _states(runs[sut], strategy, 60, tmp_path / "w"):
+            a.write_bytes(image)
+            b.write_bytes(image)
+            shutil.rmtree(fa, ignore_errors=True)
+            shutil.rmtree(fb, ignore_errors=True)
+            fa.mkdir()
+            try:
+                got = replay_and_extract(b, fb)
+            except Unsupported:
+                declined += 1
+                continue
+            files = sorted(got.data)
+            blocks = _debugfs_recovery(dbg, a, fa, files)
+            assert blocks is not None, sid  # what the in-process path replays, debugfs can
+            assert _masked(a.read_bytes()) == _masked(b.read_bytes()), sid
+            assert _tree(fa) == _tree(fb), sid
+            assert [int(x) for x in blocks[0].split()] == got.journal, sid
+            assert {f: [int(x) for x in s.split()] for f, s in zip(files, blocks[1:],
+                                                                  strict=True)} == got.data
+            compared += 1
+    assert compared >= 30 and declined <= compared // 4, (compared, declined)
+
+
+def _check(run: RunDir, strategy: str, out: Path, mode: str, limit: int | None,
+           monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CRASHLAB_RECOVERY", mode)
+    check_run(run, CheckOptions(states=Options(strategy=strategy), jobs=2, max_states=limit),
+              out)
+
+
+@pytest.mark.parametrize(("sut", "strategy", "limit"), [
+    ("sqlite-wal-full", "reorder", 150),
+    ("sqlite-delete-extra", "torn", 100),
+    ("sqlite-truncate-full", "prefix", None),
+    ("sqlite-wal-normal", "reorder", 100),
+    ("sqlite-off", "torn", 200),  # FS-RECOVER, DB-INTEGRITY, DB-ATOMIC failures
+])
+def test_three_paths_give_identical_verdicts(
+    runs: dict[str, RunDir], tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+    sut: str, strategy: str, limit: int | None,
+) -> None:
+    for mode in ("fast", "debugfs", "reference"):
+        _check(runs[sut], strategy, tmp_path / mode, mode, limit, monkeypatch)
+    for name in (STATES_NAME, RESULT_NAME):
+        want = (tmp_path / "reference" / name).read_bytes()
+        assert (tmp_path / "fast" / name).read_bytes() == want, name
+        assert (tmp_path / "debugfs" / name).read_bytes() == want, name
+    if sut == "sqlite-off":
+        assert b'"FS-RECOVER": "fail"' in (tmp_path / "fast" / STATES_NAME).read_bytes()
+
+
+# --- each reason to decline -------------------------------------------------
+
+
+def _fix_sb(img: bytearray) -> None:
+    sb = 1024
+    struct.pack_into("<I", img, sb + 0x3FC, crc32c(0xFFFFFFFF, bytes(img[sb:sb + 0x3FC])))
+
+
+def _journal(img: bytes) -> tuple[int, list[int]]:
+    """(block size, the journal's physical blocks) of an image."""
+    fs = inproc._Fs(-1, img[1024:2048], img)  # type: ignore[arg-type]
+    j = inproc._Journal(fs, {}, inproc._ALL)
+    return fs.bs, j.phys
+
+
+def _log_blocks(img: bytes) -> dict[int, list[int]]:
+    """Journal blocks of the live log by type: {1: descriptors, 2: commits,
+    0: tagged data blocks} (physical block numbers)."""
+    bs, phys = _journal(img)
+    jsb = img[phys[0] * bs:phys[0] * bs + 1024]
+    seq, start = struct.unpack_from(">II", jsb, 24)
+    out: dict[int, list[int]] = {0: [], 1: [], 2: []}
+    pos = start
+    while True:
+        blk = img[phys[pos] * bs:(phys[pos] + 1) * bs]
+        magic, btype, bseq = struct.unpack_from(">III", blk, 0)
+        if magic != inproc.J_MAGIC or bseq != seq or btype not in (1, 2):
+            return out
+        out[btype].append(phys[pos])
+        pos += 1
+        if btype == 1:
+            fs = inproc._Fs(-1, img[1024:2048], img)  # type: ignore[arg-type]
+            j = inproc._Journal(fs, {}, inproc._ALL)
+            for _ in j._tags(blk):
+                out[0].append(phys[pos])
+                pos += 1
+        else:
+            seq += 1
+
+
+def _inode_at(img: bytes, ino: int) -> int:
+    """Byte offset of inode ``ino`` (group 0)."""
+    table = struct.unpack_from("<I", img, 4096 + 0x8)[0]
+    return table * 4096 + (ino - 1) * struct.unpack_from("<H", img, 1024 + 0x58)[0]
+
+
+def _fix_inode(img: bytearray, ino: int) -> None:
+    at = _inode_at(bytes(img), ino)
+    raw = bytearray(img[at:at + 256])
+    raw[0x7C:0x7E] = b"\0\0"
+    raw[0x82:0x84] = b"\0\0"
+    seed = crc32c(0xFFFFFFFF, bytes(img[1024 + 0x68:1024 + 0x78]))
+    c = crc32c(crc32c(crc32c(seed, struct.pack("<I", ino)), bytes(raw[0x64:0x68])), bytes(raw))
+    struct.pack_into("<H", img, at + 0x7C, c & 0xFFFF)
+    struct.pack_into("<H", img, at + 0x82, c >> 16)
+
+
+def _db_ino(img: bytes) -> int:
+    """The inode of the first regular file in the root directory."""
+    root = _inode_at(img, 2)
+    blk = struct.unpack_from("<I", img, root + 0x28 + 12 + 8)[0]
+    d = img[blk * 4096:(blk + 1) * 4096]
+    off = 0
+    while off < 4096 - 12:
+        ino, rec_len, name_len, ftype = struct.unpack_from("<IHBB", d, off)
+        if ino and ftype == 1:
+            return ino
+        off += rec_len
+    raise AssertionError("no file")
+
+
+def _flip(img: bytearray, at: int) -> None:
+    img[at] ^= 0x5A
+
+
+def _set_inode_u32(field: int, value: int, ino: int | None = None):  # noqa: ANN202
+    def mutate(img: bytearray) -> None:
+        i = _db_ino(bytes(img)) if ino is None else ino
+        at = _inode_at(bytes(img), i) + field
+        struct.pack_into("<I", img, at, value(struct.unpack_from("<I", img, at)[0]))
+        _fix_inode(img, i)
+    return mutate
+
+
+def _sb_feature(off: int, bit: int):  # noqa: ANN202
+    def mutate(img: bytearray) -> None:
+        struct.pack_into("<I", img, 1024 + off, struct.unpack_from("<I", img, 1024 + off)[0] | bit)
+        _fix_sb(img)
+    return mutate
+
+
+def _jsb_field(off: int, value: int):  # noqa: ANN202
+    def mutate(img: bytearray) -> None:
+        bs, phys = _journal(bytes(img))
+        at = phys[0] * bs
+        struct.pack_into(">I", img, at + off, struct.unpack_from(">I", img, at + off)[0] | value)
+        struct.pack_into(">I", img, at + 0xFC, 0)
+        struct.pack_into(">I", img, at + 0xFC, crc32c(0xFFFFFFFF, bytes(img[at:at + 1024])))
+    return mutate
+
+
+def _journal_target(img: bytearray) -> None:
+    """The first tag of the first descriptor names a journal block (the
+    descriptor's checksum made valid again)."""
+    bs, phys = _journal(bytes(img))
+    desc = _log_blocks(bytes(img))[1][0] * bs
+    struct.pack_into(">I", img, desc + 12, phys[5])
+    struct.pack_into(">I", img, desc + bs - 4, 0)
+    seed = crc32c(0xFFFFFFFF, bytes(img[phys[0] * bs + 0x30:phys[0] * bs + 0x40]))
+    struct.pack_into(">I", img, desc + bs - 4, crc32c(seed, bytes(img[desc:desc + bs])))
+
+
+# (reason the path gives, whether the mutation is of a replayed image, mutation)
+DECLINE = {
+    "superblock checksum": (False, lambda img: _flip(img, 1024 + 0x100)),
+    "incompat features": (False, _sb_feature(0x60, 0x8000)),  # inline_data
+    "group descriptor 0 checksum": (True, lambda img: _flip(img, 4096 + 0x0C)),
+    "journal features": (False, _jsb_field(0x28, 0x20)),  # fast commit
+    "journal superblock fields": (False, _jsb_field(0x20, 5)),  # s_errno
+    "journal superblock checksum": (False, lambda img: _flip(img, _journal(bytes(img))[1][0]
+                                                             * 4096 + 0x90)),
+    "journal descriptor checksum": (False, lambda img: _flip(
+        img, _log_blocks(bytes(img))[1][0] * 4096 + 2000)),
+    "journal commit checksum": (False, lambda img: _flip(
+        img, _log_blocks(bytes(img))[2][0] * 4096 + 200)),
+    "journal data block checksum": (False, lambda img: _flip(
+        img, _log_blocks(bytes(img))[0][0] * 4096 + 100)),
+    "replay writes into the journal": (False, _journal_target),
+    "checksum": (True, lambda img: _flip(img, _inode_at(bytes(img), _db_ino(bytes(img))) + 0x10)),
+    "htree directory": (True, _set_inode_u32(0x20, lambda f: f | 0x1000, ino=2)),
+    "extent tree of depth": (True, _set_inode_u32(0x28 + 4, lambda v: v | 1 << 16)),
+    "unwritten or empty extent": (True, _set_inode_u32(0x28 + 16, lambda v: v | 0x8000)),
+    "mode": (True, _set_inode_u32(0x0, lambda v: (v & ~0xF000) | 0xA000)),  # a symlink
+    "directory block checksum": (True, lambda img: _flip(img, struct.unpack_from(
+        "<I", img, _inode_at(bytes(img), 2) + 0x28 + 20)[0] * 4096 + 4000)),
+}
+
+
+@pytest.fixture(scope="module")
+def needs_replay(runs: dict[str, RunDir], tmp_path_factory: pytest.TempPathFactory) -> bytes:
+    """A crash image whose journal holds committed transactions."""
+    work = tmp_path_factory.mktemp("replay")
+    for _, image in _states(runs["sqlite-wal-full"], "reorder", 40, work / "w"):
+        if struct.unpack_from("<I", image, 1024 + 0x60)[0] & 4 and \
+                len(_log_blocks(image)[2]) >= 2:
+            return image
+    raise AssertionError("no state with a journal to replay")
+
+
+@pytest.mark.parametrize("reason", sorted(DECLINE))
+def test_each_decline_goes_to_debugfs_unchanged(
+    needs_replay: bytes, tmp_path: Path, reason: str,
+) -> None:
+    replayed, mutate = DECLINE[reason]
+    img = bytearray(needs_replay)
+    if replayed:  # a mutation of what replay leaves: replay first
+        p = tmp_path / "r.img"
+        p.write_bytes(img)
+        replay_and_extract(p, tmp_path / "r")
+        img = bytearray(p.read_bytes())
+    mutate(img)
+    crash = bytes(img)
+    a = tmp_path / "a.img"
+    a.write_bytes(crash)
+    with pytest.raises(Unsupported, match=reason):
+        replay_and_extract(a, tmp_path / "x")
+    # FastExt4 declines and puts the crash image back as it was
+    fast = FastExt4(tmp_path / "w")
+    try:
+        a.write_bytes(crash)
+        assert fast._inproc(a, tmp_path / "w" / "files", [], None) is None
+        assert reason in fast.last_declined and fast.stats["inproc_declined"] == 1
+        assert a.read_bytes() == crash and not (tmp_path / "w" / "files").exists()
+    finally:
+        fast.close()
+    # ... and the state is recovered as the debugfs path alone recovers it
+    results = []
+    for use in (True, False):
+        work = tmp_path / f"w{use}"
+        work.mkdir()
+        a.write_bytes(crash)
+        fast = FastExt4(work, inproc=use)
+        try:
+            def rebuild() -> Path:
+                a.write_bytes(crash)
+                return a
+
+            rec, _ = fast.recover(a, work / "files", overlay=[], base=None, rebuild=rebuild)
+        finally:
+            fast.close()
+        assert fast.stats["inproc"] == 0
+        files = {p.relative_to(work / "files").as_posix(): p.read_bytes() if p.is_file() else None
+                 for p in sorted((work / "files").rglob("*"))} if rec.ok else None
+        results.append((rec.ok, rec.journal_replayed, rec.needed_repair, rec.detail, files))
+    assert results[0] == results[1]
+
+
+def test_crc32c_is_libext2fs() -> None:
+    """The checksums are e2fsprogs's own crc32c_le (no inversions)."""
+    import ctypes
+    import ctypes.util
+
+    lib = ctypes.CDLL(ctypes.util.find_library("ext2fs") or "libext2fs.so.2")
+    lib.ext2fs_crc32c_le.restype = ctypes.c_uint32
+    lib.ext2fs_crc32c_le.argtypes = [ctypes.c_uint32, ctypes.c_char_p, ctypes.c_size_t]
+    for seed in (0, 0xFFFFFFFF, 0x1234ABCD):
+        for data in (b"", b"a", os.urandom(4096)):
+            assert crc32c(seed, data) == lib.ext2fs_crc32c_le(seed, data, len(data))
