@@ -3,12 +3,13 @@
 
 1. ext4 + SQLite tier: real fuse recordings of sqlite-wal-full and
    sqlite-delete-extra (the default matrix's workload), every reorder state
-   checked by ``check_run`` with 2 workers on the fast path; the reference
-   path (a full image copy and fresh e2fsck/debugfs processes per state) on
-   the first states of the same run for the ratio.  Printed: wall states/s
-   and CPU ms per state (parent, workers and their e2fsprogs processes):
-   this machine is shared, so ``2 cores / CPU per state`` is what two idle
-   cores would do.
+   checked by ``check_run`` with 1 and 2 workers on the fast path (journal
+   replay and extraction in process) and on the debugfs path
+   (``CRASHLAB_RECOVERY=debugfs``), the reference path (a full image copy
+   and fresh e2fsck/debugfs processes per state) on the first states of the
+   same run.  Printed: wall states/s and CPU ms per state (parent, workers
+   and their e2fsprogs processes): this machine is shared, so ``2 cores /
+   CPU per state`` is what two idle cores would do.
 2. DHL raw tier: a dhl-cc-raw recording (no file system), every reorder
    state by the three paths, with 1 and 2 workers: fast (the facts of a
    chunk's states in one C call, checkers/dhl_native.py), python (in memory, the
@@ -92,6 +93,32 @@ def check_rate(run: RunDir, out: Path, *, mode: str = "fast", max_states: int | 
 
 
 
+EXT4_MODES = (("fast", "in process, debugfs and the reference as fallbacks"),
+              ("debugfs", "one debugfs per worker"),
+              ("reference", f"fresh e2fsprogs per state, first {REFERENCE_STATES} states"))
+
+
+def _ext4_tier(run: RunDir, sut: str, d: Path) -> None:
+    """The three ext4 paths on the reorder states of ``run`` (the
+    reference on the first states), with 1 and 2 workers: CPU per state
+    (parent, workers and their e2fsprogs processes) and what two idle cores
+    would do; the ratios are of CPU per state within this one run."""
+    print(f"  {sut} (reorder; load {os.getloadavg()[0]:.1f}):")
+    cpu: dict[tuple[str, int], float] = {}
+    for jobs in (1, JOBS):
+        for mode, what in EXT4_MODES:
+            n, wall, c = check_rate(run, d / f"{sut}.{mode}.{jobs}", mode=mode, jobs=jobs,
+                                    max_states=REFERENCE_STATES if mode == "reference" else None)
+            cpu[mode, jobs] = c / n
+            print(f"    {mode} ({what}), {jobs} worker{'s' * (jobs > 1)}: {n} states, "
+                  f"CPU {c / n * 1000:.3f} ms/state -> {JOBS * n / c:,.0f} states/s on {JOBS} "
+                  f"idle cores ({n / wall:,.0f} states/s wall here)")
+    for jobs in (1, JOBS):
+        print(f"    {jobs} worker{'s' * (jobs > 1)}: fast / debugfs = "
+              f"{cpu['debugfs', jobs] / cpu['fast', jobs]:.2f}x, fast / reference = "
+              f"{cpu['reference', jobs] / cpu['fast', jobs]:.2f}x (CPU per state)")
+
+
 RAW_MODES = (("fast", "native facts, one C call per chunk"),
              ("python", "in memory, the Python checker's facts"),
              ("reference", "through files"))
@@ -114,13 +141,6 @@ def _raw_tier(raw: RunDir, d: Path) -> None:
         print(f"  {jobs} worker{'s' * (jobs > 1)}: fast / reference = "
               f"{cpu['reference', jobs] / cpu['fast', jobs]:.2f}x, fast / python = "
               f"{cpu['python', jobs] / cpu['fast', jobs]:.2f}x (CPU per state)")
-
-
-def _rate(label: str, n: int, wall: float, cpu: float) -> float:
-    print(f"  {label}: {n} states in {wall:.1f} s = {n / wall:,.0f} states/s wall; "
-          f"CPU {cpu / n * 1000:.2f} ms/state -> {JOBS * n / cpu:,.0f} states/s on "
-          f"{JOBS} idle cores")
-    return n / wall
 
 
 def _timed(stages: dict[str, float], name: str, fn: Callable[..., T]) -> Callable[..., T]:
@@ -240,13 +260,8 @@ def run() -> None:
     try:
         print("ext4 + SQLite tier (fuse recording, reorder, every state):")
         for sut in ("sqlite-wal-full", "sqlite-delete-extra"):
-            run_ = record_cell(Cell(sut, MULTI), d / sut, "fuse", False)
-            fast = _rate(f"{sut} fast", *check_rate(run_, d / f"{sut}.check"))
-            ref = _rate(f"{sut} reference (first {REFERENCE_STATES})",
-                        *check_rate(run_, d / f"{sut}.ref", mode="reference",
-                                    max_states=REFERENCE_STATES))
-            print(f"  {sut}: fast / reference = {fast / ref:.1f}x")
-        _profile(RunDir(d / "sqlite-delete-extra"), d, PROFILE_STATES)
+            _ext4_tier(record_cell(Cell(sut, MULTI), d / sut, "fuse", False), sut, d)
+        _profile(RunDir(d / "sqlite-wal-full"), d, PROFILE_STATES)
         raw = record_cell(Cell("dhl-cc-raw", MULTI, fs="raw"), d / "dhl-cc-raw", "fuse", False)
         _raw_tier(raw, d)
         _profile(raw, d, PROFILE_STATES)
