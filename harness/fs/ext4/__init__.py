@@ -2,8 +2,9 @@
 
 * ``recover.py`` — the reference recovery with e2fsprogs (journal replay,
   read-only ``e2fsck -fn``, repair, ``debugfs rdump``), no root;
-* ``fast.py`` (with ``debugfs.py``'s long-lived session and ``undo.py``) —
-  the same recovery with byte-identical verdicts, several times faster;
+* ``fast.py`` (with ``inproc.py``'s replay and extraction in process,
+  ``debugfs.py``'s long-lived session and ``undo.py``) — the same recovery
+  with byte-identical verdicts, several times faster;
 * ``debugfs.py`` — talking to debugfs; ``superblock.py`` — the journal's
   place, read from the super block;
 * ``explain.py`` and ``jbd2.py`` — what a block of the device holds
