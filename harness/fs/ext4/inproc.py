@@ -100,6 +100,7 @@ class _Fs:
     def __init__(self, fd: int, sb: bytes, mm: mmap.mmap) -> None:
         self.fd = fd
         self.mm = mm  # the image, read-only; coherent with writes through fd
+        self.view: memoryview = memoryview(b"")  # of mm, for extraction
         self.sb = sb
         u32 = struct.unpack_from
         self.log_bs = u32("<I", sb, 0x18)[0]
@@ -466,11 +467,17 @@ def replay_and_extract(image: Path, out_dir: Path, skip: tuple[str, ...] = (),
         size = os.fstat(fd).st_size
         if size < SB_OFFSET + SB_SIZE:
             raise Unsupported("no ext4 superblock")
-        with mmap.mmap(fd, size, prot=mmap.PROT_READ) as mm:
-            return _run(fd, mm, out_dir, skip, [] if undo is None else undo, memo, base,
-                        differ)
+        with mmap.mmap(fd, size, prot=mmap.PROT_READ) as mm, memoryview(mm) as view:
+            return _run(fd, mm, view, out_dir, skip, [] if undo is None else undo, memo,
+                        base, differ)
     finally:
         os.close(fd)
+
+
+def _write_all(fd: int, data: bytes | memoryview) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view):]
 
 
 def _write(fd: int, data: bytes, offset: int, undo: list[tuple[int, bytes]]) -> None:
@@ -478,12 +485,14 @@ def _write(fd: int, data: bytes, offset: int, undo: list[tuple[int, bytes]]) -> 
     os.pwrite(fd, data, offset)
 
 
-def _run(fd: int, mm: mmap.mmap, out_dir: Path, skip: tuple[str, ...],
+def _run(fd: int, mm: mmap.mmap, view: memoryview, out_dir: Path, skip: tuple[str, ...],
          undo: list[tuple[int, bytes]], memo: BlockMemo | None, base: object,
          differ: list[tuple[int, int]] | None) -> Recovered:
     sb = mm[SB_OFFSET:SB_OFFSET + SB_SIZE]
     _check_sb(sb)
     fs = _Fs(fd, sb, mm)
+    if len(mm) < fs.blocks * fs.bs:
+        raise Unsupported("image shorter than the file system")
     if fs.groups != 1 and fs.first_data_block != 0:
         raise Unsupported("geometry")
     fs.gd()
@@ -514,6 +523,7 @@ def _run(fd: int, mm: mmap.mmap, out_dir: Path, skip: tuple[str, ...],
     nsb = bytearray(mm[SB_OFFSET:SB_OFFSET + SB_SIZE])
     _check_sb(bytes(nsb))
     fs2 = _Fs(fd, bytes(nsb), mm)
+    fs2.view = view
     for a in ("bs", "blocks", "inodes_count", "ipg", "desc_size", "groups", "first_data_block"):
         if getattr(fs2, a) != getattr(fs, a):
             raise Unsupported(f"replay changed the geometry ({a})")
@@ -611,26 +621,27 @@ class _Extractor:
         return out
 
     def _file(self, ino: int, raw: bytes, path: bytes, rel: bytes) -> None:
+        """dump_file: the file's ``i_size`` bytes (holes as zeros), written
+        straight from the image's mapping."""
         fs = self.fs
         size = _size(raw)
-        ext = fs.extents(ino, raw)
-        nblocks = -(-size // fs.bs)
-        buf = bytearray(size)
         blocks: list[int] = []
-        for lblk, phys, n in ext:
-            blocks.extend(range(phys, phys + n))
-            if lblk >= nblocks:
-                continue
-            n_in = min(n, nblocks - lblk)
-            data = fs.read(phys, n_in)
-            start = lblk * fs.bs
-            buf[start:start + len(data)] = data[:size - start]
-        del buf[size:]
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o700)
         try:
-            view = memoryview(buf)
-            while view:
-                view = view[os.write(fd, view):]
+            done = 0
+            for lblk, phys, n in fs.extents(ino, raw):
+                blocks.extend(range(phys, phys + n))
+                start = lblk * fs.bs
+                if start >= size:
+                    continue
+                if start > done:
+                    _write_all(fd, bytes(start - done))
+                end = min(size, start + n * fs.bs)
+                with fs.view[phys * fs.bs:phys * fs.bs + end - start] as data:
+                    _write_all(fd, data)
+                done = end
+            if done < size:
+                _write_all(fd, bytes(size - done))
             self._perms(raw, path, fd)
         finally:
             os.close(fd)
