@@ -411,3 +411,27 @@ def test_crc32c_is_libext2fs() -> None:
     for seed in (0, 0xFFFFFFFF, 0x1234ABCD):
         for data in (b"", b"a", os.urandom(4096)):
             assert crc32c(seed, data) == lib.ext2fs_crc32c_le(seed, data, len(data))
+
+
+def test_skipped_root_entries_as_debugfs(needs_replay: bytes, tmp_path: Path) -> None:
+    """With root entries to skip (an enospc fault's fill file), the files,
+    their folder's own mode and times included, are those of the debugfs
+    path (``ls -p /`` and ``rdump`` of the other entries)."""
+    a = tmp_path / "a.img"
+    trees = []
+    for use in (True, False):
+        work = tmp_path / f"w{use}"
+        work.mkdir()
+        a.write_bytes(needs_replay)
+        fast = FastExt4(work, skip=("crashlab.db-shm",), inproc=use)
+        try:
+            rec, _ = fast.recover(a, work / "files", overlay=[], base=None,
+                                  rebuild=lambda: pytest.fail("fell back"))  # type: ignore[arg-type,return-value]
+        finally:
+            fast.close()
+        assert rec.ok and fast.stats["inproc"] == int(use), fast.stats
+        trees.append(_tree(work / "files"))
+    assert "crashlab.db-shm" not in trees[0] and "crashlab.db" in trees[0]
+    # the folder keeps its own times (now): its mode and owner are compared
+    assert trees[0].pop(".")[:3] == trees[1].pop(".")[:3]
+    assert trees[0] == trees[1]

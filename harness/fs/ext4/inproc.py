@@ -562,7 +562,8 @@ class _Extractor:
             raise Unsupported("root is not a directory")
         root = os.fsencode(out_dir)
         self._dir(ROOT_INO, raw, root, b"", top=True)
-        self._perms(raw, root + b"/")
+        if not self.skip:  # rdump / sets the root's; rdump of its entries, as with skip, not
+            self._perms(raw, root + b"/")
 
     def _dir(self, ino: int, raw: bytes, path: bytes, rel: bytes, top: bool = False) -> None:
         flags = struct.unpack_from("<I", raw, 0x20)[0]
