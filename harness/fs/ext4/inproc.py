@@ -104,7 +104,7 @@ class _Fs:
         self.sb = sb
         u32 = struct.unpack_from
         self.log_bs = u32("<I", sb, 0x18)[0]
-        if self.log_bs > 6:
+        if self.log_bs > 4:  # up to 16 KiB: directory rec_len is then the plain field
             raise Unsupported("block size")
         self.bs = 1024 << self.log_bs
         self.inodes_count, blocks_lo = u32("<II", sb, 0x0)
@@ -266,7 +266,7 @@ class _Journal:
                                         J_INCOMPAT_CSUM_V3):
             raise Unsupported(f"journal features {compat:#x}/{incompat:#x}/{ro:#x}")
         if nr_users > 1 or errno_ or bs != fs.bs or maxlen != len(phys) or \
-                not 0 < first < maxlen or start >= maxlen:
+                not 0 < first < maxlen or start >= maxlen or 0 < start < first:
             raise Unsupported("journal superblock fields")
         self.csum = bool(incompat & J_INCOMPAT_CSUM_V3)
         if self.csum:
@@ -609,8 +609,6 @@ class _Extractor:
         off = 0
         while off < bs:
             inode, rec_len, name_len = struct.unpack_from("<IHB", blk, off)
-            if rec_len == 0 or rec_len == 65535:
-                rec_len = bs
             if off + rec_len > bs or rec_len < 8 or rec_len % 4 or name_len + 8 > rec_len:
                 raise Unsupported("directory entry corrupted")
             if inode:
