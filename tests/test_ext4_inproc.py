@@ -12,7 +12,9 @@ and the reference, on real recordings:
   journals, a workload that deletes rows, prefix, reorder and torn,
   failing states included;
 * each reason to decline hands the state to debugfs with the crash image
-  unchanged and the same recovery.
+  unchanged and the same recovery;
+* a log written here with revoke records and an escaped block replays as
+  debugfs replays it.
 """
 
 from __future__ import annotations
@@ -435,3 +437,94 @@ def test_skipped_root_entries_as_debugfs(needs_replay: bytes, tmp_path: Path) ->
     # the folder keeps its own times (now): its mode and owner are compared
     assert trees[0].pop(".")[:3] == trees[1].pop(".")[:3]
     assert trees[0] == trees[1]
+
+
+def _write_log(img: bytearray, txns: list[tuple[list[tuple[int, bytes]], list[int]]]) -> None:
+    """Replace the journal's log of the clean image ``img`` by ``txns``
+    (each: (fs block, content) writes, then fs blocks revoked), every
+    checksum valid, and mark the file system as needing recovery."""
+    bs, phys = _journal(bytes(img))
+    j0 = phys[0] * bs
+    seed = crc32c(0xFFFFFFFF, bytes(img[j0 + 0x30:j0 + 0x40]))
+    first, seq = struct.unpack_from(">II", img, j0 + 20)
+    pos = first
+
+    def put(block: bytes | bytearray) -> None:
+        nonlocal pos
+        img[phys[pos] * bs:(phys[pos] + 1) * bs] = block
+        pos += 1
+
+    def tail_csum(block: bytearray) -> bytearray:
+        struct.pack_into(">I", block, bs - 4, crc32c(seed, bytes(block[:bs - 4]) + bytes(4)))
+        return block
+
+    for n, (writes, revokes) in enumerate(txns):
+        s = seq + n
+        if writes:
+            desc = bytearray(bs)
+            struct.pack_into(">III", desc, 0, inproc.J_MAGIC, 1, s)
+            at = 12
+            for k, (blk, data) in enumerate(writes):
+                escape = data[:4] == struct.pack(">I", inproc.J_MAGIC)
+                flags = (2 if k else 0) | (8 if k == len(writes) - 1 else 0) | int(escape)
+                stored = bytes(4) + data[4:] if escape else data
+                csum = crc32c(crc32c(seed, struct.pack(">I", s)), stored)
+                struct.pack_into(">IIII", desc, at, blk & 0xFFFFFFFF, flags, blk >> 32, csum)
+                at += 16 if k else 32  # the first tag carries the UUID
+            put(tail_csum(desc))
+            for _, data in writes:
+                put(bytes(4) + data[4:] if data[:4] == struct.pack(">I", inproc.J_MAGIC)
+                    else data)
+        if revokes:
+            rv = bytearray(bs)
+            struct.pack_into(">III", rv, 0, inproc.J_MAGIC, 5, s)
+            struct.pack_into(">I", rv, 12, 16 + 8 * len(revokes))
+            for k, blk in enumerate(revokes):
+                struct.pack_into(">Q", rv, 16 + 8 * k, blk)
+            put(tail_csum(rv))
+        commit = bytearray(bs)
+        struct.pack_into(">III", commit, 0, inproc.J_MAGIC, 2, s)
+        struct.pack_into(">QI", commit, 48, 1_700_000_000 + n, 0)
+        struct.pack_into(">I", commit, 16, crc32c(seed, bytes(commit)))
+        put(commit)
+    img[phys[pos] * bs:(phys[pos] + 1) * bs] = bytes(bs)  # the log ends here
+    struct.pack_into(">I", img, j0 + 28, first)  # s_start
+    struct.pack_into(">I", img, j0 + 0xFC, 0)
+    struct.pack_into(">I", img, j0 + 0xFC, crc32c(0xFFFFFFFF, bytes(img[j0:j0 + 1024])))
+    struct.pack_into("<I", img, 1024 + 0x60, struct.unpack_from("<I", img, 1024 + 0x60)[0] | 4)
+    _fix_sb(img)
+
+
+def test_revoke_records_and_escaped_blocks_as_debugfs(needs_replay: bytes, tmp_path: Path
+                                                      ) -> None:
+    """A log written here with revoke records (of an earlier transaction's
+    block, of the same transaction's, of a later one's) and an escaped
+    block (its content starts with the jbd2 magic): the in-process replay
+    writes what debugfs jr writes."""
+    p = tmp_path / "r.img"
+    p.write_bytes(needs_replay)
+    replay_and_extract(p, tmp_path / "r")  # a clean journal to write a log into
+    img = bytearray(p.read_bytes())
+    magic = struct.pack(">I", inproc.J_MAGIC)
+    a_, b_, c_, d_ = 9000, 9001, 9002, 9003  # free blocks of the 16384
+    _write_log(img, [
+        ([(a_, b"A" * 4096), (b_, magic + b"B" * 4092), (d_, b"D" * 4096)], []),
+        ([(c_, b"C" * 4096)], [a_, c_]),  # revokes A (older) and C (its own)
+        ([(d_, b"d" * 4096)], []),  # D written again, later
+    ])
+    crash = bytes(img)
+    a, b, undo = tmp_path / "a.img", tmp_path / "b.img", tmp_path / "u.undo"
+    a.write_bytes(crash)
+    b.write_bytes(crash)
+    got = replay_and_extract(b, tmp_path / "fb")
+    (tmp_path / "fa").mkdir()
+    with DebugfsSession() as dbg:
+        blocks = _debugfs_recovery(dbg, a, tmp_path / "fa", undo, sorted(got.data))
+    assert blocks is not None
+    A, B = a.read_bytes(), b.read_bytes()
+    assert _masked(A) == _masked(B)
+    assert _tree(tmp_path / "fa") == _tree(tmp_path / "fb")
+    assert B[a_ * 4096:(a_ + 1) * 4096] == crash[a_ * 4096:(a_ + 1) * 4096]  # revoked
+    assert B[c_ * 4096:(c_ + 1) * 4096] == crash[c_ * 4096:(c_ + 1) * 4096]  # revoked
+    assert B[b_ * 4096:(b_ + 1) * 4096] == magic + b"B" * 4092  # escaped, restored
+    assert B[d_ * 4096:(d_ + 1) * 4096] == b"d" * 4096  # the later copy
