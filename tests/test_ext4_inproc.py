@@ -339,7 +339,22 @@ DECLINE = {
     "mode": (True, _set_inode_u32(0x0, lambda v: (v & ~0xF000) | 0xA000)),  # a symlink
     "directory block checksum": (True, lambda img: _flip(img, struct.unpack_from(
         "<I", img, _inode_at(bytes(img), 2) + 0x28 + 20)[0] * 4096 + 4000)),
+    "no ext4 superblock": (False, lambda img: img.__setitem__(slice(1024 + 0x38, 1024 + 0x3A),
+                                                              b"\0\0")),
+    "journal superblock type": (False, _jsb_field(4, 3)),  # v2 -> 7
+    "not extent-mapped": (True, _set_inode_u32(0x20, lambda f: f & ~0x80000)),
+    "journal block beyond the file system": (True, lambda img: _write_log(
+        img, [([(20000, b"x" * 4096)], [])])),
+    "journal revoke checksum": (True, lambda img: _bad_revoke(img)),
 }
+
+
+def _bad_revoke(img: bytearray) -> None:
+    """A log of one transaction whose revoke block's checksum fails."""
+    _write_log(img, [([(9000, b"x" * 4096)], [9001])])
+    bs, phys = _journal(bytes(img))
+    first = struct.unpack_from(">I", img, phys[0] * bs + 20)[0]
+    _flip(img, phys[first + 2] * bs + 100)  # descriptor, data, then the revoke block
 
 
 @pytest.fixture(scope="module")
