@@ -31,7 +31,7 @@ from support import record_runs
 
 from harness.check.check import CheckOptions, check_run, default_window
 from harness.check.worker import StateChecker
-from harness.fs.ext4 import inproc
+from harness.fs.ext4 import inproc, jbd2
 from harness.fs.ext4.debugfs import DebugfsSession
 from harness.fs.ext4.fast import FastExt4
 from harness.fs.ext4.inproc import Unsupported, crc32c, replay_and_extract
@@ -230,7 +230,7 @@ def _log_blocks(img: bytes) -> dict[int, list[int]]:
     while True:
         blk = img[phys[pos] * bs:(phys[pos] + 1) * bs]
         magic, btype, bseq = struct.unpack_from(">III", blk, 0)
-        if magic != inproc.J_MAGIC or bseq != seq or btype not in (1, 2):
+        if magic != jbd2.MAGIC or bseq != seq or btype not in (1, 2):
             return out
         out[btype].append(phys[pos])
         pos += 1
@@ -477,10 +477,10 @@ def _write_log(img: bytearray, txns: list[tuple[list[tuple[int, bytes]], list[in
         s = seq + n
         if writes:
             desc = bytearray(bs)
-            struct.pack_into(">III", desc, 0, inproc.J_MAGIC, 1, s)
+            struct.pack_into(">III", desc, 0, jbd2.MAGIC, 1, s)
             at = 12
             for k, (blk, data) in enumerate(writes):
-                escape = data[:4] == struct.pack(">I", inproc.J_MAGIC)
+                escape = data[:4] == struct.pack(">I", jbd2.MAGIC)
                 flags = (2 if k else 0) | (8 if k == len(writes) - 1 else 0) | int(escape)
                 stored = bytes(4) + data[4:] if escape else data
                 csum = crc32c(crc32c(seed, struct.pack(">I", s)), stored)
@@ -488,17 +488,17 @@ def _write_log(img: bytearray, txns: list[tuple[list[tuple[int, bytes]], list[in
                 at += 16 if k else 32  # the first tag carries the UUID
             put(tail_csum(desc))
             for _, data in writes:
-                put(bytes(4) + data[4:] if data[:4] == struct.pack(">I", inproc.J_MAGIC)
+                put(bytes(4) + data[4:] if data[:4] == struct.pack(">I", jbd2.MAGIC)
                     else data)
         if revokes:
             rv = bytearray(bs)
-            struct.pack_into(">III", rv, 0, inproc.J_MAGIC, 5, s)
+            struct.pack_into(">III", rv, 0, jbd2.MAGIC, 5, s)
             struct.pack_into(">I", rv, 12, 16 + 8 * len(revokes))
             for k, blk in enumerate(revokes):
                 struct.pack_into(">Q", rv, 16 + 8 * k, blk)
             put(tail_csum(rv))
         commit = bytearray(bs)
-        struct.pack_into(">III", commit, 0, inproc.J_MAGIC, 2, s)
+        struct.pack_into(">III", commit, 0, jbd2.MAGIC, 2, s)
         struct.pack_into(">QI", commit, 48, 1_700_000_000 + n, 0)
         struct.pack_into(">I", commit, 16, crc32c(seed, bytes(commit)))
         put(commit)
@@ -520,7 +520,7 @@ def test_revoke_records_and_escaped_blocks_as_debugfs(needs_replay: bytes, tmp_p
     p.write_bytes(needs_replay)
     replay_and_extract(p, tmp_path / "r")  # a clean journal to write a log into
     img = bytearray(p.read_bytes())
-    magic = struct.pack(">I", inproc.J_MAGIC)
+    magic = struct.pack(">I", jbd2.MAGIC)
     a_, b_, c_, d_ = 9000, 9001, 9002, 9003  # free blocks of the 16384
     _write_log(img, [
         ([(a_, b"A" * 4096), (b_, magic + b"B" * 4092), (d_, b"D" * 4096)], []),

@@ -90,33 +90,43 @@ def check_rate(run: RunDir, out: Path, *, mode: str = "fast", max_states: int | 
         return r["states"]["checked"], time.perf_counter() - t0, _cpu() - c0
 
 
-
-
-
 EXT4_MODES = (("fast", "in process, debugfs and the reference as fallbacks"),
               ("debugfs", "one debugfs per worker"),
               ("reference", f"fresh e2fsprogs per state, first {REFERENCE_STATES} states"))
 
 
-def _ext4_tier(run: RunDir, sut: str, d: Path) -> None:
-    """The three ext4 paths on the reorder states of ``run`` (the
-    reference on the first states), with 1 and 2 workers: CPU per state
-    (parent, workers and their e2fsprogs processes) and what two idle cores
-    would do; the ratios are of CPU per state within this one run."""
-    print(f"  {sut} (reorder; load {os.getloadavg()[0]:.1f}):")
+def _paths(run: RunDir, d: Path, tag: str, modes: tuple[tuple[str, str], ...], indent: str,
+           max_states: dict[str, int]) -> dict[tuple[str, int], float]:
+    """Check ``run``'s reorder states by each path of ``modes`` with 1 and
+    ``JOBS`` workers (at most ``max_states[mode]`` states); print each
+    one's CPU per state (parent, workers and their helper processes) and
+    what ``JOBS`` idle cores would do; return the CPU seconds per state."""
     cpu: dict[tuple[str, int], float] = {}
     for jobs in (1, JOBS):
-        for mode, what in EXT4_MODES:
-            n, wall, c = check_rate(run, d / f"{sut}.{mode}.{jobs}", mode=mode, jobs=jobs,
-                                    max_states=REFERENCE_STATES if mode == "reference" else None)
+        for mode, what in modes:
+            n, wall, c = check_rate(run, d / f"{tag}.{mode}.{jobs}", mode=mode, jobs=jobs,
+                                    max_states=max_states.get(mode))
             cpu[mode, jobs] = c / n
-            print(f"    {mode} ({what}), {jobs} worker{'s' * (jobs > 1)}: {n} states, "
+            print(f"{indent}{mode} ({what}), {jobs} worker{'s' * (jobs > 1)}: {n} states, "
                   f"CPU {c / n * 1000:.3f} ms/state -> {JOBS * n / c:,.0f} states/s on {JOBS} "
                   f"idle cores ({n / wall:,.0f} states/s wall here)")
+    return cpu
+
+
+def _ratios(cpu: dict[tuple[str, int], float], indent: str, others: tuple[str, ...]) -> None:
+    """fast / each of ``others``, in CPU per state, with 1 and JOBS workers."""
     for jobs in (1, JOBS):
-        print(f"    {jobs} worker{'s' * (jobs > 1)}: fast / debugfs = "
-              f"{cpu['debugfs', jobs] / cpu['fast', jobs]:.2f}x, fast / reference = "
-              f"{cpu['reference', jobs] / cpu['fast', jobs]:.2f}x (CPU per state)")
+        parts = ", ".join(f"fast / {o} = {cpu[o, jobs] / cpu['fast', jobs]:.2f}x" for o in others)
+        print(f"{indent}{jobs} worker{'s' * (jobs > 1)}: {parts} (CPU per state)")
+
+
+def _ext4_tier(run: RunDir, sut: str, d: Path) -> None:
+    """The three ext4 paths on the reorder states of ``run`` (the
+    reference on the first states), with 1 and 2 workers; the ratios are
+    of CPU per state within this one run."""
+    print(f"  {sut} (reorder; load {os.getloadavg()[0]:.1f}):")
+    cpu = _paths(run, d, sut, EXT4_MODES, "    ", {"reference": REFERENCE_STATES})
+    _ratios(cpu, "    ", ("debugfs", "reference"))
 
 
 RAW_MODES = (("fast", "native facts, one C call per chunk"),
@@ -126,21 +136,10 @@ RAW_MODES = (("fast", "native facts, one C call per chunk"),
 
 def _raw_tier(raw: RunDir, d: Path) -> None:
     """The raw tier's three paths on every reorder state of ``raw``, with 1
-    and 2 workers: CPU per state (parent and workers) and what two idle
-    cores would do; the ratios are of CPU per state within this one run."""
+    and 2 workers; the ratios are of CPU per state within this one run."""
     print(f"DHL raw tier (dhl-cc-raw, no file system, reorder; load {os.getloadavg()[0]:.1f}):")
-    cpu: dict[tuple[str, int], float] = {}
-    for jobs in (1, JOBS):
-        for mode, what in RAW_MODES:
-            n, wall, c = check_rate(raw, d / f"raw.{mode}.{jobs}", mode=mode, jobs=jobs)
-            cpu[mode, jobs] = c / n
-            print(f"  {mode} ({what}), {jobs} worker{'s' * (jobs > 1)}: {n} states, "
-                  f"CPU {c / n * 1000:.3f} ms/state -> {JOBS * n / c:,.0f} states/s on {JOBS} "
-                  f"idle cores ({n / wall:,.0f} states/s wall here)")
-    for jobs in (1, JOBS):
-        print(f"  {jobs} worker{'s' * (jobs > 1)}: fast / reference = "
-              f"{cpu['reference', jobs] / cpu['fast', jobs]:.2f}x, fast / python = "
-              f"{cpu['python', jobs] / cpu['fast', jobs]:.2f}x (CPU per state)")
+    cpu = _paths(raw, d, "raw", RAW_MODES, "  ", {})
+    _ratios(cpu, "  ", ("reference", "python"))
 
 
 def _timed(stages: dict[str, float], name: str, fn: Callable[..., T]) -> Callable[..., T]:

@@ -42,17 +42,15 @@ from typing import Any, TypeVar
 from crc32c import crc32c as _crc32c
 
 from harness.errors import CrashlabError
+from harness.fs.ext4 import jbd2
+from harness.fs.ext4.superblock import EXT4_SB_OFFSET as SB_OFFSET
+from harness.fs.ext4.superblock import EXT4_SB_SIZE as SB_SIZE
+from harness.fs.ext4.superblock import EXTENT_MAGIC
 
 T = TypeVar("T")
-SB_OFFSET = 1024
-SB_SIZE = 1024
 JOURNAL_INO = 8
 ROOT_INO = 2
-J_MAGIC = 0xC03B3998
-J_DESCRIPTOR, J_COMMIT, J_SB_V2, J_REVOKE = 1, 2, 4, 5
 # jbd2 feature bits
-J_INCOMPAT_REVOKE, J_INCOMPAT_64BIT, J_INCOMPAT_CSUM_V3 = 0x1, 0x2, 0x10
-J_FLAG_ESCAPE, J_FLAG_SAME_UUID, J_FLAG_LAST_TAG = 1, 2, 8
 # ext4 superblock feature bits this path knows (anything else: Unsupported)
 INCOMPAT_FILETYPE, INCOMPAT_RECOVER, INCOMPAT_EXTENTS = 0x2, 0x4, 0x40
 INCOMPAT_64BIT, INCOMPAT_FLEX_BG = 0x80, 0x200
@@ -69,7 +67,6 @@ RO_OK = 0x1 | 0x2 | 0x8 | 0x20 | 0x40 | RO_METADATA_CSUM
 INDEX_FL, HUGE_FILE_FL, EXTENTS_FL, INLINE_DATA_FL = 0x1000, 0x40000, 0x80000, 0x10000000
 ENCRYPT_FL, VERITY_FL = 0x800, 0x100000
 S_IFMT, S_IFREG, S_IFDIR = 0o170000, 0o100000, 0o040000
-EXT_MAGIC = 0xF30A
 MAX_INIT_LEN = 32768
 
 
@@ -187,7 +184,7 @@ class _Fs:
         if flags & (HUGE_FILE_FL | ENCRYPT_FL | VERITY_FL):
             raise Unsupported(f"inode {ino}: flags {flags:#x}")
         magic, entries, emax, depth = struct.unpack_from("<HHHH", raw, 0x28)
-        if magic != EXT_MAGIC or entries > emax or emax > 4:
+        if magic != EXTENT_MAGIC or entries > emax or emax > 4:
             raise Unsupported(f"inode {ino}: extent header")
         if depth:
             raise Unsupported(f"inode {ino}: extent tree of depth {depth}")
@@ -257,18 +254,18 @@ class _Journal:
         self.phys = phys
         jsb = fs.read(phys[0])
         magic, btype = struct.unpack_from(">II", jsb, 0)
-        if magic != J_MAGIC or btype != J_SB_V2:
+        if magic != jbd2.MAGIC or btype != jbd2.SUPERBLOCK_V2:
             raise Unsupported("journal superblock type")
         bs, maxlen, first, seq, start, errno_ = struct.unpack_from(">IIIIIi", jsb, 12)
         compat, incompat, ro = struct.unpack_from(">III", jsb, 0x24)
         nr_users = struct.unpack_from(">I", jsb, 0x40)[0]
-        if compat or ro or incompat & ~(J_INCOMPAT_REVOKE | J_INCOMPAT_64BIT |
-                                        J_INCOMPAT_CSUM_V3):
+        if compat or ro or incompat & ~(jbd2.INCOMPAT_REVOKE | jbd2.INCOMPAT_64BIT |
+                                        jbd2.INCOMPAT_CSUM_V3):
             raise Unsupported(f"journal features {compat:#x}/{incompat:#x}/{ro:#x}")
         if nr_users > 1 or errno_ or bs != fs.bs or maxlen != len(phys) or \
                 not 0 < first < maxlen or start >= maxlen or 0 < start < first:
             raise Unsupported("journal superblock fields")
-        self.csum = bool(incompat & J_INCOMPAT_CSUM_V3)
+        self.csum = bool(incompat & jbd2.INCOMPAT_CSUM_V3)
         if self.csum:
             if jsb[0x50] != 4:  # JBD2_CRC32C_CHKSUM
                 raise Unsupported("journal checksum type")
@@ -276,9 +273,10 @@ class _Journal:
                     struct.unpack_from(">I", jsb, 0xFC)[0]:
                 raise Unsupported("journal superblock checksum")
             self.seed = crc32c(0xFFFFFFFF, jsb[0x30:0x40])
-        self.wide = bool(incompat & J_INCOMPAT_64BIT)
-        self.tag_bytes = 16 if self.csum else (12 if self.wide else 8)
-        self.tail = 4 if self.csum else 0
+        self.wide = bool(incompat & jbd2.INCOMPAT_64BIT)
+        self.super = jbd2.journal_super(jsb)
+        assert self.super is not None  # its magic and type were checked above
+        self.tail = self.super.tail_bytes
         self.jsb = jsb
         self.first, self.last, self.sequence, self.start = first, maxlen, seq, start
 
@@ -298,21 +296,7 @@ class _Journal:
 
     def _tags(self, desc: bytes) -> list[tuple[int, int, int]]:
         """(fs block, flags, checksum) of each tag of a descriptor."""
-        out = []
-        pos = 12
-        limit = self.fs.bs - self.tail
-        while pos + self.tag_bytes <= limit:
-            lo = struct.unpack_from(">I", desc, pos)[0]
-            flags = struct.unpack_from(">H", desc, pos + 6)[0]
-            hi = struct.unpack_from(">I", desc, pos + 8)[0] if self.wide else 0
-            csum = struct.unpack_from(">I", desc, pos + 12)[0] if self.csum else 0
-            out.append((lo | hi << 32, flags, csum))
-            pos += self.tag_bytes
-            if not flags & J_FLAG_SAME_UUID:
-                pos += 16
-            if flags & J_FLAG_LAST_TAG:
-                break
-        return out
+        return [(t.fs_block, t.flags, t.csum) for t in jbd2.descriptor_tags(desc, self.super)]
 
     def _cached(self, key: tuple[object, ...], phys: int, compute: Callable[[], T]) -> T:
         """``compute()``, a function of block ``phys``'s content, kept in
@@ -357,15 +341,15 @@ class _Journal:
             phys = self.phys[pos]
             magic, btype, bseq = self._header(phys)
             pos = self._wrap(pos + 1)
-            if magic != J_MAGIC or bseq != seq:
+            if magic != jbd2.MAGIC or bseq != seq:
                 break
-            if btype == J_DESCRIPTOR:
+            if btype == jbd2.DESCRIPTOR:
                 ok, tags = self._descriptor(phys)
                 if not ok:
                     raise Unsupported("journal descriptor checksum")
                 current.append((pos, tags))
                 pos = self._wrap(pos + len(tags))
-            elif btype == J_COMMIT:
+            elif btype == jbd2.COMMIT:
                 if not self._cached(("k", phys), phys,
                                     lambda p=phys: self._csum_ok(self.fs.read(p), 16)):
                     raise Unsupported("journal commit checksum")
@@ -375,7 +359,7 @@ class _Journal:
                         revoked[b] = s
                 current, pending_revokes = [], []
                 seq = (seq + 1) & 0xFFFFFFFF
-            elif btype == J_REVOKE:
+            elif btype == jbd2.REVOKE:
                 blk = self.fs.read(phys)
                 if not self._csum_ok(blk, self.fs.bs - 4):
                     raise Unsupported("journal revoke checksum")
@@ -398,7 +382,7 @@ class _Journal:
                     if fsblk >= self.fs.blocks:
                         raise Unsupported("journal block beyond the file system")
                     writes.pop(fsblk, None)
-                    writes[fsblk] = (phys, flags & J_FLAG_ESCAPE)
+                    writes[fsblk] = (phys, flags & jbd2.FLAG_ESCAPE)
         return writes, (end + 1) & 0xFFFFFFFF
 
     def _revokes(self, blk: bytes) -> list[int]:
@@ -509,7 +493,7 @@ def _run(fd: int, mm: mmap.mmap, view: memoryview, out_dir: Path, skip: tuple[st
     for b, (phys, escape) in writes.items():
         data = fs.read(phys)
         if escape:
-            data = struct.pack(">I", J_MAGIC) + data[4:]
+            data = struct.pack(">I", jbd2.MAGIC) + data[4:]
         _write(fd, data, b * fs.bs, undo)
     # ext2fs_journal_release(reset): the next sequence, an empty log
     jsb = bytearray(journal.block(0))

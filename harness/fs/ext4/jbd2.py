@@ -91,6 +91,7 @@ def journal_super(block: bytes) -> JournalSuper | None:
 class Tag:
     fs_block: int  # the file-system block the journal block is a copy of
     flags: int
+    csum: int = 0  # checksum v3: the crc32c of the journal block (0 otherwise)
 
 
 def descriptor_tags(block: bytes, sb: JournalSuper) -> list[Tag]:
@@ -103,12 +104,13 @@ def descriptor_tags(block: bytes, sb: JournalSuper) -> list[Tag]:
     wide = bool(sb.incompat & INCOMPAT_64BIT)
     while pos + sb.tag_bytes <= limit:
         lo = struct.unpack_from(">I", block, pos)[0]
+        csum = 0
         if v3:
-            flags, hi = struct.unpack_from(">II", block, pos + 4)
+            flags, hi, csum = struct.unpack_from(">III", block, pos + 4)
         else:
             flags = struct.unpack_from(">H", block, pos + 6)[0]
             hi = struct.unpack_from(">I", block, pos + 8)[0] if wide else 0
-        tags.append(Tag(lo | (hi << 32 if wide else 0), flags))
+        tags.append(Tag(lo | (hi << 32 if wide else 0), flags, csum))
         pos += sb.tag_bytes
         if not flags & FLAG_SAME_UUID:
             pos += 16
