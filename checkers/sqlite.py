@@ -10,6 +10,7 @@ database after reboot would trigger it.
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -38,11 +39,26 @@ class DbFacts:
 def content_key(files: Path, db_name: str) -> bytes:
     """A digest of the database and its journal/WAL as extracted: two states
     whose files are identical recover identically."""
+    def read(name: str) -> list[bytes] | None:
+        p = files / name
+        return [p.read_bytes()] if p.exists() else None
+    return content_key_of(read, db_name)
+
+
+def content_key_of(read: Callable[[str], Iterable[bytes | memoryview] | None],
+                   db_name: str) -> bytes:
+    """:func:`content_key` of files not (yet) written: ``read(name)`` gives
+    the file's bytes as pieces, or None when there is no such file (the
+    ext4 in-process extraction gives them from the image's mapping)."""
     h = xxhash.xxh3_128()
     for suffix in SIDECARS:
-        p = files / (db_name + suffix)
-        if p.exists():
-            h.update(suffix.encode() + b"\0" + p.read_bytes() + b"\0")
+        pieces = read(db_name + suffix)
+        if pieces is not None:
+            # streamed: the digest of suffix NUL bytes NUL, as one update would be
+            h.update(suffix.encode() + b"\0")
+            for piece in pieces:
+                h.update(piece)
+            h.update(b"\0")
         else:
             h.update(suffix.encode() + b"\1")
     return h.digest()

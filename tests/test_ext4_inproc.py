@@ -29,6 +29,7 @@ from pathlib import Path
 import pytest
 from support import record_runs
 
+from checkers import sqlite
 from harness.check.check import CheckOptions, check_run, default_window
 from harness.check.worker import StateChecker
 from harness.fs.ext4 import inproc, jbd2
@@ -144,6 +145,7 @@ def test_replayed_image_and_files_equal_debugfs(
     list), so those blocks are compared."""
     a, b, undo = tmp_path / "a.img", tmp_path / "b.img", tmp_path / "u.undo"
     fa, fb = tmp_path / "fa", tmp_path / "fb"
+    db = str(runs[sut].meta().db)
     compared = declined = 0
     with DebugfsSession() as dbg:
         for sid, image in _states(runs[sut], strategy, 60, tmp_path / "w"):
@@ -152,8 +154,13 @@ def test_replayed_image_and_files_equal_debugfs(
             shutil.rmtree(fa, ignore_errors=True)
             shutil.rmtree(fb, ignore_errors=True)
             fa.mkdir()
+            keys: list[bytes] = []
+
+            def want(read: inproc.FileReader, keys: list[bytes] = keys) -> bool:
+                keys.append(sqlite.content_key_of(read, db))
+                return True
             try:
-                got = replay_and_extract(b, fb)
+                got = replay_and_extract(b, fb, want_files=want)
             except Unsupported:
                 declined += 1
                 continue
@@ -169,6 +176,9 @@ def test_replayed_image_and_files_equal_debugfs(
                         x, y = _masked(x), _masked(y)
                     assert x == y, (sid, blk)
             assert _tree(fa) == _tree(fb), sid
+            # the DB-facts key from the extraction's memory is the files' key
+            # (read after the comparison: reading moves the access times)
+            assert keys == [sqlite.content_key(fb, db)], sid
             assert [int(x) for x in blocks[0].split()] == got.journal, sid
             assert {f: [int(x) for x in s.split()] for f, s in zip(files, blocks[1:],
                                                                   strict=True)} == got.data
@@ -452,6 +462,28 @@ def test_skipped_root_entries_as_debugfs(needs_replay: bytes, tmp_path: Path) ->
     # the folder keeps its own times (now): its mode and owner are compared
     assert trees[0].pop(".")[:3] == trees[1].pop(".")[:3]
     assert trees[0] == trees[1]
+
+
+def test_unwanted_files_are_not_written(needs_replay: bytes, tmp_path: Path) -> None:
+    """``want_files`` answering False: the same replay, block lists and
+    reader contents, and no file written; answering True: the files as
+    without it (the key read from memory is the files' key)."""
+    got, keys, images = [], [], []
+    for wanted in (True, False):
+        img, out = tmp_path / f"{wanted}.img", tmp_path / f"files{wanted}"
+        img.write_bytes(needs_replay)
+
+        def want(read: inproc.FileReader, wanted: bool = wanted) -> bool:
+            keys.append(sqlite.content_key_of(read, "crashlab.db"))
+            assert read("crashlab.db-nothing") is None
+            return wanted
+        rec = replay_and_extract(img, out, want_files=want)
+        assert rec.extracted is wanted and out.exists() is wanted
+        got.append((rec.replayed, rec.written, rec.journal, rec.data))
+        images.append(_masked(img.read_bytes()))
+    assert got[0] == got[1] and images[0] == images[1]
+    assert keys[0] == keys[1] == sqlite.content_key(tmp_path / "filesTrue", "crashlab.db")
+    assert "crashlab.db" in got[0][3]
 
 
 def _write_log(img: bytearray, txns: list[tuple[list[tuple[int, bytes]], list[int]]]) -> None:

@@ -257,9 +257,14 @@ def test_fast_path_is_taken(runs: dict[str, RunDir], tmp_path: Path, sut: str, m
         assert st["fsck_cached"] > st["fsck_run"], st
         assert sc.image.full_copies <= st["fallback"] + 1
         pid = sc.fast.session.pid if sc.fast.session else None
+        hits, unwritten = sc.cache_hits, sc.files_unwritten
     finally:
         sc.close()
     if mode == "fast":
         assert st["inproc"] >= 0.9 * n and pid is None, st
+        # DB facts taken from the extraction's memory without writing the
+        # files (cache hits), and misses whose files were written
+        assert 0 < unwritten <= hits < n, (unwritten, hits, n)
     else:
         assert st["inproc"] == 0 and pid is not None and not alive(pid)
+        assert unwritten == 0

@@ -14,7 +14,7 @@ import json
 import os
 import shutil
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from json.encoder import encode_basestring_ascii
 from pathlib import Path
 from typing import Any
@@ -127,6 +127,10 @@ class StateChecker:
         self.image = DurableImage(verified_base_for_run(run), run.log, workdir)
         self.cache: OrderedDict[bytes, Any] = OrderedDict()
         self.cache_hits = 0
+        # the DB-facts key (and cached facts, or None) of the state being
+        # checked, taken from the in-process extraction (_want_files)
+        self._pre: tuple[bytes, Any] | None = None
+        self.files_unwritten = 0  # states whose files were never written (DB facts cached)
         if fast is None:
             # CRASHLAB_RECOVERY=reference: a full image copy and fresh
             # e2fsprogs processes per state; verdicts are identical
@@ -167,7 +171,7 @@ class StateChecker:
         if self.in_memory and self.keep is None and state.key.misdirect is None \
                 and state.key.corrupt is None:
             return self._check_in_memory(state)
-        rec = self.recover_files(state)
+        rec = self.recover_files(state, facts_only=True)
         files = self.workdir / "files"
         victim = state.victim(self.image.reader)
         fsv = fs_verdict(rec)
@@ -200,12 +204,15 @@ class StateChecker:
                          for uc in self.user_checkers]
         return verdicts
 
-    def recover_files(self, state: State, *, reference: bool = False) -> FsRecovery:
+    def recover_files(self, state: State, *, reference: bool = False,
+                      facts_only: bool = False) -> FsRecovery:
         """The files of ``state`` as its file system recovers them, in
         ``workdir/files`` (the database, its NVRAM beside it); with ``keep``,
         copies there too.  ``reference``: by the reference tools, as with
         ``keep`` (the run-level stage's REC-CRASHSAFE, which needs only the
-        files, takes them so)."""
+        files, takes them so).  ``facts_only``: :meth:`check` asks, the
+        files are for the engine's checks only (:meth:`_facts`), and are
+        not written when their DB facts are cached (``rec.extracted``)."""
         self.image.advance(state.durable_upto)
         img = self.image.scratch(self._writes(state), state.flips())
         if self.keep is not None:
@@ -213,7 +220,7 @@ class StateChecker:
         files = self.workdir / "files"
         shutil.rmtree(files, ignore_errors=True)
         nvram = read_nvram(img, self.nvram) if self.nvram else None
-        rec = self._recover(state, img, files, reference=reference)
+        rec = self._recover(state, img, files, reference=reference, facts_only=facts_only)
         if nvram is not None and rec.ok:  # for the SUT's recovery, beside the database
             (files / (self.db_name + NVRAM_SUFFIX)).write_bytes(nvram)
         self.last_recovery = rec
@@ -379,19 +386,31 @@ class StateChecker:
         acked = max(state.cut.acked, self.floor[0])
         return acked, max(state.cut.begun, self.floor[1], acked)
 
-    def _recover(self, state: State, img: Path, files: Path, *, reference: bool = False
-                 ) -> FsRecovery:
+    def _recover(self, state: State, img: Path, files: Path, *, reference: bool = False,
+                 facts_only: bool = False) -> FsRecovery:
         """File-system recovery of the scratch image ``img`` into ``files``
         (by the reference tools with ``keep`` or ``reference``); tells the
         durable image what it wrote."""
+        self._pre = None
         if self.fast is not None and self.keep is None and not reference:
             def rebuild() -> Path:
                 self.image.invalidate()
                 return self.image.scratch(self._writes(state), state.flips())
 
+            # The files are written only when the DB facts are not cached
+            # (the key from the extraction's memory, the same key); only
+            # for the engine's own checks: the user's checkers and an
+            # NVRAM beside the database need the files.
+            want = self._want_files if (
+                facts_only and self.checker is not None and hasattr(self.checker, "content_key_of")
+                and not self.user_checkers and not self.nvram) else None
             rec, written = self.fast.recover(
                 img, files, overlay=self.image.overlay, base=self.image.position,
-                rebuild=rebuild)
+                rebuild=rebuild, want_files=want)
+            if rec.extracted:  # (by whichever path) the key is taken from the files
+                self._pre = None
+            else:
+                self.files_unwritten += 1
             if written is None:
                 self.image.invalidate()
             else:
@@ -415,11 +434,25 @@ class StateChecker:
         if files.exists():
             shutil.copytree(files, self.keep / "files", symlinks=True)
 
+    def _want_files(self, read: Callable[[str], Any]) -> bool:
+        """Whether the state's files must be written: not when its DB facts
+        are cached by the key of their contents (``read``: the extraction's
+        :data:`harness.fs.ext4.inproc.FileReader`); :meth:`_facts` then
+        takes that key and those facts."""
+        key = self.checker.content_key_of(read, self.db_name)
+        facts = self.cache.get(key)
+        self._pre = (key, facts)
+        return facts is None
+
     def _facts(self, files: Path) -> Any:  # noqa: ANN401
         """The engine's examination of the recovered files, cached by their
         content (many crash states recover to identical files)."""
-        key = self.checker.content_key(files, self.db_name)
-        facts = self.cache.get(key)
+        pre, self._pre = self._pre, None
+        if pre is not None:  # the key made from the extraction's memory
+            key, facts = pre
+        else:
+            key = self.checker.content_key(files, self.db_name)
+            facts = self.cache.get(key)
         if facts is not None:
             self.cache.move_to_end(key)
             self.cache_hits += 1

@@ -18,7 +18,7 @@ import shutil
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, ClassVar, Protocol
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 from harness.errors import CrashlabError
 
@@ -40,6 +40,9 @@ class FsRecovery:
     detail: str = ""  # fsck's complaints, or why recovery failed
     files: Path | None = None  # where the files were extracted
     steps: list[str] = field(default_factory=list)
+    # False: a fast path found the files but did not write them, because
+    # the caller's ``want_files`` said it needs none (FastRecovery.recover)
+    extracted: bool = True
 
 
 @dataclass(frozen=True)
@@ -81,10 +84,14 @@ class FastRecovery(Protocol):
     session; F2FS: a recovery guest), with the reference's verdicts."""
 
     def recover(self, image: Path, out_dir: Path, *, overlay: Iterable[tuple[int, int]],
-                base: object, rebuild: Callable[[], Path]
+                base: object, rebuild: Callable[[], Path],
+                want_files: Callable[[Any], bool] | None = None
                 ) -> tuple[FsRecovery, list[tuple[int, int]] | None]:
         """Recover ``image`` into ``out_dir``; also the byte ranges written
-        to the image (None: unknown, the image must be rebuilt)."""
+        to the image (None: unknown, the image must be rebuilt).  A path
+        that can read the files before writing them may call
+        ``want_files(reader)`` (ext4: ``inproc.FileReader``) and, when it
+        answers False, leave them unwritten (``FsRecovery.extracted``)."""
         ...
 
     def close(self) -> None: ...

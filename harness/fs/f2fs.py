@@ -28,6 +28,7 @@ import shutil
 import tarfile
 from collections.abc import Callable, Iterable
 from pathlib import Path
+from typing import Any
 
 from harness.errors import CrashlabError
 from harness.fs.base import FileSystem, FsRecovery
@@ -66,8 +67,10 @@ class RecoveryGuest:
         self.size = size
 
     def recover(self, image: Path, out_dir: Path, *, overlay: Iterable[tuple[int, int]] = (),
-                base: object = None, rebuild: Callable[[], Path] | None = None
+                base: object = None, rebuild: Callable[[], Path] | None = None,
+                want_files: Callable[[Any], bool] | None = None
                 ) -> tuple[FsRecovery, list[tuple[int, int]]]:
+        """:meth:`recover_one` (the files are always written)."""
         return self.recover_one(image, out_dir), []
 
     def recover_one(self, image: Path, out_dir: Path) -> FsRecovery:

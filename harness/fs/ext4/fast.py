@@ -46,7 +46,7 @@ import xxhash
 
 from harness.fs.base import FsRecovery
 from harness.fs.ext4.debugfs import DebugfsError, DebugfsSession, root_entries
-from harness.fs.ext4.inproc import BlockMemo, Unsupported, replay_and_extract
+from harness.fs.ext4.inproc import BlockMemo, Unsupported, WantFiles, replay_and_extract
 from harness.fs.ext4.recover import FSCK_CORRECTED, FSCK_REBOOT, recover_ext4
 from harness.fs.ext4.superblock import EXT4_SB_OFFSET as SB_OFFSET
 from harness.fs.ext4.superblock import EXT4_SB_SIZE as SB_SIZE
@@ -118,15 +118,19 @@ class FastExt4:
         overlay: Iterable[tuple[int, int]],
         base: object,
         rebuild: Callable[[], Path],
+        want_files: WantFiles | None = None,
     ) -> tuple[FsRecovery, list[tuple[int, int]] | None]:
         """Recover ``image`` (the durable image identified by ``base`` plus
         the ``(offset, length)`` ranges of ``overlay``) and extract its files
         to ``out_dir``.  Returns the recovery and the byte ranges written to
         the image, or None when the reference path ran on ``rebuild()``, a
-        fresh full copy of the crash image (written anywhere)."""
+        fresh full copy of the crash image (written anywhere).
+        ``want_files``: as :func:`replay_and_extract` takes it, on the
+        in-process path only; when that path's recovery is returned and it
+        said False, ``out_dir`` was not written (``FsRecovery.extracted``)."""
         overlay = list(overlay)
         if self.inproc:
-            got = self._inproc(image, out_dir, overlay, base)
+            got = self._inproc(image, out_dir, overlay, base, want_files)
             if isinstance(got, tuple):
                 self.stats["fast"] += 1
                 self.stats["inproc"] += 1
@@ -152,7 +156,8 @@ class FastExt4:
         return recover_ext4(img, out_dir, check=self.fsck, skip=self.skip), None
 
     def _inproc(
-        self, image: Path, out_dir: Path, overlay: list[tuple[int, int]], base: object
+        self, image: Path, out_dir: Path, overlay: list[tuple[int, int]], base: object,
+        want_files: WantFiles | None = None,
     ) -> tuple[FsRecovery, list[tuple[int, int]]] | str | None:
         """The in-process path (``inproc.py``); None when it declined the
         state (then ``image`` and ``out_dir`` are as they were before), or
@@ -160,7 +165,7 @@ class FastExt4:
         undo: list[tuple[int, bytes]] = []
         try:
             got = replay_and_extract(image, out_dir, self.skip, undo, memo=self.memo, base=base,
-                                     differ=overlay)
+                                     differ=overlay, want_files=want_files)
         except (Unsupported, OSError) as e:
             self.stats["inproc_declined"] += 1
             self.last_declined = str(e)
@@ -175,7 +180,7 @@ class FastExt4:
             return None
         rec = FsRecovery("ext4", ok=True, journal_replayed=got.replayed, needed_repair=False,
                          files=out_dir, steps=["journal replay and extraction in process "
-                                               "(fast path)"])
+                                               "(fast path)"], extracted=got.extracted)
         why = self._check(rec, image, base, overlay, got.written, got.journal, got.data)
         return why if why is not None else (rec, got.written)
 

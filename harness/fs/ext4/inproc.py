@@ -34,7 +34,7 @@ import mmap
 import os
 import struct
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
@@ -89,6 +89,15 @@ class Recovered:
     written: list[tuple[int, int]]  # (byte offset, length) written to the image
     journal: list[int]  # the journal's physical blocks, in journal order
     data: dict[str, list[int]] = field(default_factory=dict)  # file -> its data blocks
+    extracted: bool = True  # the files were written (see ``want_files``)
+
+
+# A file's contents as pieces (buffers valid only until the next piece is
+# asked for), or None where no regular file of that relative path (``a/b``)
+# was extracted; IsADirectoryError for a directory, as reading one would.
+FileReader = Callable[[str], "Iterator[bytes | memoryview] | None"]
+# Given the reader of the files a state recovers to: whether to write them.
+WantFiles = Callable[[FileReader], bool]
 
 
 class _Fs:
@@ -438,14 +447,19 @@ class BlockMemo:
 def replay_and_extract(image: Path, out_dir: Path, skip: tuple[str, ...] = (),
                        undo: list[tuple[int, bytes]] | None = None, *,
                        memo: BlockMemo | None = None, base: object = None,
-                       differ: list[tuple[int, int]] | None = None) -> Recovered:
+                       differ: list[tuple[int, int]] | None = None,
+                       want_files: WantFiles | None = None) -> Recovered:
     """Replay ``image``'s journal in place and extract its files into
     ``out_dir`` (created), as debugfs ``open -w``, ``jr``, ``rdump``,
     ``close`` would.  Raises :class:`Unsupported` for anything not handled,
     before writing to the image or after: ``undo`` (appended to before each
     write: byte offset, the bytes there before) then puts it back.  With
     ``memo``, ``image`` is the image ``base`` but for the byte ranges
-    ``differ``."""
+    ``differ``.  ``want_files``, if given, is called once every file is
+    found (and nothing of the extraction is written yet) with a reader of
+    the files' contents (:data:`WantFiles`); when it returns False, nothing
+    is written to ``out_dir`` (``Recovered.extracted`` False) but the block
+    lists are as ever."""
     fd = os.open(image, os.O_RDWR)
     try:
         size = os.fstat(fd).st_size
@@ -453,7 +467,7 @@ def replay_and_extract(image: Path, out_dir: Path, skip: tuple[str, ...] = (),
             raise Unsupported("no ext4 superblock")
         with mmap.mmap(fd, size, prot=mmap.PROT_READ) as mm, memoryview(mm) as view:
             return _run(fd, mm, view, out_dir, skip, [] if undo is None else undo, memo,
-                        base, differ)
+                        base, differ, want_files)
     finally:
         os.close(fd)
 
@@ -471,7 +485,7 @@ def _write(fd: int, data: bytes, offset: int, undo: list[tuple[int, bytes]]) -> 
 
 def _run(fd: int, mm: mmap.mmap, view: memoryview, out_dir: Path, skip: tuple[str, ...],
          undo: list[tuple[int, bytes]], memo: BlockMemo | None, base: object,
-         differ: list[tuple[int, int]] | None) -> Recovered:
+         differ: list[tuple[int, int]] | None, want_files: WantFiles | None) -> Recovered:
     sb = mm[SB_OFFSET:SB_OFFSET + SB_SIZE]
     _check_sb(sb)
     fs = _Fs(fd, sb, mm)
@@ -528,28 +542,77 @@ def _run(fd: int, mm: mmap.mmap, view: memoryview, out_dir: Path, skip: tuple[st
     struct.pack_into("<I", nsb, 0x3FC, crc32c(0xFFFFFFFF, bytes(nsb[:0x3FC])))
     _write(fd, bytes(nsb), SB_OFFSET, undo)
     rec = Recovered(replayed, [(off, len(old)) for off, old in undo], list(journal.phys))
-    _Extractor(fs2, rec, skip).dump_root(out_dir)
+    ext = _Extractor(fs2, rec, skip)
+    ext.walk()
+    if want_files is None or want_files(ext.read):
+        ext.write(out_dir)
+    else:
+        rec.extracted = False
     return rec
 
 
 class _Extractor:
-    """rdump: files with their contents, directories, mode, owner, times."""
+    """rdump: files with their contents, directories, mode, owner, times.
+    :meth:`walk` finds everything (and declines what it does not handle)
+    without writing; :meth:`write` then writes it in rdump's order."""
 
     def __init__(self, fs: _Fs, rec: Recovered, skip: tuple[str, ...]) -> None:
         self.fs, self.rec = fs, rec
         self.skip = {s.encode() for s in skip}
+        self.root = b""
+        # in order: ("file", rel, inode, pieces), ("dir", rel, inode) before
+        # its entries, ("perms", rel, inode) of a directory after them
+        self.ops: list[tuple[str, bytes, bytes, list[tuple[int, int]]]] = []
+        self.files: dict[str, list[tuple[int, int]]] = {}  # rel -> pieces
+        self.dirs: set[str] = set()
 
-    def dump_root(self, out_dir: Path) -> None:
-        out_dir.mkdir(parents=True, exist_ok=True)
+    def walk(self) -> None:
         raw = self.fs.inode(ROOT_INO)
         if struct.unpack_from("<H", raw, 0)[0] & S_IFMT != S_IFDIR:
             raise Unsupported("root is not a directory")
-        root = os.fsencode(out_dir)
-        self._dir(ROOT_INO, raw, root, b"", top=True)
-        if not self.skip:  # rdump / sets the root's; rdump of its entries, as with skip, not
-            self._perms(raw, root + b"/")
+        self.root_raw = raw
+        self._dir(ROOT_INO, raw, b"", top=True)
 
-    def _dir(self, ino: int, raw: bytes, path: bytes, rel: bytes, top: bool = False) -> None:
+    def read(self, rel: str) -> Iterator[bytes | memoryview] | None:
+        """:data:`FileReader` of the walked files."""
+        pieces = self.files.get(rel)
+        if pieces is None:
+            if rel in self.dirs:
+                raise IsADirectoryError(rel)
+            return None
+        return self._contents(pieces)
+
+    def _contents(self, pieces: list[tuple[int, int]]) -> Iterator[bytes | memoryview]:
+        """A file's bytes: ``(start, n)`` of the image, or ``(-1, n)`` zeros."""
+        for start, n in pieces:
+            if start < 0:
+                yield bytes(n)
+            else:
+                with self.fs.view[start:start + n] as data:
+                    yield data
+
+    def write(self, out_dir: Path) -> None:
+        """Write what :meth:`walk` found into ``out_dir`` (created)."""
+        out_dir.mkdir(parents=True, exist_ok=True)
+        root = os.fsencode(out_dir)
+        for kind, rel, raw, pieces in self.ops:
+            path = root + b"/" + rel
+            if kind == "file":
+                fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o700)
+                try:
+                    for data in self._contents(pieces):
+                        _write_all(fd, data)
+                    self._perms(raw, path, fd)
+                finally:
+                    os.close(fd)
+            elif kind == "dir":
+                os.mkdir(path, 0o700)
+            else:
+                self._perms(raw, path)
+        if not self.skip:  # rdump / sets the root's; rdump of its entries, as with skip, not
+            self._perms(self.root_raw, root + b"/")
+
+    def _dir(self, ino: int, raw: bytes, rel: bytes, top: bool = False) -> None:
         flags = struct.unpack_from("<I", raw, 0x20)[0]
         if flags & INDEX_FL:
             raise Unsupported(f"inode {ino}: htree directory")
@@ -566,14 +629,14 @@ class _Extractor:
                         continue
                     craw = fs.inode(child)
                     mode = struct.unpack_from("<H", craw, 0)[0]
-                    cpath = path + b"/" + name
                     crel = rel + b"/" + name if rel else name
                     if mode & S_IFMT == S_IFREG:
-                        self._file(child, craw, cpath, crel)
+                        self._file(child, craw, crel)
                     elif mode & S_IFMT == S_IFDIR:
-                        os.mkdir(cpath, 0o700)
-                        self._dir(child, craw, cpath, crel)
-                        self._perms(craw, cpath)
+                        self.ops.append(("dir", crel, craw, []))
+                        self.dirs.add(os.fsdecode(crel))
+                        self._dir(child, craw, crel)
+                        self.ops.append(("perms", crel, craw, []))
                     else:
                         raise Unsupported(f"inode {child}: mode {mode:#o}")
 
@@ -603,32 +666,30 @@ class _Extractor:
             off += rec_len
         return out
 
-    def _file(self, ino: int, raw: bytes, path: bytes, rel: bytes) -> None:
-        """dump_file: the file's ``i_size`` bytes (holes as zeros), written
-        straight from the image's mapping."""
+    def _file(self, ino: int, raw: bytes, rel: bytes) -> None:
+        """dump_file: the file's ``i_size`` bytes (holes as zeros), as
+        pieces of the image's mapping."""
         fs = self.fs
         size = _size(raw)
         blocks: list[int] = []
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o700)
-        try:
-            done = 0
-            for lblk, phys, n in fs.extents(ino, raw):
-                blocks.extend(range(phys, phys + n))
-                start = lblk * fs.bs
-                if start >= size:
-                    continue
-                if start > done:
-                    _write_all(fd, bytes(start - done))
-                end = min(size, start + n * fs.bs)
-                with fs.view[phys * fs.bs:phys * fs.bs + end - start] as data:
-                    _write_all(fd, data)
-                done = end
-            if done < size:
-                _write_all(fd, bytes(size - done))
-            self._perms(raw, path, fd)
-        finally:
-            os.close(fd)
-        self.rec.data[os.fsdecode(rel)] = blocks
+        pieces: list[tuple[int, int]] = []
+        done = 0
+        for lblk, phys, n in fs.extents(ino, raw):
+            blocks.extend(range(phys, phys + n))
+            start = lblk * fs.bs
+            if start >= size:
+                continue
+            if start > done:
+                pieces.append((-1, start - done))
+            end = min(size, start + n * fs.bs)
+            pieces.append((phys * fs.bs, end - start))
+            done = end
+        if done < size:
+            pieces.append((-1, size - done))
+        self.ops.append(("file", rel, raw, pieces))
+        name = os.fsdecode(rel)
+        self.files[name] = pieces
+        self.rec.data[name] = blocks
 
     @staticmethod
     def _perms(raw: bytes, path: bytes, fd: int = -1) -> None:
