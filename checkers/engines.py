@@ -7,6 +7,10 @@ file system (with its journal/WAL sidecars beside it):
 
 * ``content_key(files, db_name) -> bytes``: a digest of the files as
   extracted; equal keys recover and examine identically (a cache key);
+* optionally ``content_key_of(read, db_name) -> bytes``: the same key of
+  files not written yet (``read(name)``: their bytes in pieces, or None);
+  with it the ext4 fast path writes the files only for uncached facts
+  (``harness/fs/README.md``);
 * ``examine(db_path, *, blockdev, vfs) -> facts``: run the engine's own
   recovery and look at the result (independent of the crash point's marks,
   hence cacheable); ``blockdev``: the file is an image of the block device

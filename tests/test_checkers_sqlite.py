@@ -83,6 +83,30 @@ def test_content_key_follows_journal_and_wal(tmp_path: Path) -> None:
     assert len({k1, k2, content_key(tmp_path, "k.db")}) == 3
 
 
+def test_content_key_of_pieces_is_the_files_key(tmp_path: Path) -> None:
+    """The key made from pieces in memory (the ext4 in-process path) is the
+    key of the files, which is the digest of each sidecar's suffix, NUL,
+    bytes, NUL (or suffix, 1 when absent): the cache key is unchanged."""
+    import xxhash
+
+    from checkers.sqlite import SIDECARS, content_key_of
+
+    make_db(tmp_path / "k.db")
+    (tmp_path / "k.db-wal").write_bytes(bytes(range(256)) * 20)
+    files = {n: (tmp_path / n).read_bytes() for n in ("k.db", "k.db-wal")}
+    h = xxhash.xxh3_128()
+    for suffix in SIDECARS:
+        data = files.get("k.db" + suffix)
+        h.update(suffix.encode() + (b"\1" if data is None else b"\0" + data + b"\0"))
+
+    def read(name: str) -> list[bytes | memoryview] | None:
+        data = files.get(name)
+        if data is None:
+            return None
+        return [memoryview(data)[:100], b"", memoryview(data)[100:]]
+    assert content_key_of(read, "k.db") == content_key(tmp_path, "k.db") == h.digest()
+
+
 def test_oracle_digest_agrees_with_spec_runner_schema(tmp_path: Path) -> None:
     """The checker's digest is the oracle's: a database holding exactly the
     spec's set-up rows has digest oracle.digests[0]."""
