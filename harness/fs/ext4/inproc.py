@@ -126,6 +126,9 @@ class _Fs:
         self.groups = -(-(self.blocks - self.first_data_block) // u32("<I", sb, 0x20)[0])
         self.gdt_block = self.first_data_block + 1
         self._gd: bytes | None = None
+        # inodes whose checksum verified: (seed, number, bytes), a pure
+        # function of them, so kept in the caller's memo across states
+        self.verified: dict[tuple[object, ...], Any] | None = None
 
     def read(self, block: int, count: int = 1) -> bytes:
         if block + count > self.blocks or block < 0:
@@ -164,7 +167,11 @@ class _Fs:
         blk = table + off // self.bs
         raw = self.read(blk)[off % self.bs:off % self.bs + self.inode_size]
         if self.csum:
-            self._verify_inode(ino, raw)
+            key = ("i", self.seed, ino, raw)
+            if self.verified is None or key not in self.verified:
+                self._verify_inode(ino, raw)
+                if self.verified is not None:
+                    self.verified[key] = True
         return raw
 
     def _verify_inode(self, ino: int, raw: bytes) -> None:
@@ -498,6 +505,8 @@ def _run(fd: int, mm: mmap.mmap, view: memoryview, out_dir: Path, skip: tuple[st
         known, unstable = memo.view(base, fs.bs, differ)
     else:  # nothing known: every block counts as differing
         known, unstable = {}, _ALL
+    if memo is not None:
+        fs.verified = known
     journal = _Journal(fs, known, unstable)
     writes, next_seq = journal.recover()
     jset = set(journal.phys)
@@ -522,6 +531,7 @@ def _run(fd: int, mm: mmap.mmap, view: memoryview, out_dir: Path, skip: tuple[st
     _check_sb(bytes(nsb))
     fs2 = _Fs(fd, bytes(nsb), mm)
     fs2.view = view
+    fs2.verified = fs.verified
     for a in ("bs", "blocks", "inodes_count", "ipg", "desc_size", "groups", "first_data_block"):
         if getattr(fs2, a) != getattr(fs, a):
             raise Unsupported(f"replay changed the geometry ({a})")
