@@ -561,6 +561,10 @@ def _run(fd: int, mm: mmap.mmap, view: memoryview, out_dir: Path, skip: tuple[st
     return rec
 
 
+# what _Extractor.write does, step by step
+WRITE_FILE, MAKE_DIR, SET_PERMS = "write-file", "make-dir", "set-perms"
+
+
 class _Extractor:
     """rdump: files with their contents, directories, mode, owner, times.
     :meth:`walk` finds everything (and declines what it does not handle)
@@ -570,8 +574,8 @@ class _Extractor:
         self.fs, self.rec = fs, rec
         self.skip = {s.encode() for s in skip}
         self.root = b""
-        # in order: ("file", rel, inode, pieces), ("dir", rel, inode) before
-        # its entries, ("perms", rel, inode) of a directory after them
+        # in order: (WRITE_FILE, rel, inode, pieces), (MAKE_DIR, rel, inode)
+        # before its entries, (SET_PERMS, rel, inode) of a directory after them
         self.ops: list[tuple[str, bytes, bytes, list[tuple[int, int]]]] = []
         self.files: dict[str, list[tuple[int, int]]] = {}  # rel -> pieces
         self.dirs: set[str] = set()
@@ -607,7 +611,7 @@ class _Extractor:
         root = os.fsencode(out_dir)
         for kind, rel, raw, pieces in self.ops:
             path = root + b"/" + rel
-            if kind == "file":
+            if kind == WRITE_FILE:
                 fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o700)
                 try:
                     for data in self._contents(pieces):
@@ -615,7 +619,7 @@ class _Extractor:
                     self._perms(raw, path, fd)
                 finally:
                     os.close(fd)
-            elif kind == "dir":
+            elif kind == MAKE_DIR:
                 os.mkdir(path, 0o700)
             else:
                 self._perms(raw, path)
@@ -643,10 +647,10 @@ class _Extractor:
                     if mode & S_IFMT == S_IFREG:
                         self._file(child, craw, crel)
                     elif mode & S_IFMT == S_IFDIR:
-                        self.ops.append(("dir", crel, craw, []))
+                        self.ops.append((MAKE_DIR, crel, craw, []))
                         self.dirs.add(os.fsdecode(crel))
                         self._dir(child, craw, crel)
-                        self.ops.append(("perms", crel, craw, []))
+                        self.ops.append((SET_PERMS, crel, craw, []))
                     else:
                         raise Unsupported(f"inode {child}: mode {mode:#o}")
 
@@ -696,7 +700,7 @@ class _Extractor:
             done = end
         if done < size:
             pieces.append((-1, size - done))
-        self.ops.append(("file", rel, raw, pieces))
+        self.ops.append((WRITE_FILE, rel, raw, pieces))
         name = os.fsdecode(rel)
         self.files[name] = pieces
         self.rec.data[name] = blocks
