@@ -136,10 +136,7 @@ class FastExt4:
                 self.stats["inproc"] += 1
                 return got
             if got is not None:  # e2fsck -fn found a problem: the reference says what
-                self.stats["fallback"] += 1
-                self.last_fallback = got
-                img = rebuild()
-                return recover_ext4(img, out_dir, check=self.fsck, skip=self.skip), None
+                return self._reference(got, out_dir, rebuild)
         try:
             fast = self._fast(image, out_dir, overlay, base)
         except DebugfsError as e:
@@ -150,10 +147,14 @@ class FastExt4:
         if isinstance(fast, tuple):
             self.stats["fast"] += 1
             return fast
+        return self._reference(fast, out_dir, rebuild)
+
+    def _reference(self, why: str, out_dir: Path, rebuild: Callable[[], Path]
+                   ) -> tuple[FsRecovery, None]:
+        """Fall back, for ``why``, to the reference path on ``rebuild()``."""
         self.stats["fallback"] += 1
-        self.last_fallback = fast
-        img = rebuild()
-        return recover_ext4(img, out_dir, check=self.fsck, skip=self.skip), None
+        self.last_fallback = why
+        return recover_ext4(rebuild(), out_dir, check=self.fsck, skip=self.skip), None
 
     def _inproc(
         self, image: Path, out_dir: Path, overlay: list[tuple[int, int]], base: object,
