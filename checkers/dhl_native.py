@@ -32,6 +32,7 @@ from dhl.binding import lib as dhl_lib
 OK, FALLBACK = 0, 1
 NONE = 0xFFFFFFFF
 ZEROS = (1 << 64) - 1  # RC_ZEROS: an item of zeros, not of the log
+LOG_RESIDENT = 32 << 20  # bytes of the mapped log a worker keeps resident behind its chunk
 ABI = (0, 2, 3, 5, 6)  # the engine structs the checker declares (dhl_abi_size numbers)
 ENTRY_POINTS = ("dhl_open", "dhl_close", "dhl_errmsg", "dhl_info", "dhl_recovery_info",
                 "dhl_check", "dhl_digest", "dhl_reachable", "dhl_image_headers", "dhl_valid_slot")
@@ -148,6 +149,7 @@ class NativeExaminer:
         self._labels = (b"", b"", b"")
         self._log: mmap.mmap | None = None
         self._log_export: C.Array[C.c_char] | None = None
+        self._log_kept = 0  # the log's pages below this offset are let go (_release_log)
 
     def close(self) -> None:
         self._unmap()
@@ -201,6 +203,23 @@ class NativeExaminer:
             self._log_export = (C.c_char * len(self._log)).from_buffer(self._log)
         return C.addressof(self._log_export), len(self._log)  # type: ignore[arg-type]
 
+    def _release_log(self, lowest: int) -> None:
+        """Let go of the mapped log's pages below byte ``lowest`` (the
+        lowest log offset of the chunk just examined) once they pass
+        LOG_RESIDENT bytes.  Chunks come in log order, so those pages are
+        done with; left mapped, every page the check touched would stay in
+        this process's resident set, and a 10^6-state check of a 400 MB log
+        would hold all of it.  The mapping is private and never written:
+        MADV_DONTNEED only drops this process's page-table entries (the
+        page cache keeps the data), and a later touch maps them again."""
+        assert self._log is not None
+        lowest -= lowest % mmap.PAGESIZE
+        if lowest - self._log_kept >= LOG_RESIDENT:
+            self._log.madvise(mmap.MADV_DONTNEED, self._log_kept, lowest - self._log_kept)
+            self._log_kept = lowest
+        elif lowest < self._log_kept:  # an earlier epoch again (a restart): count from there
+            self._log_kept = lowest
+
     def examine_chunk(self, size: int, used: int, log: Path,
                       spans: Sequence[Sequence[tuple[int, int | None, int]]], label: Path
                       ) -> list[bytes | None]:
@@ -224,6 +243,9 @@ class NativeExaminer:
         self.calls += n
         if rc != OK:
             raise MemoryError("rc_examine_chunk: out of memory")
+        sources = [src for items in spans for _, src, _ in items if src is not None]
+        if sources:
+            self._release_log(min(sources))
         blob = C.string_at(self._out.value, self._outlen.value)  # type: ignore[arg-type]
         out: list[bytes | None] = []
         at = 0

@@ -575,3 +575,107 @@ def test_revoke_records_and_escaped_blocks_as_debugfs(needs_replay: bytes, tmp_p
     assert B[c_ * 4096:(c_ + 1) * 4096] == crash[c_ * 4096:(c_ + 1) * 4096]  # revoked
     assert B[b_ * 4096:(b_ + 1) * 4096] == magic + b"B" * 4092  # escaped, restored
     assert B[d_ * 4096:(d_ + 1) * 4096] == b"d" * 4096  # the later copy
+
+
+def _replay_undone(image: Path, out: Path, **memo: object) -> tuple[inproc.Recovered, bytes]:
+    """Replay ``image`` in process (with ``memo``'s arguments), note what it
+    did and the bytes it wrote (the superblock's volatile fields masked),
+    then put the image back as it was."""
+    undo: list[tuple[int, bytes]] = []
+    shutil.rmtree(out, ignore_errors=True)
+    got = replay_and_extract(image, out, undo=undo, **memo)  # type: ignore[arg-type]
+    fd = os.open(image, os.O_RDWR)
+    try:
+        wrote = b"".join(_masked(os.pread(fd, 4096, 0)) if off < 4096 else
+                         os.pread(fd, len(old), off) for off, old in undo)
+        for off, old in reversed(undo):
+            os.pwrite(fd, old, off)
+    finally:
+        os.close(fd)
+    return got, wrote
+
+
+def test_scan_memo_resumes_only_before_the_first_differing_block(
+        needs_replay: bytes, tmp_path: Path) -> None:
+    """The journal scan resumes where a scan of the same durable image got
+    to, before the first block that differs (inproc._ScanMemo).  On a log
+    of three transactions with revoke records, each journal block in turn
+    is named as differing, once with its content unchanged and once with
+    its header zeroed (the scan must then end there): every replay with
+    the memo does what a replay without it does, and the scans resume at
+    every commit of the log, not only at its start."""
+    p = tmp_path / "r.img"
+    p.write_bytes(needs_replay)
+    replay_and_extract(p, tmp_path / "r")
+    img = bytearray(p.read_bytes())
+    a_, b_, c_, d_ = 9000, 9001, 9002, 9003
+    _write_log(img, [
+        ([(a_, b"A" * 4096), (b_, b"B" * 4096), (d_, b"D" * 4096)], []),
+        ([(c_, b"C" * 4096)], [a_, c_]),
+        ([(d_, b"d" * 4096)], []),
+    ])
+    p.write_bytes(img)
+
+    def outcome(**memo: object) -> object:
+        try:
+            got, wrote = _replay_undone(p, tmp_path / "f", **memo)
+        except Unsupported as e:
+            return str(e)
+        return got.written, got.journal, got.data, wrote
+
+    durable = outcome()
+    assert isinstance(durable, tuple) and len(durable[0]) > 3
+    memo = inproc.BlockMemo()
+    assert outcome(memo=memo, base="log", differ=[]) == durable
+    scan = next(v for v in memo.known.values() if isinstance(v, inproc._ScanMemo))
+    first = struct.unpack_from(">I", img, durable[1][0] * 4096 + 20)[0]
+    resumed, ended = set(), set()
+    for j in durable[1][first:first + 12]:
+        resumed.add(scan.resume_point({j}).txns)
+        assert outcome(memo=memo, base="log", differ=[(j * 4096, 4096)]) == durable, j
+        with open(p, "r+b") as f:  # the header zeroed: a different crash image
+            f.seek(j * 4096)
+            f.write(bytes(12))
+        try:
+            want = outcome()
+            ended.add(want == durable)
+            assert outcome(memo=memo, base="log", differ=[(j * 4096, 4096)]) == want, j
+        finally:
+            p.write_bytes(img)
+    assert resumed == {0, 1, 2, 3}, resumed
+    assert ended == {True, False}  # some zeroed headers changed the replay
+
+
+def test_scan_memo_over_real_states_equals_no_memo(runs: dict[str, RunDir], tmp_path: Path
+                                                   ) -> None:
+    """Every reorder state of a recording replayed as a worker replays it
+    (one memo across states: the durable image's position and the
+    overlay's ranges) writes what a replay without memo writes."""
+    run = runs["sqlite-wal-full"]
+    memo = inproc.BlockMemo()
+    sc = StateChecker(run, tmp_path / "w", fast=False)
+    n = resumed = 0
+    try:
+        with LogReader(run.log) as r:
+            for state in Enumeration(r, default_window(run, Options(strategy="reorder"))):
+                sc.image.advance(state.durable_upto)
+                image = sc.image.scratch(sc._writes(state))
+                try:
+                    want = _replay_undone(image, tmp_path / "a")
+                except Unsupported:
+                    continue
+                differ = sc.image.overlay
+                if memo.base == sc.image.position:  # where this state's scan will resume
+                    unstable = {b for off, k in differ for b in range(off // 4096,
+                                                                      (off + k - 1) // 4096 + 1)}
+                    resumed += any(v.resume_point(unstable).txns > 0 for v in memo.known.values()
+                                   if isinstance(v, inproc._ScanMemo))
+                got = _replay_undone(image, tmp_path / "b", memo=memo, base=sc.image.position,
+                                     differ=differ)
+                assert (got[0].written, got[0].journal, got[0].data, got[1]) == \
+                    (want[0].written, want[0].journal, want[0].data, want[1]), state.id
+                assert _tree(tmp_path / "a") == _tree(tmp_path / "b"), state.id
+                n += 1
+    finally:
+        sc.close()
+    assert n >= 100 and resumed >= n // 2, (n, resumed)  # most states skip part of the scan

@@ -70,6 +70,7 @@ from harness.sysops import worker_signals
 from workloads.run import oracle_from_meta
 
 CHUNK = 32  # states per task: small enough to balance two workers, large enough to amortise IPC
+SHARED = "shared"  # the folder of the work root the workers share (StateChecker)
 
 
 @dataclass
@@ -204,7 +205,7 @@ def _init_worker(run_path: str, workroot: str, fsck: bool, facts: RunFacts | Non
         workdir = Path(tempfile.mkdtemp(prefix="w", dir=workroot))
         run = RunDir(Path(run_path))
         _checker = StateChecker(run, workdir, fsck=fsck, run_facts=facts, checkers=checkers,
-                                db_spans=spans)
+                                db_spans=spans, shared=Path(workroot) / SHARED)
         _epochs = _EpochCursor(run.log, run.log_order)
     except BaseException as e:  # noqa: BLE001
         _init_error = e

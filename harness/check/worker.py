@@ -10,6 +10,7 @@ judged on CORRUPT-DETECT too (``checkers/detect.py``)."""
 from __future__ import annotations
 
 import bisect
+import hashlib
 import json
 import os
 import shutil
@@ -63,6 +64,11 @@ def fs_verdict(rec: FsRecovery) -> Verdict | None:
     return failed("FS-RECOVER", rec.detail or "file-system recovery failed")
 
 
+def _path_digest(path: Path) -> str:
+    """A folder name for ``path`` (its absolute form)."""
+    return hashlib.sha256(os.fsencode(path.resolve())).hexdigest()[:16]
+
+
 class StateChecker:
     """Checks states of one run; ``workdir`` is private to this process."""
 
@@ -75,7 +81,7 @@ class StateChecker:
     def __init__(self, run: RunDir, workdir: Path, *, fsck: bool = True,
                  fast: bool | None = None, run_facts: object = None,
                  checkers: Sequence[UserChecker | PyChecker] = (),
-                 db_spans: Spans | None = None) -> None:
+                 db_spans: Spans | None = None, shared: Path | None = None) -> None:
         self.run = run
         # the database file's device spans (harness/filetrace.py): whether a
         # misdirect or corrupt fault touched it (None: unknown, taken as yes)
@@ -136,7 +142,12 @@ class StateChecker:
             # e2fsprogs processes per state; verdicts are identical
             # (tests/test_sweep_perf.py).
             fast = not reference_recovery()
-        self.fast = self.fsobj.fast_recovery(workdir, fsck, self.skip) if fast else None
+        # ``shared``: a folder the processes checking states of this run
+        # share; the fast recovery keeps results there that the others may
+        # reuse, under the log's path (a check also checks other runs: the
+        # recoveries of REC-CRASHSAFE, the continuations of multicrash)
+        own = shared / _path_digest(run.log) if shared is not None else None
+        self.fast = self.fsobj.fast_recovery(workdir, fsck, self.skip, own) if fast else None
         # The raw tier's fast path: the state's image goes from the durable
         # image to the engine's checks in memory, no file in between (the
         # file path is the reference, CRASHLAB_RECOVERY=reference; verdicts

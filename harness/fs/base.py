@@ -147,10 +147,12 @@ class FileSystem:
         """FS-RECOVER's explanation of a clean recovery: what was checked."""
         return "journal replayed" if rec.journal_replayed else "clean, nothing to replay"
 
-    def fast_recovery(self, workdir: Path, fsck: bool, skip: tuple[str, ...] = ()
-                      ) -> FastRecovery | None:
+    def fast_recovery(self, workdir: Path, fsck: bool, skip: tuple[str, ...] = (),
+                      shared: Path | None = None) -> FastRecovery | None:
         """A faster recovery path with byte-identical verdicts (None: the
-        reference :meth:`recover` is all there is)."""
+        reference :meth:`recover` is all there is).  ``shared``: a folder
+        of this run only, shared by the processes checking its states (for
+        results they can reuse), or None."""
         return None
 
     def block_map(self, image: Path, path: str) -> BlockMap | str:

@@ -147,8 +147,8 @@ class F2fs(FileSystem):
         finally:
             guest.close()
 
-    def fast_recovery(self, workdir: Path, fsck: bool, skip: tuple[str, ...] = ()
-                      ) -> RecoveryGuest:
+    def fast_recovery(self, workdir: Path, fsck: bool, skip: tuple[str, ...] = (),
+                      shared: Path | None = None) -> RecoveryGuest:
         return RecoveryGuest(workdir, fsck)
 
     def recovered_how(self, rec: FsRecovery) -> str:

@@ -35,11 +35,12 @@ class Ext4(FileSystem):
 
         return recover_ext4(image, out_dir, check=fsck, skip=skip)
 
-    def fast_recovery(self, workdir: Path, fsck: bool, skip: tuple[str, ...] = ()) -> FastExt4:
+    def fast_recovery(self, workdir: Path, fsck: bool, skip: tuple[str, ...] = (),
+                      shared: Path | None = None) -> FastExt4:
         from harness.env import ext4_in_process
         from harness.fs.ext4.fast import FastExt4
 
-        return FastExt4(workdir, fsck=fsck, skip=skip, inproc=ext4_in_process())
+        return FastExt4(workdir, fsck=fsck, skip=skip, inproc=ext4_in_process(), shared=shared)
 
     def block_map(self, image: Path, path: str) -> BlockMap:
         """The file's extents, from ``debugfs stat`` of the (journal-replayed)

@@ -20,7 +20,8 @@ journal inode's blocks but its superblock): e2fsck reads neither on a clean
 journal.  The key is: the durable image, the journal's and every file's
 block list (so ``M`` itself), and each block of ``U`` outside ``M`` with its
 content.  Equal keys mean equal images outside ``M``.  Only *clean* results
-are cached: if e2fsck found a state clean, no block of ``M`` is also
+are cached (in each process, and as files in a folder the processes
+checking one run share): if e2fsck found a state clean, no block of ``M`` is also
 metadata in it, so a state with the same key presents e2fsck with
 byte-identical metadata and is clean too.  A key is made only when the
 replay left the journal clean (no needs_recovery flag, journal ``s_start``
@@ -85,8 +86,14 @@ class FastExt4:
     worker, closed with :meth:`close`."""
 
     def __init__(self, workdir: Path, *, fsck: bool = True, skip: tuple[str, ...] = (),
-                 inproc: bool = True) -> None:
+                 inproc: bool = True, shared: Path | None = None) -> None:
         self.workdir = workdir
+        # the clean keys every process checking this run has found (one
+        # empty file per key): a worker does not run the e2fsck -fn another
+        # worker ran already
+        self.shared_clean = shared / "ext4-fsck-clean" if shared is not None else None
+        if self.shared_clean is not None:
+            self.shared_clean.mkdir(parents=True, exist_ok=True)
         self.fsck = fsck
         self.inproc = inproc  # replay and extract in this process first (inproc.py)
         self.memo = BlockMemo()
@@ -94,6 +101,7 @@ class FastExt4:
         self.undo = workdir / "recover.undo"
         self.session: DebugfsSession | None = None
         self.clean: OrderedDict[bytes, None] = OrderedDict()
+        self._journal: tuple[list[int], bytes, frozenset[int]] | None = None  # _journal_key
         self.stats = {"fast": 0, "fallback": 0, "fsck_run": 0, "fsck_cached": 0,
                       "e2fsck_replay": 0, "inproc": 0, "inproc_declined": 0}
         self.last_fallback = ""
@@ -260,8 +268,7 @@ class FastExt4:
         back when it finds a problem."""
         if self.fsck:
             key = self._fsck_key(image, base, overlay, written, journal, data)
-            if key is not None and key in self.clean:
-                self.clean.move_to_end(key)
+            if key is not None and self._known_clean(key):
                 self.stats["fsck_cached"] += 1
                 rec.steps.append("e2fsck -fn: exit 0 (cached for identical metadata)")
             else:
@@ -272,10 +279,38 @@ class FastExt4:
                     return f"e2fsck -fn: exit {p.returncode}"
                 rec.steps.append("e2fsck -fn: exit 0")
                 if key is not None:
-                    self.clean[key] = None
-                    if len(self.clean) > FSCK_CACHE:
-                        self.clean.popitem(last=False)
+                    self._remember_clean(key)
         return None
+
+    def _known_clean(self, key: bytes) -> bool:
+        """Whether e2fsck -fn found a state of metadata key ``key`` clean,
+        here or (``shared_clean``) in another process checking this run."""
+        if key in self.clean:
+            self.clean.move_to_end(key)
+            return True
+        if self.shared_clean is not None and (self.shared_clean / key.hex()).exists():
+            self._remember_clean(key, share=False)
+            return True
+        return False
+
+    def _remember_clean(self, key: bytes, *, share: bool = True) -> None:
+        """Note that a state of metadata key ``key`` is clean.  The shared
+        file is made only after e2fsck said so: a process killed at any
+        point leaves no key it did not check."""
+        self.clean[key] = None
+        if len(self.clean) > FSCK_CACHE:
+            self.clean.popitem(last=False)
+        if share and self.shared_clean is not None:
+            (self.shared_clean / key.hex()).touch()
+
+    def _journal_key(self, journal: list[int]) -> tuple[bytes, frozenset[int]]:
+        """The journal's block list packed for the key, and its blocks but
+        the superblock (masked).  The in-process path hands the same list
+        for every state of one journal layout: made once for it."""
+        if self._journal is None or self._journal[0] is not journal:
+            self._journal = (journal, struct.pack(f"<Q{len(journal)}Q", len(journal), *journal),
+                             frozenset(journal[1:]))
+        return self._journal[1], self._journal[2]
 
     def _fsck_key(
         self,
@@ -299,8 +334,9 @@ class FastExt4:
                 return None
             h = xxhash.xxh3_128()
             h.update(repr((base, bs)).encode() + b"\0")
-            h.update(struct.pack(f"<Q{len(journal)}Q", len(journal), *journal))
-            masked = set(journal[1:])
+            packed, jmasked = self._journal_key(journal)
+            h.update(packed)
+            masked: set[int] = set()
             for name, blocks in data.items():
                 h.update(name.encode() + b"\0" + struct.pack(f"<Q{len(blocks)}Q",
                                                              len(blocks), *blocks))
@@ -311,7 +347,7 @@ class FastExt4:
             sb_written = any(off < SB_OFFSET + SB_SIZE and off + n > SB_OFFSET
                              for off, n in written)
             h.update(b"\1")
-            for b in sorted(touched - masked):
+            for b in sorted(b for b in touched if b not in masked and b not in jmasked):
                 block = bytearray(os.pread(fd, bs, b * bs))
                 if sb_written and b * bs < SB_OFFSET + SB_SIZE and (b + 1) * bs > SB_OFFSET:
                     at = SB_OFFSET - b * bs

@@ -30,6 +30,7 @@ image, files and verdicts.
 
 from __future__ import annotations
 
+import bisect
 import mmap
 import os
 import struct
@@ -87,7 +88,7 @@ class Recovered:
 
     replayed: bool  # the superblock asked for recovery (needs_recovery)
     written: list[tuple[int, int]]  # (byte offset, length) written to the image
-    journal: list[int]  # the journal's physical blocks, in journal order
+    journal: list[int]  # the journal's physical blocks, in journal order (shared: never modify)
     data: dict[str, list[int]] = field(default_factory=dict)  # file -> its data blocks
     extracted: bool = True  # the files were written (see ``want_files``)
 
@@ -105,7 +106,7 @@ class _Fs:
 
     def __init__(self, fd: int, sb: bytes, mm: mmap.mmap) -> None:
         self.fd = fd
-        self.mm = mm  # the image, read-only; coherent with writes through fd
+        self.mm = mm  # the image (shared: its writes are the file's)
         self.view: memoryview = memoryview(b"")  # of mm, for extraction
         self.sb = sb
         u32 = struct.unpack_from
@@ -260,15 +261,24 @@ class _Journal:
         self.known, self.unstable = known, unstable
         raw = fs.inode(JOURNAL_INO)
         self.inode_raw = raw
-        phys: list[int] = []
-        for lblk, p, n in fs.extents(JOURNAL_INO, raw):
-            if lblk != len(phys):
-                raise Unsupported("journal has holes")
-            phys.extend(range(p, p + n))
-        if _size(raw) != len(phys) * fs.bs:
-            raise Unsupported("journal size")
-        self.phys = phys
-        jsb = fs.read(phys[0])
+        # the block list is a function of the inode's bytes and the geometry:
+        # made once (a journal has thousands of blocks), shared, never modified
+        key = ("j", raw, fs.blocks, fs.first_data_block, fs.bs)
+        self.layout_key = key
+        layout = known.get(key)
+        if layout is None:
+            phys: list[int] = []
+            for lblk, p, n in fs.extents(JOURNAL_INO, raw):
+                if lblk != len(phys):
+                    raise Unsupported("journal has holes")
+                phys.extend(range(p, p + n))
+            if _size(raw) != len(phys) * fs.bs:
+                raise Unsupported("journal size")
+            layout = known[key] = (phys, frozenset(phys))
+        self.phys: list[int] = layout[0]
+        self.phys_set: frozenset[int] = layout[1]
+        jsb = fs.read(self.phys[0])
+        phys = self.phys
         magic, btype = struct.unpack_from(">II", jsb, 0)
         if magic != jbd2.MAGIC or btype != jbd2.SUPERBLOCK_V2:
             raise Unsupported("journal superblock type")
@@ -347,16 +357,27 @@ class _Journal:
         if not self.start:
             return {}, self.sequence + 1
         # PASS_SCAN (with PASS_REVOKE's records gathered on the way: the
-        # revoke pass walks the same blocks up to the same end).
-        seq, pos = self.sequence, self.start
-        txns: list[tuple[int, list[tuple[int, list[tuple[int, int, int]]]]]] = []
-        revoked: dict[int, int] = {}
+        # revoke pass walks the same blocks up to the same end), resumed
+        # where an earlier scan of the same durable image got to (_ScanMemo).
+        memo = self._scan_memo()
+        mark = memo.resume_point(self.unstable) if memo is not None else _ScanMark(
+            self.start, self.sequence, 0, 0, ())
+        pos, seq = mark.pos, mark.seq
+        txns = memo.txns[:mark.txns] if memo is not None else []
+        revoked = dict(mark.revoked)
         current: list[tuple[int, list[tuple[int, int, int]]]] = []
         pending_revokes: list[tuple[int, int]] = []
+        # extending the memo: from its last mark, while every block read is
+        # the durable image's (the reads since the last commit)
+        recording = memo is not None and mark is memo.marks[-1]
+        reads: list[int] = []
         while True:
             phys = self.phys[pos]
             magic, btype, bseq = self._header(phys)
             pos = self._wrap(pos + 1)
+            if recording:
+                recording = phys not in self.unstable
+                reads.append(phys)
             if magic != jbd2.MAGIC or bseq != seq:
                 break
             if btype == jbd2.DESCRIPTOR:
@@ -375,6 +396,9 @@ class _Journal:
                         revoked[b] = s
                 current, pending_revokes = [], []
                 seq = (seq + 1) & 0xFFFFFFFF
+                if recording:
+                    memo.commit(reads, pos, seq, txns[-1], revoked)
+                    reads = []
             elif btype == jbd2.REVOKE:
                 blk = self.fs.read(phys)
                 if not self._csum_ok(blk, self.fs.bs - 4):
@@ -401,6 +425,17 @@ class _Journal:
                     writes[fsblk] = (phys, flags & jbd2.FLAG_ESCAPE)
         return writes, (end + 1) & 0xFFFFFFFF
 
+    def _scan_memo(self) -> _ScanMemo | None:
+        """The scan memo of this journal (its layout and superblock) over
+        the durable image; None when nothing is known of the image."""
+        if self.unstable is _ALL:
+            return None
+        key = ("s", self.layout_key, bytes(self.jsb[:1024]))
+        memo = self.known.get(key)
+        if memo is None:
+            memo = self.known[key] = _ScanMemo(self.start, self.sequence)
+        return memo  # type: ignore[no-any-return]
+
     def _revokes(self, blk: bytes) -> list[int]:
         count = struct.unpack_from(">I", blk, 12)[0]
         if count > self.fs.bs - self.tail:
@@ -409,6 +444,55 @@ class _Journal:
         fmt = ">Q" if self.wide else ">I"
         return [struct.unpack_from(fmt, blk, off)[0] for off in range(16, count - width + 1,
                                                                      width)]
+
+
+@dataclass(frozen=True)
+class _ScanMark:
+    """The journal scan's state just after a commit block (or at its
+    start): the next position and sequence, how many transactions and block
+    reads came before, the revoke records so far."""
+
+    pos: int
+    seq: int
+    txns: int
+    reads: int
+    revoked: tuple[tuple[int, int], ...]
+
+
+class _ScanMemo:
+    """PASS_SCAN over a durable image, as far as scans of its crash images
+    went reading only the durable image's blocks: the blocks read in order
+    (one per step: the header of each descriptor, commit or revoke block)
+    and a mark at each commit.  The scan is a function of the blocks it
+    reads, so a crash image whose first differing block is the ``k``-th
+    read resumes at the last mark with at most ``k`` reads before it: same
+    transactions, same revokes, same position."""
+
+    def __init__(self, start: int, seq: int) -> None:
+        self.reads = 0
+        self.first: dict[int, int] = {}  # block -> how many reads came before its first
+        self.txns: list[tuple[int, list[tuple[int, list[tuple[int, int, int]]]]]] = []
+        self.marks = [_ScanMark(start, seq, 0, 0, ())]
+        self._reads_at = [0]  # each mark's ``reads``, for bisect
+
+    def resume_point(self, unstable: set[int] | frozenset[int]) -> _ScanMark:
+        """The last mark whose reads are all outside ``unstable``."""
+        limit = min((self.first[b] for b in unstable if b in self.first), default=self.reads)
+        return self.marks[bisect.bisect_right(self._reads_at, limit) - 1]
+
+    def commit(self, reads: list[int], pos: int, seq: int,
+               txn: tuple[int, list[tuple[int, list[tuple[int, int, int]]]]],
+               revoked: dict[int, int]) -> None:
+        """Extend the memo from its last mark by ``reads`` (the blocks
+        read since, all the durable image's), ending in the commit of
+        ``txn``; the scan's state is then ``pos``, ``seq``, ``revoked``."""
+        for phys in reads:
+            self.first.setdefault(phys, self.reads)
+            self.reads += 1
+        self.txns.append(txn)
+        self.marks.append(_ScanMark(pos, seq, len(self.txns), self.reads,
+                                    tuple(revoked.items())))
+        self._reads_at.append(self.reads)
 
 
 class _Everything(frozenset[int]):
@@ -472,7 +556,7 @@ def replay_and_extract(image: Path, out_dir: Path, skip: tuple[str, ...] = (),
         size = os.fstat(fd).st_size
         if size < SB_OFFSET + SB_SIZE:
             raise Unsupported("no ext4 superblock")
-        with mmap.mmap(fd, size, prot=mmap.PROT_READ) as mm, memoryview(mm) as view:
+        with mmap.mmap(fd, size) as mm, memoryview(mm) as view:
             return _run(fd, mm, view, out_dir, skip, [] if undo is None else undo, memo,
                         base, differ, want_files)
     finally:
@@ -485,9 +569,12 @@ def _write_all(fd: int, data: bytes | memoryview) -> None:
         view = view[os.write(fd, view):]
 
 
-def _write(fd: int, data: bytes, offset: int, undo: list[tuple[int, bytes]]) -> None:
-    undo.append((offset, os.pread(fd, len(data), offset)))
-    os.pwrite(fd, data, offset)
+def _write(mm: mmap.mmap, data: bytes, offset: int, undo: list[tuple[int, bytes]]) -> None:
+    """Write ``data`` at ``offset`` of the image through its shared mapping
+    (no system call), noting in ``undo`` the bytes it replaces."""
+    end = offset + len(data)
+    undo.append((offset, mm[offset:end]))
+    mm[offset:end] = data
 
 
 def _run(fd: int, mm: mmap.mmap, view: memoryview, out_dir: Path, skip: tuple[str, ...],
@@ -509,7 +596,7 @@ def _run(fd: int, mm: mmap.mmap, view: memoryview, out_dir: Path, skip: tuple[st
         fs.verified = known
     journal = _Journal(fs, known, unstable)
     writes, next_seq = journal.recover()
-    jset = set(journal.phys)
+    jset = journal.phys_set
     for b in writes:
         if b in jset:
             raise Unsupported("replay writes into the journal")
@@ -517,14 +604,14 @@ def _run(fd: int, mm: mmap.mmap, view: memoryview, out_dir: Path, skip: tuple[st
         data = fs.read(phys)
         if escape:
             data = struct.pack(">I", jbd2.MAGIC) + data[4:]
-        _write(fd, data, b * fs.bs, undo)
+        _write(mm, data, b * fs.bs, undo)
     # ext2fs_journal_release(reset): the next sequence, an empty log
     jsb = bytearray(journal.block(0))
     struct.pack_into(">II", jsb, 24, next_seq, 0)
     if journal.csum:
         struct.pack_into(">I", jsb, 0xFC, 0)
         struct.pack_into(">I", jsb, 0xFC, crc32c(0xFFFFFFFF, bytes(jsb[:1024])))
-    _write(fd, bytes(jsb), journal.phys[0] * fs.bs, undo)
+    _write(mm, bytes(jsb), journal.phys[0] * fs.bs, undo)
     # ext2fs_open again on the replayed image, then ext2fs_clear_recover and
     # ext2fs_flush (MASTER_SB_ONLY: the primary superblock and descriptors)
     nsb = bytearray(mm[SB_OFFSET:SB_OFFSET + SB_SIZE])
@@ -550,8 +637,8 @@ def _run(fd: int, mm: mmap.mmap, view: memoryview, out_dir: Path, skip: tuple[st
         struct.pack_into("<Q", nsb, 0x178, kb + (len(undo) * fs.bs >> 10))
     struct.pack_into("<I", nsb, 0x30, int(time.time()) & 0xFFFFFFFF)  # s_wtime: volatile
     struct.pack_into("<I", nsb, 0x3FC, crc32c(0xFFFFFFFF, bytes(nsb[:0x3FC])))
-    _write(fd, bytes(nsb), SB_OFFSET, undo)
-    rec = Recovered(replayed, [(off, len(old)) for off, old in undo], list(journal.phys))
+    _write(mm, bytes(nsb), SB_OFFSET, undo)
+    rec = Recovered(replayed, [(off, len(old)) for off, old in undo], journal.phys)
     ext = _Extractor(fs2, rec, skip)
     ext.walk()
     if want_files is None or want_files(ext.read):
