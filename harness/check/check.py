@@ -60,6 +60,7 @@ from harness.env import reap_work_folders, work_folder
 from harness.errors import CrashlabError
 from harness.faults import STATE, by_stage, format_fault, parse_faults
 from harness.filetrace import fault_targets
+from harness.images import verified_base_for_run
 from harness.logformat import LogReader
 from harness.rundir import IDENTITY_NAME, RESULT_NAME, RUN_NAME, STATES_NAME, RunDir
 from harness.states import Enumeration, Options, State, coverage
@@ -340,6 +341,7 @@ def check_run(
         level = prepare_run_level(run, workroot)
         if run.meta().sut is not None:  # made once here: the forked workers inherit it
             oracle_from_meta(run.meta())
+        verified_base_for_run(run)  # digested once here, as well
         spans = fault_targets(run, opts.states.faults, workroot / "dbmap")
         with LogReader(run.log) as reader, open(states_path, "ab") as sink:
             enum = Enumeration(reader, opts.states, targets=spans)

@@ -111,6 +111,7 @@ class FastExt4:
         if self.session is not None:
             self.session.close()
             self.session = None
+        self.memo.close()
         self.undo.unlink(missing_ok=True)
 
     def _debugfs(self) -> DebugfsSession:

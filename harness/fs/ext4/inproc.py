@@ -522,6 +522,27 @@ class BlockMemo:
     def __init__(self) -> None:
         self.base: object = None
         self.known: dict[tuple[object, ...], Any] = {}
+        # the crash image's mapping, kept across states: unmapping a
+        # 64 MiB mapping per state cost more than the journal scan
+        self._map: tuple[tuple[int, int, int], mmap.mmap] | None = None
+
+    def mapping(self, fd: int) -> mmap.mmap:
+        """A shared mapping of the file open at ``fd``, the same one while
+        that file (device, inode, size) is the same: a file truncated and
+        written again in place is seen through it.  (While mapped, its
+        inode number cannot go to another file.)"""
+        st = os.fstat(fd)
+        ident = (st.st_dev, st.st_ino, st.st_size)
+        if self._map is None or self._map[0] != ident:
+            self.close()
+            self._map = (ident, mmap.mmap(fd, st.st_size))
+        return self._map[1]
+
+    def close(self) -> None:
+        """Unmap the kept mapping."""
+        if self._map is not None:
+            self._map[1].close()
+            self._map = None
 
     def view(self, base: object, bs: int, differ: list[tuple[int, int]]
              ) -> tuple[dict[tuple[object, ...], Any], set[int]]:
@@ -556,6 +577,11 @@ def replay_and_extract(image: Path, out_dir: Path, skip: tuple[str, ...] = (),
         size = os.fstat(fd).st_size
         if size < SB_OFFSET + SB_SIZE:
             raise Unsupported("no ext4 superblock")
+        if memo is not None:
+            mm = memo.mapping(fd)
+            with memoryview(mm) as view:
+                return _run(fd, mm, view, out_dir, skip, [] if undo is None else undo, memo,
+                            base, differ, want_files)
         with mmap.mmap(fd, size) as mm, memoryview(mm) as view:
             return _run(fd, mm, view, out_dir, skip, [] if undo is None else undo, memo,
                         base, differ, want_files)
