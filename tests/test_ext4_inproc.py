@@ -646,15 +646,18 @@ def test_scan_memo_resumes_only_before_the_first_differing_block(
     assert ended == {True, False}  # some zeroed headers changed the replay
 
 
-def test_scan_memo_over_real_states_equals_no_memo(runs: dict[str, RunDir], tmp_path: Path
+def test_memo_over_real_states_equals_no_memo(runs: dict[str, RunDir], tmp_path: Path
                                                    ) -> None:
     """Every reorder state of a recording replayed as a worker replays it
     (one memo across states: the durable image's position and the
-    overlay's ranges) writes what a replay without memo writes."""
+    overlay's ranges) writes and extracts what a replay without memo does:
+    the scan resumes, and most directory walks are taken from the memo
+    (BlockMemo.walked)."""
     run = runs["sqlite-wal-full"]
     memo = inproc.BlockMemo()
     sc = StateChecker(run, tmp_path / "w", fast=False)
     n = resumed = 0
+    walks = [0]  # states whose walk was a kept one
     try:
         with LogReader(run.log) as r:
             for state in Enumeration(r, default_window(run, Options(strategy="reorder"))):
@@ -670,8 +673,10 @@ def test_scan_memo_over_real_states_equals_no_memo(runs: dict[str, RunDir], tmp_
                                                                       (off + k - 1) // 4096 + 1)}
                     resumed += any(v.resume_point(unstable).txns > 0 for v in memo.known.values()
                                    if isinstance(v, inproc._ScanMemo))
+                kept = list(memo.walks)
                 got = _replay_undone(image, tmp_path / "b", memo=memo, base=sc.image.position,
                                      differ=differ)
+                walks[0] += len(memo.walks) == len(kept) and memo.walks[-1] in kept
                 assert (got[0].written, got[0].journal, got[0].data, got[1]) == \
                     (want[0].written, want[0].journal, want[0].data, want[1]), state.id
                 assert _tree(tmp_path / "a") == _tree(tmp_path / "b"), state.id
@@ -679,3 +684,33 @@ def test_scan_memo_over_real_states_equals_no_memo(runs: dict[str, RunDir], tmp_
     finally:
         sc.close()
     assert n >= 100 and resumed >= n // 2, (n, resumed)  # most states skip part of the scan
+    assert walks[0] >= n // 2, (n, walks)  # and take a kept walk
+
+
+def test_kept_walk_only_for_the_same_blocks(needs_replay: bytes, tmp_path: Path) -> None:
+    """A directory walk is taken from the memo only while every block it
+    read holds the same bytes: after a file's inode changes (its mtime and
+    size, checksum valid; superblock and group descriptors unchanged), the
+    next replay walks again and extracts the new mtime and size."""
+    p = tmp_path / "r.img"
+    p.write_bytes(needs_replay)
+    replay_and_extract(p, tmp_path / "r")  # a clean journal: replay writes only its superblocks
+    img = bytearray(p.read_bytes())
+    memo = inproc.BlockMemo()
+    _replay_undone(p, tmp_path / "a", memo=memo, base="clean", differ=[])
+    ino = _db_ino(bytes(img))
+    _replay_undone(p, tmp_path / "b", memo=memo, base="clean", differ=[])
+    assert len(memo.walks) == 1  # the second replay took the kept walk
+    assert _tree(tmp_path / "a") == _tree(tmp_path / "b")
+    _set_inode_u32(0x10, lambda t: t - 1000)(img)  # i_mtime
+    _set_inode_u32(0x4, lambda n: n - 4096)(img)  # i_size_lo
+    p.write_bytes(img)
+    at = _inode_at(bytes(img), ino)
+    differ = [(at - at % 4096, 4096)]
+    got, _ = _replay_undone(p, tmp_path / "c", memo=memo, base="clean", differ=differ)
+    want, _ = _replay_undone(p, tmp_path / "d")
+    assert _tree(tmp_path / "c") == _tree(tmp_path / "d")
+    changed = [n for n in os.listdir(tmp_path / "a")
+               if (tmp_path / "a" / n).stat().st_mtime != (tmp_path / "c" / n).stat().st_mtime]
+    assert changed and len(memo.walks) == 2, changed
+    assert got.data == want.data

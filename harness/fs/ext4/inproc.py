@@ -69,6 +69,7 @@ INDEX_FL, HUGE_FILE_FL, EXTENTS_FL, INLINE_DATA_FL = 0x1000, 0x40000, 0x80000, 0
 ENCRYPT_FL, VERITY_FL = 0x800, 0x100000
 S_IFMT, S_IFREG, S_IFDIR = 0o170000, 0o100000, 0o040000
 MAX_INIT_LEN = 32768
+WALKS = 16  # directory walks a BlockMemo keeps (BlockMemo.walked)
 
 
 class Unsupported(CrashlabError):
@@ -130,6 +131,8 @@ class _Fs:
         # inodes whose checksum verified: (seed, number, bytes), a pure
         # function of them, so kept in the caller's memo across states
         self.verified: dict[tuple[object, ...], Any] | None = None
+        # when a list: every read is noted there, (block, count, bytes)
+        self.trace: list[tuple[int, int, bytes]] | None = None
 
     def read(self, block: int, count: int = 1) -> bytes:
         if block + count > self.blocks or block < 0:
@@ -137,6 +140,8 @@ class _Fs:
         data = self.mm[block * self.bs:(block + count) * self.bs]
         if len(data) != self.bs * count:
             raise Unsupported("image shorter than the file system")
+        if self.trace is not None:
+            self.trace.append((block, count, data))
         return data
 
     def gd(self) -> bytes:
@@ -495,6 +500,22 @@ class _ScanMemo:
         self._reads_at.append(self.reads)
 
 
+@dataclass
+class _Walk:
+    """One directory walk (:class:`_Extractor`) and what it read: the
+    superblock and group descriptors it went by and each block read."""
+
+    sb: bytes
+    gd: bytes
+    skip: frozenset[bytes]
+    reads: list[tuple[int, int, bytes]]
+    root_raw: bytes
+    ops: list[tuple[str, bytes, bytes, list[tuple[int, int]]]]
+    files: dict[str, list[tuple[int, int]]]
+    dirs: set[str]
+    data: dict[str, list[int]]
+
+
 class _Everything(frozenset[int]):
     """Contains every block."""
 
@@ -525,6 +546,7 @@ class BlockMemo:
         # the crash image's mapping, kept across states: unmapping a
         # 64 MiB mapping per state cost more than the journal scan
         self._map: tuple[tuple[int, int, int], mmap.mmap] | None = None
+        self.walks: list[_Walk] = []  # the last WALKS directory walks, newest last
 
     def mapping(self, fd: int) -> mmap.mmap:
         """A shared mapping of the file open at ``fd``, the same one while
@@ -543,6 +565,24 @@ class BlockMemo:
         if self._map is not None:
             self._map[1].close()
             self._map = None
+
+    def walked(self, fs: _Fs, skip: frozenset[bytes]) -> _Walk | None:
+        """A kept walk that read, on a file system of the same superblock
+        and group descriptors, exactly what ``fs``'s image holds now in every
+        block it read: the walk is a function of those, so it is this
+        image's walk too."""
+        for i in range(len(self.walks) - 1, -1, -1):
+            w = self.walks[i]
+            if w.sb == fs.sb and w.gd == fs._gd and w.skip == skip and all(
+                    fs.mm[b * fs.bs:(b + n) * fs.bs] == data for b, n, data in w.reads):
+                self.walks.append(self.walks.pop(i))
+                return w
+        return None
+
+    def keep_walk(self, walk: _Walk) -> None:
+        self.walks.append(walk)
+        if len(self.walks) > WALKS:
+            del self.walks[0]
 
     def view(self, base: object, bs: int, differ: list[tuple[int, int]]
              ) -> tuple[dict[tuple[object, ...], Any], set[int]]:
@@ -666,7 +706,7 @@ def _run(fd: int, mm: mmap.mmap, view: memoryview, out_dir: Path, skip: tuple[st
     _write(mm, bytes(nsb), SB_OFFSET, undo)
     rec = Recovered(replayed, [(off, len(old)) for off, old in undo], journal.phys)
     ext = _Extractor(fs2, rec, skip)
-    ext.walk()
+    ext.walk(memo)
     if want_files is None or want_files(ext.read):
         ext.write(out_dir)
     else:
@@ -693,12 +733,30 @@ class _Extractor:
         self.files: dict[str, list[tuple[int, int]]] = {}  # rel -> pieces
         self.dirs: set[str] = set()
 
-    def walk(self) -> None:
-        raw = self.fs.inode(ROOT_INO)
-        if struct.unpack_from("<H", raw, 0)[0] & S_IFMT != S_IFDIR:
-            raise Unsupported("root is not a directory")
-        self.root_raw = raw
-        self._dir(ROOT_INO, raw, b"", top=True)
+    def walk(self, memo: BlockMemo | None = None) -> None:
+        """Find every directory and file from the root; with ``memo``, take
+        a kept walk of the same blocks (:meth:`BlockMemo.walked`) or keep
+        this one."""
+        fs = self.fs
+        skip = frozenset(self.skip)
+        kept = memo.walked(fs, skip) if memo is not None else None
+        if kept is not None:
+            self.root_raw, self.ops, self.files, self.dirs = \
+                kept.root_raw, kept.ops, kept.files, kept.dirs
+            self.rec.data = dict(kept.data)
+            return
+        fs.trace = [] if memo is not None else None
+        try:
+            raw = fs.inode(ROOT_INO)
+            if struct.unpack_from("<H", raw, 0)[0] & S_IFMT != S_IFDIR:
+                raise Unsupported("root is not a directory")
+            self.root_raw = raw
+            self._dir(ROOT_INO, raw, b"", top=True)
+        finally:
+            reads, fs.trace = fs.trace, None
+        if memo is not None and reads is not None:
+            memo.keep_walk(_Walk(fs.sb, fs.gd(), skip, reads, self.root_raw, self.ops,
+                                 self.files, self.dirs, dict(self.rec.data)))
 
     def read(self, rel: str) -> Iterator[bytes | memoryview] | None:
         """:data:`FileReader` of the walked files."""
