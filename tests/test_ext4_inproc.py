@@ -601,9 +601,10 @@ def test_scan_memo_resumes_only_before_the_first_differing_block(
     to, before the first block that differs (inproc._ScanMemo).  On a log
     of three transactions with revoke records, each journal block in turn
     is named as differing, once with its content unchanged and once with
-    its header zeroed (the scan must then end there): every replay with
-    the memo does what a replay without it does, and the scans resume at
-    every commit of the log, not only at its start."""
+    its first bytes zeroed (a header: the scan must end there; a data
+    block: its checksum fails): every replay with the memo does what a
+    replay without it does, and the scans resume at every commit of the
+    log, not only at its start."""
     p = tmp_path / "r.img"
     p.write_bytes(needs_replay)
     replay_and_extract(p, tmp_path / "r")
@@ -629,6 +630,10 @@ def test_scan_memo_resumes_only_before_the_first_differing_block(
     assert outcome(memo=memo, base="log", differ=[]) == durable
     scan = next(v for v in memo.known.values() if isinstance(v, inproc._ScanMemo))
     first = struct.unpack_from(">I", img, durable[1][0] * 4096 + 20)[0]
+    # a block past the log differs: the replay of all three transactions is kept
+    past = durable[1][first + 40]
+    assert outcome(memo=memo, base="log", differ=[(past * 4096, 4096)]) == durable
+    assert 3 in scan.replayed
     resumed, ended = set(), set()
     for j in durable[1][first:first + 12]:
         resumed.add(scan.resume_point({j}).txns)

@@ -70,6 +70,10 @@ ENCRYPT_FL, VERITY_FL = 0x800, 0x100000
 S_IFMT, S_IFREG, S_IFDIR = 0o170000, 0o100000, 0o040000
 MAX_INIT_LEN = 32768
 WALKS = 16  # directory walks a BlockMemo keeps (BlockMemo.walked)
+# A journal transaction as replay takes it: its sequence and its tags, each
+# (fs block, the journal's physical block holding it, escaped, checksum)
+Tag = tuple[int, int, int, int]
+Txn = tuple[int, list[Tag]]
 
 
 class Unsupported(CrashlabError):
@@ -349,12 +353,6 @@ class _Journal:
             return self._csum_ok(blk, self.fs.bs - 4), self._tags(blk)
         return self._cached(("d", phys), phys, compute)
 
-    def _data_ok(self, phys: int, tseq: int, csum: int) -> bool:
-        if not self.csum:
-            return True
-        return self._cached(("c", phys, tseq, csum), phys, lambda: crc32c(
-            crc32c(self.seed, struct.pack(">I", tseq)), self.fs.read(phys)) == csum)
-
     def recover(self) -> tuple[dict[int, tuple[int, int]], int]:
         """jbd2_journal_recover's three passes: the blocks to write (fs
         block -> the journal's physical block holding its last copy, and
@@ -370,12 +368,13 @@ class _Journal:
         pos, seq = mark.pos, mark.seq
         txns = memo.txns[:mark.txns] if memo is not None else []
         revoked = dict(mark.revoked)
-        current: list[tuple[int, list[tuple[int, int, int]]]] = []
+        current: list[Tag] = []
         pending_revokes: list[tuple[int, int]] = []
         # extending the memo: from its last mark, while every block read is
         # the durable image's (the reads since the last commit)
         recording = memo is not None and mark is memo.marks[-1]
         reads: list[int] = []
+        new_revokes = False  # revoke records after the mark
         while True:
             phys = self.phys[pos]
             magic, btype, bseq = self._header(phys)
@@ -389,8 +388,9 @@ class _Journal:
                 ok, tags = self._descriptor(phys)
                 if not ok:
                     raise Unsupported("journal descriptor checksum")
-                current.append((pos, tags))
-                pos = self._wrap(pos + len(tags))
+                for fsblk, flags, csum in tags:
+                    current.append((fsblk, self.phys[pos], flags & jbd2.FLAG_ESCAPE, csum))
+                    pos = self._wrap(pos + 1)
             elif btype == jbd2.COMMIT:
                 if not self._cached(("k", phys), phys,
                                     lambda p=phys: self._csum_ok(self.fs.read(p), 16)):
@@ -399,6 +399,7 @@ class _Journal:
                 for b, s in pending_revokes:
                     if b not in revoked or _tid_gt(s, revoked[b]):
                         revoked[b] = s
+                        new_revokes = True
                 current, pending_revokes = [], []
                 seq = (seq + 1) & 0xFFFFFFFF
                 if recording:
@@ -412,23 +413,50 @@ class _Journal:
             else:
                 break  # recovery.c: unrecognised block type ends the scan
         end = seq
+        # PASS_REPLAY, from the memo's replay of the transactions before the
+        # mark when it holds for this image: the revokes are the mark's (none
+        # came after it) and no block of those transactions differs
         writes: dict[int, tuple[int, int]] = {}
-        for tseq, descs in txns:
-            for first, tags in descs:
-                n = first
-                for fsblk, flags, csum in tags:
-                    phys = self.phys[n]
-                    n = self._wrap(n + 1)
-                    r = revoked.get(fsblk)
-                    if r is not None and not _tid_gt(tseq, r):
-                        continue
-                    if not self._data_ok(phys, tseq, csum):
-                        raise Unsupported("journal data block checksum")
-                    if fsblk >= self.fs.blocks:
-                        raise Unsupported("journal block beyond the file system")
-                    writes.pop(fsblk, None)
-                    writes[fsblk] = (phys, flags & jbd2.FLAG_ESCAPE)
+        done = 0
+        if memo is not None and mark.txns and not new_revokes:
+            pre = memo.replayed.get(mark.txns)
+            if pre is None:
+                blocks = frozenset(phys for _, tags in txns[:mark.txns] for _, phys, _, _ in tags)
+                if self.unstable.isdisjoint(blocks):
+                    self._replay(txns[:mark.txns], revoked, writes)
+                    pre = memo.replayed[mark.txns] = (dict(writes), blocks)
+                    done = mark.txns
+            elif self.unstable.isdisjoint(pre[1]):
+                writes.update(pre[0])
+                done = mark.txns
+        self._replay(txns[done:], revoked, writes)
         return writes, (end + 1) & 0xFFFFFFFF
+
+    def _replay(self, txns: list[Txn], revoked: dict[int, int],
+                writes: dict[int, tuple[int, int]]) -> None:
+        """PASS_REPLAY of ``txns``, added to ``writes``: the last unrevoked
+        copy of each block, its checksum verified (the _data_ok memo,
+        inlined: this loop runs for every tag)."""
+        known, unstable, nblocks = self.known, self.unstable, self.fs.blocks
+        for tseq, tags in txns:
+            seed = crc32c(self.seed, struct.pack(">I", tseq)) if self.csum else 0
+            for fsblk, phys, escape, csum in tags:
+                r = revoked.get(fsblk)
+                if r is not None and not _tid_gt(tseq, r):
+                    continue
+                if self.csum:
+                    key = ("c", phys, tseq, csum)
+                    ok = None if phys in unstable else known.get(key)
+                    if ok is None:
+                        ok = crc32c(seed, self.fs.read(phys)) == csum
+                        if phys not in unstable:
+                            known[key] = ok
+                    if not ok:
+                        raise Unsupported("journal data block checksum")
+                if fsblk >= nblocks:
+                    raise Unsupported("journal block beyond the file system")
+                writes.pop(fsblk, None)
+                writes[fsblk] = (phys, escape)
 
     def _scan_memo(self) -> _ScanMemo | None:
         """The scan memo of this journal (its layout and superblock) over
@@ -476,9 +504,12 @@ class _ScanMemo:
     def __init__(self, start: int, seq: int) -> None:
         self.reads = 0
         self.first: dict[int, int] = {}  # block -> how many reads came before its first
-        self.txns: list[tuple[int, list[tuple[int, list[tuple[int, int, int]]]]]] = []
+        self.txns: list[Txn] = []
         self.marks = [_ScanMark(start, seq, 0, 0, ())]
         self._reads_at = [0]  # each mark's ``reads``, for bisect
+        # PASS_REPLAY of the transactions before a mark (by its ``txns``),
+        # under its revokes: the writes, and the journal blocks they read
+        self.replayed: dict[int, tuple[dict[int, tuple[int, int]], frozenset[int]]] = {}
 
     def resume_point(self, unstable: set[int] | frozenset[int]) -> _ScanMark:
         """The last mark whose reads are all outside ``unstable``."""
@@ -486,8 +517,7 @@ class _ScanMemo:
         return self.marks[bisect.bisect_right(self._reads_at, limit) - 1]
 
     def commit(self, reads: list[int], pos: int, seq: int,
-               txn: tuple[int, list[tuple[int, list[tuple[int, int, int]]]]],
-               revoked: dict[int, int]) -> None:
+               txn: Txn, revoked: dict[int, int]) -> None:
         """Extend the memo from its last mark by ``reads`` (the blocks
         read since, all the durable image's), ending in the commit of
         ``txn``; the scan's state is then ``pos``, ``seq``, ``revoked``."""
