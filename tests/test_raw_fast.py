@@ -28,6 +28,7 @@ from harness.sweep.matrix import DHL_INSERT, MULTI
 OK, WHY = FuseBackend.available()
 pytestmark = [pytest.mark.root, pytest.mark.skipif(not OK, reason=f"fuse backend: {WHY}")]
 CASES = [("dhl-cc-raw", "reorder"), ("dhl-cc-raw", "torn"), ("dhl-nolog-raw", "torn")]
+LONG_UPDATES = "update:txns=100,ops=6,tables=3,size=400,order=rand,warmup=30,seed=1"
 
 
 @pytest.fixture(scope="module")
@@ -121,3 +122,44 @@ def test_one_call_per_chunk_gives_each_states_own_facts(runs: dict[str, RunDir],
                 compared += blob is not None
     sc.close()
     assert compared > 200
+
+
+def _log_resident_kib(log: Path) -> int:
+    """This process's resident KiB of its mappings of ``log``."""
+    total, inside = 0, False
+    for line in Path("/proc/self/smaps").read_text().splitlines():
+        if line[:1].isdigit() or line[:1] in "abcdef" and "-" in line.split()[0]:
+            inside = line.rstrip().endswith(str(log))
+        elif inside and line.startswith("Rss:"):
+            total += int(line.split()[1])
+    return total
+
+
+def test_the_log_stays_mapped_but_not_resident(tmp_path: Path,
+                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    """A worker lets go of the mapped log's pages behind its chunks: with
+    a 16 KiB allowance, what of a 3 MB log stays resident is bounded
+    whatever the check has read, and every line is the one the whole
+    mapping gives."""
+    from checkers import dhl_native
+    from harness.check.check import _chunks
+
+    run = record_runs(tmp_path, {"dhl-cc-raw": LONG_UPDATES}, fs="raw")["dhl-cc-raw"]
+    opts = default_window(run, Options(strategy="reorder"))
+
+    def lines(sc: StateChecker) -> tuple[bytes, int]:
+        out, peak = [], 0
+        with LogReader(run.log) as reader:
+            for chunk in _chunks(iter(Enumeration(reader, opts)), 0, None):
+                out.append(sc.lines(chunk))
+                peak = max(peak, _log_resident_kib(run.log))
+        sc.close()
+        return b"".join(out), peak
+
+    whole, whole_peak = lines(StateChecker(run, tmp_path / "a"))
+    monkeypatch.setattr(dhl_native, "LOG_RESIDENT", 16 << 10)
+    released, peak = lines(StateChecker(run, tmp_path / "b"))
+    assert released == whole
+    size_kib = run.log.stat().st_size >> 10
+    assert size_kib > 2000 and whole_peak > size_kib // 2 and peak < size_kib // 8, \
+        (whole_peak, peak, size_kib)
