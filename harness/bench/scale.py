@@ -100,9 +100,10 @@ def memory(run: RunDir, out: Path, marks: tuple[int, ...]) -> None:
         raise CrashlabError(f"{' '.join(cmd)}: exit {proc.returncode}: {' '.join(tail)}")
     shown = ", ".join(f"{m:,} states {at[m] / 1024:.1f} MiB" for m in marks if m in at)
     verdict = "within" if peak / 1024 <= RSS_BUDGET_MIB else "OVER"
-    print(f"  peak PSS of `crashlab check --jobs {JOBS}` (parent, workers, helpers): {shown} "
-          f"({checked:,} states checked, {checked / wall:,.0f} states/s; {verdict} the "
-          f"{RSS_BUDGET_MIB} MiB budget)")
+    print(f"  peak PSS of `crashlab check --jobs {JOBS}` (parent, workers, helpers): {shown}; "
+          f"the whole check (its run-level stage and summary after the states) "
+          f"{peak / 1024:.1f} MiB ({checked:,} states checked, {checked / wall:,.0f} states/s; "
+          f"{verdict} the {RSS_BUDGET_MIB} MiB budget)")
 
 
 def run() -> None:
