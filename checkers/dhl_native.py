@@ -243,9 +243,9 @@ class NativeExaminer:
         self.calls += n
         if rc != OK:
             raise MemoryError("rc_examine_chunk: out of memory")
-        sources = [src for items in spans for _, src, _ in items if src is not None]
-        if sources:
-            self._release_log(min(sources))
+        lowest = min(flat[1::3], default=ZEROS)  # the chunk's lowest log offset
+        if lowest != ZEROS:
+            self._release_log(lowest)
         blob = C.string_at(self._out.value, self._outlen.value)  # type: ignore[arg-type]
         out: list[bytes | None] = []
         at = 0
