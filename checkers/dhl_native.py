@@ -213,6 +213,7 @@ class NativeExaminer:
         MADV_DONTNEED only drops this process's page-table entries (the
         page cache keeps the data), and a later touch maps them again."""
         assert self._log is not None
+        lowest = min(lowest, len(self._log))  # past the end: the C call's fallback case
         lowest -= lowest % mmap.PAGESIZE
         if lowest - self._log_kept >= LOG_RESIDENT:
             self._log.madvise(mmap.MADV_DONTNEED, self._log_kept, lowest - self._log_kept)

@@ -719,3 +719,40 @@ def test_kept_walk_only_for_the_same_blocks(needs_replay: bytes, tmp_path: Path)
                if (tmp_path / "a" / n).stat().st_mtime != (tmp_path / "c" / n).stat().st_mtime]
     assert changed and len(memo.walks) == 2, changed
     assert got.data == want.data
+
+
+def test_workers_share_clean_fsck_keys(runs: dict[str, RunDir], tmp_path: Path) -> None:
+    """Two state checkers of one check (one shared folder) run each
+    e2fsck -fn once between them: the second takes every clean key the
+    first appended, and makes the same lines.  A checker of another
+    folder, or of the same recording changed, runs its own."""
+    from harness.check.check import _chunks
+    from harness.check.worker import _run_folder
+
+    run = runs["sqlite-wal-full"]
+    with LogReader(run.log) as r:
+        chunks = list(_chunks(iter(Enumeration(r, default_window(
+            run, Options(strategy="reorder")))), 0, 200))
+
+    def check(work: str, shared: Path) -> tuple[bytes, dict[str, int]]:
+        sc = StateChecker(run, tmp_path / work, shared=shared)
+        try:
+            return b"".join(sc.lines(c) for c in chunks), dict(sc.fast.stats)
+        finally:
+            sc.close()
+
+    first, a = check("a", tmp_path / "shared")
+    second, b = check("b", tmp_path / "shared")
+    alone, c = check("c", tmp_path / "other")
+    assert first == second == alone
+    assert a["fsck_run"] > 0 and b["fsck_run"] == 0 and c["fsck_run"] == a["fsck_run"], (a, b, c)
+    assert b["fsck_cached"] == a["fsck_cached"] + a["fsck_run"]
+    before = _run_folder(run)
+    copy = RunDir(tmp_path / "copy")
+    shutil.copytree(run.path, copy.path)
+    assert _run_folder(copy) != before  # another path
+    run.meta_path.write_bytes(run.meta_path.read_bytes() + b" ")
+    try:
+        assert _run_folder(run) != before  # recorded again at the same path
+    finally:
+        run.meta_path.write_bytes(run.meta_path.read_bytes()[:-1])

@@ -38,6 +38,13 @@ def test_spread_order_starts_inside_the_run(tmp_path: Path) -> None:
     order = spread_ids(p)
     assert sorted(order) == sorted(f"s{i}" for i in range(16))
     assert order[:3] == ["s8", "s4", "s12"] and order[-1] == "s0"
+    assert spread_ids(p, 3) == ["s8", "s4", "s12"]  # the first k of the same order
+    p.write_text(p.read_text().rstrip("\n"))  # a last line without its newline counts
+    assert sorted(spread_ids(p)) == sorted(f"s{i}" for i in range(16))
+    big = tmp_path / "big.jsonl"  # longer than one read of the counting pass
+    big.write_text("".join(json.dumps({"id": f"s{i}", "pad": "x" * 300}) + "\n"
+                           for i in range(5000)))
+    assert spread_ids(big, 2) == ["s4096", "s2048"]  # 13-bit reversal of 1, 2
 
 
 OK, WHY = FuseBackend.available()

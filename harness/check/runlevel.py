@@ -62,10 +62,12 @@ def spread_ids(states_path: Path, limit: int | None = None) -> list[str]:
     seldom need recovery, come late.  The file is read twice, streaming (a
     check of 10^6 states has a states.jsonl of hundreds of MB), and only
     the lines taken are parsed."""
-    n = 0
+    n, last = 0, b"\n"
     with open(states_path, "rb") as f:
         while block := f.read(1 << 20):
             n += block.count(b"\n")
+            last = block[-1:]
+    n += last != b"\n"  # a last line without its newline is a line too
     bits = max(1, (n - 1).bit_length())
     # positions by increasing bit-reversed value: reverse r = 0, 1, 2, ...
     order = (i for r in range(1 << bits) if (i := int(f"{r:0{bits}b}"[::-1], 2)) < n)

@@ -64,9 +64,13 @@ def fs_verdict(rec: FsRecovery) -> Verdict | None:
     return failed("FS-RECOVER", rec.detail or "file-system recovery failed")
 
 
-def _path_digest(path: Path) -> str:
-    """A folder name for ``path`` (its absolute form)."""
-    return hashlib.sha256(os.fsencode(path.resolve())).hexdigest()[:16]
+def _run_folder(run: RunDir) -> str:
+    """A folder name for this recording: its log's absolute path and its
+    meta.json's digest (which differs for every recording, also for one
+    recorded again at the same path)."""
+    h = hashlib.sha256(os.fsencode(run.log.resolve()) + b"\0")
+    h.update(hashlib.sha256(run.meta_path.read_bytes()).digest())
+    return h.hexdigest()[:16]
 
 
 class StateChecker:
@@ -144,9 +148,10 @@ class StateChecker:
             fast = not reference_recovery()
         # ``shared``: a folder the processes checking states of this run
         # share; the fast recovery keeps results there that the others may
-        # reuse, under the log's path (a check also checks other runs: the
-        # recoveries of REC-CRASHSAFE, the continuations of multicrash)
-        own = shared / _path_digest(run.log) if shared is not None else None
+        # reuse, in a folder of this recording's (a check also checks other
+        # runs: the recoveries of REC-CRASHSAFE, the continuations of
+        # multicrash; a Dask worker keeps its folder across checks)
+        own = shared / _run_folder(run) if shared is not None else None
         self.fast = self.fsobj.fast_recovery(workdir, fsck, self.skip, own) if fast else None
         # The raw tier's fast path: the state's image goes from the durable
         # image to the engine's checks in memory, no file in between (the

@@ -20,8 +20,8 @@ journal inode's blocks but its superblock): e2fsck reads neither on a clean
 journal.  The key is: the durable image, the journal's and every file's
 block list (so ``M`` itself), and each block of ``U`` outside ``M`` with its
 content.  Equal keys mean equal images outside ``M``.  Only *clean* results
-are cached (in each process, and as files in a folder the processes
-checking one run share): if e2fsck found a state clean, no block of ``M`` is also
+are cached (in each process, and in a file the processes checking one
+recording share): if e2fsck found a state clean, no block of ``M`` is also
 metadata in it, so a state with the same key presents e2fsck with
 byte-identical metadata and is clean too.  A key is made only when the
 replay left the journal clean (no needs_recovery flag, journal ``s_start``
@@ -60,6 +60,7 @@ JOURNAL_INO = 8
 # its checksum, also masked, is valid by construction).
 _SB_VOLATILE = ((0x30, 4), (0x178, 8), (0x274, 1), (0x3FC, 4))
 FSCK_CACHE = 1 << 16
+KEY_SIZE = 16  # bytes of a metadata key (xxh3_128)
 _STALE_BITMAP_CSUM = re.compile(r".*: (Block|Inode) bitmap checksum does not match bitmap "
                                 r"while reading allocation bitmaps\n")
 
@@ -88,12 +89,14 @@ class FastExt4:
     def __init__(self, workdir: Path, *, fsck: bool = True, skip: tuple[str, ...] = (),
                  inproc: bool = True, shared: Path | None = None) -> None:
         self.workdir = workdir
-        # the clean keys every process checking this run has found (one
-        # empty file per key): a worker does not run the e2fsck -fn another
-        # worker ran already
-        self.shared_clean = shared / "ext4-fsck-clean" if shared is not None else None
-        if self.shared_clean is not None:
-            self.shared_clean.mkdir(parents=True, exist_ok=True)
+        # the clean keys every process checking this run has found, appended
+        # to one file (a key is 16 bytes, one write): a worker does not run
+        # the e2fsck -fn another worker ran already
+        self.shared_clean: Path | None = None
+        self._shared_read = 0  # bytes of shared_clean read so far
+        if shared is not None:
+            shared.mkdir(parents=True, exist_ok=True)
+            self.shared_clean = shared / "ext4-fsck-clean"
         self.fsck = fsck
         self.inproc = inproc  # replay and extract in this process first (inproc.py)
         self.memo = BlockMemo()
@@ -286,23 +289,42 @@ class FastExt4:
     def _known_clean(self, key: bytes) -> bool:
         """Whether e2fsck -fn found a state of metadata key ``key`` clean,
         here or (``shared_clean``) in another process checking this run."""
+        if key not in self.clean and self.shared_clean is not None:
+            self._read_shared()
         if key in self.clean:
             self.clean.move_to_end(key)
             return True
-        if self.shared_clean is not None and (self.shared_clean / key.hex()).exists():
-            self._remember_clean(key, share=False)
-            return True
         return False
 
+    def _read_shared(self) -> None:
+        """Take the keys other processes appended since the last read.
+        Only whole keys: a file's size grows after the bytes written are in
+        place, so a key read within the size is complete."""
+        assert self.shared_clean is not None
+        try:
+            with open(self.shared_clean, "rb") as f:
+                f.seek(self._shared_read)
+                new = f.read()
+        except FileNotFoundError:
+            return
+        new = new[:len(new) - len(new) % KEY_SIZE]
+        self._shared_read += len(new)
+        for at in range(0, len(new), KEY_SIZE):
+            self._remember_clean(new[at:at + KEY_SIZE], share=False)
+
     def _remember_clean(self, key: bytes, *, share: bool = True) -> None:
-        """Note that a state of metadata key ``key`` is clean.  The shared
-        file is made only after e2fsck said so: a process killed at any
-        point leaves no key it did not check."""
+        """Note that a state of metadata key ``key`` is clean.  The key is
+        shared only after e2fsck said so: a process killed at any point
+        leaves no key it did not check."""
         self.clean[key] = None
         if len(self.clean) > FSCK_CACHE:
             self.clean.popitem(last=False)
         if share and self.shared_clean is not None:
-            (self.shared_clean / key.hex()).touch()
+            fd = os.open(self.shared_clean, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+            try:
+                os.write(fd, key)  # one write of 16 bytes: appended whole
+            finally:
+                os.close(fd)
 
     def _journal_key(self, journal: list[int]) -> tuple[bytes, frozenset[int]]:
         """The journal's block list packed for the key, and its blocks but
