@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Build one base image deterministically: build-image.sh FS OUT
 #   FS = ext4 | xfs | btrfs | f2fs | raw.  OUT gets the image; OUT.sha256 its digest.
-# Fixed UUID, hash seed and clock; no lazy initialisation and no discard,
+# Fixed UUID (but btrfs, below), hash seed and clock; no lazy initialisation and no discard,
 # so nothing but the workload's own writes reaches a recorded log later.
 # ext4 and xfs come out byte-identical on every build; btrfs-progs 6.2 draws
 # random device and chunk-tree UUIDs, so a btrfs image is identified by the
@@ -33,9 +33,13 @@ xfs)
         mkfs.xfs -q -f -K -m uuid="$uuid" -L crashlab "$tmp"
     ;;
 btrfs)
-    # btrfs' minimum device size is ~109 MiB.
+    # btrfs' minimum device size is ~109 MiB.  No fixed UUID: mkfs.btrfs -U
+    # refuses a UUID that any block device on the machine holds, and copies
+    # of the base image are on loop devices whenever a btrfs run is being
+    # recorded or recovered (a rebuild then failed: "non-unique UUID").
+    # The image is identified by its recorded digest anyway (above).
     truncate -s 128M "$tmp"
-    faketime -f "$clock" mkfs.btrfs -q -f -K -U "$uuid" -L crashlab "$tmp" >/dev/null
+    faketime -f "$clock" mkfs.btrfs -q -f -K -L crashlab "$tmp" >/dev/null
     ;;
 f2fs)
     # F2FS is recorded and recovered in a qemu guest (this host has no F2FS);

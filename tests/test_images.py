@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 from pathlib import Path
 
@@ -35,7 +36,19 @@ def test_ext4_image_settings(tmp_path: Path) -> None:
 
 
 def test_btrfs_image_builds_with_digest(tmp_path: Path) -> None:
-    build("btrfs", tmp_path / "b.img")
+    """Also while a copy of the base image is on a loop device (a btrfs
+    run being recorded): mkfs.btrfs would refuse a fixed UUID it holds."""
+    if os.geteuid() != 0:
+        build("btrfs", tmp_path / "b.img")
+        return
+    held = tmp_path / "held.img"
+    build("btrfs", held)
+    dev = subprocess.run(["losetup", "-f", "--show", "-r", str(held)], check=True,
+                         capture_output=True, text=True).stdout.strip()
+    try:
+        build("btrfs", tmp_path / "b.img")
+    finally:
+        subprocess.run(["losetup", "-d", dev], check=True)
 
 
 def test_unknown_fs_rejected(tmp_path: Path) -> None:
