@@ -435,8 +435,9 @@ class _Journal:
     def _replay(self, txns: list[Txn], revoked: dict[int, int],
                 writes: dict[int, tuple[int, int]]) -> None:
         """PASS_REPLAY of ``txns``, added to ``writes``: the last unrevoked
-        copy of each block, its checksum verified (the _data_ok memo,
-        inlined: this loop runs for every tag)."""
+        copy of each block, its checksum verified (kept in ``known`` as
+        :meth:`_cached` keeps facts, inlined: this loop runs for every
+        tag)."""
         known, unstable, nblocks = self.known, self.unstable, self.fs.blocks
         for tseq, tags in txns:
             seed = crc32c(self.seed, struct.pack(">I", tseq)) if self.csum else 0
