@@ -79,7 +79,8 @@ def memory(run: RunDir, out: Path, marks: tuple[int, ...]) -> None:
     try:
         while True:
             running = proc.poll() is None
-            peak = max(peak, tree_rss_kb(proc.pid)) if running else peak
+            if running:
+                peak = max(peak, tree_rss_kb(proc.pid))
             if states.exists():
                 with open(states, "rb") as f:
                     f.seek(read)

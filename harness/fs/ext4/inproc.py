@@ -36,6 +36,7 @@ import os
 import struct
 import time
 from collections.abc import Callable, Iterator
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
@@ -284,10 +285,9 @@ class _Journal:
             if _size(raw) != len(phys) * fs.bs:
                 raise Unsupported("journal size")
             layout = known[key] = (phys, frozenset(phys))
-        self.phys: list[int] = layout[0]
-        self.phys_set: frozenset[int] = layout[1]
-        jsb = fs.read(self.phys[0])
-        phys = self.phys
+        phys, self.phys_set = layout
+        self.phys: list[int] = phys
+        jsb = fs.read(phys[0])
         magic, btype = struct.unpack_from(">II", jsb, 0)
         if magic != jbd2.MAGIC or btype != jbd2.SUPERBLOCK_V2:
             raise Unsupported("journal superblock type")
@@ -424,7 +424,7 @@ class _Journal:
                 blocks = frozenset(phys for _, tags in txns[:mark.txns] for _, phys, _, _ in tags)
                 if self.unstable.isdisjoint(blocks):
                     self._replay(txns[:mark.txns], revoked, writes)
-                    pre = memo.replayed[mark.txns] = (dict(writes), blocks)
+                    memo.replayed[mark.txns] = (dict(writes), blocks)
                     done = mark.txns
             elif self.unstable.isdisjoint(pre[1]):
                 writes.update(pre[0])
@@ -648,12 +648,9 @@ def replay_and_extract(image: Path, out_dir: Path, skip: tuple[str, ...] = (),
         size = os.fstat(fd).st_size
         if size < SB_OFFSET + SB_SIZE:
             raise Unsupported("no ext4 superblock")
-        if memo is not None:
-            mm = memo.mapping(fd)
-            with memoryview(mm) as view:
-                return _run(fd, mm, view, out_dir, skip, [] if undo is None else undo, memo,
-                            base, differ, want_files)
-        with mmap.mmap(fd, size) as mm, memoryview(mm) as view:
+        # with a memo, its kept mapping (left open); else one for this call
+        mapped = nullcontext(memo.mapping(fd)) if memo is not None else mmap.mmap(fd, size)
+        with mapped as mm, memoryview(mm) as view:
             return _run(fd, mm, view, out_dir, skip, [] if undo is None else undo, memo,
                         base, differ, want_files)
     finally:
@@ -785,7 +782,8 @@ class _Extractor:
             self._dir(ROOT_INO, raw, b"", top=True)
         finally:
             reads, fs.trace = fs.trace, None
-        if memo is not None and reads is not None:
+        if memo is not None:
+            assert reads is not None
             memo.keep_walk(_Walk(fs.sb, fs.gd(), skip, reads, self.root_raw, self.ops,
                                  self.files, self.dirs, dict(self.rec.data)))
 
