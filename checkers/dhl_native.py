@@ -2,7 +2,7 @@
 
 :class:`NativeExaminer` gives, for a crash state of a raw-tier DHL run, the
 :class:`checkers.dhl.DhlFacts` that :func:`checkers.dhl.examine_image` gives
-— equal, field by field (``tests/test_raw_native.py`` compares them on every
+— equal, field by field (``tests/test_raw_fast.py`` compares them on every
 state of real runs) — but takes them in C: the image built in a reused
 buffer from the durable image and the state's overlay, the engine's open,
 recovery and second recovery through the *loaded* libdhl's entry points

@@ -155,11 +155,11 @@ def test_checker_and_sut_open_crash_images_alike(runs: dict[str, RunDir],
 
 
 def test_selective_holds(runs: dict[str, RunDir], tmp_path: Path) -> None:
-    for strategy in ("prefix", "torn"):  # reorder: the selective matrix (README)
+    for strategy in ("prefix", "torn"):  # reorder: the selective matrix (docs/findings.md)
         result = _check(runs["selective"], strategy, tmp_path / strategy)
         assert result["states"]["checked"] > 50
         assert _failed(result, (*BROKEN, "DB-DURABLE", "DB-PREFIX")) == 0, result["verdicts"]
-    # large transactions: the selective matrix (README, "Selective journaling")
+    # large transactions: the selective matrix (docs/findings.md, "Selective journaling")
 
 
 def test_broken_variants_are_caught(runs: dict[str, RunDir], tmp_path: Path) -> None:

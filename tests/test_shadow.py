@@ -32,7 +32,7 @@ OK, WHY = FuseBackend.available()
 pytestmark = [pytest.mark.root, pytest.mark.skipif(not OK, reason=f"fuse backend: {WHY}")]
 
 # MULTI, shortened: 100 warm-up rows per table so that a transaction's pages
-# are written as separate bios (README: the sqlite-off finding)
+# are written as separate bios (docs/findings.md: the sqlite-off finding)
 W = "insert:txns=4,ops=3,tables=3,warmup=100,seed=1"
 SUTS = ("dash", "dash-rename-first", "off-opt", "sqlite-off")
 DB = ("DB-OPEN", "DB-INTEGRITY", "DB-ATOMIC", "DB-DURABLE", "DB-PREFIX")

@@ -1,8 +1,9 @@
 /*
 ** rawcheck.h — the DHL checker's facts of one raw-tier crash state in one C
-** call (checkers/native/README.md).  The caller (checkers/dhl_native.py)
-** hands in the *loaded* engine's entry points as a table, so that the
-** engine examined is whichever libdhl the process loaded (a mutant's too).
+** call (checkers/README.md, "The raw tier's native twin").  The caller
+** (checkers/dhl_native.py) hands in the *loaded* engine's entry points as
+** a table, so that the engine examined is whichever libdhl the process
+** loaded (a mutant's too).
 **
 ** This header does not include the engine's: the few engine structures the
 ** checker passes across the call are declared here from the engine's ABI

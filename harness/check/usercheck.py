@@ -1,7 +1,7 @@
 """A user's own checker: any command, run once per crash state on the files
 the file system recovered, judging an invariant of its own (``USER:NAME``).
 
-The contract (README, "Test your own application"):
+The contract (docs/your-application.md, "The contract"):
 
 * it runs with ``sh -c COMMAND`` in a private scratch folder holding a copy
   of the recovered files (it may change them: open a database, let it

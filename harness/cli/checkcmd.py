@@ -90,7 +90,7 @@ def _run_options(f: Any) -> Any:  # noqa: ANN401
         click.option("--executor", type=click.Choice(["local", "dask"]), default="local",
                      show_default=True,
                      help="check states in local worker processes, or on a Dask cluster "
-                          "(the same results; see README, Beyond one machine)"),
+                          "(the same results; see docs/cluster.md)"),
         click.option("--scheduler", default=None, metavar="ADDRESS",
                      help="--executor dask: the cluster's scheduler (tcp://HOST:8786); "
                           "default: a local cluster of --jobs workers"),

@@ -102,7 +102,7 @@ UNSAFE = {
     # of 41 prefix states)
     "maw-noioctl": ("DB-ATOMIC", "DB-INTEGRITY", "DB-OPEN"),
     "maw-full": ("DB-DURABLE",),
-    # OFF_OPT is journal OFF (README.md, OFF_OPT and DASH: the numbers); DASH
+    # OFF_OPT is journal OFF (docs/findings.md, OFF_OPT and DASH); DASH
     # with the exchange before the shadow's fsync names a file whose pages
     # are not on disk: acknowledged transactions lost, or a mix of them
     "off-opt": ("DB-ATOMIC", "DB-INTEGRITY", "DB-OPEN"),
@@ -428,7 +428,7 @@ def _device_fault_cells() -> list[Cell]:
 
 def _sqlite_grid() -> list[Cell]:
     """Every SQLite journal x sync combination by its grammar name, on MULTI
-    on ext4 with prefix and reorder: what the README's grid finding ran."""
+    on ext4 with prefix and reorder: what docs/findings.md's grid finding ran."""
     return [_cell(name, MULTI) for name in sqlite_grid()]
 
 
