@@ -49,6 +49,19 @@ def environment_error(e: OSError, path: Path | str | None = None) -> CrashlabErr
 
 
 @contextlib.contextmanager
+def located(path: Path | str) -> Iterator[None]:
+    """Within: an environment's OSError that names no file (a write to an
+    open file) is given ``path``, where it happened, and raised on (it
+    pickles with it: a worker's reaches the parent so)."""
+    try:
+        yield
+    except OSError as e:
+        if e.filename is None and (e.errno or 0) in ENVIRONMENT_ERRNOS:
+            e.filename = os.fspath(path)
+        raise
+
+
+@contextlib.contextmanager
 def writing(path: Path | str) -> Iterator[None]:
     """Within: an environment's OSError (:func:`environment_error`) becomes
     a CrashlabError naming ``path``."""

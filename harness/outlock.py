@@ -24,9 +24,11 @@ import contextlib
 import errno
 import fcntl
 import os
+import shutil
 import stat
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from harness.errors import CrashlabError, environment_error
@@ -34,16 +36,26 @@ from harness.errors import CrashlabError, environment_error
 LOCK_NAME = ".crashlab.lock"
 _PID_WAIT_S = 1.0  # how long a refused writer waits for the holder to write its PID
 
-# folder (st_dev, st_ino) -> [lock file descriptor, nesting depth]
-_held: dict[tuple[int, int], list[int]] = {}
+@dataclass
+class _Held:
+    """A folder this process holds: the lock file's descriptor, how many
+    :func:`locked_output` calls hold it now, and the names that they say
+    are no result (``disposable``)."""
+
+    fd: int
+    depth: int = 0
+    disposable: set[str] = field(default_factory=set)
+
+
+_held: dict[tuple[int, int], _Held] = {}  # by the folder's (st_dev, st_ino)
 
 
 def _forget_in_child() -> None:
     """A forked child does not hold its parent's locks: close its copies (a
     close, unlike LOCK_UN, leaves the parent's lock alone)."""
-    for fd, _ in _held.values():
+    for held in _held.values():
         with contextlib.suppress(OSError):
-            os.close(fd)
+            os.close(held.fd)
     _held.clear()
 
 
@@ -114,35 +126,47 @@ def _lock(folder: Path) -> int:
 
 
 @contextlib.contextmanager
-def locked_output(folder: Path) -> Iterator[Path]:
+def locked_output(folder: Path, disposable: tuple[str, ...] = ()) -> Iterator[Path]:
     """Within: ``folder`` exists (created with its parents if needed) and
     this process alone writes there (module docstring).  One-line errors:
     another process holds it (naming its PID), it is a file, or it cannot
-    be written (read-only, full, forbidden)."""
+    be written (read-only, full, forbidden).  A folder made here for a
+    command that then fails is removed if it holds no result yet: nothing
+    but the lock, empty files and folders, and names that this or a nested
+    call of the same folder calls ``disposable``."""
+    created = not os.path.lexists(folder)
     key = _make_folder(folder)
-    if key in _held:
-        _held[key][1] += 1
-    else:
-        _held[key] = [_lock(folder), 1]
+    held = _held.get(key) or _held.setdefault(key, _Held(_lock(folder)))
+    held.depth += 1
+    held.disposable.update(disposable)
     try:
         yield folder
+    except BaseException:
+        if created:
+            _discard_if_unused(folder, held.disposable)
+        raise
     finally:
-        entry = _held.get(key)
-        if entry is not None:
-            entry[1] -= 1
-            if entry[1] == 0:
-                del _held[key]
-                os.close(entry[0])
+        held.depth -= 1
+        if held.depth == 0 and _held.get(key) is held:
+            del _held[key]
+            os.close(held.fd)
 
 
-def remove_if_only_lock(folder: Path) -> None:
-    """Remove ``folder`` if nothing but its lock file is in it (a command
-    that made it and then failed before writing anything; call after the
-    lock is released)."""
+def _discard_if_unused(folder: Path, disposable: set[str]) -> None:
+    """Remove ``folder`` (made by this command, still locked) if nothing in
+    it is a result (:func:`locked_output`)."""
+    def unused(p: Path) -> bool:
+        if p.name == LOCK_NAME or p.name in disposable:
+            return True
+        if p.is_symlink():
+            return False
+        if p.is_dir():
+            return all(unused(q) for q in p.iterdir())
+        return p.is_file() and p.stat().st_size == 0
+
     with contextlib.suppress(OSError):
-        if [p.name for p in folder.iterdir()] in ([], [LOCK_NAME]):
-            (folder / LOCK_NAME).unlink(missing_ok=True)
-            folder.rmdir()
+        if all(unused(p) for p in folder.iterdir()):
+            shutil.rmtree(folder)
 
 
 def refuse_results(folder: Path, names: tuple[str, ...], what: str, *, resume: bool | None,

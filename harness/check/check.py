@@ -58,7 +58,7 @@ from harness.check.runlevel import (
 from harness.check.usercheck import DEFAULT_TIMEOUT, PyChecker, UserChecker
 from harness.check.worker import StateChecker
 from harness.env import reap_work_folders, work_folder
-from harness.errors import CrashlabError, writing
+from harness.errors import CrashlabError, located, writing
 from harness.faults import STATE, by_stage, format_fault, parse_faults
 from harness.filetrace import fault_targets
 from harness.images import verified_base_for_run
@@ -207,8 +207,10 @@ def _init_worker(run_path: str, workroot: str, fsck: bool, facts: RunFacts | Non
     try:
         workdir = Path(tempfile.mkdtemp(prefix="w", dir=workroot))
         run = RunDir(Path(run_path))
-        _checker = StateChecker(run, workdir, fsck=fsck, run_facts=facts, checkers=checkers,
-                                db_spans=spans, shared=Path(workroot) / SHARED)
+        with located(workdir):  # a full working folder: named in the error
+            _checker = StateChecker(run, workdir, fsck=fsck, run_facts=facts,
+                                    checkers=checkers, db_spans=spans,
+                                    shared=Path(workroot) / SHARED)
         _epochs = _EpochCursor(run.log, run.log_order)
     except BaseException as e:  # noqa: BLE001
         _init_error = e
@@ -230,7 +232,8 @@ def _check_chunk(states: list[State]) -> bytes:
     if _init_error is not None:
         raise _init_error
     assert _checker is not None
-    return _checker.lines(states)
+    with located(_checker.workdir):  # a full working folder: named in the error
+        return _checker.lines(states)
 
 
 def _task(chunk: list[State]) -> Task:
@@ -338,11 +341,11 @@ def check_run(
             raise CrashlabError(f"{run.path}: state faults apply to the log strategies, not to "
                                 f"{opts.composite.kind}")
         out = out or run.check_dir(opts.tag())
-        with locked_output(out):
+        with locked_output(out, (IDENTITY_NAME,)):
             return _check_composite(run, opts, out, resume)
     opts.states = default_window(run, opts.states)
     out = out or run.check_dir(opts.tag())
-    with locked_output(out):  # one writer per check folder (harness/outlock.py)
+    with locked_output(out, (IDENTITY_NAME,)):  # one writer per check folder
         return _check_states(run, opts, out, resume, on_progress)
 
 

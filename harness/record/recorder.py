@@ -30,7 +30,7 @@ from harness.faults import DEVICE, Fault, by_stage, format_fault
 from harness.fs import FILESYSTEMS, get_fs
 from harness.images import ensure_image
 from harness.logformat import LogReader
-from harness.outlock import locked_output, remove_if_only_lock
+from harness.outlock import locked_output
 from harness.record.backend import Backend, BackendFailed, device_rules
 from harness.record.backends import select_backend
 from harness.rundir import ImageRef, RunDir, RunMeta
@@ -138,16 +138,12 @@ def record(
     disk = ensure_image(fs)[0].stat().st_size if nvram else 0
     if nvram:
         extra_meta = {**(extra_meta or {}), "nvram": {"offset": disk, "bytes": nvram}}
-    created = not out.exists()
-    try:
-        with locked_output(out):  # one writer per run folder (harness/outlock.py)
-            return _record_into(RunDir(out), command, fs=fs, be=be, choice=choice, base=base,
-                                digest=digest, disk=disk, nvram=nvram, env=env,
-                                faults=tuple(faults), final_image=final_image,
-                                extra_meta=extra_meta, mount_options=mount_options)
-    finally:
-        if created:
-            remove_if_only_lock(out)  # a failure before any log: leave nothing behind
+    # one writer per run folder; a failure before any log leaves nothing behind
+    with locked_output(out):
+        return _record_into(RunDir(out), command, fs=fs, be=be, choice=choice, base=base,
+                            digest=digest, disk=disk, nvram=nvram, env=env,
+                            faults=tuple(faults), final_image=final_image,
+                            extra_meta=extra_meta, mount_options=mount_options)
 
 
 def _record_into(run: RunDir, command: Sequence[str], *, fs: str, be: Backend, choice: str,
