@@ -47,6 +47,8 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+from harness.errors import CrashlabError, cause
+
 ROOT = Path(__file__).resolve().parent.parent
 
 TMPDIR = "CRASHLAB_TMPDIR"
@@ -76,6 +78,17 @@ def tmp_parent() -> Path:
     return shm if shm.is_dir() else Path(tempfile.gettempdir())
 
 
+def reap_parents() -> list[Path]:
+    """Where working folders may be: :func:`tmp_parent`, and the places a
+    command puts one on purpose elsewhere (``paper``'s images: the system
+    temp folder, on disk, and ``/dev/shm``)."""
+    out = [tmp_parent()]
+    for p in (Path("/dev/shm"), Path(tempfile.gettempdir())):
+        if p.is_dir() and p not in out:
+            out.append(p)
+    return out
+
+
 def _start_time(pid: int) -> str | None:
     """The start time of process ``pid`` (clock ticks since boot, field 22
     of /proc/PID/stat), or None when there is no such live process: with
@@ -94,13 +107,23 @@ def _start_time(pid: int) -> str | None:
 _OWNED = re.compile(r"^(crashlab-[a-z-]+?-)(\d+)\.(\d+)-[A-Za-z0-9_]+$")
 
 
-def work_folder(prefix: str) -> Path:
-    """A new private working folder under :func:`tmp_parent`, named after
-    this process (so that :func:`reap_work_folders` knows when its owner is
-    gone); the caller removes it."""
+def work_folder(prefix: str, parent: Path | None = None) -> Path:
+    """A new private working folder under ``parent`` (default
+    :func:`tmp_parent`; else one of :func:`reap_parents`), which is made if
+    missing, named after this process (so that :func:`reap_work_folders`
+    knows when its owner is gone); the caller removes it.  Every working
+    folder is made here: ``prefix`` is ``crashlab-KIND-``.  A parent that
+    cannot be made or written is a one-line error naming it."""
+    if _OWNED.match(f"{prefix}1.1-x") is None:
+        raise ValueError(f"a working folder's prefix is crashlab-KIND-, not {prefix!r}")
+    parent = parent or tmp_parent()
     pid = os.getpid()
-    return Path(tempfile.mkdtemp(prefix=f"{prefix}{pid}.{_start_time(pid)}-",
-                                 dir=tmp_parent()))
+    try:
+        parent.mkdir(parents=True, exist_ok=True)
+        return Path(tempfile.mkdtemp(prefix=f"{prefix}{pid}.{_start_time(pid)}-", dir=parent))
+    except OSError as e:
+        raise CrashlabError(f"{parent}: cannot make a working folder there ({cause(e)}; "
+                            f"set {TMPDIR} to another folder)") from None
 
 
 # A working folder's record of the processes its owner started in their own
@@ -168,7 +191,7 @@ def _end_owned(folder: Path) -> None:
 
 
 def reap_work_folders() -> list[Path]:
-    """Remove the working folders under :func:`tmp_parent` whose owner
+    """Remove the working folders under :func:`reap_parents` whose owner
     process is gone (a check, sweep or recording killed with SIGKILL, or a
     machine that lost power, had no chance to remove its own); return them.
     A folder is reaped only when its name has the shape :func:`work_folder`
@@ -177,9 +200,13 @@ def reap_work_folders() -> list[Path]:
     processes its record names (:func:`own_process`), the mounts under it and
     the loop devices backed by files under it.  A folder that is still in use
     after that is left alone, never deleted into."""
+    return [path for parent in reap_parents() for path in _reap_under(parent)]
+
+
+def _reap_under(parent: Path) -> list[Path]:
+    """:func:`reap_work_folders` in one parent folder."""
     from harness.sysops import in_use_under
 
-    parent = tmp_parent()
     try:
         names = os.listdir(parent)
     except OSError:
@@ -201,10 +228,18 @@ def reap_work_folders() -> list[Path]:
 
 
 @contextlib.contextmanager
-def temporary_folder(prefix: str) -> Iterator[Path]:
-    """A working folder under :func:`tmp_parent`, removed on exit."""
-    with tempfile.TemporaryDirectory(prefix=prefix, dir=tmp_parent()) as d:
-        yield Path(d)
+def temporary_folder(prefix: str, parent: Path | None = None) -> Iterator[Path]:
+    """A :func:`work_folder`, removed on exit (unless something is still
+    mounted or attached under it: never delete into a live mount; the next
+    :func:`reap_work_folders` takes it down)."""
+    from harness.sysops import in_use_under
+
+    d = work_folder(prefix, parent)
+    try:
+        yield d
+    finally:
+        if not in_use_under(d):
+            shutil.rmtree(d, ignore_errors=True)
 
 
 @contextlib.contextmanager

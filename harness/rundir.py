@@ -30,6 +30,12 @@ RUN_NAME = "run.jsonl"  # a check's run-level records (harness/check/runlevel.py
 # what a check is (its options, the recording's meta.json digest), written
 # when it starts: --resume continues a states.jsonl only for the same check
 IDENTITY_NAME = "check.json"
+# what makes a folder hold results that `--out` does not silently replace
+# (harness/outlock.py: refuse_results): a check's, and a sweep's or merge's
+CHECK_RESULTS = (RESULT_NAME, STATES_NAME)
+SUMMARY_NAME = "summary.json"
+RUNS_DIR = "runs"
+SWEEP_RESULTS = (SUMMARY_NAME, RUNS_DIR)
 
 
 @dataclass(frozen=True)
@@ -201,11 +207,11 @@ class SweepDir:
     path: Path
 
     def run(self, cell_name: str) -> RunDir:
-        return RunDir(self.path / "runs" / cell_name)
+        return RunDir(self.path / RUNS_DIR / cell_name)
 
     @property
     def summary(self) -> Path:
-        return self.path / "summary.json"
+        return self.path / SUMMARY_NAME
 
     @property
     def violations(self) -> Path:

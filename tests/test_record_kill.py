@@ -15,7 +15,7 @@ import pytest
 from support import CRASHLAB, procs_mentioning, tagged
 
 from harness import env
-from harness.logformat import LogReader
+from harness.logformat import LogReader, LogWriter
 from harness.record.fuse import FuseBackend
 from harness.record.recorder import record
 from harness.sysops import in_use_under
@@ -114,3 +114,40 @@ def test_recorder_killed_outright_is_reaped(tmp_path, private_tmp):
     assert in_use_under(private_tmp) == []
     assert procs_mentioning(str(private_tmp)) == [] and tagged(token) == []
     assert not workdir.exists()
+
+
+def test_a_killed_workload_recording_is_reaped_by_the_next_command(tmp_path, private_tmp):
+    # `record --sut` has two working folders: the recorder's and the
+    # workload's (its op stream and stats).  Both carry their owner's PID
+    # and start time, so after a SIGKILL of the recorder any next command
+    # takes down what is mounted under them and removes them.
+    token = f"wl-{os.getpid()}-{time.monotonic_ns()}"
+    proc = subprocess.Popen(
+        [str(CRASHLAB), "record", "--backend", "fuse", "--sut", "sqlite-wal-full",
+         "--workload", "insert:txns=1000000,ops=1,tables=1,seed=1", "--out",
+         str(tmp_path / "run")],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        env={**os.environ, "CRASHLAB_TEST_TOKEN": token},
+    )
+    try:
+        deadline = time.monotonic() + 30
+        while not any(in_use_under(d) for d in private_tmp.iterdir()) or \
+                len(list(private_tmp.iterdir())) < 2:
+            assert proc.poll() is None and time.monotonic() < deadline, "no workload ran"
+            time.sleep(0.05)
+        time.sleep(0.5)  # the workload is writing
+    finally:
+        proc.kill()
+        proc.wait()
+    kinds = sorted(d.name.split("-")[1] for d in private_tmp.iterdir())
+    assert kinds == ["rec", "wl"], kinds
+    assert in_use_under(private_tmp) and tagged(token)
+    log = tmp_path / "x.log"
+    with LogWriter(log) as w:
+        w.mark("m")
+    p = subprocess.run([str(CRASHLAB), "log", "stat", str(log)], capture_output=True,
+                       text=True, timeout=120)
+    assert p.returncode == 0, p.stderr
+    assert list(private_tmp.iterdir()) == []
+    assert in_use_under(private_tmp) == [] and tagged(token) == []
+    assert procs_mentioning(str(private_tmp)) == []

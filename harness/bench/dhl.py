@@ -47,7 +47,7 @@ def _engine() -> None:
     print(f"DHL engine on a file in {tmp_parent()} (4 KiB pages, {N} autocommit txns per op, "
           "1 record of 100 B each, 3 trees)")
     print(f"{'mode':8} {'op':7} {'txn/s':>9} {'syncs/txn':>10} {'KiB/txn':>8}")
-    with temporary_folder("dhl-bench-") as d:
+    with temporary_folder("crashlab-dhl-bench-") as d:
         results = {}
         for mode in MODES:
             with Database(Path(d) / f"{mode}.dhl", mode, create=True, ntrees=3) as db:

@@ -9,7 +9,6 @@ rate of the checks' materialiser on a tmpfs image, and the tracemalloc peak at 1
 
 from __future__ import annotations
 
-import tempfile
 import time
 import tracemalloc
 from itertools import islice
@@ -79,7 +78,7 @@ def _materialise_rate(log: Path, count: int) -> tuple[int, float]:
 
 
 def run() -> None:
-    with tempfile.TemporaryDirectory() as d:
+    with temporary_folder("crashlab-bench-enum-") as d:
         small, big = 10_000, 100_000
         log = _log(Path(d), big + 20 * PER_EPOCH)  # room for folded states
         print(f"log: {log.stat().st_size / 1e6:.1f} MB, {WRITES_PER_EPOCH}-write epochs, reorder")

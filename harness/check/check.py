@@ -28,6 +28,7 @@ touched the database).
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import hashlib
 import json
@@ -41,7 +42,7 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from checkers.invariants import invariant
 from harness.atomic import write_json_atomic, write_text_atomic
@@ -57,11 +58,12 @@ from harness.check.runlevel import (
 from harness.check.usercheck import DEFAULT_TIMEOUT, PyChecker, UserChecker
 from harness.check.worker import StateChecker
 from harness.env import reap_work_folders, work_folder
-from harness.errors import CrashlabError
+from harness.errors import CrashlabError, located, writing
 from harness.faults import STATE, by_stage, format_fault, parse_faults
 from harness.filetrace import fault_targets
 from harness.images import verified_base_for_run
 from harness.logformat import LogReader
+from harness.outlock import locked_output
 from harness.rundir import IDENTITY_NAME, RESULT_NAME, RUN_NAME, STATES_NAME, RunDir
 from harness.states import Enumeration, Options, State, coverage
 from harness.states.epochs import Epoch, iter_epochs, merge_epochs
@@ -205,8 +207,10 @@ def _init_worker(run_path: str, workroot: str, fsck: bool, facts: RunFacts | Non
     try:
         workdir = Path(tempfile.mkdtemp(prefix="w", dir=workroot))
         run = RunDir(Path(run_path))
-        _checker = StateChecker(run, workdir, fsck=fsck, run_facts=facts, checkers=checkers,
-                                db_spans=spans, shared=Path(workroot) / SHARED)
+        with located(workdir):  # a full working folder: named in the error
+            _checker = StateChecker(run, workdir, fsck=fsck, run_facts=facts,
+                                    checkers=checkers, db_spans=spans,
+                                    shared=Path(workroot) / SHARED)
         _epochs = _EpochCursor(run.log, run.log_order)
     except BaseException as e:  # noqa: BLE001
         _init_error = e
@@ -228,7 +232,8 @@ def _check_chunk(states: list[State]) -> bytes:
     if _init_error is not None:
         raise _init_error
     assert _checker is not None
-    return _checker.lines(states)
+    with located(_checker.workdir):  # a full working folder: named in the error
+        return _checker.lines(states)
 
 
 def _task(chunk: list[State]) -> Task:
@@ -299,6 +304,19 @@ def _claim(out: Path, run: RunDir, opts: CheckOptions, resume: bool) -> None:
     write_json_atomic(path, ident)
 
 
+@contextlib.contextmanager
+def _appending(path: Path) -> Iterator[BinaryIO]:
+    """``path`` open for appending; a full or read-only disk, at the open or
+    the close, is a one-line error naming it."""
+    with writing(path):
+        f = open(path, "ab")  # noqa: SIM115 (closed below, inside writing())
+    try:
+        yield f
+    finally:
+        with writing(path):
+            f.close()
+
+
 def count_states(run: RunDir, opts: Options) -> int:
     """How many states the strategy generates in the window, before dedup:
     the progress bar's total."""
@@ -322,10 +340,18 @@ def check_run(
         if default_window(run, opts.states).faults:
             raise CrashlabError(f"{run.path}: state faults apply to the log strategies, not to "
                                 f"{opts.composite.kind}")
-        return _check_composite(run, opts, out or run.check_dir(opts.tag()), resume)
+        out = out or run.check_dir(opts.tag())
+        with locked_output(out, (IDENTITY_NAME,)):
+            return _check_composite(run, opts, out, resume)
     opts.states = default_window(run, opts.states)
     out = out or run.check_dir(opts.tag())
-    out.mkdir(parents=True, exist_ok=True)
+    with locked_output(out, (IDENTITY_NAME,)):  # one writer per check folder
+        return _check_states(run, opts, out, resume, on_progress)
+
+
+def _check_states(run: RunDir, opts: CheckOptions, out: Path, resume: bool,
+                  on_progress: Callable[[int, int], None] | None) -> CheckResult:
+    """:func:`check_run` of a log strategy, into the locked folder ``out``."""
     reap_work_folders()
     states_path = out / STATES_NAME
     _claim(out, run, opts, resume)
@@ -343,16 +369,17 @@ def check_run(
             oracle_from_meta(run.meta())
         verified_base_for_run(run)  # digested once here, as well
         spans = fault_targets(run, opts.states.faults, workroot / "dbmap")
-        with LogReader(run.log) as reader, open(states_path, "ab") as sink:
+        with LogReader(run.log) as reader, _appending(states_path) as sink:
             enum = Enumeration(reader, opts.states, targets=spans)
             chunks = _chunks(iter(enum), done, opts.max_states)
             checked = done
 
             def emit(lines: bytes) -> None:
                 nonlocal checked
-                sink.write(lines)
-                sink.flush()
-                os.fsync(sink.fileno())
+                with writing(states_path):
+                    sink.write(lines)
+                    sink.flush()
+                    os.fsync(sink.fileno())
                 checked += lines.count(b"\n")  # one line per state, no newline inside
                 if on_progress:
                     on_progress(enum.stats.generated, checked)
@@ -402,7 +429,6 @@ def _check_composite(run: RunDir, opts: CheckOptions, out: Path, resume: bool
     crashes and check the continuations (harness/check/multicrash.py)."""
     comp = opts.composite
     assert comp is not None
-    out.mkdir(parents=True, exist_ok=True)
     t0 = time.monotonic()
     deeper = dataclasses.replace(comp, depth=comp.depth - 1) if comp.depth > 2 else None
     then = dataclasses.replace(opts, composite=deeper)

@@ -30,10 +30,12 @@ run, the results are the same.  Without ``--scheduler`` a LocalCluster of
 from __future__ import annotations
 
 import collections
+import socket
 from collections.abc import Iterable, Iterator
 from typing import Any
+from urllib.parse import urlsplit
 
-from harness.errors import CrashlabError
+from harness.errors import CrashlabError, cause
 
 # the worker side: harness.check.check.remote_tasks / remote_close
 
@@ -43,6 +45,27 @@ RETRIES = 3  # times a batch is tried again after its worker died
 # cell, the client and the scheduler spent 0.57 ms per state with a task per
 # chunk (0.04 ms with local workers)
 BATCH = 256
+PROBE_S = 10.0  # seconds to reach a --scheduler's port before giving up on it
+
+
+def probe_scheduler(address: str) -> None:
+    """Refuse at once a ``--scheduler`` that nothing answers at (a Dask
+    client would retry for 30 s, then fail with a traceback): one TCP
+    connection to its host and port.  Addresses of other schemes, or
+    without a port, are left to Dask."""
+    try:
+        parts = urlsplit(address if "://" in address else f"tcp://{address}")
+        host, port = parts.hostname, parts.port
+    except ValueError:
+        raise CrashlabError(f"--scheduler {address}: not an address (tcp://HOST:PORT)") \
+            from None
+    if parts.scheme not in ("tcp", "tls") or not host or port is None:
+        return
+    try:
+        socket.create_connection((host, port), timeout=PROBE_S).close()
+    except OSError as e:
+        raise CrashlabError(f"--scheduler {address}: no Dask scheduler answers there "
+                            f"({cause(e)})") from None
 
 
 def _batches(tasks: Iterable[Any]) -> Iterator[list[Any]]:
@@ -75,7 +98,12 @@ def dask_imap(tasks: Iterable[Any], init_args: tuple[Any, ...], scheduler: str |
         cluster = LocalCluster(n_workers=jobs, threads_per_worker=1, processes=True,
                                host="127.0.0.1", dashboard_address=None)
     try:
-        with Client(scheduler or cluster) as client:
+        try:
+            client = Client(scheduler or cluster)
+        except OSError as e:  # distributed's "Timed out trying to connect to ..."
+            raise CrashlabError(f"--scheduler {scheduler}: cannot reach the Dask scheduler "
+                                f"({e})") from None
+        with client:
             width = max(1, len(client.scheduler_info()["workers"])) * WINDOW
             pending: collections.deque[Any] = collections.deque()
             try:

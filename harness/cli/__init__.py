@@ -1,14 +1,29 @@
 """The ``crashlab`` command: one click group; each subcommand lives in the
-module of its pipeline stage and is registered here, in pipeline order."""
+module of its pipeline stage and is registered here, in pipeline order.
+
+Exit codes every command shares: 2 for bad input or an unusable
+environment (one line, ``crashlab: error: ...``: a full, read-only or
+forbidden output or working folder, an output folder another command holds),
+128 + N when stopped by signal N, and :data:`INTERNAL_ERROR` for a bug (one
+line naming the file that holds the traceback)."""
 
 from __future__ import annotations
 
+import datetime
+import os
 import sys
+import tempfile
+import traceback
+from pathlib import Path
+from typing import NoReturn
 
 import click
 
-from harness.errors import CrashlabError
+from harness.env import TMPDIR, reap_work_folders, tmp_parent
+from harness.errors import CrashlabError, environment_error
 from harness.sysops import Interrupted, raise_on_sigterm
+
+INTERNAL_ERROR = 70  # EX_SOFTWARE (sysexits.h): an exception crashlab did not expect
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -16,6 +31,8 @@ from harness.sysops import Interrupted, raise_on_sigterm
 def cli() -> None:
     """crashlab: record a database workload's block writes, enumerate the
     crash states a power loss could leave, recover and check each one."""
+    # the working folders of commands killed outright (SIGKILL, lost power)
+    reap_work_folders()
 
 
 def _register() -> None:
@@ -60,4 +77,42 @@ def main() -> None:
         sys.exit(2)
     except click.exceptions.Exit as e:
         sys.exit(e.exit_code)
+    except OSError as e:
+        err = environment_error(e)
+        if err is None:
+            _internal_error(e)
+        click.echo(f"crashlab: error: {err}{_tmp_hint(e)}", err=True)
+        sys.exit(2)
+    except Exception as e:  # noqa: BLE001 (the backstop: a bug, reported in one line)
+        _internal_error(e)
     sys.exit(rc if isinstance(rc, int) else 0)
+
+
+def _tmp_hint(e: OSError) -> str:
+    """When ``e`` is of a working folder: where those go, and how to move them."""
+    where = e.filename2 or e.filename
+    parent = tmp_parent().resolve()
+    if where is None or parent not in Path(os.fsdecode(where)).resolve().parents:
+        return ""
+    return f" (a working folder under {parent}: set {TMPDIR} to another folder)"
+
+
+def _internal_error(e: BaseException) -> NoReturn:
+    """An exception crashlab did not expect (a bug; in a worker process too:
+    it is raised again here): its traceback goes to a file, one line to
+    stderr, exit :data:`INTERNAL_ERROR`."""
+    stamp = datetime.datetime.now(datetime.UTC).strftime("%Y%m%dT%H%M%SZ")
+    name = f"crashlab-internal-error-{stamp}-{os.getpid()}.txt"
+    text = (f"crashlab {' '.join(sys.argv[1:])}\npython {sys.version.split()[0]}\n\n"
+            + "".join(traceback.format_exception(e)))
+    for parent in (tmp_parent(), Path(tempfile.gettempdir())):
+        try:
+            (parent / name).write_text(text)
+        except OSError:
+            continue
+        click.echo(f"crashlab: internal error, please report; details in {parent / name}",
+                   err=True)
+        sys.exit(INTERNAL_ERROR)
+    sys.stderr.write(text)  # nowhere to save it: the traceback itself, then one line
+    click.echo("crashlab: internal error, please report (the details above)", err=True)
+    sys.exit(INTERNAL_ERROR)

@@ -30,8 +30,9 @@ from harness.check.multicrash import COMPOSITE, Composite
 from harness.check.usercheck import DEFAULT_TIMEOUT, UserChecker, parse_checker, unique
 from harness.cli.statescmd import options_from, state_options
 from harness.errors import CrashlabError
+from harness.outlock import locked_output, refuse_results
 from harness.record.backends import CHOICES as BACKEND_CHOICES
-from harness.rundir import RunDir
+from harness.rundir import CHECK_RESULTS, SWEEP_RESULTS, RunDir
 from harness.states import STRATEGIES
 from harness.states.coverage import describe
 from harness.sweep.expectations import evaluate
@@ -75,6 +76,7 @@ def _run_options(f: Any) -> Any:  # noqa: ANN401
                      help="skip the read-only e2fsck per state (FS-RECOVER then only sees "
                           "whether journal replay succeeded)"),
         click.option("--resume", is_flag=True, help="continue an interrupted check/sweep"),
+        force_option(True),
         click.option("--crashsafe-sample", type=int, default=4, show_default=True,
                      help="DHL: crash recovery itself on this many sampled states "
                           "(REC-CRASHSAFE); 0 to skip"),
@@ -97,6 +99,26 @@ def _run_options(f: Any) -> Any:  # noqa: ANN401
     ]):
         f = d(f)
     return f
+
+
+def force_option(resumable: bool) -> Any:  # noqa: ANN401
+    """``--force``: write into an ``--out`` that already holds results."""
+    return click.option("--force", is_flag=True,
+                        help="write into an --out that holds earlier results, replacing them "
+                             "(refused without it" + (" or --resume" if resumable else "") + ")")
+
+
+@contextmanager
+def output(out: Path | None, names: tuple[str, ...], what: str, *, resume: bool | None,
+           force: bool) -> Iterator[None]:
+    """Within: ``out`` (when given) is locked and held no results unless
+    ``resume`` or ``force`` (harness/outlock.py)."""
+    if out is None:
+        yield
+        return
+    with locked_output(out):
+        refuse_results(out, names, what, resume=resume, force=force)
+        yield
 
 
 def _print_table(title: str, rows: list[dict[str, Any]]) -> None:
@@ -160,8 +182,14 @@ def checker_options(f: Any) -> Any:  # noqa: ANN401
 
 
 def _scheduler(executor: str, scheduler: str | None) -> str | None:
+    """The ``--scheduler`` given, checked: with ``--executor dask``, and
+    reachable (before anything is recorded or checked)."""
     if scheduler is not None and executor != "dask":
         raise CrashlabError("--scheduler goes with --executor dask")
+    if scheduler is not None:
+        from harness.check.cluster import probe_scheduler
+
+        probe_scheduler(scheduler)
     return scheduler
 
 
@@ -181,7 +209,7 @@ def user_checkers(specs: tuple[str, ...], timeout: float, recover: str
 @click.option("--out", type=click.Path(path_type=Path), default=None,
               help="output folder (default RUN/check/<strategy>-<options digest>)")
 def check_cmd(run: Path, jobs: int, max_states: int | None, no_fsck: bool, resume: bool,
-              crashsafe_sample: int, progress: bool | None, out: Path | None,
+              force: bool, crashsafe_sample: int, progress: bool | None, out: Path | None,
               max_first: int, depth: int, then: str, checker_specs: tuple[str, ...],
               checker_timeout: float, checker_recover: str, executor: str,
               scheduler: str | None, **kw: Any) -> int:
@@ -213,7 +241,10 @@ def check_cmd(run: Path, jobs: int, max_states: int | None, no_fsck: bool, resum
                         scheduler=_scheduler(executor, scheduler))
     opts = options_for(strategy, base)
     show = console.is_terminal if progress is None else progress
-    with progress_bar(show) as bar:
+    # --out: refused onto another check's results; the default folder is
+    # named after the options, so checking again there redoes the same check
+    with output(out, CHECK_RESULTS, "a check", resume=resume, force=force), \
+            progress_bar(show) as bar:
         hook = None
         if bar is not None and opts.composite is None:
             total = count_states(rd, default_window(rd, opts.states))
@@ -267,7 +298,7 @@ def _hook(bar: Progress, task: Any) -> Any:  # noqa: ANN401
               help="run only every N-th cell from the i-th (CI matrices)")
 @_run_options
 def sweep_cmd(matrix_name: str, out: Path | None, backend: str, shard_spec: str | None,
-              jobs: int, max_states: int | None, no_fsck: bool, resume: bool,
+              jobs: int, max_states: int | None, no_fsck: bool, resume: bool, force: bool,
               crashsafe_sample: int, progress: bool | None, max_first: int, depth: int,
               then: str, executor: str, scheduler: str | None) -> int:
     """Record and check every cell of a matrix; write summary.json,
@@ -283,7 +314,8 @@ def sweep_cmd(matrix_name: str, out: Path | None, backend: str, shard_spec: str 
                                             backend=backend),
                         executor=executor, scheduler=_scheduler(executor, scheduler))
     show = console.is_terminal if progress is None else progress
-    with progress_bar(show) as bar:
+    with output(out, SWEEP_RESULTS, "a sweep", resume=resume, force=force), \
+            progress_bar(show) as bar:
         hooks: dict[str, Any] = {}
 
         def on_progress(label: str, generated: int, checked: int) -> None:
@@ -311,13 +343,15 @@ def sweep_cmd(matrix_name: str, out: Path | None, backend: str, shard_spec: str 
                 type=click.Path(path_type=Path, exists=True, file_okay=False))
 @click.option("--out", type=click.Path(path_type=Path), required=True,
               help="the merged sweep folder")
-def merge_cmd(shards: tuple[Path, ...], out: Path) -> int:
+@force_option(False)
+def merge_cmd(shards: tuple[Path, ...], out: Path, force: bool) -> int:
     """Merge the sweep folders of `sweep --shard 1/N` .. `N/N` into one
     (summary.json, violations.jsonl, junit.xml, report, the runs linked);
     exit as the unsharded sweep would."""
     from harness.sweep.merge import merge_shards
 
-    summary, code = merge_shards(list(shards), out)
+    with output(out, SWEEP_RESULTS, "a sweep", resume=None, force=force):
+        summary, code = merge_shards(list(shards), out)
     _print_table(f"crashlab merge {summary['sweep']} ({len(shards)} shards)", summary["cells"])
     for c in summary["cells"]:
         _print_broken(f"{c['sut']} {c['workload']} {c['strategy']}: ", c["expectation"])

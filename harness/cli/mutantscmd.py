@@ -16,6 +16,7 @@ from rich.table import Table
 from harness.atomic import write_json_atomic
 from harness.errors import CrashlabError
 from harness.mutants import Outcome, catalogue, run_mutant
+from harness.outlock import locked_output
 
 RESULTS_DIR = Path(__file__).resolve().parents[2] / "results"
 STYLE = {"killed": "green", "harmless": "yellow", "survived": "red", "error": "red"}
@@ -45,27 +46,28 @@ def mutants_cmd(only: tuple[str, ...], out: Path | None, jobs: int) -> int:
     if out is None:
         stamp = datetime.datetime.now(datetime.UTC).strftime("%Y%m%d-%H%M%S")
         out = RESULTS_DIR / f"mutants-{stamp}"
-    out.mkdir(parents=True, exist_ok=True)
-    err = Console(stderr=True)
-    outcomes = []
-    for m in mutants:
-        err.log(f"mutant {m.name}")
-        outcomes.append(run_mutant(m, out, jobs))
-    table = Table(title="crashlab mutants")
-    for col in ("mutant", "status", "killed by (failing states)", "cells run"):
-        table.add_column(col, overflow="fold")
-    for o in outcomes:
-        killers = ", ".join(f"{k} {n}" for k, n in sorted(o.killers.items())) or o.detail or "—"
-        table.add_row(o.mutant.name, f"[{STYLE[o.status]}]{o.status}[/]", killers,
-                      "; ".join(_row(o)["ran"]))  # type: ignore[arg-type]
-    Console(width=160).print(table)
-    write_json_atomic(out / "mutants.json", {"mutants": [_row(o) for o in outcomes]})
-    bad = [o for o in outcomes if o.status in ("survived", "error")]
-    for o in bad:
-        click.echo(f"mutant {o.status}: {o.mutant.name}: {o.detail or o.mutant.what}", err=True)
-    click.echo(f"{len(outcomes) - len(bad)} of {len(outcomes)} mutants killed or explained; "
-               f"details in {out / 'mutants.json'}")
-    return 1 if bad else 0
+    with locked_output(out):  # one writer (harness/outlock.py)
+        err = Console(stderr=True)
+        outcomes = []
+        for m in mutants:
+            err.log(f"mutant {m.name}")
+            outcomes.append(run_mutant(m, out, jobs))
+        table = Table(title="crashlab mutants")
+        for col in ("mutant", "status", "killed by (failing states)", "cells run"):
+            table.add_column(col, overflow="fold")
+        for o in outcomes:
+            killers = (", ".join(f"{k} {n}" for k, n in sorted(o.killers.items()))
+                       or o.detail or "—")
+            table.add_row(o.mutant.name, f"[{STYLE[o.status]}]{o.status}[/]", killers,
+                          "; ".join(_row(o)["ran"]))  # type: ignore[arg-type]
+        Console(width=160).print(table)
+        write_json_atomic(out / "mutants.json", {"mutants": [_row(o) for o in outcomes]})
+        bad = [o for o in outcomes if o.status in ("survived", "error")]
+        for o in bad:
+            click.echo(f"mutant {o.status}: {o.mutant.name}: {o.detail or o.mutant.what}", err=True)
+        click.echo(f"{len(outcomes) - len(bad)} of {len(outcomes)} mutants killed or explained; "
+                   f"details in {out / 'mutants.json'}")
+        return 1 if bad else 0
 
 
 COMMANDS = [mutants_cmd]

@@ -25,13 +25,15 @@ import click
 def paper(out: Path, quick: bool, systems: str | None, device: str,
           repeats: int | None) -> None:
     """Measure every paper system on this machine and write the page."""
+    from harness.outlock import locked_output
     from harness.paper import build, render
     from harness.report.systems import select
 
     chosen = select(systems)
     opts = build.Options.make(chosen, quick=quick, device=device, repeats=repeats)
-    content = build.build(opts, progress=lambda m: click.echo(f"paper: {m}", err=True))
-    written = render.write(content, out)
+    with locked_output(out):  # one writer (harness/outlock.py)
+        content = build.build(opts, progress=lambda m: click.echo(f"paper: {m}", err=True))
+        written = render.write(content, out)
     for path in (written.html, written.md, written.json, *written.plots):
         click.echo(str(path))
 

@@ -17,11 +17,13 @@ from harness.errors import CrashlabError
               help="violations listed per invariant × SUT group (the rest are counted)")
 def report(sweep: Path, per_group: int) -> None:
     """Write SWEEP/report.html, SWEEP/report.md and SWEEP/plots/*.png."""
+    from harness.outlock import locked_output
     from harness.report.write import write_reports  # matplotlib: only when asked
 
     if not sweep.is_dir():
         raise CrashlabError(f"{sweep}: no such sweep folder")
-    out = write_reports(sweep, per_group=per_group)
+    with locked_output(sweep):  # not while a sweep still writes there
+        out = write_reports(sweep, per_group=per_group)
     for path in (out.html, out.md, *out.plots):
         click.echo(str(path))
     if not out.ok:

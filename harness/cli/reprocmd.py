@@ -26,7 +26,7 @@ from harness.atomic import write_json_atomic
 from harness.check.multicrash import resolve, restart_verdicts
 from harness.check.runlevel import prepare_run_level
 from harness.check.worker import StateChecker
-from harness.cli.checkcmd import checker_options, user_checkers
+from harness.cli.checkcmd import checker_options, force_option, output, user_checkers
 from harness.env import temporary_folder, work_folder
 from harness.errors import CrashlabError
 from harness.explain.sqlitefile import describe_files
@@ -43,12 +43,16 @@ DEFAULT_SHOWN = 40  # writes listed unless --all-writes
 STYLE = {"kept": "green", "dropped": "red", "torn": "yellow", "unwritten": "bright_black"}
 
 
+REPRO_NAME = "repro.json"  # what makes a --out folder hold an earlier repro's results
+
+
 @contextlib.contextmanager
-def _folder(out: Path | None, keep_tmp: bool) -> Iterator[Path]:
-    """``out`` (created), or a temporary folder removed afterwards."""
+def _folder(out: Path | None, keep_tmp: bool, force: bool = False) -> Iterator[Path]:
+    """``out`` (created and locked; refused when it holds an earlier repro,
+    unless ``force``), or a temporary folder removed afterwards."""
     if out is not None:
-        out.mkdir(parents=True, exist_ok=True)
-        yield out
+        with output(out, (REPRO_NAME,), "a repro", resume=None, force=force):
+            yield out
         return
     tmp = work_folder("crashlab-repro-")
     try:
@@ -172,11 +176,13 @@ def _report(run: Path, meta: dict[str, Any], x: Explanation, verdicts: list[Verd
                    "(default: a temporary folder, removed)")
 @click.option("--shell", is_flag=True,
               help="then open sqlite3 (or dhl dump) on the recovered database")
+@force_option(False)
 @click.option("--all-writes", is_flag=True,
               help=f"list every write of the epoch (default: at most {DEFAULT_SHOWN})")
 @click.option("--no-fsck", is_flag=True, help="as in check: skip the read-only e2fsck")
 @checker_options
-def repro_cmd(run: Path, state_id: str, out: Path | None, shell: bool, all_writes: bool,
+def repro_cmd(run: Path, state_id: str, out: Path | None, shell: bool, force: bool,
+              all_writes: bool,
               no_fsck: bool, checker_specs: tuple[str, ...], checker_timeout: float,
               checker_recover: str) -> int:
     """Materialise crash state STATE of run RUN, explain it, check it (with
@@ -191,7 +197,7 @@ def repro_cmd(run: Path, state_id: str, out: Path | None, shell: bool, all_write
     with LogReader(rd.log) as reader:
         state_from_id(reader, state_id, rd.log_order)  # bad IDs fail here, before any work
     interactive = shell and sys.stdin.isatty()
-    with _folder(out, keep_tmp=False) as folder, \
+    with _folder(out, keep_tmp=False, force=force) as folder, \
             temporary_folder("crashlab-repro-work-") as work:
         # the run's facts from its whole log, as the check had them, and
         # where its database lies (whether a fault touched it)
@@ -223,7 +229,7 @@ def repro_cmd(run: Path, state_id: str, out: Path | None, shell: bool, all_write
         engine = engine_of(checker.sut) if checker.sut else None  # None: the user's command
         files = describe_files(folder / "files", checker.db_name) \
             if engine and engine.sidecar_files else []
-        write_json_atomic(folder / "repro.json", {
+        write_json_atomic(folder / REPRO_NAME, {
             "run": str(run), "state": state_id,
             "explanation": asdict(x),
             "recovery": {"ok": rec.ok, "journal_replayed": rec.journal_replayed,

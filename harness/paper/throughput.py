@@ -34,6 +34,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from harness.env import temporary_folder
 from harness.errors import CrashlabError
 from harness.images import ensure_image
 from harness.sysops import loop_mounted
@@ -131,9 +132,8 @@ def measure(systems: dict[str, str], *, baseline: str, txns: int, ops: tuple[int
     where = {key: _where(sut, (fs or {}).get(key, "ext4")) for key, sut in suts.items()}
     rates: dict[tuple[str, int, str], list[float]] = {}
     failed: dict[str, str] = {}
-    with (tempfile.TemporaryDirectory(prefix="crashlab-paper-", dir=_image_parent(device)) as d,
+    with (temporary_folder("crashlab-paper-", _image_parent(device)) as work,
           contextlib.ExitStack() as mounts):
-        work = Path(d)
         mnts: dict[tuple[str, str], Path] = {}
         for i, (fsname, options) in enumerate(sorted(set(where.values()))):
             image, mnt = work / f"fs{i}.img", work / f"mnt{i}"

@@ -24,12 +24,13 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from harness.env import reap_work_folders, tmp_parent, work_folder
-from harness.errors import CrashlabError
+from harness.env import reap_work_folders, work_folder
+from harness.errors import CrashlabError, writing
 from harness.faults import DEVICE, Fault, by_stage, format_fault
 from harness.fs import FILESYSTEMS, get_fs
 from harness.images import ensure_image
 from harness.logformat import LogReader
+from harness.outlock import locked_output
 from harness.record.backend import Backend, BackendFailed, device_rules
 from harness.record.backends import select_backend
 from harness.rundir import ImageRef, RunDir, RunMeta
@@ -137,13 +138,26 @@ def record(
     disk = ensure_image(fs)[0].stat().st_size if nvram else 0
     if nvram:
         extra_meta = {**(extra_meta or {}), "nvram": {"offset": disk, "bytes": nvram}}
-    created = not out.exists()
-    out.mkdir(parents=True, exist_ok=True)
-    run = RunDir(out)
+    # one writer per run folder; a failure before any log leaves nothing behind
+    with locked_output(out):
+        return _record_into(RunDir(out), command, fs=fs, be=be, choice=choice, base=base,
+                            digest=digest, disk=disk, nvram=nvram, env=env,
+                            faults=tuple(faults), final_image=final_image,
+                            extra_meta=extra_meta, mount_options=mount_options)
+
+
+def _record_into(run: RunDir, command: Sequence[str], *, fs: str, be: Backend, choice: str,
+                 base: Path, digest: str, disk: int, nvram: int,
+                 env: Mapping[str, str] | None, faults: tuple[Fault, ...],
+                 final_image: Path | None, extra_meta: Mapping[str, Any] | None,
+                 mount_options: str) -> RunDir:
+    """:func:`record` into the locked run folder ``run``.  The working
+    folder goes whatever happens (unless something in it could not be torn
+    down: it is then named in the error); the log is copied into ``run``
+    whole or not at all."""
     if run.log.exists() or run.meta_path.exists():
-        raise CrashlabError(f"{out}: already holds a recorded run")
+        raise CrashlabError(f"{run.path}: already holds a recorded run")
     versions = tool_versions()
-    tmp_parent().mkdir(parents=True, exist_ok=True)
     reap_work_folders()  # what recorders killed outright left behind
     workdir = work_folder("crashlab-rec-")
     started = datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
@@ -165,7 +179,7 @@ def record(
                     workdir=workdir,
                     fs=fs,
                     env=dict(os.environ if env is None else env),
-                    faults=by_stage(tuple(faults), DEVICE),
+                    faults=by_stage(faults, DEVICE),
                     mount_options=mount_options,
                 )
             except Interrupted as e:
@@ -183,29 +197,42 @@ def record(
             if final_image is not None:
                 shutil.copyfile(image, final_image)
             for name, path in be.artifacts.items():
-                shutil.copyfile(path, run.path / f".{name}.partial")
-                os.replace(run.path / f".{name}.partial", run.path / name)
+                _copy_whole(path, run.path / name)
     finally:
         wall = time.monotonic() - t0
         left = in_use_under(workdir)
-        if work_log.exists():
-            partial = run.path / f".{run.log.name}.partial"
-            shutil.copyfile(work_log, partial)
-            os.replace(partial, run.log)
-        if not left:  # never rmtree into a live mount: it would delete inside it
-            shutil.rmtree(workdir, ignore_errors=True)
+        try:
+            if work_log.exists():
+                _copy_whole(work_log, run.log)
+        finally:
+            if not left:  # never rmtree into a live mount: it would delete inside it
+                shutil.rmtree(workdir, ignore_errors=True)
         if run.log.exists():
-            _write_meta(run, backend=be, choice=choice,
-                        image=ImageRef(fs, str(base), digest), command=command, status=status,
-                        interrupted=interrupted, versions=versions, extra=extra_meta,
-                        started=started, wall=wall, faults=tuple(faults),
-                        mount_options=mount_options)
-        elif created and not any(out.iterdir()):
-            out.rmdir()  # a failure before any log: leave nothing behind
+            try:
+                _write_meta(run, backend=be, choice=choice,
+                            image=ImageRef(fs, str(base), digest), command=command,
+                            status=status, interrupted=interrupted, versions=versions,
+                            extra=extra_meta, started=started, wall=wall, faults=faults,
+                            mount_options=mount_options)
+            except BaseException:
+                run.log.unlink()  # a log without its meta.json is no run
+                raise
         if left:
             raise CrashlabError(f"still in use after teardown: {', '.join(left)} "
                                 f"(working directory {workdir} kept)")
     return run
+
+
+def _copy_whole(src: Path, dst: Path) -> None:
+    """Copy ``src`` to ``dst`` under a temporary name, then rename: ``dst``
+    is whole or absent (a full disk is a one-line error naming ``dst``)."""
+    partial = dst.with_name(f".{dst.name}.partial")
+    try:
+        with writing(dst):
+            shutil.copyfile(src, partial)
+            os.replace(partial, dst)
+    finally:
+        partial.unlink(missing_ok=True)
 
 
 def _write_meta(run: RunDir, *, backend: Backend, choice: str, image: ImageRef,

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.errors import CrashlabError
+from harness.outlock import locked_output
 from harness.rundir import SweepDir
 from harness.sweep.matrix import unshard
 from harness.sweep.sweep import write_outputs
@@ -53,7 +54,14 @@ def merge_shards(shards: list[Path], out: Path) -> tuple[dict[str, Any], int]:
     resolved = out.resolve()
     if any(resolved == p.resolve() or p.resolve() in resolved.parents for p, _ in loaded):
         raise CrashlabError(f"{out}: the merged folder may not be (inside) a shard")
-    out.mkdir(parents=True, exist_ok=True)
+    with locked_output(out):  # one writer (harness/outlock.py)
+        return _merge_into(out, loaded, matrices.pop())
+
+
+def _merge_into(out: Path, loaded: list[tuple[Path, dict[str, Any]]], matrix: str
+                ) -> tuple[dict[str, Any], int]:
+    """:func:`merge_shards` of the checked shards ``loaded`` into the locked
+    folder ``out``."""
     parts = [_groups(path, summary) for path, summary in loaded]
     groups = unshard(parts)
     timing: dict[str, Any] = {}
@@ -64,7 +72,7 @@ def merge_shards(shards: list[Path], out: Path) -> tuple[dict[str, Any], int]:
     cells = [rec for records, _ in groups for rec in records]
     violations = [_moved(v, records[0]["run"], out) for records, vs in groups for v in vs]
     ok = all(c["expectation"]["ok"] for c in cells)
-    summary = {"sweep": matrices.pop(), "ok": ok, "cells": cells}
+    summary = {"sweep": matrix, "ok": ok, "cells": cells}
     order = list(dict.fromkeys(Path(c["run"]).name for c in cells))
     write_outputs(SweepDir(out), summary, violations,
                   {k: timing[k] for k in order if k in timing})

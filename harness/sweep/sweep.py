@@ -33,6 +33,7 @@ from harness.check.multicrash import Composite
 from harness.check.records import CheckResult
 from harness.errors import CrashlabError
 from harness.faults import DEVICE, PROCESS, by_stage, parse_faults
+from harness.outlock import locked_output
 from harness.record.recorder import record
 from harness.report.junit import write_junit
 from harness.rundir import RESULT_NAME, RunDir, SweepDir
@@ -149,10 +150,27 @@ def run_sweep(
     on_status: Callable[[str], None] | None = None,
 ) -> tuple[dict[str, Any], int]:
     """Run the sweep of matrix ``name`` (``cells``: shard ``shard`` of it,
-    when given); return summary.json's content and the exit code."""
+    when given); return summary.json's content and the exit code.  ``out``
+    is locked throughout (harness/outlock.py): a second sweep into it is
+    refused."""
+    with locked_output(out):
+        return _sweep_into(SweepDir(out), name, cells, opts, shard=shard, resume=resume,
+                           on_progress=on_progress, on_status=on_status)
+
+
+def _sweep_into(
+    sweep: SweepDir,
+    name: str,
+    cells: list[Cell],
+    opts: SweepOptions,
+    *,
+    shard: Shard | None,
+    resume: bool,
+    on_progress: Progress | None,
+    on_status: Callable[[str], None] | None,
+) -> tuple[dict[str, Any], int]:
+    """:func:`run_sweep` into the locked folder ``sweep``."""
     say = on_status or (lambda _m: None)
-    out.mkdir(parents=True, exist_ok=True)
-    sweep = SweepDir(out)
     cell_records: list[dict[str, Any]] = []
     violations: list[dict[str, Any]] = []
     timing: dict[str, Any] = {}
