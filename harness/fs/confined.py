@@ -279,10 +279,11 @@ def _parent(tree: ConfinedTree, dirs: dict[bytes, int], parts: list[bytes]) -> i
     for p in parts[:-1]:
         crel = rel + b"/" + p if rel else p
         if crel not in dirs:
-            fd = tree.mkdir(dirs[rel], p, crel)
-            if fd is None:
+            try:  # (``parts`` are valid names: _member_parts)
+                os.mkdir(p, 0o700, dir_fd=dirs[rel])
+            except FileExistsError:
                 return None
-            dirs[crel] = fd
+            dirs[crel] = os.open(p, DIR_FLAGS, dir_fd=dirs[rel])
         rel = crel
     return dirs[rel]
 
