@@ -16,7 +16,9 @@ F2FS's tar archive is unpacked by its function.
 
 from __future__ import annotations
 
+import dataclasses
 import io
+import json
 import mmap
 import os
 import shutil
@@ -28,6 +30,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from support import crashlab, record_runs
 
 from checkers import sqlite
 from harness.fs import get_fs
@@ -37,9 +40,14 @@ from harness.fs.ext4 import inproc
 from harness.fs.ext4.fast import FastExt4
 from harness.fs.ext4.inproc import Unsupported, crc32c
 from harness.fs.ext4.recover import recover_ext4
-from harness.images import ensure_image
+from harness.images import ensure_image, verified_base_for_run
+from harness.logformat import ENTRY, FLUSH, SUPER, LogReader
+from harness.materialize.replay import replay
+from harness.record.fuse import FuseBackend
+from harness.rundir import RunDir
 from harness.sysops import loop_attach, loop_detach
 
+SMALL = "insert:txns=4,ops=3,tables=2,warmup=50,seed=1"
 PAYLOAD = b"PAYLOAD written by the crafted file system\n"
 ORIGINAL = b"the canary's own bytes\n"
 
@@ -244,7 +252,8 @@ def test_names_with_dotdot_and_absolute_names(tmp_path: Path, canary: Path) -> N
     name, a regular file called ``..``: none is written anywhere."""
     up = b"../" * 24 + os.fsencode(os.path.relpath(canary, "/")) + b"/escaped"
     absolute = os.fsencode(canary / "absolute")
-    img = crafted(tmp_path, ["write PAYLOAD " + "u" * len(up), "write PAYLOAD " + "a" * len(absolute),
+    img = crafted(tmp_path, ["write PAYLOAD " + "u" * len(up),
+                             "write PAYLOAD " + "a" * len(absolute),
                              "write PAYLOAD zz", "write PAYLOAD kept"],
                   ((b"", b"u" * len(up), up), (b"", b"a" * len(absolute), absolute),
                    (b"", b"zz", b"..")))
@@ -286,6 +295,22 @@ def test_device_nodes_fifos_and_set_uid_bits(tmp_path: Path, canary: Path) -> No
     for files in extract_everywhere(img, tmp_path, canary).values():
         assert sorted(p.name for p in files.iterdir()) == ["lost+found", "suid"]
         assert stat.S_IMODE((files / "suid").stat().st_mode) == 0o755
+
+
+def test_a_link_left_in_the_folder_is_not_followed(tmp_path: Path, canary: Path) -> None:
+    """A fallback extracts into the folder an earlier try wrote (the fast
+    path's placement, then the reference after e2fsck): rdump followed a
+    link left there; the folder is now emptied first."""
+    img = crafted(tmp_path, ["write PAYLOAD evil"])
+    work = tmp_path / "work"
+    before = snapshot(tmp_path, work)
+    for name, run in PATHS.items():
+        files = work / name / "files"
+        files.mkdir(parents=True)
+        (files / "evil").symlink_to(canary / "target")
+        assert run(img, files, work / name).ok
+        assert (files / "evil").read_bytes() == PAYLOAD, name
+        assert snapshot(tmp_path, work) == before, name
 
 
 def test_in_process_path_declines_what_it_does_not_write(tmp_path: Path) -> None:
@@ -428,3 +453,73 @@ def test_f2fs_archive_unpacks_inside_its_folder(tmp_path: Path, canary: Path) ->
     assert not (files / "disk").exists() and not (files / "fifo").exists()
     assert_only_files_dirs_links(files)
     assert len(skipped) == 6, skipped  # .., absolute, d/x, the second evil, disk, fifo
+
+
+# --- end to end: `crashlab check` of a run whose recovered ext4 holds the case ---------------
+
+
+def _append_image(run: RunDir, image: Path, base: Path) -> int:
+    """Append to ``run``'s log a write of every 4 KiB block where ``image``
+    differs from ``base`` and a FLUSH, and record the log's new summary in
+    meta.json; the number of blocks."""
+    log = run.log
+    blocks = []
+    with open(image, "rb") as a, open(base, "rb") as b:
+        n = 0
+        while chunk := a.read(4096):
+            if chunk != b.read(4096):
+                blocks.append((n, chunk))
+            n += 1
+    with open(log, "r+b") as f:
+        magic, version, nr, ss = SUPER.unpack(f.read(SUPER.size))
+        f.seek(0, os.SEEK_END)
+        for blk, data in blocks:
+            f.write(ENTRY.pack(blk * 4096 // ss, 4096 // ss, 0, 0).ljust(ss, b"\0") + data)
+        f.write(ENTRY.pack(0, 0, FLUSH, 0).ljust(ss, b"\0"))
+        f.seek(0)
+        f.write(SUPER.pack(magic, version, nr + len(blocks) + 1, ss))
+    meta = json.loads(run.meta_path.read_text())
+    with LogReader(log) as reader:
+        meta["log"] = dataclasses.asdict(reader.summary())
+    run.meta_path.write_text(json.dumps(meta, indent=2, sort_keys=True) + "\n")
+    return len(blocks)
+
+
+@pytest.mark.root
+def test_crashlab_check_of_a_run_with_the_reported_case(tmp_path: Path, canary: Path) -> None:
+    """``crashlab check RUN`` of a run whose recovered ext4 holds a symbolic
+    link to a host file and then a regular file of the same name (and a
+    WAL file that is a link to a host file) leaves the canary untouched,
+    and DB-OPEN fails on that state saying why.
+
+    The run: a real fuse recording of SQLite (WAL), its log then extended
+    with writes that turn its final image into the crafted one (debugfs
+    ``symlink`` and ``write`` on the final image, the second name renamed
+    in place; no kernel writes a second entry of a name) and a FLUSH, its
+    meta.json's log summary made again.  The last crash state recovers to
+    the crafted tree: the old code wrote the payload into the canary."""
+    ok, why = FuseBackend.available()
+    if not ok:
+        pytest.skip(f"fuse backend: {why}")
+    run = record_runs(tmp_path / "runs", {"sqlite-wal-full": SMALL})["sqlite-wal-full"]
+    base = verified_base_for_run(run)
+    final = tmp_path / "final.img"
+    replay(base, run.log, final)
+    img = tmp_path / "crafted.img"
+    shutil.copyfile(final, img)
+    payload = tmp_path / "payload"
+    payload.write_bytes(PAYLOAD)
+    debugfs_w(img, [f"symlink evil {canary / 'target'}", f"write {payload} evim",
+                    f"symlink crashlab.db-wal {canary / 'dir' / 'inside'}"])
+    rename_entry(img, 2, b"evim", b"evil")
+    assert root_names(img).count("evil") == 2
+    assert _append_image(run, img, final) > 0
+    before = snapshot(tmp_path, tmp_path / "runs")
+    out = tmp_path / "runs" / "check"
+    p = crashlab("check", str(run.path), "--strategy", "prefix", "--no-progress", "--out",
+                 str(out))
+    assert p.returncode in (0, 1), p.stderr
+    assert snapshot(tmp_path, tmp_path / "runs") == before
+    last = [json.loads(ln) for ln in (out / "states.jsonl").read_text().splitlines()][-1]
+    assert any(f["invariant"] == "DB-OPEN" and "crashlab.db-wal is a symbolic link" in
+               f["explanation"] for f in last.get("fail", [])), last

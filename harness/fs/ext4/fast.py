@@ -53,7 +53,7 @@ from harness.fs.ext4.recover import FSCK_CORRECTED, FSCK_REBOOT, recover_ext4
 from harness.fs.ext4.superblock import EXT4_SB_OFFSET as SB_OFFSET
 from harness.fs.ext4.superblock import EXT4_SB_SIZE as SB_SIZE
 from harness.fs.ext4.tree import files as tree_files
-from harness.fs.ext4.tree import list_tree, place, private_folder, rdump_request
+from harness.fs.ext4.tree import list_tree, place, rdump_request
 from harness.fs.ext4.undo import written_ranges
 
 INCOMPAT_RECOVER = 0x4
@@ -229,11 +229,9 @@ class FastExt4:
         # may write it into a real folder (tree.py)
         try:
             tree = list_tree(image, self.skip)
-            private = private_folder(out_dir) if tree.hazards else out_dir
-            request = rdump_request(tree, out_dir, private)
         except Unsupported as e:
             return f"the recovered tree: {e}"
-        out_dir.mkdir(parents=True, exist_ok=True)
+        request, private = rdump_request(tree, out_dir)
         files = tree_files(tree)
         answers = dbg.request([f"open {_quote(image)}", *([request] if request else []),
                                f"blocks <{JOURNAL_INO}>",

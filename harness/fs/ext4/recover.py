@@ -18,7 +18,7 @@ from pathlib import Path
 from harness.fs.base import FsRecovery, not_copied
 from harness.fs.ext4.debugfs import DebugfsError
 from harness.fs.ext4.inproc import Unsupported
-from harness.fs.ext4.tree import list_tree, place, private_folder, rdump_request
+from harness.fs.ext4.tree import list_tree, place, rdump_request
 from harness.sysops import tool
 
 # e2fsck exit status bits (e2fsck(8)).
@@ -72,12 +72,10 @@ def recover_ext4(image: Path, out_dir: Path, *, check: bool = True,
     # cannot escape from, else each file's inode into a private folder (tree.py)
     try:
         tree = list_tree(image, skip)
-        private = private_folder(out_dir) if tree.hazards else out_dir
-        request = rdump_request(tree, out_dir, private)
+        request, private = rdump_request(tree, out_dir)
     except (Unsupported, DebugfsError) as e:
         rec.detail = f"file extraction refused: {e}"
         return rec
-    out_dir.mkdir(parents=True, exist_ok=True)
     p = _run(["debugfs", "-R", request, str(image)]) if request else \
         subprocess.CompletedProcess([], 0, "", "")
     rec.steps.append(f"debugfs rdump: exit {p.returncode}")

@@ -263,22 +263,31 @@ def _placed(tree: Tree) -> set[int]:
     return out
 
 
-def rdump_request(tree: Tree, out_dir: Path, private: Path) -> str | None:
-    """The one debugfs request that extracts ``tree``: ``rdump`` into
-    ``out_dir`` when it has no hazard, else of its files' and links' inodes
-    into ``private`` (then :func:`place`); None when there is nothing to
-    extract."""
+def rdump_request(tree: Tree, out_dir: Path) -> tuple[str | None, Path]:
+    """The one debugfs request that extracts ``tree`` (None: nothing to
+    extract), and the folder it writes: ``out_dir`` when the tree has no
+    hazard, else a fresh private folder beside it that gets the inodes of
+    its files and links (then :func:`place`).  ``out_dir`` is made empty
+    first: rdump follows what is already there (a link an earlier try
+    left)."""
+    shutil.rmtree(out_dir, ignore_errors=True)
+    out_dir.mkdir(parents=True)
     if not tree.hazards:
         if not tree.skip:
-            return f"rdump / {quote(out_dir)}"
+            return f"rdump / {quote(out_dir)}", out_dir
         names = [c.name for c in tree.root.children or ()]
         if not names:
-            return None
-        return f"rdump {' '.join(quote('/' + os.fsdecode(n)) for n in names)} {quote(out_dir)}"
+            return None, out_dir
+        sources = " ".join(quote("/" + os.fsdecode(n)) for n in names)
+        return f"rdump {sources} {quote(out_dir)}", out_dir
+    private = out_dir.with_name(out_dir.name + ".rdump")
+    shutil.rmtree(private, ignore_errors=True)
+    private.mkdir(mode=0o700)
     placed = _placed(tree)
     inos = sorted({n.ino for n in _all(tree.root) if id(n) in placed and n.kind in
                    (S_IFREG, S_IFLNK)})
-    return f"rdump {' '.join(f'<{i}>' for i in inos)} {quote(private)}" if inos else None
+    return (f"rdump {' '.join(f'<{i}>' for i in inos)} {quote(private)}" if inos else None,
+            private)
 
 
 def _all(node: Node) -> list[Node]:
@@ -288,14 +297,6 @@ def _all(node: Node) -> list[Node]:
         if c.children is not None:
             out += _all(c)
     return out
-
-
-def private_folder(out_dir: Path) -> Path:
-    """A fresh, empty folder beside ``out_dir`` for :func:`rdump_request`."""
-    private = out_dir.with_name(out_dir.name + ".rdump")
-    shutil.rmtree(private, ignore_errors=True)
-    private.mkdir(mode=0o700)
-    return private
 
 
 def place(tree: Tree, out_dir: Path, private: Path) -> list[str]:
