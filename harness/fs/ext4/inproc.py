@@ -23,9 +23,12 @@ directory block, journal superblock, descriptor, revoke, commit, tagged data
 block: each changes what recovery or extraction does), fast commits, async
 commit, checksum v1/v2, a journal s_errno, htree or inline-data
 directories, extent trees with index blocks, unwritten extents, symlinks and
-special files, meta_bg, and a replay that writes into the journal or the
-journal inode.  tests/test_ext4_inproc.py holds this path to debugfs's
-image, files and verdicts.
+special files, a second entry of a name, an empty name, a directory reached
+twice, meta_bg, and a replay that writes into the journal or the journal
+inode.  The files are written through
+:class:`harness.fs.confined.ConfinedTree` (never outside ``out_dir``).
+tests/test_ext4_inproc.py holds this path to debugfs's image, files and
+verdicts.
 """
 
 from __future__ import annotations
