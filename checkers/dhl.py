@@ -119,6 +119,12 @@ class DhlFacts:
     after: After = field(default_factory=After)
 
 
+def refused(why: str) -> DhlFacts:
+    """The facts of a database not read, for ``why`` (it is a link of the
+    recovered tree): DB-OPEN fails with it, nothing is read before recovery."""
+    return DhlFacts(exists=True, before=Before(error=why), after=After(error=why))
+
+
 def content_key(files: Path, db_name: str) -> bytes:
     """A digest of the extracted database file (DHL has no sidecar files)."""
     p = files / db_name

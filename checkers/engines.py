@@ -17,6 +17,9 @@ file system (with its journal/WAL sidecars beside it):
   the SUT ran on (the raw tier), so the engine must see a block device;
   ``vfs``: the SUT opens its database through this VFS shim (``Sut.vfs``;
   "" none);
+* ``refused(why) -> facts``: the facts of a database not opened because a
+  file of it (or a folder on its way) is a symbolic link of the recovered
+  tree (harness/fs/README.md): DB-OPEN fails saying ``why``;
 * ``judge(facts, oracle, acked, begun, *, run_facts) -> list[Verdict]``:
   the verdicts; ``run_facts`` is what the run-level stage learnt from the
   whole log (DHL: the write trace's :class:`checkers.dhl_trace.RunFacts`);

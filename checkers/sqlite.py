@@ -85,6 +85,12 @@ def examine(db: Path, *, blockdev: bool = False, vfs: str = "") -> DbFacts:
     return DbFacts(exists=True, integrity=integrity, digest=digest)
 
 
+def refused(why: str) -> DbFacts:
+    """The facts of a database not opened, for ``why`` (a file of it is a
+    link of the recovered tree): DB-OPEN fails with it."""
+    return DbFacts(exists=True, open_error=why)
+
+
 IDS = ("DB-OPEN", "DB-INTEGRITY", "DB-ATOMIC", "DB-DURABLE", "DB-PREFIX")  # per state
 
 

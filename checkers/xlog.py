@@ -24,6 +24,7 @@ from workloads.run import runner_path
 
 IDS = sqlite.IDS
 judge = sqlite.judge
+refused = sqlite.refused
 RECOVER_TIMEOUT_S = 60
 
 

@@ -34,6 +34,7 @@ from harness import filetrace
 from harness.check.records import StateRecord
 from harness.check.worker import StateChecker, verdict_record
 from harness.env import work_folder
+from harness.fs.confined import links_on_way
 from harness.logformat import LogReader
 from harness.rundir import RunDir
 from harness.states import state_from_id
@@ -140,9 +141,10 @@ def run_level_records(run: RunDir, states_path: Path, workroot: Path,
                 tried += 1
                 # the state's files only: its verdicts are in states.jsonl
                 checker.recover_files(state_from_id(reader, sid, run.log_order), reference=True)
-                db = checker.workdir / "files" / str(meta.db)
-                if not db.exists():
-                    continue  # the file system lost the database: nothing to recover
+                files = checker.workdir / "files"
+                db = files / str(meta.db)
+                if links_on_way(files, str(meta.db)) is not None or not db.exists():
+                    continue  # lost, or a link of the recovered tree: nothing to recover
                 v = crashsafe_verdict(db, _fresh(workroot / "cs"), blockdev=checker.blockdev)
                 if v.status == "pass" and v.actual == 0:
                     continue  # recovery wrote nothing: it cannot be interrupted

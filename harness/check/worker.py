@@ -37,6 +37,7 @@ from harness.check.usercheck import (
 from harness.env import native_checks, reference_recovery
 from harness.faults import DEVICE, FILL_NAME, by_stage, parse_faults
 from harness.fs import FsRecovery, get_fs
+from harness.fs.confined import links_on_way, replace_file
 from harness.fs.raw import DEVICE_NAME
 from harness.images import verified_base_for_run
 from harness.logformat import LogReader
@@ -238,7 +239,10 @@ class StateChecker:
         nvram = read_nvram(img, self.nvram) if self.nvram else None
         rec = self._recover(state, img, files, reference=reference, facts_only=facts_only)
         if nvram is not None and rec.ok:  # for the SUT's recovery, beside the database
-            (files / (self.db_name + NVRAM_SUFFIX)).write_bytes(nvram)
+            try:
+                replace_file(files, self.db_name + NVRAM_SUFFIX, nvram)
+            except OSError:
+                pass  # a folder on the database's way is not one: _facts refuses it
         self.last_recovery = rec
         if self.keep is not None:
             self._keep_recovered(img, files)
@@ -444,7 +448,7 @@ class StateChecker:
         assert self.keep is not None
         raw = files / self.db_name
         src = img if img.exists() else raw
-        if src.exists():
+        if src.is_file() and not src.is_symlink():
             sparse_copy(src, self.keep / "recovered.img")
         shutil.rmtree(self.keep / "files", ignore_errors=True)
         if files.exists():
@@ -467,6 +471,11 @@ class StateChecker:
         if pre is not None:  # the key made from the extraction's memory
             key, facts = pre
         else:
+            # the engine opens the database and the files beside it read-write:
+            # never through a link of the recovered tree (harness/fs/README.md)
+            linked = links_on_way(files, self.db_name)
+            if linked is not None:
+                return self.checker.refused(linked)
             key = self.checker.content_key(files, self.db_name)
             facts = self.cache.get(key)
         if facts is not None:

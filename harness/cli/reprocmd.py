@@ -33,6 +33,7 @@ from harness.explain.sqlitefile import describe_files
 from harness.explain.state import Explanation, WriteInfo, explain_state
 from harness.faults import FAULT_MARK_PREFIX
 from harness.filetrace import fault_targets
+from harness.fs.confined import links_on_way
 from harness.images import verified_base_for_run
 from harness.logformat import LogReader
 from harness.marks import parse_label
@@ -244,7 +245,10 @@ def repro_cmd(run: Path, state_id: str, out: Path | None, shell: bool, force: bo
                 return ["sh", "-c", f"cd {shlex.quote(str(where / 'files'))} && exec sh"]
             return engine.shell_command(where / "files" / checker.db_name)
 
-        if shell and interactive and (folder / "files").exists():
+        linked = links_on_way(folder / "files", checker.db_name) if engine else None
+        if linked is not None and (shell or out is not None):  # its tool would follow it
+            click.echo(f"shell: none: {linked}")
+        elif shell and interactive and (folder / "files").exists():
             click.echo(f"shell: {' '.join(shell_cmd(folder))}  (its own recovery runs on "
                        "these files)")
             subprocess.run(shell_cmd(folder))

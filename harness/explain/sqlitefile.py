@@ -8,6 +8,7 @@ numbers them: page p is at file offset (p - 1) * page size.
 
 from __future__ import annotations
 
+import os
 import struct
 from pathlib import Path
 
@@ -141,9 +142,12 @@ def describe_files(files: Path, db_name: str, page_size: int = 4096) -> list[str
         return []
     out: list[str] = []
     for p in sorted(files.rglob("*")):
-        if p.is_dir():
-            continue
         rel = str(p.relative_to(files))
+        if p.is_symlink():  # the recovered tree's: never followed
+            out.append(f"{rel}: a symbolic link to {os.readlink(p)!r} (not followed)")
+            continue
+        if not p.is_file():
+            continue
         size = p.stat().st_size
         kind = file_kind(rel, db_name)
         line = f"{rel} ({size} bytes)"

@@ -14,7 +14,6 @@ imports every module of the folder, so a new file system is one new module
 from __future__ import annotations
 
 import bisect
-import shutil
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -27,6 +26,13 @@ if TYPE_CHECKING:
     from harness.logformat import LogReader
 
 REGISTRY: dict[str, type[FileSystem]] = {}
+RECOVERED_MOUNT = "nodev,nosuid,noexec"  # how a recovered file system is mounted
+
+
+def not_copied(skipped: list[str]) -> list[str]:
+    """A recovery's steps naming what its extraction did not write
+    (harness/fs/confined.py)."""
+    return [f"not extracted: {s}" for s in skipped]
 
 
 @dataclass
@@ -195,19 +201,21 @@ class MountedFileSystem(FileSystem):
         by the exact name created here, on success, error and interrupt
         alike.  No read-only fsck runs (``fsck`` is ignored; FS-RECOVER's
         explanation says so)."""
+        from harness.fs.confined import copy_tree
         from harness.sysops import loop_mounted
 
         rec = FsRecovery(self.name, ok=False, journal_replayed=False, needed_repair=False)
         mnt = workdir / "mnt"
         mnt.mkdir(parents=True, exist_ok=True)
+        # the recovered file system is the log's maker's: no device node of
+        # it opens a host device, nothing of it runs or gains privileges
+        options = ",".join(o for o in (RECOVERED_MOUNT, self.clone_mount_options) if o)
         try:
-            with loop_mounted(image, mnt, self.name, options=self.clone_mount_options):
+            with loop_mounted(image, mnt, self.name, options=options):
                 rec.steps.append("mount (kernel log replay)")
                 rec.journal_replayed = True  # the kernel does not say; mounting is the replay
                 try:
-                    shutil.copytree(mnt, out_dir, symlinks=True, dirs_exist_ok=True,
-                                    ignore=lambda d, names: [n for n in names if n in skip
-                                                             and Path(d) == mnt])
+                    rec.steps += not_copied(copy_tree(mnt, out_dir, skip))
                     rec.ok, rec.files = True, out_dir
                 except OSError as e:
                     rec.detail = f"reading files after mount failed: {e}"

@@ -11,7 +11,8 @@ flavour; the cloud one lacks F2FS) with guest/recover.sh as its job.
   checks.  Per state: the crash image is copied (sparsely) into the guest's
   slot disk, the guest drops its caches, mounts (the kernel's recovery),
   writes every file as a tar archive onto its answer disk and unmounts;
-  the host unpacks the files.  The guest dies with its worker.
+  the host unpacks the files, never outside their folder
+  (:func:`harness.fs.confined.unpack_tar`).  The guest dies with its worker.
 * :meth:`F2fs.recover` (``crashlab repro``, reference recovery): the same
   on a guest booted for that one image.
 * FUA writes are waited for (:attr:`F2fs.fua_waited`): its runs' crash
@@ -31,7 +32,8 @@ from pathlib import Path
 from typing import Any
 
 from harness.errors import CrashlabError
-from harness.fs.base import FileSystem, FsRecovery
+from harness.fs.base import FileSystem, FsRecovery, not_copied
+from harness.fs.confined import unpack_tar
 from harness.materialize import sparse_copy
 from harness.sysops import tool
 
@@ -91,9 +93,11 @@ class RecoveryGuest:
             rec.detail = f"{self.fs} recovery in the guest: {reply.removeprefix('fail ')}"
             return rec
         rec.journal_replayed = True  # the kernel does not say; mounting is the recovery
-        out_dir.mkdir(parents=True, exist_ok=True)
-        with tarfile.open(answer, mode="r:") as tar:
-            tar.extractall(out_dir, filter="data")
+        try:
+            rec.steps += not_copied(unpack_tar(answer, out_dir))
+        except (OSError, tarfile.TarError) as e:
+            rec.detail = f"the {self.fs} guest's archive of the files: {e}"
+            return rec
         rec.ok, rec.files = True, out_dir
         if self.fsck:
             proc = tool(["fsck.f2fs", "-f", "--dry-run", str(slot)], "fsck.f2fs")

@@ -45,16 +45,12 @@ def debugfs(image: Path, commands: Sequence[str]) -> str:
                 stdin="\n".join(commands) + "\n").stdout
 
 
-def root_entries(ls_p: str, skip: Sequence[str]) -> list[str]:
-    """The names in the root directory from the output of ``ls -p /``
-    (lines ``/INODE/MODE/UID/GID/NAME/SIZE/``), without ``.``, ``..`` and
-    the names in ``skip``."""
-    names = []
-    for line in ls_p.splitlines():
-        parts = line.split("/")
-        if len(parts) >= 7 and parts[5] not in (".", "..", *skip):
-            names.append(parts[5])
-    return names
+def quote(path: Path | str) -> str:
+    """A path as one debugfs argument."""
+    s = str(path)
+    if '"' in s or "\n" in s:
+        raise DebugfsError(f"path not passable to debugfs: {s!r}")
+    return f'"{s}"'
 
 
 def extents(stat: str) -> tuple[list[tuple[int, int, int]], list[int]]:

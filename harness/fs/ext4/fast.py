@@ -45,12 +45,15 @@ from pathlib import Path
 
 import xxhash
 
-from harness.fs.base import FsRecovery
-from harness.fs.ext4.debugfs import DebugfsError, DebugfsSession, root_entries
+from harness.fs.base import FsRecovery, not_copied
+from harness.fs.ext4.debugfs import DebugfsError, DebugfsSession
+from harness.fs.ext4.debugfs import quote as _quote
 from harness.fs.ext4.inproc import BlockMemo, Unsupported, WantFiles, replay_and_extract
 from harness.fs.ext4.recover import FSCK_CORRECTED, FSCK_REBOOT, recover_ext4
 from harness.fs.ext4.superblock import EXT4_SB_OFFSET as SB_OFFSET
 from harness.fs.ext4.superblock import EXT4_SB_SIZE as SB_SIZE
+from harness.fs.ext4.tree import files as tree_files
+from harness.fs.ext4.tree import list_tree, place, rdump_request
 from harness.fs.ext4.undo import written_ranges
 
 INCOMPAT_RECOVER = 0x4
@@ -63,14 +66,6 @@ FSCK_CACHE = 1 << 16
 KEY_SIZE = 16  # bytes of a metadata key (xxh3_128)
 _STALE_BITMAP_CSUM = re.compile(r".*: (Block|Inode) bitmap checksum does not match bitmap "
                                 r"while reading allocation bitmaps\n")
-
-
-def _quote(path: Path | str) -> str:
-    """A path as one debugfs argument."""
-    s = str(path)
-    if '"' in s or "\n" in s:
-        raise DebugfsError(f"path not passable to debugfs: {s!r}")
-    return f'"{s}"'
 
 
 def _expected_open_banner(undo: Path, image: Path) -> str:
@@ -197,21 +192,6 @@ class FastExt4:
         why = self._check(rec, image, base, overlay, got.written, got.journal, got.data)
         return why if why is not None else (rec, got.written)
 
-    def _extract(self, dbg: DebugfsSession, opened: list[str], out_dir: Path) -> list[str]:
-        """Send the requests ``opened`` (opening the image, replaying its
-        journal) and then extract every file to ``out_dir``: ``rdump /``, or
-        with ``skip`` a listing of the root and ``rdump`` of its entries but
-        the skipped ones.  Returns the answers to ``opened`` and the
-        extraction's (one: empty when all went well)."""
-        if not self.skip:
-            return dbg.request([*opened, f"rdump / {_quote(out_dir)}"])
-        *answers, listing = dbg.request([*opened, "ls -p /"])
-        names = root_entries(listing, self.skip)
-        if not names:
-            return [*answers, ""]
-        sources = " ".join(_quote("/" + n) for n in names)
-        return [*answers, *dbg.request([f"rdump {sources} {_quote(out_dir)}"])]
-
     def _fast(
         self, image: Path, out_dir: Path, overlay: list[tuple[int, int]], base: object
     ) -> tuple[FsRecovery, list[tuple[int, int]]] | str:
@@ -222,14 +202,13 @@ class FastExt4:
             return "no ext4 superblock"
         replay = bool(struct.unpack_from("<I", sb, 0x60)[0] & INCOMPAT_RECOVER)
         self.undo.unlink(missing_ok=True)
-        out_dir.mkdir(parents=True, exist_ok=True)
         dbg = self._debugfs()
-        opened, jr, rdump = self._extract(
-            dbg, [f"open -w -z {_quote(self.undo)} {_quote(image)}", "jr"], out_dir)
+        opened, jr, closed = dbg.request(
+            [f"open -w -z {_quote(self.undo)} {_quote(image)}", "jr", "close"])
         expected = _expected_open_banner(self.undo, image)
         stale = _STALE_BITMAP_CSUM.match(opened)
         if stale and opened[stale.end():] in ("", expected) and \
-                jr == "jr: Filesystem not open\n":
+                jr == "jr: Filesystem not open\n" and closed == "close: Filesystem not open\n":
             # Before replay the group descriptors may hold stale bitmap
             # checksums (the fresh ones are in the journal): libext2fs then
             # refuses to open it for jr, and nothing was written.  e2fsck's
@@ -242,25 +221,35 @@ class FastExt4:
             if p.returncode & ~(FSCK_CORRECTED | FSCK_REBOOT):
                 return f"e2fsck -E journal_only: exit {p.returncode}"
             replay = "recovering journal" in (p.stdout + p.stderr)
-            opened, rdump = self._extract(dbg, [f"open {_quote(image)}"], out_dir)
-            expected, jr = "", ""
-        if opened != expected or jr or rdump:
-            dbg.request(["close"])
-            return f"debugfs said: {(opened + jr + rdump).strip()[:200]}"
-        files = sorted(p.relative_to(out_dir).as_posix() for p in out_dir.rglob("*")
-                       if p.is_file() and not p.is_symlink())
-        answers = dbg.request([f"blocks <{JOURNAL_INO}>", *[f"blocks {_quote('/' + r)}"
-                                                          for r in files], "close"])
+            opened = expected = jr = closed = ""
+        if opened != expected or jr or closed:
+            return f"debugfs said: {(opened + jr + closed).strip()[:200]}"
         written = written_ranges(self.undo)
-        if answers[-1]:
-            return f"debugfs close said: {answers[-1].strip()[:200]}"
+        # the replayed image, closed: its tree read here says whether rdump
+        # may write it into a real folder (tree.py)
         try:
-            journal = _blocks(answers[0])
-            data = {f: _blocks(a) for f, a in zip(files, answers[1:-1], strict=True)}
+            tree = list_tree(image, self.skip)
+        except Unsupported as e:
+            return f"the recovered tree: {e}"
+        request, private = rdump_request(tree, out_dir)
+        files = tree_files(tree)
+        answers = dbg.request([f"open {_quote(image)}", *([request] if request else []),
+                               f"blocks <{JOURNAL_INO}>",
+                               *[f"blocks <{ino}>" for _, ino in files], "close"])
+        said = answers[:2] if request else answers[:1]
+        if any(said) or answers[-1]:
+            return f"debugfs said: {(''.join(said) + answers[-1]).strip()[:200]}"
+        steps = ["debugfs open -w -z, jr, rdump (fast path)"]
+        if tree.hazards:
+            steps += not_copied(place(tree, out_dir, private))
+        blocks = answers[len(said):-1]
+        try:
+            journal = _blocks(blocks[0])
+            data = {f: _blocks(a) for (f, _), a in zip(files, blocks[1:], strict=True)}
         except ValueError:
-            return f"debugfs blocks said: {' '.join(answers[:-1]).strip()[:200]}"
+            return f"debugfs blocks said: {' '.join(blocks).strip()[:200]}"
         rec = FsRecovery("ext4", ok=True, journal_replayed=replay, needed_repair=False,
-                         files=out_dir, steps=["debugfs open -w -z, jr, rdump (fast path)"])
+                         files=out_dir, steps=steps)
         why = self._check(rec, image, base, overlay, written, journal, data)
         return why if why is not None else (rec, written)
 

@@ -23,9 +23,12 @@ directory block, journal superblock, descriptor, revoke, commit, tagged data
 block: each changes what recovery or extraction does), fast commits, async
 commit, checksum v1/v2, a journal s_errno, htree or inline-data
 directories, extent trees with index blocks, unwritten extents, symlinks and
-special files, meta_bg, and a replay that writes into the journal or the
-journal inode.  tests/test_ext4_inproc.py holds this path to debugfs's
-image, files and verdicts.
+special files, a second entry of a name, an empty name, a directory reached
+twice, meta_bg, and a replay that writes into the journal or the journal
+inode.  The files are written through
+:class:`harness.fs.confined.ConfinedTree` (never outside ``out_dir``).
+tests/test_ext4_inproc.py holds this path to debugfs's image, files and
+verdicts.
 """
 
 from __future__ import annotations
@@ -44,6 +47,7 @@ from typing import Any, TypeVar
 from crc32c import crc32c as _crc32c
 
 from harness.errors import CrashlabError
+from harness.fs.confined import ConfinedTree, set_perms, write_all
 from harness.fs.ext4 import jbd2
 from harness.fs.ext4.superblock import EXT4_SB_OFFSET as SB_OFFSET
 from harness.fs.ext4.superblock import EXT4_SB_SIZE as SB_SIZE
@@ -130,7 +134,10 @@ class _Fs:
         self.desc_size = u32("<H", sb, 0xFE)[0] if self.incompat & INCOMPAT_64BIT else 32
         self.csum = bool(self.ro & RO_METADATA_CSUM)
         self.seed = crc32c(0xFFFFFFFF, sb[0x68:0x78]) if self.csum else 0
-        self.groups = -(-(self.blocks - self.first_data_block) // u32("<I", sb, 0x20)[0])
+        bpg = u32("<I", sb, 0x20)[0]
+        if not bpg or not self.ipg or not 128 <= self.inode_size <= self.bs:
+            raise Unsupported("superblock geometry")
+        self.groups = -(-(self.blocks - self.first_data_block) // bpg)
         self.gdt_block = self.first_data_block + 1
         self._gd: bytes | None = None
         # inodes whose checksum verified: (seed, number, bytes), a pure
@@ -657,12 +664,6 @@ def replay_and_extract(image: Path, out_dir: Path, skip: tuple[str, ...] = (),
         os.close(fd)
 
 
-def _write_all(fd: int, data: bytes | memoryview) -> None:
-    view = memoryview(data)
-    while view:
-        view = view[os.write(fd, view):]
-
-
 def _write(mm: mmap.mmap, data: bytes, offset: int, undo: list[tuple[int, bytes]]) -> None:
     """Write ``data`` at ``offset`` of the image through its shared mapping
     (no system call), noting in ``undo`` the bytes it replaces."""
@@ -760,6 +761,7 @@ class _Extractor:
         self.ops: list[tuple[str, bytes, bytes, list[tuple[int, int]]]] = []
         self.files: dict[str, list[tuple[int, int]]] = {}  # rel -> pieces
         self.dirs: set[str] = set()
+        self.walked_dirs: set[int] = set()  # directory inodes the walk entered
 
     def walk(self, memo: BlockMemo | None = None) -> None:
         """Find every directory and file from the root; with ``memo``, take
@@ -779,6 +781,7 @@ class _Extractor:
             if struct.unpack_from("<H", raw, 0)[0] & S_IFMT != S_IFDIR:
                 raise Unsupported("root is not a directory")
             self.root_raw = raw
+            self.walked_dirs = {ROOT_INO}
             self._dir(ROOT_INO, raw, b"", top=True)
         finally:
             reads, fs.trace = fs.trace, None
@@ -806,25 +809,41 @@ class _Extractor:
                     yield data
 
     def write(self, out_dir: Path) -> None:
-        """Write what :meth:`walk` found into ``out_dir`` (created)."""
-        out_dir.mkdir(parents=True, exist_ok=True)
-        root = os.fsencode(out_dir)
-        for kind, rel, raw, pieces in self.ops:
-            path = root + b"/" + rel
-            if kind == WRITE_FILE:
-                fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o700)
-                try:
-                    for data in self._contents(pieces):
-                        _write_all(fd, data)
-                    self._perms(raw, path, fd)
-                finally:
+        """Write what :meth:`walk` found into ``out_dir`` (created), each
+        entry at its parent's directory descriptor (:class:`ConfinedTree`:
+        nothing followed, nothing replaced)."""
+        with ConfinedTree(out_dir) as tree:
+            stack = [tree.root]  # the open directories from the root down
+            try:
+                for kind, rel, raw, pieces in self.ops:
+                    name = rel.rpartition(b"/")[2]
+                    if kind == WRITE_FILE:
+                        fd = tree.create(stack[-1], name, rel)
+                        if fd is None:  # the walk lets through no name it refuses
+                            raise Unsupported(f"{tree.skipped[-1]}")
+                        try:
+                            for data in self._contents(pieces):
+                                write_all(fd, data)
+                            fix_perms(raw, fd)
+                        finally:
+                            os.close(fd)
+                    elif kind == MAKE_DIR:
+                        fd = tree.mkdir(stack[-1], name, rel)
+                        if fd is None:
+                            raise Unsupported(f"{tree.skipped[-1]}")
+                        stack.append(fd)
+                    else:
+                        fd = stack.pop()
+                        try:
+                            fix_perms(raw, fd)
+                        finally:
+                            os.close(fd)
+                # rdump / sets the root's; rdump of its entries, as with skip, not
+                if not self.skip:
+                    fix_perms(self.root_raw, tree.root)
+            finally:
+                for fd in stack[1:]:
                     os.close(fd)
-            elif kind == MAKE_DIR:
-                os.mkdir(path, 0o700)
-            else:
-                self._perms(raw, path)
-        if not self.skip:  # rdump / sets the root's; rdump of its entries, as with skip, not
-            self._perms(self.root_raw, root + b"/")
 
     def _dir(self, ino: int, raw: bytes, rel: bytes, top: bool = False) -> None:
         flags = struct.unpack_from("<I", raw, 0x20)[0]
@@ -832,6 +851,7 @@ class _Extractor:
             raise Unsupported(f"inode {ino}: htree directory")
         fs = self.fs
         iseed = crc32c(crc32c(fs.seed, struct.pack("<I", ino)), raw[0x64:0x68])
+        seen: set[bytes] = set()
         for lblk, phys, n in fs.extents(ino, raw):
             del lblk
             data = fs.read(phys, n)
@@ -841,12 +861,18 @@ class _Extractor:
                 for child, name in self._entries(blk):
                     if name in (b".", b"..") or (top and name in self.skip):
                         continue
+                    if name in seen:  # rdump would write both, through the first
+                        raise Unsupported(f"inode {ino}: a second entry {name!r}")
+                    seen.add(name)
                     craw = fs.inode(child)
                     mode = struct.unpack_from("<H", craw, 0)[0]
                     crel = rel + b"/" + name if rel else name
                     if mode & S_IFMT == S_IFREG:
                         self._file(child, craw, crel)
                     elif mode & S_IFMT == S_IFDIR:
+                        if child in self.walked_dirs:  # a loop, or a folder twice
+                            raise Unsupported(f"inode {child}: a directory reached twice")
+                        self.walked_dirs.add(child)
                         self.ops.append((MAKE_DIR, crel, craw, []))
                         self.dirs.add(os.fsdecode(crel))
                         self._dir(child, craw, crel)
@@ -874,7 +900,7 @@ class _Extractor:
                 raise Unsupported("directory entry corrupted")
             if inode:
                 name = blk[off + 8:off + 8 + name_len]
-                if b"/" in name or b"\0" in name:
+                if not name or b"/" in name or b"\0" in name:
                     raise Unsupported("directory entry name")
                 out.append((inode, name))
             off += rec_len
@@ -905,17 +931,13 @@ class _Extractor:
         self.files[name] = pieces
         self.rec.data[name] = blocks
 
-    @staticmethod
-    def _perms(raw: bytes, path: bytes, fd: int = -1) -> None:
-        """fix_perms: mode, owner, access and modification times (seconds)."""
-        mode = struct.unpack_from("<H", raw, 0)[0] & 0o7777
-        uid = struct.unpack_from("<H", raw, 0x2)[0] | struct.unpack_from("<H", raw, 0x78)[0] << 16
-        gid = struct.unpack_from("<H", raw, 0x18)[0] | struct.unpack_from("<H", raw, 0x7A)[0] << 16
-        atime, mtime = struct.unpack_from("<I", raw, 0x8)[0], struct.unpack_from("<I", raw, 0x10)[0]
-        if fd >= 0:
-            os.fchmod(fd, mode)
-            os.fchown(fd, uid, gid)
-        else:
-            os.chmod(path, mode)
-            os.chown(path, uid, gid)
-        os.utime(path, (atime, mtime))
+
+def fix_perms(raw: bytes, fd: int) -> None:
+    """rdump's fix_perms from the inode bytes ``raw``, on the file or
+    directory open at ``fd``: mode (its mode_xlate keeps the permission bits
+    only), owner, access and modification times (seconds)."""
+    mode = struct.unpack_from("<H", raw, 0)[0]
+    uid = struct.unpack_from("<H", raw, 0x2)[0] | struct.unpack_from("<H", raw, 0x78)[0] << 16
+    gid = struct.unpack_from("<H", raw, 0x18)[0] | struct.unpack_from("<H", raw, 0x7A)[0] << 16
+    atime, mtime = struct.unpack_from("<I", raw, 0x8)[0], struct.unpack_from("<I", raw, 0x10)[0]
+    set_perms(fd, mode, (atime, mtime), owner=(uid, gid))

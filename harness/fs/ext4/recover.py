@@ -3,10 +3,11 @@
 It needs no root: ``e2fsck -E journal_only`` (without -f) replays the journal on the
 image file, a read-only ``e2fsck -fn`` then tells whether anything beyond
 journal replay would need repair (FS-RECOVER), and ``debugfs rdump``
-extracts the files.  A state that needs repairs is repaired with
-``e2fsck -fy`` before extraction (what a booting machine's fsck would do) and
-reported as such.  The fast path (``fast.py``) gives byte-identical
-verdicts and falls back to this one for anything unusual.
+extracts the files, never outside their folder (``tree.py``).  A state
+that needs repairs is repaired with ``e2fsck -fy`` before extraction (what
+a booting machine's fsck would do) and reported as such.  The fast path
+(``fast.py``) gives byte-identical verdicts and falls back to this one for
+anything unusual.
 """
 
 from __future__ import annotations
@@ -14,8 +15,10 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
-from harness.fs.base import FsRecovery
-from harness.fs.ext4.debugfs import root_entries
+from harness.fs.base import FsRecovery, not_copied
+from harness.fs.ext4.debugfs import DebugfsError
+from harness.fs.ext4.inproc import Unsupported
+from harness.fs.ext4.tree import list_tree, place, rdump_request
 from harness.sysops import tool
 
 # e2fsck exit status bits (e2fsck(8)).
@@ -65,14 +68,19 @@ def recover_ext4(image: Path, out_dir: Path, *, check: bool = True,
             if p.returncode & (FSCK_UNCORRECTED | FSCK_OPERATIONAL):
                 rec.detail += f"; repair failed (exit {p.returncode})"
                 return rec
-    out_dir.mkdir(parents=True, exist_ok=True)
-    sources = "/"
-    if skip:
-        listing = _run(["debugfs", "-R", "ls -p /", str(image)]).stdout
-        sources = " ".join(f'"/{n}"' for n in root_entries(listing, skip))
-    p = _run(["debugfs", "-R", f"rdump {sources} {out_dir}", str(image)]) if sources else \
+    # the tree read here first: rdump writes into out_dir only a tree it
+    # cannot escape from, else each file's inode into a private folder (tree.py)
+    try:
+        tree = list_tree(image, skip)
+        request, private = rdump_request(tree, out_dir)
+    except (Unsupported, DebugfsError) as e:
+        rec.detail = f"file extraction refused: {e}"
+        return rec
+    p = _run(["debugfs", "-R", request, str(image)]) if request else \
         subprocess.CompletedProcess([], 0, "", "")
     rec.steps.append(f"debugfs rdump: exit {p.returncode}")
+    if tree.hazards:
+        rec.steps += not_copied(place(tree, out_dir, private))
     if p.returncode != 0:
         rec.detail = f"file extraction failed: {p.stderr.strip()}"
         return rec
