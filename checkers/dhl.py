@@ -37,20 +37,28 @@ skipped with that reason.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import xxhash
 
+from checkers import dhl_native
 from checkers.content import judge_content, matching_indices
+from checkers.dhl_facts import (
+    After,
+    Before,
+    DhlFacts,
+    RunFacts,
+    newest_commit,
+    open_image,
+    pagecount_at,
+    pages_with,
+    previous_commit,
+    stored_headers,
+)
 from checkers.dhl_format import read_committed
 from checkers.verdict import Verdict, failed, passed, skipped
-from dhl.binding import Database, DhlError, Headers, MemIO, valid_slot
+from dhl.binding import Database, DhlError, MemIO
 from workloads.oracle import Oracle, digest_rows
-
-if TYPE_CHECKING:  # checkers.dhl_trace imports this module
-    from checkers.dhl_trace import RunFacts
 
 WORK = "dhl-check"  # the (virtual) scratch folder beside the examined file: labels only
 MAX_LISTED = 8  # pages named in one explanation
@@ -60,63 +68,6 @@ MAX_LISTED = 8  # pages named in one explanation
 # megabyte buffers cost more in page faults than all the checking (one
 # process examines one image at a time).
 _IMAGE, _AGAIN = MemIO(), MemIO()
-
-
-@dataclass(frozen=True)
-class Before:
-    """The crash image as stored, read without recovery."""
-
-    error: str | None = None  # the read-only open failed (no committed state found)
-    fcc: int = 0  # the committed FCC the read rule uses
-    newest: int = 0  # TID of the newest commit record
-    newest_size: int = 0  # its recorded transaction size
-    newest_count: int = 0  # slot headers carrying that TID
-    newest_pages: tuple[int, ...] = ()  # every page carrying that TID, whatever the page count
-    previous: int = 0  # TID of the newest commit record below it (what a rollback returns to)
-    # reachable pages with no committed slot header: (page, parent, tid0, tid1)
-    t1_missing: tuple[tuple[int, int, int, int], ...] = ()
-    reached: int = 0
-    digest: str | None = None  # content read through the read rule
-    read_error: str | None = None  # reading the content failed
-    # the same, read by the independent decoder (checkers/dhl_format.py)
-    indep_fcc: int = 0
-    indep_digest: str | None = None
-    indep_error: str | None = None
-    indep_no_committed: tuple[int, ...] = ()
-
-    @property
-    def short(self) -> bool:
-        """The newest commit record does not match its count of slot
-        headers (fewer, or more: recovery rolls back on any mismatch)."""
-        return self.newest_size > 0 and self.newest_count != self.newest_size
-
-
-@dataclass(frozen=True)
-class After:
-    """The copy after DHL recovery, and what recovery reported."""
-
-    error: str | None = None  # open (= recovery) failed
-    fcc: int = 0  # the newest commit record left in the image
-    txn_size: int = 0  # the transaction size recorded there
-    engine_fcc: int = 0  # the FCC the engine reads at
-    rolled_back: bool = False
-    integrity: str | None = None  # "ok" or dhl_check's complaint
-    digest: str | None = None
-    scan_error: str | None = None
-    above_fcc: tuple[tuple[int, int, int], ...] = ()  # (page, slot, tid) with tid > fcc
-    count_fcc: tuple[int, ...] = ()  # pages holding a slot header with TID == fcc
-    fcc_pages: tuple[int, ...] = ()  # every page carrying TID fcc, whatever the page count
-    count_newest: tuple[int, ...] = ()  # pages still holding the pre-recovery newest TID
-    idempotent_changed: tuple[int, ...] | None = None  # pages a second recovery changed
-    idempotent_error: str | None = None
-
-
-@dataclass(frozen=True)
-class DhlFacts:
-    exists: bool
-    nolog: bool = False
-    before: Before = field(default_factory=Before)
-    after: After = field(default_factory=After)
 
 
 def refused(why: str) -> DhlFacts:
@@ -144,77 +95,8 @@ def image_key(image: bytes | memoryview) -> bytes:
 # --- reading images ------------------------------------------------------------
 
 
-def open_image(path: Path, **kw: object) -> tuple[Database, bool]:
-    """Open a DHL image in whatever mode it was created for (the mode only
-    matters for writing transactions): ``(db, nolog)``."""
-    try:
-        return Database(path, "tc", **kw), False  # type: ignore[arg-type]
-    except DhlError as e:
-        if e.code != "DHL_EMODE":
-            raise
-    return Database(path, "nolog", **kw), True  # type: ignore[arg-type]
-
-
 def _err(e: Exception) -> str:
     return str(e)
-
-
-def stored_headers(db: Database, image: MemIO) -> list[Headers]:
-    """The slot headers of ``image`` (opened as ``db``) as stored, in page
-    order, all-zero pages left out (see the module docstring)."""
-    i = db.info()
-    return image.headers(i.page_size, i.ntrees, nonzero=True)
-
-
-def pagecount_at(hs: Sequence[Headers], tid: int) -> int:
-    """The page count transaction ``tid`` saw: the meta slot with the
-    greatest TID <= tid (the read rule applied to page 0)."""
-    if not hs or hs[0].pgno != 0:
-        return 0  # page 0 all zero: no meta slot
-    s = valid_slot(hs[0].tid[0], hs[0].tid[1], tid)
-    return hs[0].aux[s] if s >= 0 else 0
-
-
-def pages_with(hs: Sequence[Headers], tid: int, limit: int) -> tuple[int, ...]:
-    """One entry per slot header carrying ``tid`` (not INV) in pages below
-    ``limit``; ``hs`` in page order, pages may be left out."""
-    return tuple(h.pgno for h in hs if h.pgno < limit for t in h.tid if t == tid)
-
-
-def newest_commit(hs: Sequence[Headers]) -> tuple[int, int, int]:
-    """``(tid, size, count)`` of the newest commit record — a slot header with
-    a non-zero commit field in a page below the page count its transaction
-    saw — and how many slot headers carry its TID (below that page count)."""
-    best = (0, 0)
-    for h in hs:
-        for s in range(2):
-            t, c = h.tid[s], h.commit[s]
-            if t and c and t > best[0] and h.pgno < pagecount_at(hs, t):
-                best = (t, c)
-    if not best[0]:
-        return 0, 0, 0
-    return best[0], best[1], len(pages_with(hs, best[0], pagecount_at(hs, best[0])))
-
-
-def previous_commit(hs: Sequence[Headers], below: int) -> int:
-    """The TID of the newest commit record older than ``below`` (0: none).
-    TIDs need not be consecutive: after a rollback the next transaction
-    takes a TID above the rolled-back one."""
-    return max((h.tid[s] for h in hs for s in range(2)
-                if 0 < h.tid[s] < below and h.commit[s] and h.pgno < pagecount_at(hs, h.tid[s])),
-               default=0)
-
-
-def committed_fcc(hs: Sequence[Headers]) -> int:
-    """The FCC recovery would choose from these stored headers: the newest
-    commit record whose count of slot headers is complete (0: none)."""
-    cands = sorted({(h.tid[s], h.commit[s]) for h in hs for s in range(2)
-                    if h.tid[s] and h.commit[s] and h.pgno < pagecount_at(hs, h.tid[s])},
-                   reverse=True)
-    for tid, size in cands:
-        if len(pages_with(hs, tid, pagecount_at(hs, tid))) == size:
-            return tid
-    return 0
 
 
 def examine_before(image: Path, data: MemIO | None = None) -> tuple[Before, bool]:
@@ -374,8 +256,6 @@ def native_examiner(durable: Path) -> object | None:
     """The native twin of :func:`examine_image` for a worker whose durable
     image is the file ``durable`` (``checkers/dhl_native.py``), or None when
     it is not built."""
-    from checkers import dhl_native
-
     return dhl_native.NativeExaminer(durable) if dhl_native.available() else None
 
 

@@ -1,7 +1,7 @@
 """The raw tier's DHL facts in one C call per state (``checkers/native/``).
 
 :class:`NativeExaminer` gives, for a crash state of a raw-tier DHL run, the
-:class:`checkers.dhl.DhlFacts` that :func:`checkers.dhl.examine_image` gives
+:class:`checkers.dhl_facts.DhlFacts` that :func:`checkers.dhl.examine_image` gives
 — equal, field by field (``tests/test_raw_fast.py`` compares them on every
 state of real runs) — but takes them in C: the image built in a reused
 buffer from the durable image and the state's overlay, the engine's open,
@@ -26,7 +26,7 @@ import struct
 from collections.abc import Sequence
 from pathlib import Path
 
-from checkers.dhl import After, Before, DhlFacts
+from checkers.dhl_facts import After, Before, DhlFacts
 from dhl.binding import lib as dhl_lib
 
 OK, FALLBACK = 0, 1

@@ -42,7 +42,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from checkers.dhl import committed_fcc, open_image
+from checkers.dhl_facts import RunFacts, committed_fcc, open_image
 from checkers.dhl_format import changed_bytes
 from checkers.invariants import TRACE_LEVEL
 from checkers.verdict import Verdict, failed, passed, skipped
@@ -74,24 +74,6 @@ class TraceResult:
     txn_pages: dict[int, set[int]] = field(default_factory=dict)
     # txn-ack:K -> the transaction writing when the mark came (its TID)
     ack_writer: dict[int, int] = field(default_factory=dict)
-
-
-@dataclass(frozen=True)
-class RunFacts:
-    """What the write trace says of a run, for judging its crash states
-    without the engine's own counting: the pages each transaction stamped
-    with its TID (``txn_pages``; a transaction older than the log is not
-    there: the trace cannot say which pages it wrote), and the TID written
-    just before each ``txn-ack:K`` (``ack_writer``)."""
-
-    txn_pages: dict[int, frozenset[int]]
-    ack_writer: dict[int, int]
-
-    def writer_at(self, acked: int) -> int | None:
-        """The TID behind the newest acknowledgement at or below
-        transaction ``acked`` that this log holds (None: none)."""
-        ks = [k for k in self.ack_writer if k <= acked]
-        return self.ack_writer[max(ks)] if ks else None
 
 
 def _tid(t: int) -> str:

@@ -62,7 +62,8 @@ def test_the_kernels_log_reads_back(qemu_runs: dict[str, Path]) -> None:
         assert all(re.fullmatch(r"[0-9a-f]{64}", guest[k])
                    for k in ("kernel_sha256", "initramfs_sha256", "job_sha256"))
         # the initramfs is byte-reproducible: built again, same digest
-        assert base_archive(guest_kernel("ext4"), "ext4").sha256 == guest["initramfs_sha256"]
+        modules = get_fs("ext4").guest_modules
+        assert base_archive(guest_kernel(modules), modules).sha256 == guest["initramfs_sha256"]
         assert meta["runner"]["transactions"] == TXNS
 
 

@@ -115,6 +115,8 @@ void dhl__meta_encode(const dhl *db, uint8_t *hdr, int s, const struct meta *m);
 int dhl__slot_tid(const uint8_t *img, int s);
 int dhl__page_cslot(const dhl *db, const uint8_t *img);
 int dhl__parse(dhl *db, struct page *pg);
+void dhl__free_recs(struct page *pg);
+int dhl__rec_reserve(struct page *pg, uint32_t n);
 bool dhl__fits(const dhl *db, const struct page *pg, uint32_t from, uint32_t to);
 bool dhl__fits_fresh(const dhl *db, const struct rec *r, uint32_t n);
 int dhl__materialize(dhl *db, const struct page *pg, uint32_t tid, uint16_t commit, uint8_t *out);
@@ -125,8 +127,6 @@ int dhl__new_page(dhl *db, uint8_t type, struct page **out);
 void dhl__touch(dhl *db, struct page *pg);
 void dhl__drop_cache(dhl *db, bool keep_dirty);
 void dhl__free_page(struct page *pg);
-void dhl__free_recs(struct page *pg);
-int dhl__rec_reserve(struct page *pg, uint32_t n);
 /* btree.c */
 int dhl__insert(dhl *db, uint32_t tree, int64_t key, const void *val, size_t len);
 int dhl__update(dhl *db, uint32_t tree, int64_t key, const void *val, size_t len);

@@ -1,7 +1,8 @@
 /*
 ** page.c — the page format: header-page meta slots, the read rule, slot
-** validation, and building a page image for a transaction (placing new
-** records in free space around the committed records, which never move).
+** validation, a page's record view (parsed from its committed slot), and
+** building a page image for a transaction (placing new records in free
+** space around the committed records, which never move).
 */
 #include "internal.h"
 
@@ -110,6 +111,32 @@ int dhl__slot_check(const dhl *db, const uint8_t *img, int s, uint32_t pgno)
         prev = k;
     }
     return DHL_OK;
+}
+
+/* dhl__free_recs: empty pg's record view (freeing the values it owns). */
+void dhl__free_recs(struct page *pg)
+{
+    for (uint32_t i = 0; i < pg->n; i++)
+        if (pg->recs[i].owned)
+            free(pg->recs[i].val);
+    pg->n = 0;
+    pg->parsed = false;
+}
+
+/* dhl__rec_reserve: make room for n records in pg's view. */
+int dhl__rec_reserve(struct page *pg, uint32_t n)
+{
+    if (n <= pg->cap)
+        return 0;
+    uint32_t cap = pg->cap ? pg->cap : 16;
+    while (cap < n)
+        cap *= 2;
+    struct rec *r = realloc(pg->recs, sizeof *r * cap);
+    if (!r)
+        return -1;
+    pg->recs = r;
+    pg->cap = cap;
+    return 0;
 }
 
 /* dhl__parse: build the record view of pg from its committed slot.  A page

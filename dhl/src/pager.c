@@ -7,15 +7,6 @@
 */
 #include "internal.h"
 
-void dhl__free_recs(struct page *pg)
-{
-    for (uint32_t i = 0; i < pg->n; i++)
-        if (pg->recs[i].owned)
-            free(pg->recs[i].val);
-    pg->n = 0;
-    pg->parsed = false;
-}
-
 void dhl__free_page(struct page *pg)
 {
     if (!pg)
@@ -24,22 +15,6 @@ void dhl__free_page(struct page *pg)
     free(pg->recs);
     free(pg->img);
     free(pg);
-}
-
-/* dhl__rec_reserve: make room for n records in pg's view. */
-int dhl__rec_reserve(struct page *pg, uint32_t n)
-{
-    if (n <= pg->cap)
-        return 0;
-    uint32_t cap = pg->cap ? pg->cap : 16;
-    while (cap < n)
-        cap *= 2;
-    struct rec *r = realloc(pg->recs, sizeof *r * cap);
-    if (!r)
-        return -1;
-    pg->recs = r;
-    pg->cap = cap;
-    return 0;
 }
 
 static int cache_slot(dhl *db, uint32_t pgno)

@@ -26,7 +26,8 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
-from checkers.dhl_trace import RunFacts, judge_run
+from checkers.dhl_facts import RunFacts
+from checkers.dhl_trace import judge_run
 from checkers.engines import engine_of
 from checkers.recovery import crashsafe_verdict
 from checkers.verdict import Verdict, skipped

@@ -220,7 +220,7 @@ def repro_cmd(run: Path, state_id: str, out: Path | None, shell: bool, force: bo
         recovered = folder / "recovered.img"
         with LogReader(rd.log) as reader:
             x = explain_state(
-                reader, state_from_id(reader, state_id, rd.log_order), fs=checker.fs,
+                reader, state_from_id(reader, state_id, rd.log_order), fs=checker.fsobj,
                 base=verified_base_for_run(rd), crash_image=folder / "crash.img",
                 recovered=recovered if rec.ok and checker.fsobj.has_files else None,
                 db_name=checker.db_name, workdir=work / "explain",

@@ -42,6 +42,19 @@ class ExplainContext:
     mode: str = "tc"
 
 
+class ExplainsWrites(Protocol):
+    """What the explanation of a state is handed: a file system
+    (:class:`harness.fs.base.FileSystem`), which builds its explainer.  The
+    caller passes the object, so this package imports no ``harness.fs``
+    (the file systems import it)."""
+
+    name: str
+
+    def explainer(self, ctx: ExplainContext) -> tuple[Explainer, list[str]]:
+        """The explainer of a state's writes, and notes on its limits."""
+        ...
+
+
 class RangeExplainer:
     """A file system crashlab cannot look inside: byte ranges only."""
 

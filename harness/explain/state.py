@@ -7,9 +7,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from harness.explain.context import ExplainContext, Explainer, write_data
+from harness.explain.context import ExplainContext, Explainer, ExplainsWrites, write_data
 from harness.faults import FAULT_MARK_PREFIX
-from harness.fs import get_fs
 from harness.logformat import Entry, LogReader
 from harness.marks import TXN_ERROR
 from harness.states import State
@@ -137,17 +136,18 @@ def _fault_notes(state: State, reader: LogReader, crash_image: Path,
     return out
 
 
-def explain_state(reader: LogReader, state: State, *, fs: str, base: Path,
+def explain_state(reader: LogReader, state: State, *, fs: ExplainsWrites, base: Path,
                   crash_image: Path, recovered: Path | None, db_name: str, workdir: Path,
                   mode: str = "tc", nvram_at: int | None = None) -> Explanation:
-    """Explain ``state`` of the log in ``reader``; ``crash_image`` is its
-    image before recovery, ``recovered`` after file-system recovery;
-    ``nvram_at``: the first byte of a SUT's emulated NVRAM, past the disk
+    """Explain ``state`` of the log in ``reader`` on file system ``fs`` (the
+    object, ``harness.fs.get_fs``'s); ``crash_image`` is its image before
+    recovery, ``recovered`` after file-system recovery; ``nvram_at``: the
+    first byte of a SUT's emulated NVRAM, past the disk
     (harness/states/README.md, "NVRAM"), whose writes are named so."""
     workdir.mkdir(parents=True, exist_ok=True)
     marks, flushes, errors = marks_around(reader, state.cut.lo, state.cut.hi)
     writes = classify(state)
-    explainer, notes = get_fs(fs).explainer(ExplainContext(
+    explainer, notes = fs.explainer(ExplainContext(
         reader, state, base, crash_image, recovered, db_name, workdir, flushes, mode))
     entries = state.epoch.writes
     data = [(w.offset, write_data(reader, entries[w.write])) for w in writes]

@@ -27,7 +27,7 @@ from __future__ import annotations
 import os
 import shutil
 import tarfile
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -38,6 +38,9 @@ from harness.materialize import sparse_copy
 from harness.sysops import tool
 
 ANSWER_SIZE = 64 << 20  # the answer disk: a tar archive of the recovered files
+# f2fs's softdep "pre: crc32" names a crypto alias, which a package
+# without modules.alias cannot resolve: its provider, named here
+GUEST_MODULES = ("crc32_generic", "f2fs")
 REQUEST_TIMEOUT_S = 120.0
 
 
@@ -48,16 +51,18 @@ class RecoveryGuest:
     ext4 path (harness/fs/ext4/fast.py): the crash image is only read, so
     nothing is reported written."""
 
-    def __init__(self, workdir: Path, fsck: bool, fs: str = "f2fs") -> None:
+    def __init__(self, workdir: Path, fsck: bool, fs: str = "f2fs",
+                 fs_modules: Sequence[str] = GUEST_MODULES) -> None:
         self.dir = workdir / f"{fs}-guest"
         self.fs = fs
+        self.fs_modules = tuple(fs_modules)  # what the guest loads for ``fs``
         self.fsck = fsck
         self.guest = None  # harness.qemu.vm.Guest, once booted
         self.size = 0
         self.stats = {"states": 0}
 
     def _boot(self, size: int) -> None:
-        from harness.qemu.vm import Guest
+        from harness.qemu.vm import Guest  # start-up: the guest runner (~14 ms) loads on a boot
 
         shutil.rmtree(self.dir, ignore_errors=True)
         self.dir.mkdir(parents=True)
@@ -65,7 +70,8 @@ class RecoveryGuest:
             with open(self.dir / name, "wb") as f:
                 f.truncate(n)
         self.guest = Guest(self.fs, {"JOB": "recover"},
-                           [self.dir / "slot.img", self.dir / "answer.img"], self.dir)
+                           [self.dir / "slot.img", self.dir / "answer.img"], self.dir,
+                           fs_modules=self.fs_modules)
         self.size = size
 
     def recover(self, image: Path, out_dir: Path, *, overlay: Iterable[tuple[int, int]] = (),
@@ -117,9 +123,7 @@ class RecoveryGuest:
 
 class F2fs(FileSystem):
     name = "f2fs"
-    # f2fs's softdep "pre: crc32" names a crypto alias, which a package
-    # without modules.alias cannot resolve: its provider, named here
-    guest_modules = ("crc32_generic", "f2fs")
+    guest_modules = GUEST_MODULES
     version_tool = ("f2fs-tools", ["mkfs.f2fs", "-V"])
     # F2FS writes FUA only for a checkpoint's commit block (PREFLUSH|FUA),
     # with every other operation blocked, and waits for it before writing

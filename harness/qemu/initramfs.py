@@ -5,7 +5,8 @@ same for the same inputs (harness/qemu/cpio.py).
   and ``blktrace`` with the shared libraries ``ldd`` names, the guest scripts of
   ``harness/qemu/guest/`` (``/init`` and the roles under
   ``/lib/crashlab/``), and the kernel modules the guest's file system needs
-  (with the virtio disks and dm-log-writes), flat under
+  (named by the caller: ``FileSystem.guest_modules``; this package knows no
+  file system) with the virtio disks and dm-log-writes, flat under
   ``/lib/modules/NAME.ko``.  Its sha256 goes into a run's
   meta.json.  It is rebuilt in memory for each guest (reading ~15 MB of
   files takes milliseconds; nothing to go stale) and kept per process.
@@ -20,7 +21,7 @@ from __future__ import annotations
 import hashlib
 import re
 import subprocess
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -31,8 +32,8 @@ from harness.qemu.kernel import Kernel
 GUEST_DIR = Path(__file__).resolve().parent / "guest"
 BUSYBOX = "/bin/busybox"  # Debian's busybox-static
 TOOLS = ("/usr/sbin/dmsetup", "/usr/sbin/blktrace")
-# virtio disks and the log-writes target; a file system adds its own
-# (FileSystem.guest_modules).  Loaded in this order after dependencies.
+# virtio disks and the log-writes target; the caller adds the file
+# system's (FileSystem.guest_modules).  Loaded in this order after dependencies.
 BASE_MODULES = ("virtio_pci", "virtio_blk", "dm-log-writes")
 _LDD_LINE = re.compile(r"(?:\S+ => )?(/\S+) \(0x[0-9a-f]+\)")
 
@@ -82,24 +83,24 @@ class Base:
     files: tuple[str, ...]  # every file path in the archive (a job skips these)
 
 
-def guest_modules(fs: str) -> list[str]:
-    """The modules a guest for file system ``fs`` loads: the base ones and
-    the file system's (FileSystem.guest_modules)."""
-    from harness.fs import get_fs
-
-    return [*BASE_MODULES, *get_fs(fs).guest_modules]
+def guest_modules(fs_modules: Sequence[str]) -> list[str]:
+    """The modules a guest loads: the base ones and ``fs_modules``, its
+    file system's (FileSystem.guest_modules, from the caller)."""
+    return [*BASE_MODULES, *fs_modules]
 
 
-_BASES: dict[tuple[str, str], Base] = {}
+_BASES: dict[tuple[str, tuple[str, ...]], Base] = {}
 
 
-def base_archive(kernel: Kernel, fs: str) -> Base:
-    """The base archive of a guest of ``kernel`` for file system ``fs``:
-    only its modules (unpacking every file system's took seconds under TCG)."""
-    cached = _BASES.get((kernel.release, fs))
+def base_archive(kernel: Kernel, fs_modules: Sequence[str]) -> Base:
+    """The base archive of a guest of ``kernel`` whose file system needs the
+    modules ``fs_modules``: only those (unpacking every file system's took
+    seconds under TCG)."""
+    key = (kernel.release, tuple(fs_modules))
+    cached = _BASES.get(key)
     if cached is not None:
         return cached
-    modules = kernel.load_order(guest_modules(fs))
+    modules = kernel.load_order(guest_modules(fs_modules))
     members = [cpio.file(BUSYBOX, Path(BUSYBOX).read_bytes(), executable=True)]
     if libraries(BUSYBOX):
         raise CrashlabError(f"{BUSYBOX} is not static (install busybox-static)")
@@ -117,7 +118,7 @@ def base_archive(kernel: Kernel, fs: str) -> Base:
     data = cpio.archive(members)
     base = Base(data, hashlib.sha256(data).hexdigest(), tuple(modules),
                 tuple(m.path for m in members if m.mode & 0o100000))
-    _BASES[(kernel.release, fs)] = base
+    _BASES[key] = base
     return base
 
 

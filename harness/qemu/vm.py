@@ -34,7 +34,7 @@ import signal
 import subprocess
 import tarfile
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -109,14 +109,16 @@ def _stop(proc: subprocess.Popen[bytes]) -> None:
     proc.wait()
 
 
-def guest_kernel(fs: str) -> Kernel:
-    """The pinned kernel a guest for file system ``fs`` boots."""
-    return kernel_for(guest_modules(fs))
+def guest_kernel(fs_modules: Sequence[str]) -> Kernel:
+    """The pinned kernel a guest boots whose file system needs the modules
+    ``fs_modules`` (FileSystem.guest_modules)."""
+    return kernel_for(guest_modules(fs_modules))
 
 
 def _boot_files(
     kernel: Kernel,
     fs: str,
+    fs_modules: Sequence[str],
     job: Mapping[str, bytes],
     params: Mapping[str, str],
     disks: list[Path],
@@ -127,7 +129,7 @@ def _boot_files(
     """The qemu command line of a guest, with its initrd and exchange disk
     written into ``workdir``; also the base archive, the job archive's sha256
     and the exchange disk."""
-    base = base_archive(kernel, fs)
+    base = base_archive(kernel, fs_modules)
     exchange = workdir / "exchange.img"
     with open(exchange, "wb") as f:
         f.truncate(EXCHANGE_SIZE)
@@ -160,17 +162,19 @@ def run_job(
     workdir: Path,
     console: Path,
     *,
+    fs_modules: Sequence[str],
     host_files: Mapping[str, str] | None = None,
     timeout: float = 600,
 ) -> GuestAnswer:
     """Boot a guest for one job on file system ``fs`` (its kernel and
-    modules; see the module's contract).  ``job``: extra /job files;
+    modules; see the module's contract), which needs the kernel modules
+    ``fs_modules`` (FileSystem.guest_modules).  ``job``: extra /job files;
     ``params``: /job/params assignments (JOB, the role, is required; FS and
     MODULES are set); ``host_files``: guest path -> host file to copy in
     (ELF programs with their libraries)."""
-    kernel = guest_kernel(fs)
-    argv, base, job_sha, exchange = _boot_files(kernel, fs, job, params, list(disks), workdir,
-                                                console, host_files)
+    kernel = guest_kernel(fs_modules)
+    argv, base, job_sha, exchange = _boot_files(kernel, fs, fs_modules, job, params, list(disks),
+                                                workdir, console, host_files)
     t0 = time.monotonic()
     err_path = workdir / "qemu.err"
     with open(err_path, "wb") as err:
@@ -210,7 +214,8 @@ class Guest:
     port (qemu's stdin and stdout); see guest/recover.sh.  Booted by the
     constructor, which returns once the guest says ``ready``; :meth:`close`
     asks it to power off and kills it by PID if it lingers.  qemu dies with
-    the process that started it (PR_SET_PDEATHSIG)."""
+    the process that started it (PR_SET_PDEATHSIG).  ``fs_modules``: the
+    kernel modules of file system ``fs`` (FileSystem.guest_modules)."""
 
     def __init__(
         self,
@@ -219,12 +224,13 @@ class Guest:
         disks: Iterable[Path],
         workdir: Path,
         *,
+        fs_modules: Sequence[str],
         boot_timeout: float = 300,
     ) -> None:
         self.console = workdir / "console.log"
-        self.kernel = guest_kernel(fs)
-        argv, self.base, _, _ = _boot_files(self.kernel, fs, {}, params, list(disks), workdir,
-                                            self.console, None)
+        self.kernel = guest_kernel(fs_modules)
+        argv, self.base, _, _ = _boot_files(self.kernel, fs, fs_modules, {}, params, list(disks),
+                                            workdir, self.console, None)
         argv += ["-serial", "stdio"]
         self.proc: subprocess.Popen[bytes] | None = subprocess.Popen(
             argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,

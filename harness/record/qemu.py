@@ -43,6 +43,7 @@ from typing import Any
 from harness.env import MARK_FILE, dm_log_size, qemu_timeout
 from harness.errors import CrashlabError
 from harness.faults import Fault
+from harness.fs import get_fs
 from harness.qemu import vm
 from harness.qemu.initramfs import BASE_MODULES
 from harness.qemu.kernel import Kernel, kernel_for
@@ -104,7 +105,7 @@ class QemuBackend(Backend):
     @classmethod
     def supports(cls, fs: str) -> tuple[bool, str]:
         try:
-            return True, f"guest kernel {vm.guest_kernel(fs).release}"
+            return True, f"guest kernel {vm.guest_kernel(get_fs(fs).guest_modules).release}"
         except CrashlabError as e:
             return False, str(e)
 
@@ -133,7 +134,8 @@ class QemuBackend(Backend):
         if faults:  # eio: injects_faults is False; enospc would fill the guest's mount
             raise CrashlabError("the qemu backend injects no device faults (eio, enospc) yet: "
                                 "record them with --backend fuse")
-        self.kernel = vm.guest_kernel(fs)
+        modules = get_fs(fs).guest_modules  # the guest runner is told what to load
+        self.kernel = vm.guest_kernel(modules)
         inputs, outputs = split_paths(command)
         with open(log, "wb") as f:
             f.truncate(dm_log_size(DEFAULT_LOG_SIZE))
@@ -150,7 +152,7 @@ class QemuBackend(Backend):
         console = workdir / "console.log"
         try:
             answer = vm.run_job(fs, job, params, [image, log], workdir, console,
-                                host_files={moved[p]: p for p in inputs},
+                                fs_modules=modules, host_files={moved[p]: p for p in inputs},
                                 timeout=qemu_timeout(TIMEOUT_S))
             os.truncate(log, log_end(log))
         except BaseException as e:

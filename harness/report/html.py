@@ -10,8 +10,8 @@ from pathlib import Path
 import jinja2
 
 from harness.atomic import write_text_atomic
-from harness.paper import page_in
 from harness.report import papers
+from harness.report.load import page_in
 from harness.report.model import OPTION_TEXT, Report, fmt
 from harness.rundir import SweepDir
 

@@ -18,6 +18,8 @@ from harness.errors import CrashlabError
 from harness.rundir import RunDir, RunMeta, SweepDir
 
 CELL_KEYS = ("sut", "workload", "fs", "strategy", "run", "states", "verdicts", "expectation")
+# Where a sweep's report looks for the paper page: ``crashlab paper --out SWEEP/paper``.
+SWEEP_PAGE = "paper/paper.html"
 
 
 @dataclass
@@ -74,6 +76,11 @@ def _optional_json(path: Path) -> Any:  # noqa: ANN401
         return json.loads(path.read_text())
     except (OSError, json.JSONDecodeError):
         return None
+
+
+def page_in(sweep: Path) -> str | None:
+    """The paper page's path relative to the sweep folder, if it has one."""
+    return SWEEP_PAGE if (sweep / SWEEP_PAGE).is_file() else None
 
 
 def strategy_label(rec: dict[str, Any]) -> str:

@@ -9,8 +9,8 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 from harness.atomic import write_text_atomic
-from harness.paper import page_in
 from harness.report import papers
+from harness.report.load import page_in
 from harness.report.model import OPTION_TEXT, MatrixCell, Report, fmt
 from harness.rundir import SweepDir
 

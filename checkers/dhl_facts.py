@@ -1,0 +1,170 @@
+"""The DHL facts: what the checkers learn of a crash image and of a run's
+write trace, and how both read an image's stored slot headers.
+
+* :class:`DhlFacts` (:class:`Before` and :class:`After` DHL recovery): what
+  ``checkers/dhl.py`` examines of one image, in Python, and what
+  ``checkers/dhl_native.py`` takes of it in one C call; ``checkers/dhl.py``
+  judges them;
+* :class:`RunFacts`: what the write trace says of a run
+  (``checkers/dhl_trace.py`` finds them, ``checkers/dhl.py`` judges with them);
+* :func:`open_image` and the commit-record reading of stored slot headers
+  (:func:`committed_fcc`, :func:`newest_commit`, ...), shared by the
+  per-state examination and the trace walk.
+
+Below the three modules that use it: it imports none of them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from dhl.binding import Database, DhlError, Headers, MemIO, valid_slot
+
+
+@dataclass(frozen=True)
+class Before:
+    """The crash image as stored, read without recovery."""
+
+    error: str | None = None  # the read-only open failed (no committed state found)
+    fcc: int = 0  # the committed FCC the read rule uses
+    newest: int = 0  # TID of the newest commit record
+    newest_size: int = 0  # its recorded transaction size
+    newest_count: int = 0  # slot headers carrying that TID
+    newest_pages: tuple[int, ...] = ()  # every page carrying that TID, whatever the page count
+    previous: int = 0  # TID of the newest commit record below it (what a rollback returns to)
+    # reachable pages with no committed slot header: (page, parent, tid0, tid1)
+    t1_missing: tuple[tuple[int, int, int, int], ...] = ()
+    reached: int = 0
+    digest: str | None = None  # content read through the read rule
+    read_error: str | None = None  # reading the content failed
+    # the same, read by the independent decoder (checkers/dhl_format.py)
+    indep_fcc: int = 0
+    indep_digest: str | None = None
+    indep_error: str | None = None
+    indep_no_committed: tuple[int, ...] = ()
+
+    @property
+    def short(self) -> bool:
+        """The newest commit record does not match its count of slot
+        headers (fewer, or more: recovery rolls back on any mismatch)."""
+        return self.newest_size > 0 and self.newest_count != self.newest_size
+
+
+@dataclass(frozen=True)
+class After:
+    """The copy after DHL recovery, and what recovery reported."""
+
+    error: str | None = None  # open (= recovery) failed
+    fcc: int = 0  # the newest commit record left in the image
+    txn_size: int = 0  # the transaction size recorded there
+    engine_fcc: int = 0  # the FCC the engine reads at
+    rolled_back: bool = False
+    integrity: str | None = None  # "ok" or dhl_check's complaint
+    digest: str | None = None
+    scan_error: str | None = None
+    above_fcc: tuple[tuple[int, int, int], ...] = ()  # (page, slot, tid) with tid > fcc
+    count_fcc: tuple[int, ...] = ()  # pages holding a slot header with TID == fcc
+    fcc_pages: tuple[int, ...] = ()  # every page carrying TID fcc, whatever the page count
+    count_newest: tuple[int, ...] = ()  # pages still holding the pre-recovery newest TID
+    idempotent_changed: tuple[int, ...] | None = None  # pages a second recovery changed
+    idempotent_error: str | None = None
+
+
+@dataclass(frozen=True)
+class DhlFacts:
+    exists: bool
+    nolog: bool = False
+    before: Before = field(default_factory=Before)
+    after: After = field(default_factory=After)
+
+
+@dataclass(frozen=True)
+class RunFacts:
+    """What the write trace says of a run, for judging its crash states
+    without the engine's own counting: the pages each transaction stamped
+    with its TID (``txn_pages``; a transaction older than the log is not
+    there: the trace cannot say which pages it wrote), and the TID written
+    just before each ``txn-ack:K`` (``ack_writer``)."""
+
+    txn_pages: dict[int, frozenset[int]]
+    ack_writer: dict[int, int]
+
+    def writer_at(self, acked: int) -> int | None:
+        """The TID behind the newest acknowledgement at or below
+        transaction ``acked`` that this log holds (None: none)."""
+        ks = [k for k in self.ack_writer if k <= acked]
+        return self.ack_writer[max(ks)] if ks else None
+
+
+# --- reading images ------------------------------------------------------------
+
+
+def open_image(path: Path, **kw: object) -> tuple[Database, bool]:
+    """Open a DHL image in whatever mode it was created for (the mode only
+    matters for writing transactions): ``(db, nolog)``."""
+    try:
+        return Database(path, "tc", **kw), False  # type: ignore[arg-type]
+    except DhlError as e:
+        if e.code != "DHL_EMODE":
+            raise
+    return Database(path, "nolog", **kw), True  # type: ignore[arg-type]
+
+
+def stored_headers(db: Database, image: MemIO) -> list[Headers]:
+    """The slot headers of ``image`` (opened as ``db``) as stored, in page
+    order, all-zero pages left out (see the module docstring)."""
+    i = db.info()
+    return image.headers(i.page_size, i.ntrees, nonzero=True)
+
+
+def pagecount_at(hs: Sequence[Headers], tid: int) -> int:
+    """The page count transaction ``tid`` saw: the meta slot with the
+    greatest TID <= tid (the read rule applied to page 0)."""
+    if not hs or hs[0].pgno != 0:
+        return 0  # page 0 all zero: no meta slot
+    s = valid_slot(hs[0].tid[0], hs[0].tid[1], tid)
+    return hs[0].aux[s] if s >= 0 else 0
+
+
+def pages_with(hs: Sequence[Headers], tid: int, limit: int) -> tuple[int, ...]:
+    """One entry per slot header carrying ``tid`` (not INV) in pages below
+    ``limit``; ``hs`` in page order, pages may be left out."""
+    return tuple(h.pgno for h in hs if h.pgno < limit for t in h.tid if t == tid)
+
+
+def newest_commit(hs: Sequence[Headers]) -> tuple[int, int, int]:
+    """``(tid, size, count)`` of the newest commit record — a slot header with
+    a non-zero commit field in a page below the page count its transaction
+    saw — and how many slot headers carry its TID (below that page count)."""
+    best = (0, 0)
+    for h in hs:
+        for s in range(2):
+            t, c = h.tid[s], h.commit[s]
+            if t and c and t > best[0] and h.pgno < pagecount_at(hs, t):
+                best = (t, c)
+    if not best[0]:
+        return 0, 0, 0
+    return best[0], best[1], len(pages_with(hs, best[0], pagecount_at(hs, best[0])))
+
+
+def previous_commit(hs: Sequence[Headers], below: int) -> int:
+    """The TID of the newest commit record older than ``below`` (0: none).
+    TIDs need not be consecutive: after a rollback the next transaction
+    takes a TID above the rolled-back one."""
+    return max((h.tid[s] for h in hs for s in range(2)
+                if 0 < h.tid[s] < below and h.commit[s] and h.pgno < pagecount_at(hs, h.tid[s])),
+               default=0)
+
+
+def committed_fcc(hs: Sequence[Headers]) -> int:
+    """The FCC recovery would choose from these stored headers: the newest
+    commit record whose count of slot headers is complete (0: none)."""
+    cands = sorted({(h.tid[s], h.commit[s]) for h in hs for s in range(2)
+                    if h.tid[s] and h.commit[s] and h.pgno < pagecount_at(hs, h.tid[s])},
+                   reverse=True)
+    for tid, size in cands:
+        if len(pages_with(hs, tid, pagecount_at(hs, tid))) == size:
+            return tid
+    return 0
