@@ -17,7 +17,7 @@ BUILD :=
 CTEST :=
 include $(sort $(wildcard */build.mk))
 
-.PHONY: help setup build test ctest pytest lint sweep bench images repro report clean mutants
+.PHONY: help setup build test ctest pytest lint sweep bench images repro report recheck clean mutants
 
 help:
 	@echo "make sweep   set up, build, run the default crash sweep, print where the report is"
@@ -26,6 +26,8 @@ help:
 	@echo "make mutants build each mutant of tests/mutants/, run the cells that must kill it"
 	@echo "make images  build the base file-system images"
 	@echo "make repro RUN=... STATE=...   materialise and explain one crash state"
+	@echo "make recheck SWEEP=...   re-check a sweep's recordings with this tree; exit 1 unless"
+	@echo "                         every verdict file is byte-identical (tests/tools/recheck.py)"
 
 setup:
 	@harness/setup/setup.sh
@@ -68,6 +70,12 @@ repro: build
 report: build
 	@[ -n "$(SWEEP)" ] || { echo "usage: make report SWEEP=results/<sweep>" >&2; exit 2; }
 	$(CRASHLAB) report "$(SWEEP)"
+
+# A reshaping must leave every verdict byte-identical: re-check the same
+# recordings with this tree's code (another tree: its own python, same script).
+recheck: build
+	@[ -n "$(SWEEP)" ] || { echo "usage: make recheck SWEEP=results/<sweep>" >&2; exit 2; }
+	$(PY) tests/tools/recheck.py "$(SWEEP)"
 
 clean:
 	rm -rf build */build .pytest_cache .ruff_cache
