@@ -53,7 +53,7 @@ class Crashlab:
         """Record ``workload(mark)`` running in a fresh recorded file system
         (its cwd); ``mark(label)`` logs a mark in line with its writes."""
         from harness.record.backends import select_backend
-        from harness.record.recorder import record
+        from harness.record.recorder import RecordRequest, record
 
         try:
             select_backend(backend)
@@ -66,7 +66,7 @@ class Crashlab:
         self._runs += 1
         out = self.tmp / f"run{self._runs}"
         cmd = [sys.executable, "-m", "harness.pytest_plugin", str(module.__file__), qual]
-        run = record(cmd, out, fs=fs, backend=backend)
+        run = record(RecordRequest(cmd, out, fs=fs, backend=backend))
         status = run.meta().exit_status
         if status != 0:
             raise AssertionError(f"the workload {qual} exited {status} while recording "

@@ -32,10 +32,13 @@ from support import record_runs
 from checkers import sqlite
 from harness.check.check import CheckOptions, check_run, default_window
 from harness.check.worker import StateChecker
-from harness.fs.ext4 import inproc, jbd2
+from harness.fs.ext4 import inproc, jbd2, replay
 from harness.fs.ext4.debugfs import DebugfsSession
+from harness.fs.ext4.extract import FileReader
 from harness.fs.ext4.fast import FastExt4
-from harness.fs.ext4.inproc import Unsupported, crc32c, replay_and_extract
+from harness.fs.ext4.inproc import replay_and_extract
+from harness.fs.ext4.memo import BlockMemo
+from harness.fs.ext4.ondisk import FsReader, Unsupported, crc32c
 from harness.fs.ext4.undo import written_ranges
 from harness.logformat import LogReader
 from harness.materialize import sparse_copy
@@ -156,7 +159,7 @@ def test_replayed_image_and_files_equal_debugfs(
             fa.mkdir()
             keys: list[bytes] = []
 
-            def want(read: inproc.FileReader, keys: list[bytes] = keys) -> bool:
+            def want(read: FileReader, keys: list[bytes] = keys) -> bool:
                 keys.append(sqlite.content_key_of(read, db))
                 return True
             try:
@@ -224,8 +227,8 @@ def _fix_sb(img: bytearray) -> None:
 
 def _journal(img: bytes) -> tuple[int, list[int]]:
     """(block size, the journal's physical blocks) of an image."""
-    fs = inproc._Fs(-1, img[1024:2048], img)  # type: ignore[arg-type]
-    j = inproc._Journal(fs, {}, inproc._ALL)
+    fs = FsReader(-1, img[1024:2048], img)  # type: ignore[arg-type]
+    j = replay.Journal(fs, {}, replay.ALL)
     return fs.bs, j.phys
 
 
@@ -245,8 +248,8 @@ def _log_blocks(img: bytes) -> dict[int, list[int]]:
         out[btype].append(phys[pos])
         pos += 1
         if btype == 1:
-            fs = inproc._Fs(-1, img[1024:2048], img)  # type: ignore[arg-type]
-            j = inproc._Journal(fs, {}, inproc._ALL)
+            fs = FsReader(-1, img[1024:2048], img)  # type: ignore[arg-type]
+            j = replay.Journal(fs, {}, replay.ALL)
             for _ in j._tags(blk):
                 out[0].append(phys[pos])
                 pos += 1
@@ -473,7 +476,7 @@ def test_unwanted_files_are_not_written(needs_replay: bytes, tmp_path: Path) -> 
         img, out = tmp_path / f"{wanted}.img", tmp_path / f"files{wanted}"
         img.write_bytes(needs_replay)
 
-        def want(read: inproc.FileReader, wanted: bool = wanted) -> bool:
+        def want(read: FileReader, wanted: bool = wanted) -> bool:
             keys.append(sqlite.content_key_of(read, "crashlab.db"))
             assert read("crashlab.db-nothing") is None
             return wanted
@@ -598,7 +601,7 @@ def _replay_undone(image: Path, out: Path, **memo: object) -> tuple[inproc.Recov
 def test_scan_memo_resumes_only_before_the_first_differing_block(
         needs_replay: bytes, tmp_path: Path) -> None:
     """The journal scan resumes where a scan of the same durable image got
-    to, before the first block that differs (inproc._ScanMemo).  On a log
+    to, before the first block that differs (replay.ScanMemo).  On a log
     of three transactions with revoke records, each journal block in turn
     is named as differing, once with its content unchanged and once with
     its first bytes zeroed (a header: the scan must end there; a data
@@ -626,9 +629,9 @@ def test_scan_memo_resumes_only_before_the_first_differing_block(
 
     durable = outcome()
     assert isinstance(durable, tuple) and len(durable[0]) > 3
-    memo = inproc.BlockMemo()
+    memo = BlockMemo()
     assert outcome(memo=memo, base="log", differ=[]) == durable
-    scan = next(v for v in memo.known.values() if isinstance(v, inproc._ScanMemo))
+    scan = next(v for v in memo.known.values() if isinstance(v, replay.ScanMemo))
     first = struct.unpack_from(">I", img, durable[1][0] * 4096 + 20)[0]
     # a block past the log differs: the replay of all three transactions is kept
     past = durable[1][first + 40]
@@ -659,7 +662,7 @@ def test_memo_over_real_states_equals_no_memo(runs: dict[str, RunDir], tmp_path:
     the scan resumes, and most directory walks are taken from the memo
     (BlockMemo.walked)."""
     run = runs["sqlite-wal-full"]
-    memo = inproc.BlockMemo()
+    memo = BlockMemo()
     sc = StateChecker(run, tmp_path / "w", fast=False)
     n = resumed = 0
     walks = [0]  # states whose walk was a kept one
@@ -677,7 +680,7 @@ def test_memo_over_real_states_equals_no_memo(runs: dict[str, RunDir], tmp_path:
                     unstable = {b for off, k in differ for b in range(off // 4096,
                                                                       (off + k - 1) // 4096 + 1)}
                     resumed += any(v.resume_point(unstable).txns > 0 for v in memo.known.values()
-                                   if isinstance(v, inproc._ScanMemo))
+                                   if isinstance(v, replay.ScanMemo))
                 kept = list(memo.walks)
                 got = _replay_undone(image, tmp_path / "b", memo=memo, base=sc.image.position,
                                      differ=differ)
@@ -701,7 +704,7 @@ def test_kept_walk_only_for_the_same_blocks(needs_replay: bytes, tmp_path: Path)
     p.write_bytes(needs_replay)
     replay_and_extract(p, tmp_path / "r")  # a clean journal: replay writes only its superblocks
     img = bytearray(p.read_bytes())
-    memo = inproc.BlockMemo()
+    memo = BlockMemo()
     _replay_undone(p, tmp_path / "a", memo=memo, base="clean", differ=[])
     ino = _db_ino(bytes(img))
     _replay_undone(p, tmp_path / "b", memo=memo, base="clean", differ=[])

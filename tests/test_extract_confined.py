@@ -38,7 +38,7 @@ from harness.fs.base import FsRecovery
 from harness.fs.confined import links_on_way, unpack_tar
 from harness.fs.ext4 import inproc
 from harness.fs.ext4.fast import FastExt4
-from harness.fs.ext4.inproc import Unsupported, crc32c
+from harness.fs.ext4.ondisk import FsReader, Unsupported, crc32c
 from harness.fs.ext4.recover import recover_ext4
 from harness.images import ensure_image, verified_base_for_run
 from harness.logformat import ENTRY, FLUSH, SUPER, LogReader
@@ -109,7 +109,7 @@ def rename_entry(img: Path, dir_ino: int, old: bytes, new: bytes) -> None:
     fd = os.open(img, os.O_RDWR)
     try:
         with mmap.mmap(fd, 0) as mm:
-            fs = inproc._Fs(fd, mm[1024:2048], mm)
+            fs = FsReader(fd, mm[1024:2048], mm)
             raw = fs.inode(dir_ino)
             iseed = crc32c(crc32c(fs.seed, struct.pack("<I", dir_ino)), raw[0x64:0x68])
             bs = fs.bs

@@ -17,7 +17,7 @@ from harness.record.backends import select_backend
 from harness.record.dm import DmBackend
 from harness.record.fuse import FuseBackend
 from harness.record.qemu import QemuBackend
-from harness.record.recorder import record
+from harness.record.recorder import RecordRequest, record
 
 CRASHLAB = Path(sys.executable).with_name("crashlab")
 
@@ -72,9 +72,9 @@ def test_bad_mark_labels(label):
 
 def test_record_rejects_bad_input(tmp_path):
     with pytest.raises(CrashlabError, match="no command"):
-        record([], tmp_path / "r")
+        record(RecordRequest([], tmp_path / "r"))
     with pytest.raises(CrashlabError, match="extra_meta may not set backend"):
-        record(["true"], tmp_path / "r", extra_meta={"backend": "x"})
+        record(RecordRequest(["true"], tmp_path / "r", extra_meta={"backend": "x"}))
 
 
 def test_cli_errors_are_one_line(tmp_path):
@@ -108,8 +108,8 @@ def test_cli_record_exit_codes_and_extra_meta(tmp_path, monkeypatch):
     assert bad.returncode == 1
     assert "exited with status 1" in bad.stderr
     monkeypatch.setenv("CRASHLAB_TMPDIR", str(parent))
-    run = record(["true"], tmp_path / "x", backend="fuse", extra_meta={"seed": 7},
-                 env={"PATH": os.environ["PATH"]})
+    run = record(RecordRequest(["true"], tmp_path / "x", backend="fuse", extra_meta={"seed": 7},
+                               env={"PATH": os.environ["PATH"]}))
     assert run.meta().seed == 7 and run.meta().marks == ()
     parent.rmdir()
 
@@ -142,7 +142,7 @@ def test_daemon_that_fails_to_start(tmp_path, monkeypatch):
     monkeypatch.setenv("CRASHLAB_TMPDIR", str(parent))
     monkeypatch.setenv("CRASHLAB_LOGFUSE", "/bin/false")
     with pytest.raises(CrashlabError, match="logfuse did not start"):
-        record(["true"], tmp_path / "r", backend="fuse")
+        record(RecordRequest(["true"], tmp_path / "r", backend="fuse"))
     assert list(parent.iterdir()) == []
     assert str(parent) not in subprocess.run(["losetup", "-a"], capture_output=True,
                                              text=True).stdout

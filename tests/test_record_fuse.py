@@ -19,7 +19,7 @@ from harness.images import ensure_image
 from harness.logformat import LogReader
 from harness.materialize import replay
 from harness.record.fuse import FuseBackend
-from harness.record.recorder import record
+from harness.record.recorder import RecordRequest, record
 
 OK, WHY = FuseBackend.available()
 pytestmark = [pytest.mark.root, pytest.mark.skipif(not OK, reason=f"fuse backend: {WHY}")]
@@ -56,7 +56,7 @@ def recorded(tmp_path: Path, fs: str, command: list[str]) -> tuple[Path, Path, P
     """Record ``command``; return (run dir, base image, replayed == final)."""
     out = tmp_path / "run"
     final = tmp_path / "final.img"
-    run = record(command, out, fs=fs, backend="fuse", final_image=final)
+    run = record(RecordRequest(command, out, fs=fs, backend="fuse", final_image=final))
     meta = run.meta().to_json()
     assert meta["exit_status"] == 0, meta
     assert meta["backend"] == "fuse" and meta["fs"] == fs
@@ -161,11 +161,12 @@ def test_mark_channel_rules(tmp_path, tmpdir_env):
 
 def test_failing_command_still_leaves_a_run(tmp_path, tmpdir_env):
     out = tmp_path / "run"
-    run = record(["sh", "-c", "echo before > $CRASHLAB_MARK; exit 7"], out, backend="fuse")
+    run = record(RecordRequest(["sh", "-c", "echo before > $CRASHLAB_MARK; exit 7"], out,
+                               backend="fuse"))
     meta = run.meta().to_json()
     assert meta["exit_status"] == 7 and meta["marks"] == ["before"]
     with pytest.raises(CrashlabError, match="already holds a recorded run"):
-        record(["true"], out, backend="fuse")
+        record(RecordRequest(["true"], out, backend="fuse"))
 
 
 def test_attach_sets_and_restores_loop_queue(tmp_path, tmpdir_env, monkeypatch):

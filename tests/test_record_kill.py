@@ -17,7 +17,7 @@ from support import CRASHLAB, procs_mentioning, tagged
 from harness import env
 from harness.logformat import LogReader, LogWriter
 from harness.record.fuse import FuseBackend
-from harness.record.recorder import record
+from harness.record.recorder import RecordRequest, record
 from harness.sysops import in_use_under
 
 OK, WHY = FuseBackend.available()
@@ -41,7 +41,7 @@ def test_workload_killed(tmp_path, private_tmp, sig):
     # whole process group of the command.
     script = PRELUDE + f"(cd $CRASHLAB_MNT && sleep 60) & kill -{sig} $$; sleep 60"
     t0 = time.monotonic()
-    run = record(["sh", "-c", script], tmp_path / "run", backend="fuse")
+    run = record(RecordRequest(["sh", "-c", script], tmp_path / "run", backend="fuse"))
     assert time.monotonic() - t0 < 20
     meta = run.meta().to_json()
     assert meta["signal"] == f"SIG{sig}"

@@ -32,7 +32,7 @@ from harness.qemu.initramfs import base_archive
 from harness.qemu.vm import guest_kernel
 from harness.record.blktrace import events
 from harness.record.qemu import QemuBackend
-from harness.record.recorder import record
+from harness.record.recorder import RecordRequest, record
 from harness.report.plots import timeline_chart
 from harness.rundir import RunDir
 from harness.states import Enumeration, Options, state_from_id
@@ -185,7 +185,7 @@ def test_a_failing_guest_is_one_line_and_leaves_nothing(
         f.truncate(16 << 20)
     out = tmp_path / "run"
     with pytest.raises(CrashlabError, match=r"in the guest: mount -t ext4 .* failed"):
-        record(["true"], out, fs="ext4", backend="qemu", base=(zeros, "0" * 64))
+        record(RecordRequest(["true"], out, fs="ext4", backend="qemu", base=(zeros, "0" * 64)))
     assert not out.exists()
 
 
@@ -196,7 +196,7 @@ def test_a_hung_guest_is_killed_and_its_console_kept(
     out = tmp_path / "run"
     t0 = time.monotonic()
     with pytest.raises(CrashlabError, match="did not finish in 20 s and was killed") as e:
-        record(["sleep", "600"], out, fs="ext4", backend="qemu")
+        record(RecordRequest(["sleep", "600"], out, fs="ext4", backend="qemu"))
     assert time.monotonic() - t0 < 60
     assert str(out / "console.log") in str(e.value)
     console = (out / "console.log").read_text()

@@ -252,7 +252,8 @@ def test_backends_without_nvram_refuse(tmp_path: Path, monkeypatch: pytest.Monke
         monkeypatch.setattr(recorder, "select_backend",
                             lambda _b, _fs, cls=cls: (cls(), "asked for"))
         with pytest.raises(CrashlabError, match=f"the {name} backend has no emulated NVRAM"):
-            recorder.record(["true"], tmp_path / name, nvram=XLOG_NVRAM_BYTES)
+            recorder.record(recorder.RecordRequest(["true"], tmp_path / name,
+                                                   nvram=XLOG_NVRAM_BYTES))
         assert not (tmp_path / name).exists()
 
 

@@ -28,7 +28,7 @@ from harness.errors import CrashlabError
 from harness.faults import PROCESS, Fault, by_stage
 from harness.fs import NO_FS, get_fs
 from harness.record.backend import DEV_ENV
-from harness.record.recorder import record
+from harness.record.recorder import RecordRequest, record
 from harness.rundir import RunDir, RunMeta
 from workloads.generate import write_opstream
 from workloads.oracle import Oracle
@@ -176,9 +176,10 @@ def record_workload(sut: str, workload: str, out: Path, *, fs: str = "ext4",
         cmd, extra, stats = workload_command(sut, workload, tmp, fs, from_txn=from_txn)
         for f in by_stage(faults, PROCESS):
             cmd += ["--crash-at", str(f.get("at"))]
-        run = record(cmd, out, fs=fs, backend=backend, extra_meta={**extra, **(extra_meta or {})},
-                     base=base, faults=faults, final_image=final_image, blktrace=blktrace,
-                     nvram=get_sut(sut).nvram, mount_options=get_sut(sut).mount_options)
+        run = record(RecordRequest(
+            cmd, out, fs=fs, backend=backend, extra_meta={**extra, **(extra_meta or {})},
+            base=base, faults=faults, final_image=final_image, blktrace=blktrace,
+            nvram=get_sut(sut).nvram, mount_options=get_sut(sut).mount_options))
         if stats.exists():
             run.write_meta(dataclasses.replace(run.meta(),
                                                runner=json.loads(stats.read_text())))

@@ -38,7 +38,7 @@ from harness.env import temporary_folder
 from harness.images import ensure_image
 from harness.logformat import LogReader
 from harness.record.backends import select_backend
-from harness.record.recorder import record
+from harness.record.recorder import RecordRequest, record
 from harness.sysops import loop_attach, loop_detach, loop_mounted, signals_deferred
 from workloads.generate import write_opstream
 from workloads.run import runner_command, runner_path
@@ -192,7 +192,7 @@ def record_device_figures(cmd: list[str], out: Path, fs: str, *,
     into ``out``; return its device figures (one per runner run) and delete
     the recording."""
     try:
-        run = record(cmd, out, fs=fs, backend="auto", mount_options=mount_options)
+        run = record(RecordRequest(cmd, out, fs=fs, backend="auto", mount_options=mount_options))
         if run.meta().exit_status != 0:
             raise RuntimeError(f"the recorded runner failed ({shlex.join(cmd)[:200]})")
         return _device_figures(run.log)

@@ -19,7 +19,7 @@ from pathlib import Path
 from harness.bench.suts import KINDS, TXNS, WAL_OPT, device_windows, write_streams
 from harness.env import temporary_folder
 from harness.materialize.nvram import nvram_region
-from harness.record.recorder import record
+from harness.record.recorder import RecordRequest, record
 from workloads.run import runner_command, runner_path
 from workloads.suts import get_sut
 
@@ -48,8 +48,8 @@ def run() -> None:
                 stats = work / "stats.json"
                 out = work / "run"
                 try:
-                    rec = record(runner_command(sut, ops, f"{kind}.db", stats=stats), out,
-                                 fs="ext4", nvram=sut.nvram)
+                    rec = record(RecordRequest(runner_command(sut, ops, f"{kind}.db", stats=stats),
+                                               out, fs="ext4", nvram=sut.nvram))
                     if rec.meta().exit_status != 0:
                         raise RuntimeError(f"the recorded runner failed ({name}, {kind})")
                     region = nvram_region(rec.meta().extra)

@@ -457,7 +457,7 @@ class StateChecker:
     def _want_files(self, read: Callable[[str], Any]) -> bool:
         """Whether the state's files must be written: not when its DB facts
         are cached by the key of their contents (``read``: the extraction's
-        :data:`harness.fs.ext4.inproc.FileReader`); :meth:`_facts` then
+        :data:`harness.fs.ext4.extract.FileReader`); :meth:`_facts` then
         takes that key and those facts."""
         key = self.checker.content_key_of(read, self.db_name)
         facts = self.cache.get(key)

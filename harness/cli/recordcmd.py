@@ -11,7 +11,7 @@ from harness.errors import CrashlabError
 from harness.faults import FAULT_MARK_PREFIX, PROCESS, by_stage, parse_faults
 from harness.fs import FILESYSTEMS
 from harness.record.backends import CHOICES, select_backend
-from harness.record.recorder import record
+from harness.record.recorder import RecordRequest, record
 from workloads.run import check_sut_fs, record_workload
 from workloads.spec import parse_spec
 from workloads.suts import get_sut
@@ -66,8 +66,8 @@ def record_cmd(
     _, choice = select_backend(backend, fs)
     click.echo(f"crashlab: recording with {choice}", err=True)
     if sut is None or workload is None:
-        run = record(list(command), out, fs=fs, backend=backend, faults=faults,
-                     blktrace=blktrace)
+        run = record(RecordRequest(list(command), out, fs=fs, backend=backend, faults=faults,
+                                   blktrace=blktrace))
     else:
         run = record_workload(sut, workload, out, fs=fs, backend=backend, faults=faults,
                               blktrace=blktrace)

@@ -96,7 +96,7 @@ class FastRecovery(Protocol):
         """Recover ``image`` into ``out_dir``; also the byte ranges written
         to the image (None: unknown, the image must be rebuilt).  A path
         that can read the files before writing them may call
-        ``want_files(reader)`` (ext4: ``inproc.FileReader``) and, when it
+        ``want_files(reader)`` (ext4: ``extract.FileReader``) and, when it
         answers False, leave them unwritten (``FsRecovery.extracted``)."""
         ...
 

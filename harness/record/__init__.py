@@ -3,6 +3,6 @@ in the dm-log-writes format (backends ``dm`` and ``fuse``).  See README.md
 in this folder."""
 
 from harness.record.backends import select_backend
-from harness.record.recorder import record
+from harness.record.recorder import RecordRequest, record
 
-__all__ = ["record", "select_backend"]
+__all__ = ["RecordRequest", "record", "select_backend"]

@@ -21,6 +21,7 @@ import signal
 import subprocess
 import time
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -67,23 +68,11 @@ def tool_versions() -> dict[str, str | None]:
     return out
 
 
-def record(
-    command: Sequence[str],
-    out: Path,
-    *,
-    fs: str = "ext4",
-    backend: str = "auto",
-    extra_meta: Mapping[str, Any] | None = None,
-    env: Mapping[str, str] | None = None,
-    final_image: Path | None = None,
-    base: tuple[Path, str] | None = None,
-    faults: Sequence[Fault] = (),
-    blktrace: bool = False,
-    mount_options: str = "",
-    nvram: int = 0,
-) -> RunDir:
-    """Record ``command`` run on a fresh copy of the ``fs`` base image and
-    return the run directory ``out`` (created; it must not hold a run yet).
+@dataclass(frozen=True)
+class RecordRequest:
+    """What :func:`record` records: ``command`` run on a fresh copy of the
+    ``fs`` base image, into the run directory ``out`` (created; it must
+    not hold a run yet).
 
     The command runs with cwd = the mounted file system and environment
     ``env`` (default: this process's) plus CRASHLAB_MNT (the mount point) and
@@ -109,118 +98,175 @@ def record(
     disk (a backend that has one: fuse): the working image is the disk
     (the size of the ``fs`` base image) followed by the NVRAM, whose content
     ``base`` carries past the disk's end when it has it (a crash state),
-    else zeros; meta.json gets ``nvram`` = {offset, bytes}.
+    else zeros; meta.json gets ``nvram`` = {offset, bytes}."""
+
+    command: Sequence[str]
+    out: Path
+    fs: str = "ext4"
+    backend: str = "auto"
+    extra_meta: Mapping[str, Any] | None = None
+    env: Mapping[str, str] | None = None
+    final_image: Path | None = None
+    base: tuple[Path, str] | None = None
+    faults: Sequence[Fault] = ()
+    blktrace: bool = False
+    mount_options: str = ""
+    nvram: int = 0
+
+    def __post_init__(self) -> None:
+        # the sequences kept as tuples: the request does not change later
+        object.__setattr__(self, "command", tuple(self.command))
+        object.__setattr__(self, "faults", tuple(self.faults))
+
+
+@dataclass
+class _Recording:
+    """One recording under way: what :func:`record` settled before it
+    started, and what happened (meta.json is made from it)."""
+
+    req: RecordRequest
+    run: RunDir
+    be: Backend
+    choice: str  # how the backend was chosen
+    image: ImageRef  # the base image copied
+    disk: int  # bytes of the disk before the NVRAM (0: no NVRAM)
+    extra_meta: Mapping[str, Any] | None
+    versions: dict[str, str | None] = dataclasses.field(default_factory=dict)
+    started: str = ""
+    wall: float = 0.0
+    status: int | None = None
+    interrupted: str | None = None
+
+
+def record(req: RecordRequest) -> RunDir:
+    """Record ``req`` (:class:`RecordRequest`) and return its run directory.
 
     A failing command still leaves the log and meta.json (``exit_status``);
     an interrupt (SIGINT/SIGTERM) tears everything down, writes meta.json
     with ``interrupted`` and re-raises."""
-    if not command:
+    if not req.command:
         raise CrashlabError("no command to record (give it after --)")
-    clash = sorted(META_KEYS & set(extra_meta or {}))
+    clash = sorted(META_KEYS & set(req.extra_meta or {}))
     if clash:
         raise CrashlabError(f"extra_meta may not set {', '.join(clash)}")
+    be, choice = _backend(req)
+    base, digest = req.base or ensure_image(req.fs)
+    disk = ensure_image(req.fs)[0].stat().st_size if req.nvram else 0
+    extra_meta = req.extra_meta
+    if req.nvram:
+        extra_meta = {**(extra_meta or {}), "nvram": {"offset": disk, "bytes": req.nvram}}
+    # one writer per run folder; a failure before any log leaves nothing behind
+    with locked_output(req.out):
+        return _record_into(_Recording(req, RunDir(req.out), be, choice,
+                                       ImageRef(req.fs, str(base), digest), disk, extra_meta))
+
+
+def _backend(req: RecordRequest) -> tuple[Backend, str]:
+    """The backend for ``req`` and how it was chosen, set up for its faults,
+    blktrace and NVRAM (a clear error when it cannot)."""
     # only fuse emulates an NVRAM: auto picks it for a SUT with one
-    be, choice = select_backend("fuse" if nvram and backend == "auto" else backend, fs)
-    if device_rules(tuple(faults)) and not be.injects_faults:
+    be, choice = select_backend("fuse" if req.nvram and req.backend == "auto" else req.backend,
+                                req.fs)
+    if device_rules(tuple(req.faults)) and not be.injects_faults:
         raise CrashlabError(f"the {be.name} backend cannot inject eio faults: record with "
                             "--backend fuse")
-    if blktrace:
+    if req.blktrace:
         if not be.can_blktrace:
             raise CrashlabError(f"--blktrace needs the qemu backend (this is {be.name}: "
                                 "the host kernel's blktrace is blocked here)")
         be.blktrace = True
-    if nvram:
+    if req.nvram:
         if not be.has_nvram:
             raise CrashlabError(f"the {be.name} backend has no emulated NVRAM (a SUT with one "
                                 "records with --backend fuse)")
-        be.nvram = nvram
-    base, digest = base or ensure_image(fs)
-    disk = ensure_image(fs)[0].stat().st_size if nvram else 0
-    if nvram:
-        extra_meta = {**(extra_meta or {}), "nvram": {"offset": disk, "bytes": nvram}}
-    # one writer per run folder; a failure before any log leaves nothing behind
-    with locked_output(out):
-        return _record_into(RunDir(out), command, fs=fs, be=be, choice=choice, base=base,
-                            digest=digest, disk=disk, nvram=nvram, env=env,
-                            faults=tuple(faults), final_image=final_image,
-                            extra_meta=extra_meta, mount_options=mount_options)
+        be.nvram = req.nvram
+    return be, choice
 
 
-def _record_into(run: RunDir, command: Sequence[str], *, fs: str, be: Backend, choice: str,
-                 base: Path, digest: str, disk: int, nvram: int,
-                 env: Mapping[str, str] | None, faults: tuple[Fault, ...],
-                 final_image: Path | None, extra_meta: Mapping[str, Any] | None,
-                 mount_options: str) -> RunDir:
-    """:func:`record` into the locked run folder ``run``.  The working
+def _record_into(rec: _Recording) -> RunDir:
+    """:func:`record` into the locked run folder ``rec.run``.  The working
     folder goes whatever happens (unless something in it could not be torn
-    down: it is then named in the error); the log is copied into ``run``
-    whole or not at all."""
+    down: it is then named in the error); the log is copied into the run
+    folder whole or not at all."""
+    run = rec.run
     if run.log.exists() or run.meta_path.exists():
         raise CrashlabError(f"{run.path}: already holds a recorded run")
-    versions = tool_versions()
+    rec.versions = tool_versions()
     reap_work_folders()  # what recorders killed outright left behind
     workdir = work_folder("crashlab-rec-")
-    started = datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
+    rec.started = datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
     t0 = time.monotonic()
-    work_log = workdir / "writes.log"
-    status: int | None = None
-    interrupted: str | None = None
     try:
         with signals_raise():
-            image = workdir / "disk.img"
-            shutil.copyfile(base, image)
-            if nvram:  # the disk, then the NVRAM (a crash state's, or zeros)
-                os.truncate(image, disk + nvram)
-            try:
-                status = be.run(
-                    command,
-                    image=image,
-                    log=work_log,
-                    workdir=workdir,
-                    fs=fs,
-                    env=dict(os.environ if env is None else env),
-                    faults=by_stage(faults, DEVICE),
-                    mount_options=mount_options,
-                )
-            except Interrupted as e:
-                interrupted = str(e)
-                raise
-            except BackendFailed as e:
-                kept = []
-                for name, path in e.keep.items():
-                    if path.exists():
-                        shutil.copyfile(path, run.path / name)
-                        kept.append(str(run.path / name))
-                if not kept:
-                    raise
-                raise CrashlabError(f"{e} (kept {', '.join(kept)})") from None
-            if final_image is not None:
-                shutil.copyfile(image, final_image)
-            for name, path in be.artifacts.items():
-                _copy_whole(path, run.path / name)
+            _run_backend(rec, workdir)
     finally:
-        wall = time.monotonic() - t0
-        left = in_use_under(workdir)
-        try:
-            if work_log.exists():
-                _copy_whole(work_log, run.log)
-        finally:
-            if not left:  # never rmtree into a live mount: it would delete inside it
-                shutil.rmtree(workdir, ignore_errors=True)
-        if run.log.exists():
-            try:
-                _write_meta(run, backend=be, choice=choice,
-                            image=ImageRef(fs, str(base), digest), command=command,
-                            status=status, interrupted=interrupted, versions=versions,
-                            extra=extra_meta, started=started, wall=wall, faults=faults,
-                            mount_options=mount_options)
-            except BaseException:
-                run.log.unlink()  # a log without its meta.json is no run
-                raise
-        if left:
-            raise CrashlabError(f"still in use after teardown: {', '.join(left)} "
-                                f"(working directory {workdir} kept)")
+        rec.wall = time.monotonic() - t0
+        _tear_down(rec, workdir)
     return run
+
+
+def _run_backend(rec: _Recording, workdir: Path) -> None:
+    """Copy the base image into ``workdir`` and run the command on it
+    through the backend (``rec.status``: its exit status); then the final
+    image and the backend's artifacts, if any.  A backend that failed but
+    kept files (a guest's console) has them copied into the run folder."""
+    req, be = rec.req, rec.be
+    image = workdir / "disk.img"
+    shutil.copyfile(rec.image.path, image)
+    if req.nvram:  # the disk, then the NVRAM (a crash state's, or zeros)
+        os.truncate(image, rec.disk + req.nvram)
+    try:
+        rec.status = be.run(
+            req.command,
+            image=image,
+            log=workdir / "writes.log",
+            workdir=workdir,
+            fs=req.fs,
+            env=dict(os.environ if req.env is None else req.env),
+            faults=by_stage(tuple(req.faults), DEVICE),
+            mount_options=req.mount_options,
+        )
+    except Interrupted as e:
+        rec.interrupted = str(e)
+        raise
+    except BackendFailed as e:
+        kept = []
+        for name, path in e.keep.items():
+            if path.exists():
+                shutil.copyfile(path, rec.run.path / name)
+                kept.append(str(rec.run.path / name))
+        if not kept:
+            raise
+        raise CrashlabError(f"{e} (kept {', '.join(kept)})") from None
+    if req.final_image is not None:
+        shutil.copyfile(image, req.final_image)
+    for name, path in be.artifacts.items():
+        _copy_whole(path, rec.run.path / name)
+
+
+def _tear_down(rec: _Recording, workdir: Path) -> None:
+    """After the backend, whatever happened: the log copied into the run
+    folder (whole), the working folder removed unless something in it is
+    still in use (then an error names it), meta.json written beside the
+    log (or the log removed: a log without its meta.json is no run)."""
+    run = rec.run
+    work_log = workdir / "writes.log"
+    left = in_use_under(workdir)
+    try:
+        if work_log.exists():
+            _copy_whole(work_log, run.log)
+    finally:
+        if not left:  # never rmtree into a live mount: it would delete inside it
+            shutil.rmtree(workdir, ignore_errors=True)
+    if run.log.exists():
+        try:
+            _write_meta(rec)
+        except BaseException:
+            run.log.unlink()  # a log without its meta.json is no run
+            raise
+    if left:
+        raise CrashlabError(f"still in use after teardown: {', '.join(left)} "
+                            f"(working directory {workdir} kept)")
 
 
 def _copy_whole(src: Path, dst: Path) -> None:
@@ -235,13 +281,10 @@ def _copy_whole(src: Path, dst: Path) -> None:
         partial.unlink(missing_ok=True)
 
 
-def _write_meta(run: RunDir, *, backend: Backend, choice: str, image: ImageRef,
-                command: Sequence[str], status: int | None, interrupted: str | None,
-                versions: dict[str, str | None], extra: Mapping[str, Any] | None,
-                started: str, wall: float, faults: tuple[Fault, ...],
-                mount_options: str = "") -> None:
-    """The run's meta.json: the recorder's keys and ``extra`` (a workload
-    run's, workloads/run.py)."""
+def _write_meta(rec: _Recording) -> None:
+    """The run's meta.json: the recorder's keys and ``rec.extra_meta`` (a
+    workload run's, workloads/run.py)."""
+    run, backend, status = rec.run, rec.be, rec.status
     try:
         with LogReader(run.log, salvage=True) as reader:
             summary: dict[str, Any] | None = dataclasses.asdict(reader.summary())
@@ -249,22 +292,22 @@ def _write_meta(run: RunDir, *, backend: Backend, choice: str, image: ImageRef,
         summary = {"error": str(e)}
     meta = RunMeta(
         backend=backend.name,
-        backend_choice=choice,
+        backend_choice=rec.choice,
         log_order=backend.log_order,
-        fs=image.fs,
+        fs=rec.image.fs,
         kernel=backend.recorded_kernel(),
-        image=image,
-        command=tuple(command),
+        image=rec.image,
+        command=tuple(rec.req.command),
         exit_status=None if status is None else (status if status >= 0 else 128 - status),
         signal=signal.Signals(-status).name if status is not None and status < 0 else None,
-        interrupted=interrupted,
-        versions=versions,
+        interrupted=rec.interrupted,
+        versions=rec.versions,
         marks=tuple(summary.get("marks", []) if summary else []),
         log=summary,
-        wall_time_s=round(wall, 3),
-        started=started,
-        faults=tuple(format_fault(f) for f in faults),
+        wall_time_s=round(rec.wall, 3),
+        started=rec.started,
+        faults=tuple(format_fault(f) for f in rec.req.faults),
         guest=backend.guest_facts(),
-        mount_options=mount_options,
+        mount_options=rec.req.mount_options,
     )
-    run.write_meta(RunMeta.from_json({**meta.to_json(), **(extra or {})}))
+    run.write_meta(RunMeta.from_json({**meta.to_json(), **(rec.extra_meta or {})}))

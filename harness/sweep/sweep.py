@@ -34,7 +34,7 @@ from harness.check.records import CheckResult
 from harness.errors import CrashlabError
 from harness.faults import DEVICE, PROCESS, by_stage, parse_faults
 from harness.outlock import locked_output
-from harness.record.recorder import record
+from harness.record.recorder import RecordRequest, record
 from harness.report.junit import write_junit
 from harness.rundir import RESULT_NAME, RunDir, SweepDir
 from harness.states import Options
@@ -83,9 +83,9 @@ def record_cell(cell: Cell, run_dir: Path, backend: str, resume: bool) -> RunDir
         shutil.rmtree(run_dir)
     run_dir.parent.mkdir(parents=True, exist_ok=True)
     if cell.user is not None:
-        run = record(["sh", "-c", cell.user.run], run_dir, fs=cell.fs, backend=backend,
-                     extra_meta={"user_sut": cell.user.name}, faults=faults,
-                     blktrace=cell.blktrace)
+        run = record(RecordRequest(["sh", "-c", cell.user.run], run_dir, fs=cell.fs,
+                                   backend=backend, extra_meta={"user_sut": cell.user.name},
+                                   faults=faults, blktrace=cell.blktrace))
     else:
         from workloads.run import record_workload
 

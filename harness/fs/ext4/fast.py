@@ -48,20 +48,36 @@ import xxhash
 from harness.fs.base import FsRecovery, not_copied
 from harness.fs.ext4.debugfs import DebugfsError, DebugfsSession
 from harness.fs.ext4.debugfs import quote as _quote
-from harness.fs.ext4.inproc import BlockMemo, Unsupported, WantFiles, replay_and_extract
+from harness.fs.ext4.extract import WantFiles
+from harness.fs.ext4.inproc import replay_and_extract
+from harness.fs.ext4.layout import EXT4_MAGIC as MAGIC
+from harness.fs.ext4.layout import EXT4_SB_OFFSET as SB_OFFSET
+from harness.fs.ext4.layout import EXT4_SB_SIZE as SB_SIZE
+from harness.fs.ext4.layout import (
+    INCOMPAT_RECOVER,
+    JOURNAL_INO,
+    JSB_START,
+    MIN_LOG_BLOCK_SIZE,
+    SB_CHECKSUM,
+    SB_FEATURE_INCOMPAT,
+    SB_KBYTES_WRITTEN,
+    SB_LOG_BLOCK_SIZE,
+    SB_MAGIC,
+    SB_WTIME,
+    SB_WTIME_HI,
+)
+from harness.fs.ext4.memo import BlockMemo
+from harness.fs.ext4.ondisk import Unsupported
 from harness.fs.ext4.recover import FSCK_CORRECTED, FSCK_REBOOT, recover_ext4
-from harness.fs.ext4.superblock import EXT4_SB_OFFSET as SB_OFFSET
-from harness.fs.ext4.superblock import EXT4_SB_SIZE as SB_SIZE
 from harness.fs.ext4.tree import files as tree_files
 from harness.fs.ext4.tree import list_tree, place, rdump_request
 from harness.fs.ext4.undo import written_ranges
 
-INCOMPAT_RECOVER = 0x4
-JOURNAL_INO = 8
 # Superblock fields ext2fs_flush sets from the clock and I/O counters, not
 # from recovery: masked in the key when debugfs wrote the superblock (then
 # its checksum, also masked, is valid by construction).
-_SB_VOLATILE = ((0x30, 4), (0x178, 8), (0x274, 1), (0x3FC, 4))
+_SB_VOLATILE = tuple((f.at, f.size) for f in (SB_WTIME, SB_KBYTES_WRITTEN, SB_WTIME_HI,
+                                              SB_CHECKSUM))
 FSCK_CACHE = 1 << 16
 KEY_SIZE = 16  # bytes of a metadata key (xxh3_128)
 _STALE_BITMAP_CSUM = re.compile(r".*: (Block|Inode) bitmap checksum does not match bitmap "
@@ -198,9 +214,9 @@ class FastExt4:
         """The fast path, or the reason to fall back."""
         with open(image, "rb") as f:
             sb = f.read(SB_OFFSET + SB_SIZE)[SB_OFFSET:]
-        if len(sb) < SB_SIZE or sb[0x38:0x3A] != b"\x53\xef":
+        if len(sb) < SB_SIZE or SB_MAGIC.get(sb) != MAGIC:
             return "no ext4 superblock"
-        replay = bool(struct.unpack_from("<I", sb, 0x60)[0] & INCOMPAT_RECOVER)
+        replay = bool(SB_FEATURE_INCOMPAT.get(sb) & INCOMPAT_RECOVER)
         self.undo.unlink(missing_ok=True)
         dbg = self._debugfs()
         opened, jr, closed = dbg.request(
@@ -338,11 +354,11 @@ class FastExt4:
         fd = os.open(image, os.O_RDONLY)
         try:
             sb = os.pread(fd, SB_SIZE, SB_OFFSET)
-            if struct.unpack_from("<I", sb, 0x60)[0] & INCOMPAT_RECOVER or not journal:
+            if SB_FEATURE_INCOMPAT.get(sb) & INCOMPAT_RECOVER or not journal:
                 return None
-            bs = 1024 << struct.unpack_from("<I", sb, 0x18)[0]
-            jsb = os.pread(fd, 32, journal[0] * bs)
-            if len(jsb) < 32 or struct.unpack_from(">I", jsb, 28)[0] != 0:
+            bs = MIN_LOG_BLOCK_SIZE << SB_LOG_BLOCK_SIZE.get(sb)
+            jsb = os.pread(fd, JSB_START.end, journal[0] * bs)
+            if len(jsb) < JSB_START.end or JSB_START.get(jsb) != 0:
                 return None
             h = xxhash.xxh3_128()
             h.update(repr((base, bs)).encode() + b"\0")

@@ -8,8 +8,29 @@ Only what explaining a write needs is decoded; fast-commit blocks are not.
 
 from __future__ import annotations
 
-import struct
 from dataclasses import dataclass
+
+from harness.fs.ext4.layout import (
+    BLOCK_TAIL_SIZE,
+    JBD2_HEADER,
+    JSB_BLOCKSIZE,
+    JSB_FEATURE_INCOMPAT,
+    JSB_FIRST,
+    JSB_MAXLEN,
+    JSB_SEQUENCE,
+    JSB_START,
+    REVOKE_COUNT,
+    REVOKE_RECORD_32,
+    REVOKE_RECORD_64,
+    REVOKE_RECORDS,
+    TAG3,
+    TAG_BLOCKNR,
+    TAG_BLOCKNR_HIGH,
+    TAG_CSUM_V2,
+    TAG_FLAGS,
+    TAG_SIZE,
+    TAG_UUID,
+)
 
 MAGIC = 0xC03B3998
 DESCRIPTOR, COMMIT, SUPERBLOCK_V1, SUPERBLOCK_V2, REVOKE = 1, 2, 3, 4, 5
@@ -43,9 +64,9 @@ class Header:
 def header(block: bytes) -> Header | None:
     """The jbd2 header of ``block``, or None when it does not start with the
     jbd2 magic (a journal data block, or an unused one)."""
-    if len(block) < 12:
+    if len(block) < JBD2_HEADER.size:
         return None
-    magic, btype, seq = struct.unpack_from(">III", block, 0)
+    magic, btype, seq = JBD2_HEADER.unpack_from(block, 0)
     if magic != MAGIC:
         return None
     return Header(btype, seq)
@@ -67,14 +88,15 @@ class JournalSuper:
         """Size of one descriptor tag, without the optional UUID (the
         kernel's ``journal_tag_bytes``)."""
         if self.incompat & INCOMPAT_CSUM_V3:
-            return 16
-        size = 12 + (2 if self.incompat & INCOMPAT_CSUM_V2 else 0)
-        return size if self.incompat & INCOMPAT_64BIT else size - 4
+            return TAG3.size
+        size = TAG_SIZE + (TAG_CSUM_V2 if self.incompat & INCOMPAT_CSUM_V2 else 0)
+        # without 64bit, no t_blocknr_high
+        return size if self.incompat & INCOMPAT_64BIT else size - TAG_BLOCKNR_HIGH.size
 
     @property
     def tail_bytes(self) -> int:
         """The checksum tail at the end of descriptor and revoke blocks."""
-        return 4 if self.incompat & (INCOMPAT_CSUM_V2 | INCOMPAT_CSUM_V3) else 0
+        return BLOCK_TAIL_SIZE if self.incompat & (INCOMPAT_CSUM_V2 | INCOMPAT_CSUM_V3) else 0
 
 
 def journal_super(block: bytes) -> JournalSuper | None:
@@ -82,9 +104,9 @@ def journal_super(block: bytes) -> JournalSuper | None:
     h = header(block)
     if h is None or h.blocktype not in (SUPERBLOCK_V1, SUPERBLOCK_V2):
         return None
-    bs, maxlen, first, seq, start = struct.unpack_from(">IIIII", block, 12)
-    incompat = struct.unpack_from(">I", block, 0x28)[0] if h.blocktype == SUPERBLOCK_V2 else 0
-    return JournalSuper(bs, maxlen, first, seq, start, incompat)
+    incompat = JSB_FEATURE_INCOMPAT.get(block) if h.blocktype == SUPERBLOCK_V2 else 0
+    return JournalSuper(JSB_BLOCKSIZE.get(block), JSB_MAXLEN.get(block), JSB_FIRST.get(block),
+                        JSB_SEQUENCE.get(block), JSB_START.get(block), incompat)
 
 
 @dataclass(frozen=True)
@@ -98,22 +120,21 @@ def descriptor_tags(block: bytes, sb: JournalSuper) -> list[Tag]:
     """The tags of a descriptor block, in order: tag i describes the i-th
     journal block after the descriptor (wrapping at the journal's end)."""
     tags: list[Tag] = []
-    pos = 12
+    pos = JBD2_HEADER.size
     limit = len(block) - sb.tail_bytes
     v3 = bool(sb.incompat & INCOMPAT_CSUM_V3)
     wide = bool(sb.incompat & INCOMPAT_64BIT)
     while pos + sb.tag_bytes <= limit:
-        lo = struct.unpack_from(">I", block, pos)[0]
         csum = 0
         if v3:
-            flags, hi, csum = struct.unpack_from(">III", block, pos + 4)
+            lo, flags, hi, csum = TAG3.unpack_from(block, pos)
         else:
-            flags = struct.unpack_from(">H", block, pos + 6)[0]
-            hi = struct.unpack_from(">I", block, pos + 8)[0] if wide else 0
+            lo, flags = TAG_BLOCKNR.get(block, pos), TAG_FLAGS.get(block, pos)
+            hi = TAG_BLOCKNR_HIGH.get(block, pos) if wide else 0
         tags.append(Tag(lo | (hi << 32 if wide else 0), flags, csum))
         pos += sb.tag_bytes
         if not flags & FLAG_SAME_UUID:
-            pos += 16
+            pos += TAG_UUID
         if flags & FLAG_LAST_TAG:
             break
     return tags
@@ -121,9 +142,9 @@ def descriptor_tags(block: bytes, sb: JournalSuper) -> list[Tag]:
 
 def revoke_count(block: bytes, sb: JournalSuper) -> int:
     """How many file-system blocks a revoke block revokes."""
-    used = struct.unpack_from(">I", block, 12)[0]
-    width = 8 if sb.incompat & INCOMPAT_64BIT else 4
-    return max(0, (used - 16) // width)
+    used = REVOKE_COUNT.get(block)
+    record = REVOKE_RECORD_64 if sb.incompat & INCOMPAT_64BIT else REVOKE_RECORD_32
+    return max(0, (used - REVOKE_RECORDS) // record.size)
 
 
 def describe(block: bytes, sb: JournalSuper | None) -> str | None:

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from harness.fs.base import FsRecovery, not_copied
 from harness.fs.ext4.debugfs import DebugfsError
-from harness.fs.ext4.inproc import Unsupported
+from harness.fs.ext4.ondisk import Unsupported
 from harness.fs.ext4.tree import list_tree, place, rdump_request
 from harness.sysops import tool
 

@@ -10,35 +10,45 @@ leaves the region unknown (None) -- never guessed.
 
 from __future__ import annotations
 
-import struct
 from pathlib import Path
 
+from harness.fs.ext4.layout import (
+    EXT4_MAGIC,
+    EXT4_SB_OFFSET,
+    EXT4_SB_SIZE,
+    EXTENT,
+    EXTENT_HEADER,
+    EXTENT_MAGIC,
+    EXTENT_ROOT_ENTRIES,
+    JNL_BACKUP_BLOCKS,
+    MAX_INIT_LEN,
+    MIN_LOG_BLOCK_SIZE,
+    SB_JNL_BACKUP_TYPE,
+    SB_JNL_BLOCKS,
+    SB_JOURNAL_INUM,
+    SB_LOG_BLOCK_SIZE,
+    SB_MAGIC,
+)
 from harness.logformat import LogReader
-
-EXT4_SB_OFFSET = 1024
-EXT4_SB_SIZE = 1024
-EXT4_MAGIC = 0xEF53
-EXTENT_MAGIC = 0xF30A
-JNL_BACKUP_BLOCKS = 1  # s_jnl_backup_type: s_jnl_blocks holds the inode's i_block
 
 
 def ext4_journal_extents(sb: bytes) -> list[tuple[int, int]] | None:
     """Byte ranges ``(start, end)`` of the journal, from an ext4 super block
     (the 1024 bytes at offset 1024); None when not ext4 or not resolvable
     from the super block alone."""
-    if len(sb) < EXT4_SB_SIZE or struct.unpack_from("<H", sb, 0x38)[0] != EXT4_MAGIC:
+    if len(sb) < EXT4_SB_SIZE or SB_MAGIC.get(sb) != EXT4_MAGIC:
         return None
-    block = 1024 << struct.unpack_from("<I", sb, 0x18)[0]
-    if struct.unpack_from("<I", sb, 0xE0)[0] == 0 or sb[0xFD] != JNL_BACKUP_BLOCKS:
+    block = MIN_LOG_BLOCK_SIZE << SB_LOG_BLOCK_SIZE.get(sb)
+    if SB_JOURNAL_INUM.get(sb) == 0 or SB_JNL_BACKUP_TYPE.get(sb) != JNL_BACKUP_BLOCKS:
         return None  # external journal, or no backup of the journal inode
-    root = sb[0x10C:0x10C + 60]
-    magic, entries, _max, depth = struct.unpack_from("<HHHH", root, 0)
-    if magic != EXTENT_MAGIC or depth != 0 or entries > 4:
+    root = SB_JNL_BLOCKS.of(sb)
+    magic, entries, _max, depth = EXTENT_HEADER.unpack_from(root, 0)
+    if magic != EXTENT_MAGIC or depth != 0 or entries > EXTENT_ROOT_ENTRIES:
         return None
     out = []
     for i in range(entries):
-        _lblk, length, hi, lo = struct.unpack_from("<IHHI", root, 12 + 12 * i)
-        length &= 0x7FFF  # the high bit marks an unwritten extent
+        _lblk, length, hi, lo = EXTENT.unpack_from(root, EXTENT_HEADER.size + EXTENT.size * i)
+        length &= MAX_INIT_LEN - 1  # the high bit marks an unwritten extent
         start = ((hi << 32) | lo) * block
         out.append((start, start + length * block))
     return out

@@ -35,40 +35,62 @@ from __future__ import annotations
 
 import os
 import shutil
-import struct
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from harness.fs.confined import MAX_DEPTH, ConfinedTree, bad_name, copy_fd, set_perms
 from harness.fs.ext4.debugfs import quote
-from harness.fs.ext4.inproc import (
+from harness.fs.ext4.extract import fix_perms
+from harness.fs.ext4.layout import (
+    EXT4_MAGIC,
+    EXT4_SB_OFFSET,
+    EXT4_SB_SIZE,
+    EXTENT,
+    EXTENT_HEADER,
+    EXTENT_INDEX,
+    EXTENT_MAGIC,
+    EXTENT_ROOT_ENTRIES,
     EXTENTS_FL,
+    I_BLOCK,
+    I_FLAGS,
+    I_MODE,
+    INCOMPAT_64BIT,
+    INCOMPAT_CASEFOLD,
+    INCOMPAT_CSUM_SEED,
+    INCOMPAT_EA_INODE,
+    INCOMPAT_ENCRYPT,
+    INCOMPAT_EXTENTS,
+    INCOMPAT_FILETYPE,
+    INCOMPAT_FLEX_BG,
+    INCOMPAT_INLINE_DATA,
+    INCOMPAT_LARGEDIR,
+    INCOMPAT_MMP,
+    INCOMPAT_RECOVER,
     INLINE_DATA_FL,
     MAX_INIT_LEN,
+    REV_DYNAMIC,
     ROOT_INO,
     S_IFDIR,
+    S_IFLNK,
     S_IFMT,
     S_IFREG,
-    Unsupported,
-    _Fs,
-    fix_perms,
+    SB_FEATURE_INCOMPAT,
+    SB_MAGIC,
+    SB_REV_LEVEL,
 )
-from harness.fs.ext4.superblock import EXT4_SB_OFFSET as SB_OFFSET
-from harness.fs.ext4.superblock import EXT4_SB_SIZE as SB_SIZE
-from harness.fs.ext4.superblock import EXTENT_MAGIC
+from harness.fs.ext4.ondisk import FsReader, Unsupported, dir_entries
 
-S_IFLNK = 0o120000
 # incompat features whose directories and inodes this reader reads as
-# libext2fs does (filetype, recover, extents, 64bit, mmp, flex_bg, ea_inode,
-# csum_seed, largedir, inline_data (refused per inode), encrypt, casefold);
-# not meta_bg (the descriptors lie elsewhere), dirdata, a journal device
-INCOMPAT_READ = 0x2 | 0x4 | 0x40 | 0x80 | 0x100 | 0x200 | 0x400 | 0x2000 | 0x4000 | 0x8000 | \
-    0x10000 | 0x20000
+# libext2fs does (inline data is refused per inode); not meta_bg (the
+# descriptors lie elsewhere), dirdata, a journal device
+INCOMPAT_READ = INCOMPAT_FILETYPE | INCOMPAT_RECOVER | INCOMPAT_EXTENTS | INCOMPAT_64BIT | \
+    INCOMPAT_MMP | INCOMPAT_FLEX_BG | INCOMPAT_EA_INODE | INCOMPAT_CSUM_SEED | \
+    INCOMPAT_LARGEDIR | INCOMPAT_INLINE_DATA | INCOMPAT_ENCRYPT | INCOMPAT_CASEFOLD
 MAX_EXTENT_DEPTH = 5
 
 
 class _Image:
-    """A file read with ``pread``, sliced as ``_Fs`` slices its mapping."""
+    """A file read with ``pread``, sliced as ``FsReader`` slices its mapping."""
 
     def __init__(self, fd: int) -> None:
         self.fd = fd
@@ -94,7 +116,7 @@ class Node:
 
     @property
     def mode(self) -> int:
-        return int(struct.unpack_from("<H", self.raw, 0)[0])
+        return I_MODE.get(self.raw)
 
     @property
     def kind(self) -> int:
@@ -116,16 +138,16 @@ def list_tree(image: Path, skip: tuple[str, ...] = ()) -> Tree:
     fd = os.open(image, os.O_RDONLY)
     try:
         img = _Image(fd)
-        sb = img[SB_OFFSET:SB_OFFSET + SB_SIZE]
-        if len(sb) < SB_SIZE or sb[0x38:0x3A] != b"\x53\xef":
+        sb = img[EXT4_SB_OFFSET:EXT4_SB_OFFSET + EXT4_SB_SIZE]
+        if len(sb) < EXT4_SB_SIZE or SB_MAGIC.get(sb) != EXT4_MAGIC:
             raise Unsupported("no ext4 superblock")
-        incompat = struct.unpack_from("<I", sb, 0x60)[0]
-        if incompat & ~INCOMPAT_READ or struct.unpack_from("<I", sb, 0x4C)[0] != 1:
+        incompat = SB_FEATURE_INCOMPAT.get(sb)
+        if incompat & ~INCOMPAT_READ or SB_REV_LEVEL.get(sb) != REV_DYNAMIC:
             raise Unsupported(f"incompat features {incompat:#x} or revision")
-        fs = _Fs(fd, sb, img)  # type: ignore[arg-type]
+        fs = FsReader(fd, sb, img)  # type: ignore[arg-type]
         fs.csum = False  # see the module comment
         raw = fs.inode(ROOT_INO)
-        if struct.unpack_from("<H", raw, 0)[0] & S_IFMT != S_IFDIR:
+        if I_MODE.get(raw) & S_IFMT != S_IFDIR:
             raise Unsupported("root is not a directory")
         tree = Tree(Node(b"", b"", ROOT_INO, raw, []), skip)
         _walk(fs, tree, tree.root, {ROOT_INO}, {os.fsencode(s) for s in skip}, 0)
@@ -134,7 +156,8 @@ def list_tree(image: Path, skip: tuple[str, ...] = ()) -> Tree:
         os.close(fd)
 
 
-def _walk(fs: _Fs, tree: Tree, d: Node, walked: set[int], skip: set[bytes], depth: int) -> None:
+def _walk(fs: FsReader, tree: Tree, d: Node, walked: set[int], skip: set[bytes],
+          depth: int) -> None:
     """``d``'s entries, rdump's way: each live entry but a directory called
     ``.`` or ``..``; hazards noted."""
     assert d.children is not None
@@ -146,7 +169,7 @@ def _walk(fs: _Fs, tree: Tree, d: Node, walked: set[int], skip: set[bytes], dept
         del lblk
         data = fs.read(phys, n)
         for k in range(n):
-            for ino, name in _entries(data[k * fs.bs:(k + 1) * fs.bs], fs.bs):
+            for ino, name in dir_entries(data[k * fs.bs:(k + 1) * fs.bs], fs.bs):
                 if depth == 0 and name in skip:
                     continue
                 child = Node(d.rel + b"/" + name if d.rel else name, name, ino, fs.inode(ino))
@@ -170,29 +193,14 @@ def _walk(fs: _Fs, tree: Tree, d: Node, walked: set[int], skip: set[bytes], dept
                     _walk(fs, tree, child, walked, set(), depth + 1)
 
 
-def _entries(blk: bytes, bs: int) -> list[tuple[int, bytes]]:
-    """The live entries of a directory block (inode, name), as
-    ``ext2fs_process_dir_block`` reads them; a corrupt entry is refused."""
-    out: list[tuple[int, bytes]] = []
-    off = 0
-    while off < bs:
-        inode, rec_len, name_len = struct.unpack_from("<IHB", blk, off)
-        if off + rec_len > bs or rec_len < 8 or rec_len % 4 or name_len + 8 > rec_len:
-            raise Unsupported("directory entry corrupted")
-        if inode:
-            out.append((inode, blk[off + 8:off + 8 + name_len]))
-        off += rec_len
-    return out
-
-
-def _extents(fs: _Fs, ino: int, raw: bytes) -> list[tuple[int, int, int]]:
+def _extents(fs: FsReader, ino: int, raw: bytes) -> list[tuple[int, int, int]]:
     """``(logical, physical, count)`` of a directory's written extents, any
     depth, in logical order."""
-    flags = struct.unpack_from("<I", raw, 0x20)[0]
+    flags = I_FLAGS.get(raw)
     if flags & INLINE_DATA_FL or not flags & EXTENTS_FL:
         raise Unsupported(f"inode {ino}: a directory not mapped by extents")
     out: list[tuple[int, int, int]] = []
-    _node(fs, ino, raw[0x28:0x28 + 60], 4, None, out, 0)
+    _node(fs, ino, I_BLOCK.of(raw), EXTENT_ROOT_ENTRIES, None, out, 0)
     end = 0
     for lblk, _, n in out:
         if lblk < end:
@@ -201,25 +209,26 @@ def _extents(fs: _Fs, ino: int, raw: bytes) -> list[tuple[int, int, int]]:
     return out
 
 
-def _node(fs: _Fs, ino: int, buf: bytes, room: int, depth: int | None,
+def _node(fs: FsReader, ino: int, buf: bytes, room: int, depth: int | None,
           out: list[tuple[int, int, int]], level: int) -> None:
-    magic, entries, emax, d = struct.unpack_from("<HHHH", buf, 0)
+    magic, entries, emax, d = EXTENT_HEADER.unpack_from(buf, 0)
     if magic != EXTENT_MAGIC or entries > emax or emax > room or level > MAX_EXTENT_DEPTH or \
             (depth is not None and d != depth):
         raise Unsupported(f"inode {ino}: extent tree")
     for k in range(entries):
-        at = 12 + 12 * k
+        at = EXTENT_HEADER.size + EXTENT.size * k
         if d == 0:
-            lblk, n, hi, lo = struct.unpack_from("<IHHI", buf, at)
+            lblk, n, hi, lo = EXTENT.unpack_from(buf, at)
             phys = lo | hi << 32
             if n == 0 or n > MAX_INIT_LEN or phys < fs.first_data_block or \
                     phys + n > fs.blocks:
                 raise Unsupported(f"inode {ino}: an unwritten, empty or out-of-range extent")
             out.append((lblk, phys, n))
         else:
-            _, lo, hi = struct.unpack_from("<IIH", buf, at)
+            _, lo, hi = EXTENT_INDEX.unpack_from(buf, at)
             child = fs.read(lo | hi << 32)
-            _node(fs, ino, child, (fs.bs - 12) // 12, d - 1, out, level + 1)
+            _node(fs, ino, child, (fs.bs - EXTENT_HEADER.size) // EXTENT_INDEX.size, d - 1, out,
+                  level + 1)
 
 
 def _regular(node: Node) -> list[Node]:
