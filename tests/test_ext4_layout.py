@@ -28,6 +28,8 @@ import pytest
 from harness.fs.ext4 import layout
 from harness.fs.ext4.layout import (
     EXT4_SB_OFFSET,
+    EXTENT,
+    EXTENT_HEADER,
     GD_CHECKSUM,
     GD_INODE_TABLE_LO,
     I_ATIME,
@@ -61,6 +63,7 @@ from harness.fs.ext4.layout import (
     SB_INODES_COUNT,
     SB_INODES_PER_GROUP,
     SB_JNL_BACKUP_TYPE,
+    SB_JNL_BLOCKS,
     SB_JOURNAL_INUM,
     SB_KBYTES_WRITTEN,
     SB_LASTCHECK,
@@ -72,6 +75,7 @@ from harness.fs.ext4.layout import (
     SB_WTIME,
 )
 from harness.fs.ext4.ondisk import FsReader, dir_entries, file_size
+from harness.fs.ext4.superblock import ext4_journal_extents
 from harness.images import ensure_image
 
 EXT4_DIR = Path(__file__).resolve().parent.parent / "harness" / "fs" / "ext4"
@@ -274,3 +278,20 @@ def test_no_offset_outside_the_table() -> None:
                 _hex_literals(tree, source, path.name in NAMED_HEX)]
         bad += [f"{path.name}:{n}: literal offset" for n in _literal_offsets(tree)]
     assert not bad, bad
+
+
+@pytest.mark.parametrize("ee_len, blocks", [(1024, 1024), (32768, 32768), (32768 + 5, 5)])
+def test_journal_extent_lengths_as_the_kernel_reads_them(tmp_path: Path, ee_len: int,
+                                                         blocks: int) -> None:
+    """``ext4_journal_extents`` reads an extent's length as
+    ext4_ext_get_actual_len does: up to 32768 an initialised extent of that
+    many blocks (32768 included), above it an unwritten one of the excess."""
+    sb = bytearray(_sb(_image(tmp_path)))
+    at = SB_JNL_BLOCKS.at + EXTENT_HEADER.size
+    lblk, _, hi, lo = EXTENT.unpack_from(sb, at)
+    EXTENT.pack_into(sb, at, lblk, ee_len, hi, lo)
+    got = ext4_journal_extents(bytes(sb))
+    assert got is not None
+    bs = 1024 << SB_LOG_BLOCK_SIZE.get(bytes(sb))
+    start, end = got[0]
+    assert (end - start) // bs == blocks

@@ -38,8 +38,9 @@ from harness.fs.base import FsRecovery
 from harness.fs.confined import links_on_way, unpack_tar
 from harness.fs.ext4 import inproc
 from harness.fs.ext4.fast import FastExt4
-from harness.fs.ext4.ondisk import FsReader, Unsupported, crc32c
+from harness.fs.ext4.ondisk import FsReader, Unsupported, crc32c, dir_entries
 from harness.fs.ext4.recover import recover_ext4
+from harness.fs.ext4.tree import list_tree
 from harness.images import ensure_image, verified_base_for_run
 from harness.logformat import ENTRY, FLUSH, SUPER, LogReader
 from harness.materialize.replay import replay
@@ -326,6 +327,57 @@ def test_in_process_path_declines_what_it_does_not_write(tmp_path: Path) -> None
         with pytest.raises(Unsupported):
             inproc.replay_and_extract(img, d / "files")
         assert not (d / "files").exists()
+
+
+def shorten_last_record(img: Path, dir_ino: int, by: int) -> None:
+    """Make the last record of directory ``dir_ino``'s first block (the
+    checksum tail's) end ``by`` bytes before the block does: what no
+    writer leaves, a next record header that would run past the block."""
+    fd = os.open(img, os.O_RDWR)
+    try:
+        with mmap.mmap(fd, 0) as mm:
+            fs = FsReader(fd, mm[1024:2048], mm)
+            raw = fs.inode(dir_ino)
+            bs = fs.bs
+            phys = next(iter(fs.extents(dir_ino, raw)))[1]
+            blk = bytearray(mm[phys * bs:(phys + 1) * bs])
+            off = last = 0
+            while off < bs:  # to the last record (the checksum tail's)
+                last = off
+                off += struct.unpack_from("<H", blk, off + 4)[0]
+            struct.pack_into("<H", blk, last + 4, struct.unpack_from("<H", blk, last + 4)[0] - by)
+            mm[phys * bs:(phys + 1) * bs] = bytes(blk)
+    finally:
+        os.close(fd)
+
+
+def test_a_record_short_of_its_block_is_declined_not_a_crash(tmp_path: Path,
+                                                              canary: Path) -> None:
+    """A directory block whose records stop 4 bytes before its end (a
+    record header there would run past the block): the in-process path and
+    the tree reader decline (Unsupported), never a struct.error that ends
+    the worker; every path still recovers or fails FS-RECOVER in one line,
+    and nothing outside the scratch folder changes."""
+    bs = 4096
+    block = bytearray(bs)
+    struct.pack_into("<IHBB", block, 0, 2, bs - 4, 1, 2)  # "." ending 4 bytes short
+    block[8:9] = b"."
+    with pytest.raises(Unsupported):
+        dir_entries(bytes(block), bs)
+    img = crafted(tmp_path, ["write PAYLOAD a"])
+    shorten_last_record(img, ino_of(img, b""), 4)
+    with pytest.raises(Unsupported):
+        inproc.replay_and_extract(img, tmp_path / "files")
+    with pytest.raises(Unsupported):
+        list_tree(img)
+    work = tmp_path / "work"
+    before = snapshot(tmp_path, work)
+    for name, run in PATHS.items():
+        w = work / name
+        w.mkdir(parents=True)
+        rec = run(img, w / "files", w)
+        assert rec.ok or rec.detail, name
+        assert snapshot(tmp_path, work) == before, f"{name} wrote outside its folder"
 
 
 # --- the database is never opened through a link ---------------------------------------------

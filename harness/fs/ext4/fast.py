@@ -190,7 +190,8 @@ class FastExt4:
         try:
             got = replay_and_extract(image, out_dir, self.skip, undo, memo=self.memo, base=base,
                                      differ=overlay, want_files=want_files)
-        except (Unsupported, OSError) as e:
+        # struct.error: a field that runs past its block (a hostile image)
+        except (Unsupported, OSError, struct.error) as e:
             self.stats["inproc_declined"] += 1
             self.last_declined = str(e)
             shutil.rmtree(out_dir, ignore_errors=True)

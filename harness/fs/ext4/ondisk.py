@@ -278,6 +278,8 @@ def dir_entries(blk: bytes, bs: int, *, names: bool = False) -> list[tuple[int, 
     out: list[tuple[int, bytes]] = []
     off = 0
     while off < bs:
+        if off + DIRENT.size > bs:  # the records stop short of the block's end
+            raise Unsupported("directory entry corrupted")
         inode, rec_len, name_len, _ = DIRENT.unpack_from(blk, off)
         if off + rec_len > bs or rec_len < DIRENT.size or rec_len % DIRENT_ALIGN or \
                 name_len + DIRENT.size > rec_len:

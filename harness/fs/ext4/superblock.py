@@ -48,7 +48,8 @@ def ext4_journal_extents(sb: bytes) -> list[tuple[int, int]] | None:
     out = []
     for i in range(entries):
         _lblk, length, hi, lo = EXTENT.unpack_from(root, EXTENT_HEADER.size + EXTENT.size * i)
-        length &= MAX_INIT_LEN - 1  # the high bit marks an unwritten extent
+        if length > MAX_INIT_LEN:  # an unwritten extent (ext4_ext_get_actual_len)
+            length -= MAX_INIT_LEN
         start = ((hi << 32) | lo) * block
         out.append((start, start + length * block))
     return out

@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import struct
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -152,6 +153,8 @@ def list_tree(image: Path, skip: tuple[str, ...] = ()) -> Tree:
         tree = Tree(Node(b"", b"", ROOT_INO, raw, []), skip)
         _walk(fs, tree, tree.root, {ROOT_INO}, {os.fsencode(s) for s in skip}, 0)
         return tree
+    except struct.error as e:  # a field that runs past its block: a hostile image
+        raise Unsupported(f"a malformed on-disk structure ({e})") from None
     finally:
         os.close(fd)
 
