@@ -14,12 +14,17 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
+import types
+import typing
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from harness.atomic import write_json_atomic
+from harness.confine import confined, read_regular
 from harness.errors import CrashlabError
+from harness.logformat import LogReader
 
 LOG_NAME = "writes.log"
 META_NAME = "meta.json"
@@ -30,6 +35,9 @@ RUN_NAME = "run.jsonl"  # a check's run-level records (harness/check/runlevel.py
 # what a check is (its options, the recording's meta.json digest), written
 # when it starts: --resume continues a states.jsonl only for the same check
 IDENTITY_NAME = "check.json"
+# meta.json is small (its largest part: the marks, twice); anything larger
+# is not one
+META_LIMIT = 64 << 20
 
 
 @dataclass(frozen=True)
@@ -103,17 +111,11 @@ class RunMeta:
     extra: dict[str, Any] = field(default_factory=dict)
 
     @classmethod
-    def from_json(cls, d: dict[str, Any]) -> RunMeta:
-        names = {f.name for f in dataclasses.fields(cls)} - {"extra"}
-        kw = {k: v for k, v in d.items() if k in names}
-        if kw.get("image"):
-            kw["image"] = ImageRef(**kw["image"])
-        if kw.get("continues"):
-            kw["continues"] = Continues(**kw["continues"])
-        for k in ("command", "marks", "faults"):
-            if k in kw:
-                kw[k] = tuple(kw[k])
-        return cls(**kw, extra={k: v for k, v in d.items() if k not in names})
+    def from_json(cls, d: object) -> RunMeta:
+        """The meta of a parsed meta.json: an object whose known keys each
+        have their field's type (:class:`MetaTypeError` names the first
+        that does not); unknown keys go to ``extra``."""
+        return _typed(d, cls, "meta.json")
 
     def to_json(self) -> dict[str, Any]:
         """The JSON object: the recorder's keys always (null when unknown),
@@ -128,6 +130,84 @@ class RunMeta:
                 v = dataclasses.asdict(v)  # type: ignore[arg-type]
             out[f.name] = list(v) if isinstance(v, tuple) else v
         return {**out, **self.extra}
+
+
+class MetaTypeError(CrashlabError):
+    """A meta.json value of the wrong type, named by its key path."""
+
+
+def _typed(v: object, hint: Any, where: str) -> Any:  # noqa: ANN401
+    """``v`` (parsed JSON) as a value of type ``hint`` (the dataclass
+    annotations of this module: str, int, float, bool, None, unions,
+    ``tuple[X, ...]`` from a list, ``dict[str, X]``, and the dataclasses,
+    whose unknown keys go to an ``extra`` field if they have one and are an
+    error otherwise); MetaTypeError names ``where`` otherwise."""
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if hint is Any:
+        return v
+    if origin in (typing.Union, types.UnionType):
+        if v is None and type(None) in args:
+            return None
+        some = [a for a in args if a is not type(None)]
+        if len(some) == 1:  # X | None: X's own error, which says more
+            return _typed(v, some[0], where)
+        for a in some:
+            try:
+                return _typed(v, a, where)
+            except MetaTypeError:
+                continue
+        raise MetaTypeError(f"{where}: {_short(v)} is not {_name(hint)}")
+    if dataclasses.is_dataclass(hint):
+        return _typed_object(v, hint, where)
+    if origin is tuple and isinstance(v, list):
+        return tuple(_typed(x, args[0], f"{where}[{i}]") for i, x in enumerate(v))
+    if origin is dict and isinstance(v, dict):
+        return {k: _typed(x, args[1], f"{where}.{k}") for k, x in v.items()}
+    ok = {str: str, int: int, float: int | float, bool: bool}.get(hint)
+    if ok is not None and isinstance(v, ok) and (hint is bool or not isinstance(v, bool)):
+        return v
+    raise MetaTypeError(f"{where}: {_short(v)} is not {_name(hint)}")
+
+
+def _typed_object(v: object, cls: Any, where: str) -> Any:  # noqa: ANN401
+    """A dataclass from a JSON object (see :func:`_typed`)."""
+    if not isinstance(v, dict):
+        raise MetaTypeError(f"{where}: {_short(v)} is not an object")
+    hints = typing.get_type_hints(cls)
+    fields = {f.name: f for f in dataclasses.fields(cls)}
+    has_extra = "extra" in fields
+    kw: dict[str, Any] = {}
+    for k, x in v.items():
+        if k in fields and k != "extra":
+            kw[k] = _typed(x, hints[k], f"{where}: {k}")
+        elif not has_extra:
+            raise MetaTypeError(f"{where}: unknown key {_short(k)}")
+    missing = [n for n, f in fields.items() if n not in kw and n != "extra"
+               and f.default is dataclasses.MISSING
+               and f.default_factory is dataclasses.MISSING]
+    if missing:
+        raise MetaTypeError(f"{where}: missing key {missing[0]!r}")
+    if has_extra:
+        kw["extra"] = {k: x for k, x in v.items() if k not in fields or k == "extra"}
+    return cls(**kw)
+
+
+def _name(hint: Any) -> str:  # noqa: ANN401
+    """A type as an error message says it."""
+    if dataclasses.is_dataclass(hint) or hint is dict or typing.get_origin(hint) is dict:
+        return "an object"
+    if typing.get_origin(hint) is tuple:
+        return f"a list ({_name(typing.get_args(hint)[0])} each)"
+    if typing.get_origin(hint) in (typing.Union, types.UnionType):
+        return " or ".join(_name(a) for a in typing.get_args(hint))
+    return {str: "a string", int: "an integer", float: "a number", bool: "true or false",
+            type(None): "null"}.get(hint, str(hint))
+
+
+def _short(v: object) -> str:
+    """A JSON value as an error message quotes it (at most 40 characters)."""
+    text = json.dumps(v)
+    return text if len(text) <= 40 else text[:37] + "..."
 
 
 # written only when set: a workload run's keys, and a guest's facts
@@ -148,16 +228,23 @@ class RunDir:
         return self.path / META_NAME
 
     def meta(self) -> RunMeta:
+        """meta.json, parsed strictly (:meth:`RunMeta.from_json`): a
+        CrashlabError names the file and what is wrong with it."""
         try:
-            raw = json.loads(self.meta_path.read_text())
+            raw = read_regular(confined(self.path, META_NAME, str(self.meta_path)),
+                               META_LIMIT, str(self.meta_path))
         except FileNotFoundError:
             raise CrashlabError(f"{self.path}: not a run directory (no {META_NAME})") from None
-        except json.JSONDecodeError as e:
+        try:
+            data = json.loads(raw.decode("utf-8"))
+        except UnicodeDecodeError as e:
+            raise CrashlabError(f"{self.meta_path}: not UTF-8 (byte {e.start})") from None
+        except (json.JSONDecodeError, RecursionError) as e:
             raise CrashlabError(f"{self.meta_path}: corrupt JSON ({e})") from None
         try:
-            return RunMeta.from_json(raw)
-        except TypeError as e:
-            raise CrashlabError(f"{self.meta_path}: not a crashlab meta.json ({e})") from None
+            return RunMeta.from_json(data)
+        except MetaTypeError as e:
+            raise CrashlabError(f"{self.meta_path}: not a crashlab {e}") from None
 
     @property
     def log_order(self) -> str:
@@ -232,11 +319,112 @@ class SweepDir:
         return self.path / "plots"
 
 
+# Runs this process has validated, by folder and the identity and change
+# stamps of meta.json and the log: a command validates a run once, however
+# many of its stages (and forked workers) ask.
+_VALID: dict[tuple[object, ...], RunMeta] = {}
+NVRAM_LIMIT = 1 << 30  # an emulated NVRAM is a few MiB (workloads/suts.py)
+
+
+def validate(run: RunDir) -> RunMeta:
+    """Check a run folder before any work on it; return its meta.json.
+
+    A CrashlabError (one line) unless: meta.json is an object with each key
+    of its type (:meth:`RunMeta.from_json`) and sane values (a known file
+    system and log order, parseable faults, ``db`` a relative path that
+    stays in its folder, ``nvram`` placed after the base image); the log is
+    a regular file inside the folder with a valid header; its base image
+    is there with the recorded digest; and one streaming pass over the
+    log's headers (payloads are not read) finds every entry well formed,
+    every write and discard within the device (the base image's size, plus
+    the NVRAM's where the SUT has one), and the counts meta.json's ``log``
+    summary and ``marks`` record -- entries, writes, bytes, flushes, FUA,
+    discards, marks in order, epochs, salvaged entries -- equal to the
+    log's.  A finished workload run must hold the marks its checks stand on
+    (``setup-done`` and ``workload-end``)."""
+    from harness.images import verified_base_for_run  # it imports this module
+
+    log = confined(run.path, LOG_NAME, str(run.log))
+    stamps = tuple(_stamp(p) for p in (run.meta_path, log))
+    key = (str(run.path.resolve()), *stamps)
+    if key in _VALID:
+        return _VALID[key]
+    meta = run.meta()
+    _check_values(run, meta)
+    recorded = meta.log
+    if recorded is None or "error" in recorded:
+        why = f" ({recorded['error']})" if recorded else ""
+        raise CrashlabError(f"{run.meta_path}: no summary of the log{why}: not a run that "
+                            "can be checked")
+    base = os.stat(verified_base_for_run(run)).st_size
+    device = base + _nvram_bytes(run, meta, base)
+    with LogReader(log, salvage=True, device_bytes=device) as reader:
+        actual = dataclasses.asdict(reader.summary())
+    for k, v in actual.items():
+        if recorded.get(k) != v:
+            raise CrashlabError(f"{run.path}: {LOG_NAME} does not agree with {META_NAME}: "
+                                f"log {k} {_short(v)}, meta.json's {_short(recorded.get(k))}")
+    if list(meta.marks) != actual["marks"]:
+        raise CrashlabError(f"{run.path}: {META_NAME} marks {_short(list(meta.marks))} are not "
+                            f"the log's {_short(actual['marks'])}")
+    if meta.sut is not None and meta.exit_status == 0 and meta.continues_at is None:
+        missing = [m for m in ("setup-done", "workload-end") if m not in actual["marks"]]
+        if missing:
+            raise CrashlabError(f"{run.path}: a finished workload run without its "
+                                f"{missing[0]!r} mark")
+    _VALID[key] = meta
+    return meta
+
+
+def _stamp(path: Path) -> tuple[int, ...]:
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        return ()
+    return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+
+
+def _check_values(run: RunDir, meta: RunMeta) -> None:
+    """The values of meta.json that its types do not settle."""
+    from harness.faults import parse_faults
+    from harness.fs import FILESYSTEMS
+    from harness.states.model import LOG_ORDERS
+
+    where = str(run.meta_path)
+    if meta.fs not in FILESYSTEMS:
+        raise CrashlabError(f"{where}: unknown fs {_short(meta.fs)}")
+    if meta.log_order not in LOG_ORDERS:
+        raise CrashlabError(f"{where}: unknown log_order {_short(meta.log_order)}")
+    if meta.image is None:
+        raise CrashlabError(f"{where}: names no base image")
+    if meta.db is not None:
+        confined(run.path / "files", meta.db, f"{where}: db")
+    parse_faults(list(meta.faults))
+
+
+def _nvram_bytes(run: RunDir, meta: RunMeta, base: int) -> int:
+    """The NVRAM's size, for a run whose SUT has one (meta.json ``nvram``,
+    right after the base image of ``base`` bytes); 0 for others."""
+    nv = meta.extra.get("nvram")
+    if nv is None:
+        return 0
+    if not (isinstance(nv, dict) and set(nv) == {"offset", "bytes"}
+            and all(type(x) is int for x in nv.values())
+            and nv["offset"] == base and 0 < nv["bytes"] <= NVRAM_LIMIT):
+        raise CrashlabError(f"{run.meta_path}: nvram {_short(nv)} is not "
+                            f'{{"offset": <the base image\'s size>, "bytes": <1..{NVRAM_LIMIT}>}}')
+    return nv["bytes"]
+
+
 def resolve_log(target: Path | str) -> Path:
-    """A log path from either a run directory or a log file."""
+    """A log path from either a run directory (validated first:
+    :func:`validate`) or a log file."""
     p = Path(target)
     if p.is_dir():
-        p = RunDir(p).log
+        run = RunDir(p)
+        if run.meta_path.exists() or run.meta_path.is_symlink():
+            validate(run)
+        p = run.log
     if not p.exists():
         raise CrashlabError(f"{target}: no such run directory or log")
     return p

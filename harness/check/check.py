@@ -62,7 +62,7 @@ from harness.faults import STATE, by_stage, format_fault, parse_faults
 from harness.filetrace import fault_targets
 from harness.images import verified_base_for_run
 from harness.logformat import LogReader
-from harness.rundir import IDENTITY_NAME, RESULT_NAME, RUN_NAME, STATES_NAME, RunDir
+from harness.rundir import IDENTITY_NAME, RESULT_NAME, RUN_NAME, STATES_NAME, RunDir, validate
 from harness.states import Enumeration, Options, State, coverage
 from harness.states.epochs import Epoch, iter_epochs, merge_epochs
 from harness.states.inject import Spans
@@ -317,7 +317,9 @@ def check_run(
     on_progress: Callable[[int, int], None] | None = None,
 ) -> CheckResult:
     """Check the states of ``run``; return (and write) ``result.json``.
-    ``on_progress(generated, checked)`` is called after every chunk."""
+    ``on_progress(generated, checked)`` is called after every chunk.
+    The run is validated first (:func:`harness.rundir.validate`)."""
+    validate(run)
     if opts.composite is not None:
         if default_window(run, opts.states).faults:
             raise CrashlabError(f"{run.path}: state faults apply to the log strategies, not to "

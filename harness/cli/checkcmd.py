@@ -31,7 +31,7 @@ from harness.check.usercheck import DEFAULT_TIMEOUT, UserChecker, parse_checker,
 from harness.cli.statescmd import options_from, state_options
 from harness.errors import CrashlabError
 from harness.record.backends import CHOICES as BACKEND_CHOICES
-from harness.rundir import RunDir
+from harness.rundir import RunDir, validate
 from harness.states import STRATEGIES
 from harness.states.coverage import describe
 from harness.sweep.expectations import evaluate
@@ -187,7 +187,7 @@ def check_cmd(run: Path, jobs: int, max_states: int | None, no_fsck: bool, resum
               scheduler: str | None, **kw: Any) -> int:
     """Check every crash state of one recorded run."""
     rd = RunDir(run.resolve())  # absolute: repro commands and checkers get this path
-    meta = rd.meta()
+    meta = validate(rd)
     checkers = user_checkers(checker_specs, checker_timeout, checker_recover)
     strategy = kw["strategy"]
     if meta.sut is None and strategy in COMPOSITE:

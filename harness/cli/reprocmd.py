@@ -36,7 +36,7 @@ from harness.filetrace import fault_targets
 from harness.images import verified_base_for_run
 from harness.logformat import LogReader
 from harness.marks import parse_label
-from harness.rundir import RunDir
+from harness.rundir import RunDir, validate
 from harness.states import State, parse_id, state_from_id
 
 DEFAULT_SHOWN = 40  # writes listed unless --all-writes
@@ -185,9 +185,9 @@ def repro_cmd(run: Path, state_id: str, out: Path | None, shell: bool, all_write
         raise CrashlabError(f"{run}: no such run directory")
     rd, state_id = resolve(RunDir(run), state_id)  # a multicrash ID names a continuation
     run = rd.path
-    meta = rd.meta()
     if not rd.log.exists():
         raise CrashlabError(f"{run}: no write log ({rd.log.name})")
+    meta = validate(rd)
     with LogReader(rd.log) as reader:
         state_from_id(reader, state_id, rd.log_order)  # bad IDs fail here, before any work
     interactive = shell and sys.stdin.isatty()
