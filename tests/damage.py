@@ -14,6 +14,7 @@ hang.
 from __future__ import annotations
 
 import json
+import math
 import os
 import random
 import shutil
@@ -508,8 +509,38 @@ def _cli_damages(rng: random.Random, run: Path) -> Damage:
             return [*head, *target, opt]  # the option without its value
         return [*head, *target, opt, value]
     rng_flag = rng.random() < 0.1
+    if opt == "--bogus" or (rng_flag and opt not in FLAGS):
+        expect = REFUSE
+    else:
+        expect = ANY if rng_flag else _cli_expect(opt, value)
     return Damage("cli", f"{cmd} {opt} {value[:30]!r}" + (" (no value)" if rng_flag else ""),
-                  REFUSE if opt == "--bogus" or rng_flag else ANY, make)
+                  expect, make)
+
+
+# the numeric options and their ranges (what the command line must refuse
+# outside them): (type, lowest, highest)
+RANGES: dict[str, tuple[type, float, float]] = {
+    "--jobs": (int, 0, 1024), "--max-states": (int, 1, math.inf),
+    "--max-first": (int, 1, math.inf), "--sample": (int, 1, math.inf),
+    "--tear-unit": (int, 1, math.inf), "--crashsafe-sample": (int, 0, math.inf),
+    "--max-drop": (int, 0, math.inf), "--max-tears": (int, 0, math.inf),
+    "--limit": (int, 0, math.inf), "--max-exhaustive": (int, 0, 24), "--depth": (int, 2, 16),
+    "--seed": (int, 0, 2**64 - 1), "--checker-timeout": (float, 1e-300, 86400),
+}
+FLAGS = {"--salvage"}
+
+
+def _cli_expect(opt: str, value: str) -> str:
+    """REFUSE for a value outside a numeric option's type or range."""
+    spec = RANGES.get(opt)
+    if spec is None:
+        return ANY
+    kind, lo, hi = spec
+    try:
+        v = kind(value)
+    except ValueError:
+        return REFUSE
+    return ANY if math.isfinite(v) and lo <= v <= hi else REFUSE
 
 
 # --- running ----------------------------------------------------------------

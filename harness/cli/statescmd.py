@@ -14,6 +14,7 @@ from typing import Any
 
 import click
 
+from harness.cli.params import COUNT, NONNEG, SEED
 from harness.env import temporary_folder
 from harness.faults import format_fault, parse_faults
 from harness.filetrace import fault_targets
@@ -32,18 +33,19 @@ def state_options(f: Callable[..., Any], strategies: tuple[str, ...] = STRATEGIE
     decorators = [
         click.option("--strategy", type=click.Choice(strategies), default=_D.strategy,
                      show_default=True, help="which crash states to enumerate"),
-        click.option("--max-exhaustive", type=int, default=_D.max_exhaustive, show_default=True,
+        click.option("--max-exhaustive", type=click.IntRange(0, 24),
+                     default=_D.max_exhaustive, show_default=True,
                      help="reorder: every subset of epochs with at most this many writes"),
-        click.option("--max-drop", type=int, default=_D.max_drop, show_default=True,
+        click.option("--max-drop", type=NONNEG, default=_D.max_drop, show_default=True,
                      help="reorder, larger epochs: subsets dropping at most this many writes"),
-        click.option("--sample", type=int, default=None,
+        click.option("--sample", type=COUNT, default=None,
                      help="reorder, larger epochs: this many seeded random subsets instead"),
-        click.option("--seed", type=int, default=_D.seed, show_default=True),
-        click.option("--tear-unit", type=int, default=_D.tear_unit, show_default=True,
+        click.option("--seed", type=SEED, default=_D.seed, show_default=True),
+        click.option("--tear-unit", type=COUNT, default=_D.tear_unit, show_default=True,
                      help="torn: bytes that persist all or nothing"),
         click.option("--torn-pattern", type=click.Choice(TORN_PATTERNS),
                      default=_D.torn_pattern, show_default=True),
-        click.option("--max-tears", type=int, default=_D.max_tears, show_default=True,
+        click.option("--max-tears", type=NONNEG, default=_D.max_tears, show_default=True,
                      help="torn: split points per write at most"),
         click.option("--window-start", default=None, metavar="MARK",
                      help="only states whose crash can lie after this mark"),
