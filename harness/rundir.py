@@ -290,6 +290,16 @@ class SweepDir:
     def run(self, cell_name: str) -> RunDir:
         return RunDir(self.path / "runs" / cell_name)
 
+    def cell_run(self, named: object, where: str) -> Path:
+        """The run folder a summary cell's ``run`` names (``runs/<cell>``,
+        as the sweep writes it), confined to this sweep folder; a
+        CrashlabError naming ``where`` for anything else."""
+        path = confined(self.path, named, f"{where}: run")
+        parts = Path(str(named)).parts
+        if len(parts) != 2 or parts[0] != "runs":
+            raise CrashlabError(f"{where}: run {named!r} is not runs/<cell>")
+        return path
+
     @property
     def summary(self) -> Path:
         return self.path / "summary.json"

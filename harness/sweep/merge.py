@@ -25,11 +25,14 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+from harness.confine import read_regular
 from harness.errors import CrashlabError
 from harness.rundir import SweepDir
 from harness.sweep.matrix import unshard
 from harness.sweep.sweep import write_outputs
 
+SUMMARY_LIMIT = 256 << 20  # bytes of a shard's summary.json at most
+VIOLATIONS_LIMIT = 4 << 30  # and of its violations.jsonl
 Group = tuple[list[dict[str, Any]], list[dict[str, Any]]]  # one cell: its records, violations
 
 
@@ -53,8 +56,8 @@ def merge_shards(shards: list[Path], out: Path) -> tuple[dict[str, Any], int]:
     resolved = out.resolve()
     if any(resolved == p.resolve() or p.resolve() in resolved.parents for p, _ in loaded):
         raise CrashlabError(f"{out}: the merged folder may not be (inside) a shard")
-    out.mkdir(parents=True, exist_ok=True)
     parts = [_groups(path, summary) for path, summary in loaded]
+    out.mkdir(parents=True, exist_ok=True)
     groups = unshard(parts)
     timing: dict[str, Any] = {}
     for (path, _), part in zip(loaded, parts, strict=True):
@@ -72,16 +75,48 @@ def merge_shards(shards: list[Path], out: Path) -> tuple[dict[str, Any], int]:
 
 
 def _load(path: Path) -> tuple[Path, dict[str, Any]]:
-    """A shard's folder and summary.json."""
+    """A shard's folder and summary.json, every field merge reads checked
+    for its type (and each cell's ``run`` confined to the shard)."""
     spath = SweepDir(path).summary
     try:
-        summary = json.loads(spath.read_text())
-    except (OSError, json.JSONDecodeError) as e:
+        summary = json.loads(read_regular(spath, SUMMARY_LIMIT, str(spath)))
+    except (OSError, ValueError, RecursionError) as e:
         raise CrashlabError(f"{path}: not a finished sweep folder ({spath.name}: {e})") \
             from None
     if not isinstance(summary, dict) or not isinstance(summary.get("shard"), dict):
         raise CrashlabError(f"{path}: not a shard (its sweep ran without --shard i/N)")
+    sh = summary["shard"]
+    if not (_is(sh.get("index"), int) and _is(sh.get("of"), int) and 1 <= sh["index"] <= sh["of"]
+            and isinstance(sh.get("matrix"), str) and isinstance(summary.get("sweep"), str)
+            and isinstance(summary.get("cells"), list)):
+        raise CrashlabError(f"{spath}: shard, sweep or cells of the wrong type")
+    for i, rec in enumerate(summary["cells"]):
+        _check_cell(path, rec, f"{spath}: cell {i}")
     return path, summary
+
+
+def _is(v: object, kind: type) -> bool:
+    return isinstance(v, kind) and not isinstance(v, bool)
+
+
+def _check_cell(shard: Path, rec: object, where: str) -> None:
+    """A summary cell as merge reads it: strings where it reads strings,
+    verdict counts as integers, ``run`` a run folder of the shard."""
+    if not isinstance(rec, dict):
+        raise CrashlabError(f"{where}: not an object")
+    for k in ("sut", "workload", "fs", "strategy"):
+        if not isinstance(rec.get(k), str):
+            raise CrashlabError(f"{where}: {k} must be a string")
+    run = SweepDir(shard).cell_run(rec.get("run"), where)
+    if not run.is_dir() or run.is_symlink():
+        raise CrashlabError(f"{where}: {rec['run']} is not a folder of the shard")
+    verdicts, exp = rec.get("verdicts"), rec.get("expectation")
+    if not isinstance(verdicts, dict) or not all(
+            isinstance(c, dict) and _is(c.get("fail", 0), int) and c.get("fail", 0) >= 0
+            for c in verdicts.values()):
+        raise CrashlabError(f"{where}: verdicts must map invariants to counts")
+    if not isinstance(exp, dict) or not isinstance(exp.get("ok"), bool):
+        raise CrashlabError(f"{where}: expectation must hold ok: true or false")
 
 
 def _optional(path: Path) -> dict[str, Any]:
@@ -104,13 +139,13 @@ def _groups(path: Path, summary: dict[str, Any]) -> list[Group]:
         else:
             groups.append(([rec], []))
     vpath = SweepDir(path).violations
-    lines = vpath.read_text().splitlines() if vpath.exists() else []
+    lines = _lines(vpath) if vpath.exists() or vpath.is_symlink() else []
     at = 0
     for records, vs in groups:
         for rec in records:
             fails = sum(c.get("fail", 0) for c in rec["verdicts"].values())
             for line in lines[at:at + fails]:
-                v = json.loads(line)
+                v = _violation(line, f"{vpath}: line {at + 1}")
                 if [v.get(k) for k in ("sut", "workload", "fs", "strategy")] != \
                         [rec[k] for k in ("sut", "workload", "fs", "strategy")]:
                     raise CrashlabError(f"{vpath}: line {at + 1} is not of "
@@ -120,6 +155,24 @@ def _groups(path: Path, summary: dict[str, Any]) -> list[Group]:
     if at != len(lines):
         raise CrashlabError(f"{vpath}: {len(lines)} lines, summary.json counts {at} failures")
     return groups
+
+
+def _lines(path: Path) -> list[str]:
+    try:
+        return read_regular(path, VIOLATIONS_LIMIT, str(path)).decode("utf-8").splitlines()
+    except UnicodeDecodeError as e:
+        raise CrashlabError(f"{path}: not UTF-8 (byte {e.start})") from None
+
+
+def _violation(line: str, where: str) -> dict[str, Any]:
+    """A violations.jsonl line: an object whose repro is a string."""
+    try:
+        v = json.loads(line)
+    except (ValueError, RecursionError) as e:
+        raise CrashlabError(f"{where}: corrupt JSON ({e})") from None
+    if not isinstance(v, dict) or not isinstance(v.get("repro"), str):
+        raise CrashlabError(f"{where}: not a violation record (with a repro command)")
+    return v
 
 
 def _moved(v: dict[str, Any], cell_run: str, out: Path) -> dict[str, Any]:
@@ -146,4 +199,9 @@ def _link_tree(src: Path, dst: Path) -> None:
         except OSError:
             shutil.copy2(s, d)
 
+    for p in src.rglob("*"):  # a link out of the shard would lead the reader there
+        if p.is_symlink() and not p.resolve().is_relative_to(src.resolve()):
+            raise CrashlabError(f"{p}: a symbolic link out of the shard's run folder")
+        if not (p.is_symlink() or p.is_dir() or p.is_file()):
+            raise CrashlabError(f"{p}: neither a file nor a folder (a FIFO, device...)")
     shutil.copytree(src, dst, copy_function=link, symlinks=True)
