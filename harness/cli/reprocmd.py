@@ -185,8 +185,6 @@ def repro_cmd(run: Path, state_id: str, out: Path | None, shell: bool, all_write
         raise CrashlabError(f"{run}: no such run directory")
     rd, state_id = resolve(RunDir(run), state_id)  # a multicrash ID names a continuation
     run = rd.path
-    if not rd.log.exists():
-        raise CrashlabError(f"{run}: no write log ({rd.log.name})")
     meta = validate(rd)
     with LogReader(rd.log) as reader:
         state_from_id(reader, state_id, rd.log_order)  # bad IDs fail here, before any work

@@ -19,7 +19,7 @@ from harness.env import temporary_folder
 from harness.faults import format_fault, parse_faults
 from harness.filetrace import fault_targets
 from harness.logformat import LogReader
-from harness.rundir import RunDir, resolve_log, validate
+from harness.rundir import RunDir, resolve_log
 from harness.states import STRATEGIES, TORN_PATTERNS, Enumeration, Options, State, state_from_id
 from harness.states.model import LOG_ORDERS
 
@@ -119,12 +119,11 @@ def states_cmd(target: Path, count_only: bool, as_json: bool, show_id: str | Non
     """List the crash states of a run's log (RUN directory or log file)."""
     opts = options_from(kw)
     spans = None
-    if Path(target).is_dir():
-        validate(RunDir(Path(target)))
+    log = resolve_log(target)  # a run is validated first
     if Path(target).is_dir() and show_id is None:  # a run: faults aim as its check aims them
         with temporary_folder("crashlab-states-") as work:
             spans = fault_targets(RunDir(Path(target)), opts.faults, work)
-    with LogReader(resolve_log(target)) as reader:
+    with LogReader(log) as reader:
         if show_id is not None:
             click.echo(json.dumps(state_record(state_from_id(reader, show_id, opts.log_order)),
                                   indent=2))
