@@ -115,7 +115,7 @@ def test_merge_refuses_a_shard_whose_run_leaves_it(tmp_path: Path) -> None:
     (tmp_path / "src" / "meta.json").write_text("{}")
     out = tmp_path / "a" / "merged"
     cell = {"sut": "x", "workload": "", "fs": "ext4", "strategy": "prefix", "run": "../src",
-            "states": {"checked": 0}, "verdicts": {}, "expectation": {"ok": True}}
+            "states": {"checked": 0, "folded": 0}, "verdicts": {}, "expectation": {"ok": True}}
     for i in (1, 2):
         shard = tmp_path / f"shard-{i}"
         shard.mkdir()

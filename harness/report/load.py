@@ -63,6 +63,54 @@ class Sweep:
                 yield rec
 
 
+def check_cell(cell: object, where: str) -> None:
+    """A summary.json cell as the report, junit.xml and ``crashlab merge``
+    read it -- strings, counts (integers >= 0), the expectation's ``ok``
+    and its lines, the optional lists and tables -- or a CrashlabError
+    naming ``where`` and the first field that is not.  (Its ``run``:
+    :meth:`SweepDir.cell_run`.)"""
+    def bad(what: str) -> CrashlabError:
+        return CrashlabError(f"{where}: {what}")
+
+    if not isinstance(cell, dict):
+        raise bad("not an object")
+    missing = [k for k in CELL_KEYS if k not in cell]
+    if missing:
+        raise CrashlabError(f"{where} lacks {', '.join(missing)}")
+    for k in ("sut", "workload", "fs", "strategy", "run"):
+        if not isinstance(cell[k], str):
+            raise bad(f"{k} must be a string")
+    states = cell["states"]
+    if not isinstance(states, dict) or not all(
+            _count(states.get(k, 0)) for k in ("checked", "folded", "generated")) \
+            or "checked" not in states or "folded" not in states:
+        raise bad("states must hold the counts checked and folded")
+    verdicts = cell["verdicts"]
+    if not isinstance(verdicts, dict) or not all(
+            isinstance(c, dict) and all(_count(n) for n in c.values())
+            for c in verdicts.values()):
+        raise bad("verdicts must map invariants to counts")
+    exp = cell["expectation"]
+    if not isinstance(exp, dict) or not isinstance(exp.get("ok"), bool) or not all(
+            _strings(exp.get(k, [])) for k in ("guaranteed", "must_violate_any", "broken",
+                                               "unverified", "errors", "waived")) \
+            or not isinstance(exp.get("status", ""), str):
+        raise bad("expectation must hold ok (true or false) and lists of lines")
+    if not _strings(cell.get("faults", [])):
+        raise bad("faults must be a list of strings")
+    for k in ("coverage", "options", "skips", "errors"):
+        if not isinstance(cell.get(k, {}), dict | None):
+            raise bad(f"{k} must be an object")
+
+
+def _count(v: object) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool) and v >= 0
+
+
+def _strings(v: object) -> bool:
+    return isinstance(v, list) and all(isinstance(x, str) for x in v)
+
+
 def _read_json(path: Path) -> Any:  # noqa: ANN401
     """The parsed regular file ``path``; CrashlabError when it is not JSON."""
     try:
@@ -114,9 +162,8 @@ def load_sweep(path: Path | str) -> Sweep:
     if not isinstance(summary, dict) or not isinstance(summary.get("cells"), list):
         raise CrashlabError(f"{spath}: not a sweep summary (no cells list)")
     for i, cell in enumerate(summary["cells"]):
-        missing = [k for k in CELL_KEYS if not isinstance(cell, dict) or k not in cell]
-        if missing:
-            raise CrashlabError(f"{spath}: cell {i} lacks {', '.join(missing)}")
+        check_cell(cell, f"{spath}: cell {i}")
+        SweepDir(root).cell_run(cell["run"], f"{spath}: cell {i}")
     timing = _optional_json(SweepDir(root).timing)
     sweep = Sweep(root, summary, timing if isinstance(timing, dict) else {})
     for i, cell in enumerate(sweep.cells):

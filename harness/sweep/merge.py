@@ -27,6 +27,7 @@ from typing import Any
 
 from harness.confine import read_regular
 from harness.errors import CrashlabError
+from harness.report.load import check_cell
 from harness.rundir import SweepDir
 from harness.sweep.matrix import unshard
 from harness.sweep.sweep import write_outputs
@@ -100,23 +101,14 @@ def _is(v: object, kind: type) -> bool:
 
 
 def _check_cell(shard: Path, rec: object, where: str) -> None:
-    """A summary cell as merge reads it: strings where it reads strings,
-    verdict counts as integers, ``run`` a run folder of the shard."""
-    if not isinstance(rec, dict):
-        raise CrashlabError(f"{where}: not an object")
-    for k in ("sut", "workload", "fs", "strategy"):
-        if not isinstance(rec.get(k), str):
-            raise CrashlabError(f"{where}: {k} must be a string")
-    run = SweepDir(shard).cell_run(rec.get("run"), where)
+    """A summary cell as merge and the merged report read it
+    (:func:`harness.report.load.check_cell`), its ``run`` a run folder of
+    the shard."""
+    check_cell(rec, where)
+    assert isinstance(rec, dict)
+    run = SweepDir(shard).cell_run(rec["run"], where)
     if not run.is_dir() or run.is_symlink():
         raise CrashlabError(f"{where}: {rec['run']} is not a folder of the shard")
-    verdicts, exp = rec.get("verdicts"), rec.get("expectation")
-    if not isinstance(verdicts, dict) or not all(
-            isinstance(c, dict) and _is(c.get("fail", 0), int) and c.get("fail", 0) >= 0
-            for c in verdicts.values()):
-        raise CrashlabError(f"{where}: verdicts must map invariants to counts")
-    if not isinstance(exp, dict) or not isinstance(exp.get("ok"), bool):
-        raise CrashlabError(f"{where}: expectation must hold ok: true or false")
 
 
 def _optional(path: Path) -> dict[str, Any]:
