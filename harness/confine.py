@@ -29,9 +29,17 @@ def confined(root: Path, rel: object, what: str) -> Path:
         raise CrashlabError(f"{what}: {rel!r} leaves its folder (absolute or ..)")
     top = root.resolve()
     path = top / pure
-    if not path.resolve().is_relative_to(top):
+    if not resolved(path).is_relative_to(top):
         raise CrashlabError(f"{what}: {rel!r} leads outside {root} (through a symbolic link)")
     return path
+
+
+def resolved(path: Path) -> Path:
+    """``path.resolve()``; a loop of symbolic links is a CrashlabError."""
+    try:
+        return path.resolve()
+    except (RuntimeError, OSError) as e:  # RuntimeError: a loop (Python < 3.13)
+        raise CrashlabError(f"{path}: cannot follow its symbolic links ({e})") from None
 
 
 def read_regular(path: Path, limit: int, what: str = "") -> bytes:

@@ -10,6 +10,7 @@ import subprocess
 from pathlib import Path
 from typing import Protocol, TypeVar
 
+from harness.confine import resolved
 from harness.errors import CrashlabError
 from harness.fs import FILESYSTEMS, get_fs
 from harness.rundir import RunDir
@@ -83,7 +84,7 @@ def _base_path(run: RunDir, named: str) -> Path | None:
     path = Path(named)
     if not path.is_absolute():
         return None
-    real = path.resolve()
+    real = resolved(path)
     if not (real.parent == IMAGES_DIR.resolve() or real.is_relative_to(run.path.resolve())):
         return None
     return real if real.exists() else None

@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 
 import pytest
-from damage import KINDS, MEMORY_CAP, damages, run_all, table
+from damage import KINDS, MATRIX, MEMORY_CAP, damages, run_all, table
 from support import CRASHLAB, ROOT, record_runs, resummarize
 
 from harness.logformat import DISCARD, MARK, LogReader
@@ -37,6 +37,17 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, RunDir]:
     """Two small real recordings: SQLite on ext4 and DHL on the raw device."""
     root = tmp_path_factory.mktemp("damaged")
     return {**record_runs(root, {SQL: SMALL}), **record_runs(root, {RAW: SMALL}, fs="raw")}
+
+
+@pytest.fixture(scope="module")
+def shard(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A real shard folder: ``sweep --shard 1/1`` of a one-cell matrix."""
+    root = tmp_path_factory.mktemp("shard")
+    (root / "m.toml").write_text(MATRIX)
+    p = crashlab("sweep", "--matrix", str(root / "m.toml"), "--shard", "1/1", "--jobs", "2",
+                 "--no-progress", "--out", str(root / "shard"))
+    assert p.returncode == 0, p.stderr
+    return root / "shard"
 
 
 def crashlab(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
@@ -240,7 +251,7 @@ def test_numbers_out_of_range_are_usage_errors(runs: dict[str, RunDir], tmp_path
 
 
 @pytest.mark.parametrize("kind", KINDS)
-def test_damaged_inputs(runs: dict[str, RunDir], tmp_path: Path, kind: str) -> None:
+def test_damaged_inputs(runs: dict[str, RunDir], shard: Path, tmp_path: Path, kind: str) -> None:
     """SAMPLE (or CRASHLAB_FUZZ) damaged inputs of ``kind``, each through
     the real command: no traceback, no hang, every inconsistent input
     refused (exit 2, one line, no result)."""
@@ -248,7 +259,7 @@ def test_damaged_inputs(runs: dict[str, RunDir], tmp_path: Path, kind: str) -> N
     seed = int(os.environ.get("CRASHLAB_FUZZ_SEED", 1))
     folders = [runs[SQL].path, runs[RAW].path]
     devices = {runs[SQL].path: 64 << 20, runs[RAW].path: 1 << 20}
-    items = list(damages(kind, n, seed, folders, devices))
+    items = list(damages(kind, n, seed, folders, devices, shard))
     t0 = time.monotonic()
     outcomes = run_all(items, tmp_path, threads=2)
     report = table(outcomes) + f"\n{kind}: {n} inputs in {time.monotonic() - t0:.1f} s"

@@ -25,13 +25,14 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from harness.confine import read_regular
+from harness.confine import read_regular, resolved
 from harness.errors import CrashlabError
 from harness.report.load import check_cell
 from harness.rundir import SweepDir
 from harness.sweep.matrix import unshard
 from harness.sweep.sweep import write_outputs
 
+MAX_SHARDS = 4096  # CI jobs of one sweep, at most
 SUMMARY_LIMIT = 256 << 20  # bytes of a shard's summary.json at most
 VIOLATIONS_LIMIT = 4 << 30  # and of its violations.jsonl
 Group = tuple[list[dict[str, Any]], list[dict[str, Any]]]  # one cell: its records, violations
@@ -47,6 +48,8 @@ def merge_shards(shards: list[Path], out: Path) -> tuple[dict[str, Any], int]:
         raise CrashlabError("the shards are of different sweeps: "
                             + ", ".join(sorted(s["sweep"] for _, s in loaded)))
     n = counts.pop()
+    if n > MAX_SHARDS:
+        raise CrashlabError(f"the shards say they are 1 of {n}: more than {MAX_SHARDS} shards")
     have = [s["shard"]["index"] for _, s in loaded]
     missing = [f"{i}/{n}" for i in range(1, n + 1) if i not in have]
     dup = sorted({f"{i}/{n}" for i in have if have.count(i) > 1})
@@ -192,7 +195,7 @@ def _link_tree(src: Path, dst: Path) -> None:
             shutil.copy2(s, d)
 
     for p in src.rglob("*"):  # a link out of the shard would lead the reader there
-        if p.is_symlink() and not p.resolve().is_relative_to(src.resolve()):
+        if p.is_symlink() and not resolved(p).is_relative_to(src.resolve()):
             raise CrashlabError(f"{p}: a symbolic link out of the shard's run folder")
         if not (p.is_symlink() or p.is_dir() or p.is_file()):
             raise CrashlabError(f"{p}: neither a file nor a folder (a FIFO, device...)")
