@@ -16,6 +16,8 @@ from pathlib import Path, PurePosixPath
 
 from harness.errors import CrashlabError
 
+NAME_MAX = 255  # bytes of one path component (Linux)
+
 
 def confined(root: Path, rel: object, what: str) -> Path:
     """``root / rel`` for a path ``rel`` read from a file: a non-empty
@@ -27,6 +29,8 @@ def confined(root: Path, rel: object, what: str) -> Path:
     pure = PurePosixPath(rel)
     if pure.is_absolute() or ".." in pure.parts:
         raise CrashlabError(f"{what}: {rel!r} leaves its folder (absolute or ..)")
+    if any(len(p.encode()) > NAME_MAX for p in pure.parts):
+        raise CrashlabError(f"{what}: {rel[:40]!r}...: a name longer than {NAME_MAX} bytes")
     top = root.resolve()
     path = top / pure
     if not resolved(path).is_relative_to(top):

@@ -104,7 +104,8 @@ def check_cell(cell: object, where: str) -> None:
 
 
 def _count(v: object) -> bool:
-    return isinstance(v, int) and not isinstance(v, bool) and v >= 0
+    """A count: an integer 0 <= v < 2^63 (what the plots' arrays hold)."""
+    return isinstance(v, int) and not isinstance(v, bool) and 0 <= v < 1 << 63
 
 
 def _strings(v: object) -> bool:
