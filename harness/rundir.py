@@ -342,12 +342,12 @@ def validate(run: RunDir) -> RunMeta:
     A CrashlabError (one line) unless: meta.json is an object with each key
     of its type (:meth:`RunMeta.from_json`) and sane values (a known file
     system and log order, parseable faults, ``db`` a relative path that
-    stays in its folder, ``nvram`` placed after the base image); the log is
+    stays in its folder, ``nvram`` placed within the base image); the log is
     a regular file inside the folder with a valid header; its base image
     is there with the recorded digest; and one streaming pass over the
     log's headers (payloads are not read) finds every entry well formed,
-    every write and discard within the device (the base image's size, plus
-    the NVRAM's where the SUT has one), and the counts meta.json's ``log``
+    every write and discard within the device (the base image's size, or
+    the disk's plus the NVRAM's where the SUT has one), and the counts meta.json's ``log``
     summary and ``marks`` record -- entries, writes, bytes, flushes, FUA,
     discards, marks in order, epochs, salvaged entries -- equal to the
     log's.  A finished workload run must hold the marks its checks stand on
@@ -366,8 +366,7 @@ def validate(run: RunDir) -> RunMeta:
         why = f" ({recorded['error']})" if recorded else ""
         raise CrashlabError(f"{run.meta_path}: no summary of the log{why}: not a run that "
                             "can be checked")
-    base = os.stat(verified_base_for_run(run)).st_size
-    device = base + _nvram_bytes(run, meta, base)
+    device = _device_bytes(run, meta, os.stat(verified_base_for_run(run)).st_size)
     with LogReader(log, salvage=True, device_bytes=device) as reader:
         actual = dataclasses.asdict(reader.summary())
     for k, v in actual.items():
@@ -412,18 +411,20 @@ def _check_values(run: RunDir, meta: RunMeta) -> None:
     parse_faults(list(meta.faults))
 
 
-def _nvram_bytes(run: RunDir, meta: RunMeta, base: int) -> int:
-    """The NVRAM's size, for a run whose SUT has one (meta.json ``nvram``,
-    right after the base image of ``base`` bytes); 0 for others."""
+def _device_bytes(run: RunDir, meta: RunMeta, base: int) -> int:
+    """The recorded device's size: the base image's (``base`` bytes), or,
+    for a SUT with an NVRAM (meta.json ``nvram``), the disk's and then the
+    NVRAM's -- the recorder truncates its copy of the base to that (a
+    continuation's base already holds the NVRAM)."""
     nv = meta.extra.get("nvram")
     if nv is None:
-        return 0
+        return base
     if not (isinstance(nv, dict) and set(nv) == {"offset", "bytes"}
             and all(type(x) is int for x in nv.values())
-            and nv["offset"] == base and 0 < nv["bytes"] <= NVRAM_LIMIT):
+            and 0 < nv["offset"] <= base and 0 < nv["bytes"] <= NVRAM_LIMIT):
         raise CrashlabError(f"{run.meta_path}: nvram {_short(nv)} is not "
-                            f'{{"offset": <the base image\'s size>, "bytes": <1..{NVRAM_LIMIT}>}}')
-    return nv["bytes"]
+                            f'{{"offset": <1..{base}>, "bytes": <1..{NVRAM_LIMIT}>}}')
+    return nv["offset"] + nv["bytes"]
 
 
 def resolve_log(target: Path | str) -> Path:
