@@ -647,10 +647,11 @@ def _shard_damages(rng: random.Random, shard: Path) -> Damage:
             return ["report", str(dst)]
         return ["merge", "--out", str(folder / "merged"), str(dst)]
 
-    # a report of a folder whose violations or run folders are damaged may
-    # still be written (what it cannot read it reports as missing)
-    if command == "report" and what.startswith(("run folder", "violations", "shard =")):
-        expect = ANY  # (the report does not read the shard's i/N)
+    # (a report of a folder whose run folder or violations are damaged or
+    # missing says so; it reads neither the shard's i/N nor its name's type)
+    if command == "report" and (what.startswith(("run folder", "violations", "shard =",
+                                                 "sweep =")) or what.endswith('"runs/nope"')):
+        expect = ANY
     return Damage("shard", f"{command}: {what}", expect, make)
 
 
