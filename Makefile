@@ -17,13 +17,15 @@ BUILD :=
 CTEST :=
 include $(sort $(wildcard */build.mk))
 
-.PHONY: help setup build test ctest pytest lint sweep bench images repro report recheck clean mutants
+.PHONY: help setup build test ctest pytest lint sweep bench images repro report recheck clean mutants fuzz
 
 help:
 	@echo "make sweep   set up, build, run the default crash sweep, print where the report is"
 	@echo "make test    set up, build, run the whole test suite"
 	@echo "make bench   print the benchmark figures"
 	@echo "make mutants build each mutant of tests/mutants/, run the cells that must kill it"
+	@echo "make fuzz    $(FUZZ) damaged inputs of each kind (log, meta.json, matrix, command line)"
+	@echo "             through the real command: no traceback, no hang, no verdict on bad input"
 	@echo "make images  build the base file-system images"
 	@echo "make repro RUN=... STATE=...   materialise and explain one crash state"
 	@echo "make recheck SWEEP=...   re-check a sweep's recordings with this tree; exit 1 unless"
@@ -56,6 +58,16 @@ test: setup build lint ctest pytest mutants
 
 sweep: build images
 	$(CRASHLAB) sweep --matrix default
+
+# Damaged inputs (tests/damage.py), FUZZ of each kind, seeded by FUZZ_SEED;
+# `make test` runs a sample of 12 of each (tests/test_damaged_input.py).
+FUZZ      ?= 500
+FUZZ_SEED ?= 1
+fuzz: build images
+	@rm -f fuzz-report.txt
+	CRASHLAB_FUZZ=$(FUZZ) CRASHLAB_FUZZ_SEED=$(FUZZ_SEED) CRASHLAB_FUZZ_REPORT=$(CURDIR)/fuzz-report.txt \
+	  $(PY) -m pytest -q tests/test_damaged_input.py -k test_damaged_inputs
+	@cat fuzz-report.txt
 
 mutants: build images
 	$(CRASHLAB) mutants

@@ -5,10 +5,12 @@ from __future__ import annotations
 import fcntl
 import hashlib
 import os
+import stat
 import subprocess
 from pathlib import Path
 from typing import Protocol, TypeVar
 
+from harness.confine import resolved
 from harness.errors import CrashlabError
 from harness.fs import FILESYSTEMS, get_fs
 from harness.rundir import RunDir
@@ -76,16 +78,34 @@ def _base_sha256(path: Path) -> str:
     return digest
 
 
+def _base_path(run: RunDir, named: str) -> Path | None:
+    """meta.json's base image path where it may be taken (see
+    :func:`verified_base_for_run`) and exists; None otherwise."""
+    path = Path(named)
+    if not path.is_absolute():
+        return None
+    real = resolved(path)
+    if not (real.parent == IMAGES_DIR.resolve() or real.is_relative_to(run.path.resolve())):
+        return None
+    return real if real.exists() else None
+
+
 def verified_base_for_run(run: RunDir) -> Path:
-    """The base image a run was recorded on, checked against its digest."""
+    """The base image a run was recorded on, checked against its digest.
+    meta.json's path is taken only where a base image may be: in
+    ``images/`` or inside the run's folder (a continuation's crash state);
+    elsewhere (another machine's checkout, or a hostile path) the image of
+    its file system is used, and its digest must match all the same."""
     image = run.meta().image
     if image is None:
         raise CrashlabError(f"{run.path}: meta.json names no base image: pass --base")
-    path = Path(image.path)
-    if not path.exists() and image.fs in FILESYSTEMS:
+    path = _base_path(run, image.path)
+    if path is None and image.fs in FILESYSTEMS:
         path, _ = ensure_image(image.fs)
-    if not path.exists():
-        raise CrashlabError(f"{path}: the run's base image is missing: pass --base")
+    if path is None or not path.exists():
+        raise CrashlabError(f"{image.path}: the run's base image is missing: pass --base")
+    if not stat.S_ISREG(os.stat(path).st_mode):
+        raise CrashlabError(f"{path}: the run's base image is not a regular file")
     actual = _base_sha256(path)
     if actual != image.sha256:
         raise CrashlabError(

@@ -32,6 +32,7 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
 
+from harness.confine import open_regular
 from harness.errors import CrashlabError
 
 MAGIC = 0x6A736677736872
@@ -140,19 +141,22 @@ class LogReader(AbstractContextManager["LogReader"]):
     ``nr_entries`` and fails if the file ends first.  With ``salvage=True`` it
     walks past a stale ``nr_entries`` (a writer killed before it rewrote the
     super block) while the headers stay valid and complete, and
-    :attr:`salvaged` says how many entries it found that way.
+    :attr:`salvaged` says how many entries it found that way.  With
+    ``device_bytes``, a write or discard that ends past that many bytes of
+    the device is a :class:`LogFormatError` (a run's check: the base
+    image's size, ``harness/rundir.py``).  Only a regular file is opened.
     """
 
-    def __init__(self, path: Path | str, *, salvage: bool = False) -> None:
+    def __init__(self, path: Path | str, *, salvage: bool = False,
+                 device_bytes: int | None = None) -> None:
         self.path = Path(path)
         self.salvage = salvage
         self.salvaged = 0
+        self.device_bytes = device_bytes
         try:
-            self._fd = os.open(self.path, os.O_RDONLY)
+            self._fd = open_regular(self.path)
         except FileNotFoundError:
             raise CrashlabError(f"{self.path}: no such log") from None
-        except IsADirectoryError:
-            raise CrashlabError(f"{self.path}: is a directory, not a log") from None
         self.size = os.fstat(self._fd).st_size
         try:
             self._read_super()
@@ -197,6 +201,13 @@ class LogReader(AbstractContextManager["LogReader"]):
             raise LogFormatError(self.path, offset, f"entry {index}: unknown flags {flags:#x}")
         if flags == 0 and nr_sectors == 0:
             raise LogFormatError(self.path, offset, f"entry {index}: empty entry (zeros)")
+        # what neither the kernel nor crashlab writes: flags that would make
+        # an entry count as one kind and act as another
+        if flags & MARK and flags != MARK:
+            raise LogFormatError(self.path, offset, f"entry {index}: a mark with other flags "
+                                 f"({flag_names(flags)})")
+        if flags & DISCARD and nr_sectors == 0:
+            raise LogFormatError(self.path, offset, f"entry {index}: a discard of no sectors")
         label = None
         if flags & MARK:
             if data_len > s - ENTRY.size:
@@ -213,6 +224,11 @@ class LogReader(AbstractContextManager["LogReader"]):
         elif data_len != 0 or any(block[ENTRY.size :]):
             raise LogFormatError(self.path, offset, f"entry {index}: header padding not zero")
         entry = Entry(index, offset, sector, nr_sectors, flags, label)
+        if self.device_bytes is not None and entry.is_write and \
+                (sector + nr_sectors) * s > self.device_bytes:
+            raise LogFormatError(
+                self.path, offset, f"entry {index}: sectors {sector}+{nr_sectors} end past the "
+                f"device ({self.device_bytes} bytes)")
         end = entry.end_offset(s)
         if end > self.size:
             raise LogFormatError(

@@ -130,11 +130,12 @@ def locked_output(folder: Path, disposable: tuple[str, ...] = ()) -> Iterator[Pa
     """Within: ``folder`` exists (created with its parents if needed) and
     this process alone writes there (module docstring).  One-line errors:
     another process holds it (naming its PID), it is a file, or it cannot
-    be written (read-only, full, forbidden).  A folder made here for a
-    command that then fails is removed if it holds no result yet: nothing
-    but the lock, empty files and folders, and names that this or a nested
-    call of the same folder calls ``disposable``."""
-    created = not os.path.lexists(folder)
+    be written (read-only, full, forbidden).  A folder made here (with the
+    parents made for it) for a command that then fails is removed if it
+    holds no result yet: nothing but the lock, empty files and folders, and
+    names that this or a nested call of the same folder calls
+    ``disposable``."""
+    created = _first_missing(folder)  # what to remove again if the command fails
     key = _make_folder(folder)
     held = _held.get(key) or _held.setdefault(key, _Held(_lock(folder)))
     held.depth += 1
@@ -142,14 +143,25 @@ def locked_output(folder: Path, disposable: tuple[str, ...] = ()) -> Iterator[Pa
     try:
         yield folder
     except BaseException:
-        if created:
-            _discard_if_unused(folder, held.disposable)
+        if created is not None:
+            _discard_if_unused(created, held.disposable)
         raise
     finally:
         held.depth -= 1
         if held.depth == 0 and _held.get(key) is held:
             del _held[key]
             os.close(held.fd)
+
+
+def _first_missing(folder: Path) -> Path | None:
+    """The outermost of ``folder`` and its parents that does not exist yet
+    (None: ``folder`` exists): what making ``folder`` creates."""
+    if os.path.lexists(folder):
+        return None
+    top = folder
+    while not os.path.lexists(top.parent) and top.parent != top:
+        top = top.parent
+    return top
 
 
 def _discard_if_unused(folder: Path, disposable: set[str]) -> None:

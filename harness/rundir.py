@@ -14,11 +14,14 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import types
+import typing
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from harness.atomic import write_json_atomic
+from harness.confine import confined, read_regular
 from harness.errors import CrashlabError
 
 LOG_NAME = "writes.log"
@@ -36,6 +39,9 @@ CHECK_RESULTS = (RESULT_NAME, STATES_NAME)
 SUMMARY_NAME = "summary.json"
 RUNS_DIR = "runs"
 SWEEP_RESULTS = (SUMMARY_NAME, RUNS_DIR)
+# meta.json is small (its largest part: the marks, twice); anything larger
+# is not one
+META_LIMIT = 64 << 20
 
 
 @dataclass(frozen=True)
@@ -109,17 +115,11 @@ class RunMeta:
     extra: dict[str, Any] = field(default_factory=dict)
 
     @classmethod
-    def from_json(cls, d: dict[str, Any]) -> RunMeta:
-        names = {f.name for f in dataclasses.fields(cls)} - {"extra"}
-        kw = {k: v for k, v in d.items() if k in names}
-        if kw.get("image"):
-            kw["image"] = ImageRef(**kw["image"])
-        if kw.get("continues"):
-            kw["continues"] = Continues(**kw["continues"])
-        for k in ("command", "marks", "faults"):
-            if k in kw:
-                kw[k] = tuple(kw[k])
-        return cls(**kw, extra={k: v for k, v in d.items() if k not in names})
+    def from_json(cls, d: object) -> RunMeta:
+        """The meta of a parsed meta.json: an object whose known keys each
+        have their field's type (:class:`MetaTypeError` names the first
+        that does not); unknown keys go to ``extra``."""
+        return _typed(d, cls, "meta.json")
 
     def to_json(self) -> dict[str, Any]:
         """The JSON object: the recorder's keys always (null when unknown),
@@ -134,6 +134,84 @@ class RunMeta:
                 v = dataclasses.asdict(v)  # type: ignore[arg-type]
             out[f.name] = list(v) if isinstance(v, tuple) else v
         return {**out, **self.extra}
+
+
+class MetaTypeError(CrashlabError):
+    """A meta.json value of the wrong type, named by its key path."""
+
+
+def _typed(v: object, hint: Any, where: str) -> Any:  # noqa: ANN401
+    """``v`` (parsed JSON) as a value of type ``hint`` (the dataclass
+    annotations of this module: str, int, float, bool, None, unions,
+    ``tuple[X, ...]`` from a list, ``dict[str, X]``, and the dataclasses,
+    whose unknown keys go to an ``extra`` field if they have one and are an
+    error otherwise); MetaTypeError names ``where`` otherwise."""
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if hint is Any:
+        return v
+    if origin in (typing.Union, types.UnionType):
+        if v is None and type(None) in args:
+            return None
+        some = [a for a in args if a is not type(None)]
+        if len(some) == 1:  # X | None: X's own error, which says more
+            return _typed(v, some[0], where)
+        for a in some:
+            try:
+                return _typed(v, a, where)
+            except MetaTypeError:
+                continue
+        raise MetaTypeError(f"{where}: {quoted(v)} is not {_name(hint)}")
+    if dataclasses.is_dataclass(hint):
+        return _typed_object(v, hint, where)
+    if origin is tuple and isinstance(v, list):
+        return tuple(_typed(x, args[0], f"{where}[{i}]") for i, x in enumerate(v))
+    if origin is dict and isinstance(v, dict):
+        return {k: _typed(x, args[1], f"{where}.{k}") for k, x in v.items()}
+    ok = {str: str, int: int, float: int | float, bool: bool}.get(hint)
+    if ok is not None and isinstance(v, ok) and (hint is bool or not isinstance(v, bool)):
+        return v
+    raise MetaTypeError(f"{where}: {quoted(v)} is not {_name(hint)}")
+
+
+def _typed_object(v: object, cls: Any, where: str) -> Any:  # noqa: ANN401
+    """A dataclass from a JSON object (see :func:`_typed`)."""
+    if not isinstance(v, dict):
+        raise MetaTypeError(f"{where}: {quoted(v)} is not an object")
+    hints = typing.get_type_hints(cls)
+    fields = {f.name: f for f in dataclasses.fields(cls)}
+    has_extra = "extra" in fields
+    kw: dict[str, Any] = {}
+    for k, x in v.items():
+        if k in fields and k != "extra":
+            kw[k] = _typed(x, hints[k], f"{where}: {k}")
+        elif not has_extra:
+            raise MetaTypeError(f"{where}: unknown key {quoted(k)}")
+    missing = [n for n, f in fields.items() if n not in kw and n != "extra"
+               and f.default is dataclasses.MISSING
+               and f.default_factory is dataclasses.MISSING]
+    if missing:
+        raise MetaTypeError(f"{where}: missing key {missing[0]!r}")
+    if has_extra:
+        kw["extra"] = {k: x for k, x in v.items() if k not in fields or k == "extra"}
+    return cls(**kw)
+
+
+def _name(hint: Any) -> str:  # noqa: ANN401
+    """A type as an error message says it."""
+    if dataclasses.is_dataclass(hint) or hint is dict or typing.get_origin(hint) is dict:
+        return "an object"
+    if typing.get_origin(hint) is tuple:
+        return f"a list ({_name(typing.get_args(hint)[0])} each)"
+    if typing.get_origin(hint) in (typing.Union, types.UnionType):
+        return " or ".join(_name(a) for a in typing.get_args(hint))
+    return {str: "a string", int: "an integer", float: "a number", bool: "true or false",
+            type(None): "null"}.get(hint, str(hint))
+
+
+def quoted(v: object) -> str:
+    """A JSON value as an error message quotes it (at most 40 characters)."""
+    text = json.dumps(v)
+    return text if len(text) <= 40 else text[:37] + "..."
 
 
 # written only when set: a workload run's keys, and a guest's facts
@@ -154,16 +232,23 @@ class RunDir:
         return self.path / META_NAME
 
     def meta(self) -> RunMeta:
+        """meta.json, parsed strictly (:meth:`RunMeta.from_json`): a
+        CrashlabError names the file and what is wrong with it."""
         try:
-            raw = json.loads(self.meta_path.read_text())
+            raw = read_regular(confined(self.path, META_NAME, str(self.meta_path)),
+                               META_LIMIT, str(self.meta_path))
         except FileNotFoundError:
             raise CrashlabError(f"{self.path}: not a run directory (no {META_NAME})") from None
-        except json.JSONDecodeError as e:
+        try:
+            data = json.loads(raw.decode("utf-8"))
+        except UnicodeDecodeError as e:
+            raise CrashlabError(f"{self.meta_path}: not UTF-8 (byte {e.start})") from None
+        except (json.JSONDecodeError, RecursionError) as e:
             raise CrashlabError(f"{self.meta_path}: corrupt JSON ({e})") from None
         try:
-            return RunMeta.from_json(raw)
-        except TypeError as e:
-            raise CrashlabError(f"{self.meta_path}: not a crashlab meta.json ({e})") from None
+            return RunMeta.from_json(data)
+        except MetaTypeError as e:
+            raise CrashlabError(f"{self.meta_path}: not a crashlab {e}") from None
 
     @property
     def log_order(self) -> str:
@@ -209,6 +294,16 @@ class SweepDir:
     def run(self, cell_name: str) -> RunDir:
         return RunDir(self.path / RUNS_DIR / cell_name)
 
+    def cell_run(self, named: object, where: str) -> Path:
+        """The run folder a summary cell's ``run`` names (``runs/<cell>``,
+        as the sweep writes it), confined to this sweep folder; a
+        CrashlabError naming ``where`` for anything else."""
+        path = confined(self.path, named, f"{where}: run")
+        parts = Path(str(named)).parts
+        if len(parts) != 2 or parts[0] != RUNS_DIR:
+            raise CrashlabError(f"{where}: run {named!r} is not runs/<cell>")
+        return path
+
     @property
     def summary(self) -> Path:
         return self.path / SUMMARY_NAME
@@ -238,11 +333,54 @@ class SweepDir:
         return self.path / "plots"
 
 
-def resolve_log(target: Path | str) -> Path:
-    """A log path from either a run directory or a log file."""
-    p = Path(target)
-    if p.is_dir():
-        p = RunDir(p).log
-    if not p.exists():
-        raise CrashlabError(f"{target}: no such run directory or log")
-    return p
+# the keys every cell of summary.json has (SweepDir)
+CELL_KEYS = ("sut", "workload", "fs", "strategy", "run", "states", "verdicts", "expectation")
+
+
+def check_cell(cell: object, where: str) -> None:
+    """A summary.json cell as the report, junit.xml and ``crashlab merge``
+    read it -- strings, counts (integers >= 0), the expectation's ``ok``
+    and its lines, the optional lists and tables -- or a CrashlabError
+    naming ``where`` and the first field that is not.  (Its ``run``:
+    :meth:`SweepDir.cell_run`.)"""
+    def bad(what: str) -> CrashlabError:
+        return CrashlabError(f"{where}: {what}")
+
+    if not isinstance(cell, dict):
+        raise bad("not an object")
+    missing = [k for k in CELL_KEYS if k not in cell]
+    if missing:
+        raise CrashlabError(f"{where} lacks {', '.join(missing)}")
+    for k in ("sut", "workload", "fs", "strategy", "run"):
+        if not isinstance(cell[k], str):
+            raise bad(f"{k} must be a string")
+    states = cell["states"]
+    if not isinstance(states, dict) or not all(
+            _count(states.get(k, 0)) for k in ("checked", "folded", "generated")) \
+            or "checked" not in states or "folded" not in states:
+        raise bad("states must hold the counts checked and folded")
+    verdicts = cell["verdicts"]
+    if not isinstance(verdicts, dict) or not all(
+            isinstance(c, dict) and all(_count(n) for n in c.values())
+            for c in verdicts.values()):
+        raise bad("verdicts must map invariants to counts")
+    exp = cell["expectation"]
+    if not isinstance(exp, dict) or not isinstance(exp.get("ok"), bool) or not all(
+            _strings(exp.get(k, [])) for k in ("guaranteed", "must_violate_any", "broken",
+                                               "unverified", "errors", "waived")) \
+            or not isinstance(exp.get("status", ""), str):
+        raise bad("expectation must hold ok (true or false) and lists of lines")
+    if not _strings(cell.get("faults", [])):
+        raise bad("faults must be a list of strings")
+    for k in ("coverage", "options", "skips", "errors"):
+        if not isinstance(cell.get(k, {}), dict | None):
+            raise bad(f"{k} must be an object")
+
+
+def _count(v: object) -> bool:
+    """A count: an integer 0 <= v < 2^63 (what the plots' arrays hold)."""
+    return isinstance(v, int) and not isinstance(v, bool) and 0 <= v < 1 << 63
+
+
+def _strings(v: object) -> bool:
+    return isinstance(v, list) and all(isinstance(x, str) for x in v)

@@ -10,7 +10,7 @@ import shutil
 from pathlib import Path
 
 import pytest
-from support import crashlab, record_runs
+from support import crashlab, record_runs, resummarize
 
 from harness.logformat import LogReader, LogWriter
 from harness.record.fuse import FuseBackend
@@ -79,6 +79,7 @@ def _zero_superblock_after(run: RunDir, label: str) -> None:
             else:
                 w.flush()
     src.unlink()
+    resummarize(run.path)  # a log made on purpose: its summary in meta.json
 
 
 def test_a_file_system_that_does_not_recover_skips_the_database_verdicts_saying_why(

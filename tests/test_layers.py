@@ -50,12 +50,13 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("engine", ("dhl/",)),  # the DHL engine: imports nothing of harness
     ("ground", ("harness/__init__.py", "harness/logformat.py", "harness/marks.py",
                 "harness/faults.py", "harness/sysops.py", "harness/errors.py",
-                "harness/atomic.py", "harness/env.py", "harness/outlock.py")),
+                "harness/atomic.py", "harness/env.py", "harness/outlock.py",
+                "harness/confine.py")),
     ("states", ("harness/states/",)),
     ("materialize", ("harness/materialize/",)),
     ("vm", ("harness/qemu/",)),  # the qemu guest runner: below fs and record, which use it
     ("fs", ("harness/fs/", "harness/explain/")),
-    ("record", ("harness/record/", "harness/images.py", "harness/rundir.py",
+    ("record", ("harness/record/", "harness/images.py", "harness/rundir.py", "harness/validate.py",
                 "harness/filetrace.py")),
     ("workloads", ("workloads/",)),
     ("checkers", ("checkers/",)),

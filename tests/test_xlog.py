@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from support import build, record_runs
+from support import build, record_runs, resummarize
 
 from checkers import xlog as xlog_checker
 from harness.check.check import CheckOptions, check_run, default_window, options_for
@@ -234,6 +234,7 @@ def test_volatile_nvram_loses_acknowledged_transactions(runs: dict[str, RunDir],
     region = nvram_region(src.meta().extra)
     assert region is not None
     assert strip_nvram_fua(src.log, broken / "writes.log", region) >= 10
+    resummarize(broken)  # a log made on purpose: its summary in meta.json
     result = _check(RunDir(broken), "prefix", tmp_path / "check")
     fails = result["verdicts"]["DB-DURABLE"]["fail"]
     assert fails > 0, result["verdicts"]["DB-DURABLE"]

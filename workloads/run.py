@@ -27,6 +27,7 @@ from harness.env import runner_override, temporary_folder
 from harness.errors import CrashlabError
 from harness.faults import PROCESS, Fault, by_stage
 from harness.fs import NO_FS, get_fs
+from harness.marks import txn_mark
 from harness.record.backend import DEV_ENV
 from harness.record.recorder import RecordRequest, record
 from harness.rundir import RunDir, RunMeta
@@ -91,10 +92,22 @@ def workload_meta(sut: Sut, spec: WorkloadSpec) -> dict[str, Any]:
 
 
 def spec_from_meta(meta: RunMeta) -> tuple[Sut, WorkloadSpec]:
-    """The SUT and spec a run was recorded with."""
-    if meta.sut is None or meta.workload is None:
-        raise CrashlabError("meta.json names no SUT/workload: not a workload run")
-    return get_sut(meta.sut), parse_spec(meta.workload)
+    """The SUT and spec a run was recorded with; CrashlabError unless
+    meta.json holds a workload run's keys (``db`` too) and, for a run that
+    finished without faults, its marks acknowledge exactly the workload's
+    transactions (1..txns, or from ``continues_at`` on): the oracle and
+    the checkers stand on them."""
+    if meta.sut is None or meta.workload is None or meta.db is None:
+        raise CrashlabError("meta.json names no SUT/workload/db: not a workload run")
+    sut, spec = get_sut(meta.sut), parse_spec(meta.workload)
+    if meta.exit_status == 0 and not meta.faults:
+        acked = sorted({t[1] for t in map(txn_mark, meta.marks) if t and t[0] == "ack"})
+        first = meta.continues_at or 1
+        if acked != list(range(first, spec.txns + 1)):
+            span = f"{acked[0]}..{acked[-1]} ({len(acked)})" if acked else "none"
+            raise CrashlabError(f"meta.json: the marks acknowledge transactions {span}, but "
+                                f"the workload runs {first}..{spec.txns}")
+    return sut, spec
 
 
 def oracle_from_meta(meta: RunMeta) -> Oracle:

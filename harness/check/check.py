@@ -70,6 +70,7 @@ from harness.states.epochs import Epoch, iter_epochs, merge_epochs
 from harness.states.inject import Spans
 from harness.states.stateid import StateKey
 from harness.sysops import worker_signals
+from harness.validate import validate
 from workloads.run import oracle_from_meta
 
 CHUNK = 32  # states per task: small enough to balance two workers, large enough to amortise IPC
@@ -335,7 +336,9 @@ def check_run(
     on_progress: Callable[[int, int], None] | None = None,
 ) -> CheckResult:
     """Check the states of ``run``; return (and write) ``result.json``.
-    ``on_progress(generated, checked)`` is called after every chunk."""
+    ``on_progress(generated, checked)`` is called after every chunk.
+    The run is validated first (:func:`harness.validate.validate`)."""
+    validate(run)
     if opts.composite is not None:
         if default_window(run, opts.states).faults:
             raise CrashlabError(f"{run.path}: state faults apply to the log strategies, not to "

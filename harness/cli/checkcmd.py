@@ -28,6 +28,7 @@ from rich.table import Table
 from harness.check.check import CheckOptions, check_run, count_states, default_window, options_for
 from harness.check.multicrash import COMPOSITE, Composite
 from harness.check.usercheck import DEFAULT_TIMEOUT, UserChecker, parse_checker, unique
+from harness.cli.params import COUNT, DEPTH, JOBS, NONNEG, SECONDS
 from harness.cli.statescmd import options_from, state_options
 from harness.errors import CrashlabError
 from harness.outlock import locked_output, refuse_results
@@ -38,6 +39,7 @@ from harness.states.coverage import describe
 from harness.sweep.expectations import evaluate
 from harness.sweep.matrix import MATRICES, Cell, UserSut, matrix, parse_shard, shard
 from harness.sweep.sweep import SweepOptions, run_sweep
+from harness.validate import validate
 from workloads.suts import get_sut
 
 RESULTS_DIR = Path(__file__).resolve().parents[2] / "results"
@@ -69,22 +71,22 @@ def _check_state_options(f: Any) -> Any:  # noqa: ANN401
 
 def _run_options(f: Any) -> Any:  # noqa: ANN401
     for d in reversed([
-        click.option("--jobs", "-j", type=int, default=0, show_default=True,
+        click.option("--jobs", "-j", type=JOBS, default=0, show_default=True,
                      help="worker processes (0: every core)"),
-        click.option("--max-states", type=int, default=None, help="check at most N states"),
+        click.option("--max-states", type=COUNT, default=None, help="check at most N states"),
         click.option("--no-fsck", is_flag=True,
                      help="skip the read-only e2fsck per state (FS-RECOVER then only sees "
                           "whether journal replay succeeded)"),
         click.option("--resume", is_flag=True, help="continue an interrupted check/sweep"),
         force_option(True),
-        click.option("--crashsafe-sample", type=int, default=4, show_default=True,
+        click.option("--crashsafe-sample", type=NONNEG, default=4, show_default=True,
                      help="DHL: crash recovery itself on this many sampled states "
                           "(REC-CRASHSAFE); 0 to skip"),
         click.option("--progress/--no-progress", default=None,
                      help="progress bar (default: when stderr is a terminal)"),
-        click.option("--max-first", type=int, default=Composite.max_first, show_default=True,
+        click.option("--max-first", type=COUNT, default=Composite.max_first, show_default=True,
                      help="multicrash, recovery-crash: first-crash states continued"),
-        click.option("--depth", type=int, default=Composite.depth, show_default=True,
+        click.option("--depth", type=DEPTH, default=Composite.depth, show_default=True,
                      help="multicrash: crashes in a row"),
         click.option("--then", "then", type=click.Choice(STRATEGIES),
                      default=Composite.then, show_default=True,
@@ -171,7 +173,7 @@ def checker_options(f: Any) -> Any:  # noqa: ANN401
                      help="your own checker, run once per crash state on the recovered "
                           "files (sh -c COMMAND; exit 0 holds, 1 violated, else a checker "
                           "error); its verdicts are invariant USER:NAME. Repeatable"),
-        click.option("--checker-timeout", type=float, default=DEFAULT_TIMEOUT,
+        click.option("--checker-timeout", type=SECONDS, default=DEFAULT_TIMEOUT,
                      show_default=True, help="seconds a checker may take per state"),
         click.option("--checker-recover", default="", metavar="COMMAND",
                      help="your application's recovery, run (sh -c) on the files before each "
@@ -215,7 +217,7 @@ def check_cmd(run: Path, jobs: int, max_states: int | None, no_fsck: bool, resum
               scheduler: str | None, **kw: Any) -> int:
     """Check every crash state of one recorded run."""
     rd = RunDir(run.resolve())  # absolute: repro commands and checkers get this path
-    meta = rd.meta()
+    meta = validate(rd)
     checkers = user_checkers(checker_specs, checker_timeout, checker_recover)
     strategy = kw["strategy"]
     if meta.sut is None and strategy in COMPOSITE:

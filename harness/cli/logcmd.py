@@ -7,9 +7,11 @@ from pathlib import Path
 
 import click
 
+from harness.cli.params import NONNEG
 from harness.logformat import LogReader, flag_names
 from harness.materialize import replay
-from harness.rundir import RunDir, resolve_log
+from harness.rundir import RunDir
+from harness.validate import resolve_log
 
 SALVAGE_HELP = "read entries past a stale nr_entries (a log whose writer was killed)"
 
@@ -67,7 +69,7 @@ def _asdict(s: object) -> dict:
 @click.argument("run")
 @click.option("--out", "-o", type=click.Path(path_type=Path), required=True, help="image to write")
 @click.option("--base", type=click.Path(path_type=Path), help="base image (default: the run's)")
-@click.option("--limit", type=int, help="replay entries 0..N-1 (replay-log --limit)")
+@click.option("--limit", type=NONNEG, help="replay entries 0..N-1 (replay-log --limit)")
 @click.option("--end-mark", help="replay up to and including the first mark NAME")
 @click.option("--salvage", is_flag=True, help=SALVAGE_HELP)
 def replay_cmd(

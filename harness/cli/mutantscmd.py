@@ -14,6 +14,7 @@ from rich.console import Console
 from rich.table import Table
 
 from harness.atomic import write_json_atomic
+from harness.cli.params import JOBS
 from harness.errors import CrashlabError
 from harness.mutants import Outcome, catalogue, run_mutant
 from harness.outlock import locked_output
@@ -33,7 +34,7 @@ def _row(o: Outcome) -> dict[str, object]:
 @click.option("--only", multiple=True, metavar="NAME", help="run only these mutants")
 @click.option("--out", type=click.Path(path_type=Path), default=None,
               help="folder for the mutants' sweeps (default results/mutants-<UTC time>)")
-@click.option("--jobs", "-j", type=int, default=0, help="check workers (0: every core)")
+@click.option("--jobs", "-j", type=JOBS, default=0, help="check workers (0: every core)")
 def mutants_cmd(only: tuple[str, ...], out: Path | None, jobs: int) -> int:
     """Run every mutant's cells and print which invariants killed it."""
     mutants = catalogue()

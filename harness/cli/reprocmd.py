@@ -39,6 +39,7 @@ from harness.logformat import LogReader
 from harness.marks import parse_label
 from harness.rundir import RunDir
 from harness.states import State, parse_id, state_from_id
+from harness.validate import validate
 
 DEFAULT_SHOWN = 40  # writes listed unless --all-writes
 STYLE = {"kept": "green", "dropped": "red", "torn": "yellow", "unwritten": "bright_black"}
@@ -192,9 +193,7 @@ def repro_cmd(run: Path, state_id: str, out: Path | None, shell: bool, force: bo
         raise CrashlabError(f"{run}: no such run directory")
     rd, state_id = resolve(RunDir(run), state_id)  # a multicrash ID names a continuation
     run = rd.path
-    meta = rd.meta()
-    if not rd.log.exists():
-        raise CrashlabError(f"{run}: no write log ({rd.log.name})")
+    meta = validate(rd)
     with LogReader(rd.log) as reader:
         state_from_id(reader, state_id, rd.log_order)  # bad IDs fail here, before any work
     interactive = shell and sys.stdin.isatty()

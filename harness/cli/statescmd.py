@@ -14,13 +14,15 @@ from typing import Any
 
 import click
 
+from harness.cli.params import COUNT, NONNEG, SEED
 from harness.env import temporary_folder
 from harness.faults import format_fault, parse_faults
 from harness.filetrace import fault_targets
 from harness.logformat import LogReader
-from harness.rundir import RunDir, resolve_log
+from harness.rundir import RunDir
 from harness.states import STRATEGIES, TORN_PATTERNS, Enumeration, Options, State, state_from_id
 from harness.states.model import LOG_ORDERS
+from harness.validate import resolve_log
 
 _D = Options()
 
@@ -32,18 +34,19 @@ def state_options(f: Callable[..., Any], strategies: tuple[str, ...] = STRATEGIE
     decorators = [
         click.option("--strategy", type=click.Choice(strategies), default=_D.strategy,
                      show_default=True, help="which crash states to enumerate"),
-        click.option("--max-exhaustive", type=int, default=_D.max_exhaustive, show_default=True,
+        click.option("--max-exhaustive", type=click.IntRange(0, 24),
+                     default=_D.max_exhaustive, show_default=True,
                      help="reorder: every subset of epochs with at most this many writes"),
-        click.option("--max-drop", type=int, default=_D.max_drop, show_default=True,
+        click.option("--max-drop", type=NONNEG, default=_D.max_drop, show_default=True,
                      help="reorder, larger epochs: subsets dropping at most this many writes"),
-        click.option("--sample", type=int, default=None,
+        click.option("--sample", type=COUNT, default=None,
                      help="reorder, larger epochs: this many seeded random subsets instead"),
-        click.option("--seed", type=int, default=_D.seed, show_default=True),
-        click.option("--tear-unit", type=int, default=_D.tear_unit, show_default=True,
+        click.option("--seed", type=SEED, default=_D.seed, show_default=True),
+        click.option("--tear-unit", type=COUNT, default=_D.tear_unit, show_default=True,
                      help="torn: bytes that persist all or nothing"),
         click.option("--torn-pattern", type=click.Choice(TORN_PATTERNS),
                      default=_D.torn_pattern, show_default=True),
-        click.option("--max-tears", type=int, default=_D.max_tears, show_default=True,
+        click.option("--max-tears", type=NONNEG, default=_D.max_tears, show_default=True,
                      help="torn: split points per write at most"),
         click.option("--window-start", default=None, metavar="MARK",
                      help="only states whose crash can lie after this mark"),
@@ -117,10 +120,11 @@ def states_cmd(target: Path, count_only: bool, as_json: bool, show_id: str | Non
     """List the crash states of a run's log (RUN directory or log file)."""
     opts = options_from(kw)
     spans = None
+    log = resolve_log(target)  # a run is validated first
     if Path(target).is_dir() and show_id is None:  # a run: faults aim as its check aims them
         with temporary_folder("crashlab-states-") as work:
             spans = fault_targets(RunDir(Path(target)), opts.faults, work)
-    with LogReader(resolve_log(target)) as reader:
+    with LogReader(log) as reader:
         if show_id is not None:
             click.echo(json.dumps(state_record(state_from_id(reader, show_id, opts.log_order)),
                                   indent=2))

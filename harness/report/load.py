@@ -14,10 +14,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from harness.confine import open_regular, read_regular
 from harness.errors import CrashlabError
-from harness.rundir import RunDir, RunMeta, SweepDir
+from harness.rundir import RunDir, RunMeta, SweepDir, check_cell
 
-CELL_KEYS = ("sut", "workload", "fs", "strategy", "run", "states", "verdicts", "expectation")
+JSON_LIMIT = 256 << 20  # bytes of a summary, timing or result file at most
 # Where a sweep's report looks for the paper page: ``crashlab paper --out SWEEP/paper``.
 SWEEP_PAGE = "paper/paper.html"
 
@@ -39,7 +40,8 @@ class Sweep:
         return self.summary["cells"]
 
     def run_dir(self, cell: dict[str, Any]) -> Path:
-        return self.path / cell["run"]
+        """The cell's run folder, confined to the sweep folder."""
+        return SweepDir(self.path).cell_run(cell["run"], f"{SweepDir(self.path).summary}: cell")
 
     def violations(self) -> Iterator[dict[str, Any]]:
         """Stream violations.jsonl (it can be large); a missing file means
@@ -49,13 +51,13 @@ class Sweep:
             if any(v.get("fail", 0) for c in self.cells for v in c["verdicts"].values()):
                 raise CrashlabError(f"{path}: missing, but summary.json counts failures")
             return
-        with path.open() as f:
+        with open(open_regular(path), "rb") as f:
             for n, line in enumerate(f, 1):
                 if not line.strip():
                     continue
                 try:
                     rec = json.loads(line)
-                except json.JSONDecodeError as e:
+                except (ValueError, RecursionError) as e:
                     raise CrashlabError(f"{path}: line {n}: corrupt JSON ({e})") from None
                 if not isinstance(rec, dict) or "invariant" not in rec or "sut" not in rec:
                     raise CrashlabError(f"{path}: line {n}: not a violation record")
@@ -63,9 +65,10 @@ class Sweep:
 
 
 def _read_json(path: Path) -> Any:  # noqa: ANN401
+    """The parsed regular file ``path``; CrashlabError when it is not JSON."""
     try:
-        return json.loads(path.read_text())
-    except json.JSONDecodeError as e:
+        return json.loads(read_regular(path, JSON_LIMIT, str(path)))
+    except (ValueError, RecursionError) as e:  # UnicodeDecodeError is a ValueError
         raise CrashlabError(f"{path}: corrupt JSON ({e})") from None
 
 
@@ -73,8 +76,8 @@ def _optional_json(path: Path) -> Any:  # noqa: ANN401
     """The parsed file, or None when it is absent or unreadable (the report
     then says the figure is unavailable)."""
     try:
-        return json.loads(path.read_text())
-    except (OSError, json.JSONDecodeError):
+        return _read_json(path)
+    except (OSError, CrashlabError):
         return None
 
 
@@ -117,19 +120,16 @@ def load_sweep(path: Path | str) -> Sweep:
     if not isinstance(summary, dict) or not isinstance(summary.get("cells"), list):
         raise CrashlabError(f"{spath}: not a sweep summary (no cells list)")
     for i, cell in enumerate(summary["cells"]):
-        missing = [k for k in CELL_KEYS if not isinstance(cell, dict) or k not in cell]
-        if missing:
-            raise CrashlabError(f"{spath}: cell {i} lacks {', '.join(missing)}")
+        check_cell(cell, f"{spath}: cell {i}")
+        SweepDir(root).cell_run(cell["run"], f"{spath}: cell {i}")
     timing = _optional_json(SweepDir(root).timing)
     sweep = Sweep(root, summary, timing if isinstance(timing, dict) else {})
     for i, cell in enumerate(sweep.cells):
         run = sweep.run_dir(cell)
         if cell["run"] not in sweep.metas:
-            meta = _optional_json(run / "meta.json")
             try:
-                sweep.metas[cell["run"]] = RunMeta.from_json(meta) if isinstance(meta, dict) \
-                    else None
-            except TypeError:  # not a crashlab meta.json: reported as incomplete
+                sweep.metas[cell["run"]] = RunDir(run).meta()
+            except CrashlabError:  # missing or not a crashlab meta.json: incomplete
                 sweep.metas[cell["run"]] = None
         sweep.results[i] = _check_result(run, cell)
     return sweep

@@ -48,6 +48,7 @@ from typing import Any
 
 from harness.check.multicrash import COMPOSITE
 from harness.check.usercheck import CHECKER_NAME, DEFAULT_TIMEOUT, UserChecker, unique
+from harness.confine import read_regular
 from harness.errors import CrashlabError
 from harness.faults import PROCESS, STATE, by_stage, format_fault, parse_faults
 from harness.fs import FILESYSTEMS
@@ -67,26 +68,38 @@ CELL_KEYS = {"sut", "workload", "fs", "strategies", "checkers", "must_violate_an
 STATE_KEYS = {"max_exhaustive": int, "max_drop": int, "sample": int, "seed": int,
               "tear_unit": int, "torn_pattern": str, "max_tears": int, "max_subset_blocks": int}
 MATRICES_DIR = Path(__file__).resolve().parent / "matrices"
+MATRIX_LIMIT = 1 << 20  # bytes: a matrix file is a page or two of TOML
 
 
 def load_matrix(path: Path) -> list[Cell]:
     """The cells of the matrix file ``path``; CrashlabError names the file
     and what is wrong."""
     try:
-        data = tomllib.loads(path.read_text())
+        text = read_regular(path, MATRIX_LIMIT, str(path)).decode("utf-8")
+        data = tomllib.loads(text)
     except FileNotFoundError:
         raise CrashlabError(f"{path}: no such matrix file") from None
-    except tomllib.TOMLDecodeError as e:
+    except UnicodeDecodeError as e:
+        raise CrashlabError(f"{path}: not UTF-8 (byte {e.start})") from None
+    except (tomllib.TOMLDecodeError, RecursionError) as e:
         raise CrashlabError(f"{path}: not TOML: {e}") from None
     unknown = set(data) - {"workloads", "sut", "cell"}
     if unknown:
         raise CrashlabError(f"{path}: unknown table {sorted(unknown)[0]!r} "
                             "(expected workloads, sut, cell)")
     here = shlex.quote(str(path.resolve().parent))
-    workloads = {**BUILTIN_WORKLOADS, **_table(data, "workloads", path)}
+    named = _table(data, "workloads", path)
+    bad = next((k for k, v in named.items() if not isinstance(v, str)), None)
+    if bad is not None:
+        raise CrashlabError(f"{path}: [workloads] {bad} must be a workload spec string, "
+                            f"not {named[bad]!r}")
+    workloads = {**BUILTIN_WORKLOADS, **named}
     suts = {name: _user_sut(name, spec, here, path)
             for name, spec in _table(data, "sut", path).items()}
-    cells = [c for i, spec in enumerate(data.get("cell", []))
+    specs = data.get("cell", [])
+    if not isinstance(specs, list):
+        raise CrashlabError(f"{path}: `cell` must be an array of tables ([[cell]])")
+    cells = [c for i, spec in enumerate(specs)
              for c in _cells(spec, i, suts, workloads, here, path)]
     if not cells:
         raise CrashlabError(f"{path}: no [[cell]]")
@@ -230,8 +243,11 @@ def _faults(spec: dict[str, Any], where: str) -> tuple[str, ...]:
     return canonical
 
 
-def _listed(spec: dict[str, Any], key: str, default: Any) -> list[Any]:  # noqa: ANN401
+def _listed(spec: dict[str, Any], key: str, default: Any, where: str) -> list[Any]:  # noqa: ANN401
+    """A cell key's values (a list makes one cell per element; never none)."""
     v = spec.get(key, default)
+    if v == []:
+        raise CrashlabError(f"{where}: `{key}` is an empty list: the cell would run nothing")
     return list(v) if isinstance(v, list) else [v]
 
 
@@ -246,6 +262,8 @@ def _cells(spec: Any, i: int, suts: dict[str, UserSut], workloads: dict[str, str
                             f"(known: {', '.join(sorted(CELL_KEYS))})")
     strategies = _strs(spec, "strategies", where) if "strategies" in spec \
         else ("prefix", "reorder")
+    if not strategies:
+        raise CrashlabError(f"{where}: `strategies` is empty: the cell would check nothing")
     bad = [s for s in strategies if s not in (*STRATEGIES, *COMPOSITE)]
     if bad:
         raise CrashlabError(f"{where}: unknown strategy {bad[0]!r}")
@@ -256,7 +274,7 @@ def _cells(spec: Any, i: int, suts: dict[str, UserSut], workloads: dict[str, str
         raise CrashlabError(f"{where}: faults apply to the log strategies, not to "
                             f"{', '.join(COMPOSITE)}")
     backend = spec.get("backend")
-    if backend is not None and backend not in BACKENDS:
+    if backend is not None and (not isinstance(backend, str) or backend not in BACKENDS):
         raise CrashlabError(f"{where}: unknown backend {backend!r} (choose from "
                             f"{', '.join(BACKENDS)})")
     blktrace = spec.get("blktrace", False)
@@ -264,9 +282,14 @@ def _cells(spec: Any, i: int, suts: dict[str, UserSut], workloads: dict[str, str
         raise CrashlabError(f"{where}: `blktrace` must be true or false, not {blktrace!r}")
     states = _states(spec, where)
     out = []
-    for sut, workload, fs in itertools.product(_listed(spec, "sut", None),
-                                               _listed(spec, "workload", ""),
-                                               _listed(spec, "fs", "ext4")):
+    if "sut" not in spec:
+        raise CrashlabError(f"{where}: `sut` is required")
+    for sut, workload, fs in itertools.product(_listed(spec, "sut", None, where),
+                                               _listed(spec, "workload", "", where),
+                                               _listed(spec, "fs", "ext4", where)):
+        if not all(isinstance(x, str) for x in (sut, workload, fs)):
+            raise CrashlabError(f"{where}: sut, workload and fs are strings or lists of "
+                                "strings")
         if fs not in FILESYSTEMS:
             raise CrashlabError(f"{where}: unknown fs {fs!r} (choose from "
                                 f"{', '.join(FILESYSTEMS)})")
@@ -280,9 +303,6 @@ def _cells(spec: Any, i: int, suts: dict[str, UserSut], workloads: dict[str, str
                                 f"workload after a crash; {sut!r} is yours")
         if user is None and not workload:
             raise CrashlabError(f"{where}: the built-in SUT {sut!r} needs a workload")
-        if not all(isinstance(x, str) for x in (sut, workload, fs)):
-            raise CrashlabError(f"{where}: sut, workload and fs are strings or lists of "
-                                "strings")
         if user is not None and workload:
             raise CrashlabError(f"{where}: {sut!r} is yours: it runs its own `run` command, "
                                 "not a workload")

@@ -25,12 +25,16 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+from harness.confine import read_regular, resolved
 from harness.errors import CrashlabError
-from harness.outlock import locked_output
-from harness.rundir import SweepDir
+from harness.outlock import LOCK_NAME, locked_output
+from harness.rundir import SweepDir, check_cell
 from harness.sweep.matrix import unshard
 from harness.sweep.sweep import write_outputs
 
+MAX_SHARDS = 4096  # CI jobs of one sweep, at most
+SUMMARY_LIMIT = 256 << 20  # bytes of a shard's summary.json at most
+VIOLATIONS_LIMIT = 4 << 30  # and of its violations.jsonl
 Group = tuple[list[dict[str, Any]], list[dict[str, Any]]]  # one cell: its records, violations
 
 
@@ -44,6 +48,8 @@ def merge_shards(shards: list[Path], out: Path) -> tuple[dict[str, Any], int]:
         raise CrashlabError("the shards are of different sweeps: "
                             + ", ".join(sorted(s["sweep"] for _, s in loaded)))
     n = counts.pop()
+    if n > MAX_SHARDS:
+        raise CrashlabError(f"the shards say they are 1 of {n}: more than {MAX_SHARDS} shards")
     have = [s["shard"]["index"] for _, s in loaded]
     missing = [f"{i}/{n}" for i in range(1, n + 1) if i not in have]
     dup = sorted({f"{i}/{n}" for i in have if have.count(i) > 1})
@@ -51,8 +57,8 @@ def merge_shards(shards: list[Path], out: Path) -> tuple[dict[str, Any], int]:
         raise CrashlabError(f"need shards 1/{n} .. {n}/{n} once each: "
                             + "; ".join(([f"missing {', '.join(missing)}"] if missing else [])
                                         + ([f"twice {', '.join(dup)}"] if dup else [])))
-    resolved = out.resolve()
-    if any(resolved == p.resolve() or p.resolve() in resolved.parents for p, _ in loaded):
+    target = out.resolve()
+    if any(target == p.resolve() or p.resolve() in target.parents for p, _ in loaded):
         raise CrashlabError(f"{out}: the merged folder may not be (inside) a shard")
     with locked_output(out):  # one writer (harness/outlock.py)
         return _merge_into(out, loaded, matrices.pop())
@@ -80,16 +86,39 @@ def _merge_into(out: Path, loaded: list[tuple[Path, dict[str, Any]]], matrix: st
 
 
 def _load(path: Path) -> tuple[Path, dict[str, Any]]:
-    """A shard's folder and summary.json."""
+    """A shard's folder and summary.json, every field merge reads checked
+    for its type (and each cell's ``run`` confined to the shard)."""
     spath = SweepDir(path).summary
     try:
-        summary = json.loads(spath.read_text())
-    except (OSError, json.JSONDecodeError) as e:
+        summary = json.loads(read_regular(spath, SUMMARY_LIMIT, str(spath)))
+    except (OSError, ValueError, RecursionError) as e:
         raise CrashlabError(f"{path}: not a finished sweep folder ({spath.name}: {e})") \
             from None
     if not isinstance(summary, dict) or not isinstance(summary.get("shard"), dict):
         raise CrashlabError(f"{path}: not a shard (its sweep ran without --shard i/N)")
+    sh = summary["shard"]
+    if not (_is(sh.get("index"), int) and _is(sh.get("of"), int) and 1 <= sh["index"] <= sh["of"]
+            and isinstance(sh.get("matrix"), str) and isinstance(summary.get("sweep"), str)
+            and isinstance(summary.get("cells"), list)):
+        raise CrashlabError(f"{spath}: shard, sweep or cells of the wrong type")
+    for i, rec in enumerate(summary["cells"]):
+        _check_cell(path, rec, f"{spath}: cell {i}")
     return path, summary
+
+
+def _is(v: object, kind: type) -> bool:
+    return isinstance(v, kind) and not isinstance(v, bool)
+
+
+def _check_cell(shard: Path, rec: object, where: str) -> None:
+    """A summary cell as merge and the merged report read it
+    (:func:`harness.rundir.check_cell`), its ``run`` a run folder of
+    the shard."""
+    check_cell(rec, where)
+    assert isinstance(rec, dict)
+    run = SweepDir(shard).cell_run(rec["run"], where)
+    if not run.is_dir() or run.is_symlink():
+        raise CrashlabError(f"{where}: {rec['run']} is not a folder of the shard")
 
 
 def _optional(path: Path) -> dict[str, Any]:
@@ -112,13 +141,13 @@ def _groups(path: Path, summary: dict[str, Any]) -> list[Group]:
         else:
             groups.append(([rec], []))
     vpath = SweepDir(path).violations
-    lines = vpath.read_text().splitlines() if vpath.exists() else []
+    lines = _lines(vpath) if vpath.exists() or vpath.is_symlink() else []
     at = 0
     for records, vs in groups:
         for rec in records:
             fails = sum(c.get("fail", 0) for c in rec["verdicts"].values())
             for line in lines[at:at + fails]:
-                v = json.loads(line)
+                v = _violation(line, f"{vpath}: line {at + 1}")
                 if [v.get(k) for k in ("sut", "workload", "fs", "strategy")] != \
                         [rec[k] for k in ("sut", "workload", "fs", "strategy")]:
                     raise CrashlabError(f"{vpath}: line {at + 1} is not of "
@@ -128,6 +157,24 @@ def _groups(path: Path, summary: dict[str, Any]) -> list[Group]:
     if at != len(lines):
         raise CrashlabError(f"{vpath}: {len(lines)} lines, summary.json counts {at} failures")
     return groups
+
+
+def _lines(path: Path) -> list[str]:
+    try:
+        return read_regular(path, VIOLATIONS_LIMIT, str(path)).decode("utf-8").splitlines()
+    except UnicodeDecodeError as e:
+        raise CrashlabError(f"{path}: not UTF-8 (byte {e.start})") from None
+
+
+def _violation(line: str, where: str) -> dict[str, Any]:
+    """A violations.jsonl line: an object whose repro is a string."""
+    try:
+        v = json.loads(line)
+    except (ValueError, RecursionError) as e:
+        raise CrashlabError(f"{where}: corrupt JSON ({e})") from None
+    if not isinstance(v, dict) or not isinstance(v.get("repro"), str):
+        raise CrashlabError(f"{where}: not a violation record (with a repro command)")
+    return v
 
 
 def _moved(v: dict[str, Any], cell_run: str, out: Path) -> dict[str, Any]:
@@ -154,4 +201,11 @@ def _link_tree(src: Path, dst: Path) -> None:
         except OSError:
             shutil.copy2(s, d)
 
-    shutil.copytree(src, dst, copy_function=link, symlinks=True)
+    for p in src.rglob("*"):  # a link out of the shard would lead the reader there
+        if p.is_symlink() and not resolved(p).is_relative_to(src.resolve()):
+            raise CrashlabError(f"{p}: a symbolic link out of the shard's run folder")
+        if not (p.is_symlink() or p.is_dir() or p.is_file()):
+            raise CrashlabError(f"{p}: neither a file nor a folder (a FIFO, device...)")
+    # a shard's lock file stays its own: linked, it would lock both folders
+    shutil.copytree(src, dst, copy_function=link, symlinks=True,
+                    ignore=shutil.ignore_patterns(LOCK_NAME))
