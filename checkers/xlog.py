@@ -60,3 +60,16 @@ def examine(db: Path, *, blockdev: bool = False, vfs: str = "") -> DbFacts:
         why = (proc.stderr.strip().splitlines() or [f"exit {proc.returncode}"])[-1]
         return DbFacts(exists=True, open_error=f"xLog recovery: {why}")
     return sqlite.examine(db, blockdev=blockdev, vfs=vfs)
+
+
+class XlogChecker(sqlite.SqliteChecker):
+    """xLog's checker as the engine protocol has it: SQLite's, but for the
+    key and the examination, which take the NVRAM beside the database too
+    (so no key of files not written: the NVRAM is written beside them)."""
+
+    content_key = staticmethod(content_key)
+    content_key_of = None
+    examine = staticmethod(examine)
+
+
+CHECKER = XlogChecker()
