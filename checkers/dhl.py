@@ -56,10 +56,11 @@ from checkers.dhl_facts import (
     stored_headers,
 )
 from checkers.dhl_format import read_committed
-from checkers.protocol import KeyOfPieces, NativeExaminer
+from checkers.protocol import EngineChecker, KeyOfPieces, NativeExaminer
 from checkers.recovery import crashsafe_verdict
 from checkers.verdict import Verdict, failed, passed, skipped
 from dhl.binding import Database, DhlError, MemIO
+from harness.materialize.durable import Loadable
 from workloads.oracle import Oracle, digest_rows
 
 WORK = "dhl-check"  # the (virtual) scratch folder beside the examined file: labels only
@@ -233,7 +234,7 @@ def examine(db_path: Path, *, blockdev: bool = False, vfs: str = "") -> DhlFacts
     return _examine_loaded(db_path, blockdev)
 
 
-def examine_image(image: Callable[[MemIO], object], db_path: Path, *,
+def examine_image(image: Callable[[Loadable], object], db_path: Path, *,
                   blockdev: bool = False) -> DhlFacts:
     """:func:`examine` of a database file that is not written anywhere:
     ``image(buffer)`` loads its bytes into ``buffer`` (``MemIO.load`` and
@@ -553,4 +554,4 @@ class DhlChecker:
     run_checks = DhlRunChecks()
 
 
-CHECKER = DhlChecker()
+CHECKER: EngineChecker[DhlFacts, RunFacts] = DhlChecker()

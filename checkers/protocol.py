@@ -95,18 +95,31 @@ class EngineChecker(Protocol[F, R]):
     """What the harness asks of an engine's checker, for a database file
     recovered by the file system (with its journal/WAL sidecars beside it)."""
 
-    # the invariants judge gives a verdict on (a state whose file system does
-    # not recover gets each of them skipped, with that reason)
-    IDS: tuple[str, ...]
-    # the same key as content_key of files not written yet (None: the engine
-    # has none): with it the ext4 fast path writes the files only for
-    # uncached facts (harness/fs/README.md)
-    content_key_of: KeyOfPieces | None
-    # examine of a block device's image loaded in memory, no file in between
-    # (None: none): the raw tier's fast path (harness/check/paths.py)
-    examine_image: ImageExaminer[F] | None
-    # the engine's checks of a whole run (None: it has none)
-    run_checks: RunChecks[R] | None
+    @property
+    def IDS(self) -> tuple[str, ...]:
+        """The invariants :meth:`judge` gives a verdict on (a state whose
+        file system does not recover gets each of them skipped, with that
+        reason)."""
+        ...
+
+    @property
+    def content_key_of(self) -> KeyOfPieces | None:
+        """:meth:`content_key` of files not written yet (None: the engine
+        has none): with it the ext4 fast path writes the files only for
+        uncached facts (harness/fs/README.md)."""
+        ...
+
+    @property
+    def examine_image(self) -> ImageExaminer[F] | None:
+        """:meth:`examine` of a block device's image loaded in memory, no
+        file in between (None: none): the raw tier's fast path
+        (harness/check/rawpath.py)."""
+        ...
+
+    @property
+    def run_checks(self) -> RunChecks[R] | None:
+        """The engine's checks of a whole run (None: it has none)."""
+        ...
 
     def content_key(self, files: Path, db_name: str) -> bytes:
         """A digest of the files as extracted; equal keys recover and

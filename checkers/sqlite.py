@@ -17,7 +17,7 @@ from pathlib import Path
 import xxhash
 
 from checkers.content import judge_content
-from checkers.protocol import ImageExaminer, KeyOfPieces, NativeExaminer, RunChecks
+from checkers.protocol import EngineChecker, ImageExaminer, KeyOfPieces, NativeExaminer, RunChecks
 from checkers.verdict import Verdict, failed, passed, skipped
 from harness.errors import CrashlabError
 from workloads.oracle import Oracle, sqlite_digest
@@ -137,4 +137,4 @@ class SqliteChecker:
         return None
 
 
-CHECKER = SqliteChecker()
+CHECKER: EngineChecker[DbFacts, None] = SqliteChecker()

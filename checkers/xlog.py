@@ -17,6 +17,7 @@ from pathlib import Path
 import xxhash
 
 from checkers import sqlite
+from checkers.protocol import EngineChecker
 from checkers.sqlite import DbFacts
 from harness.errors import CrashlabError
 from harness.materialize.nvram import NVRAM_SUFFIX
@@ -72,4 +73,4 @@ class XlogChecker(sqlite.SqliteChecker):
     examine = staticmethod(examine)
 
 
-CHECKER = XlogChecker()
+CHECKER: EngineChecker[DbFacts, None] = XlogChecker()

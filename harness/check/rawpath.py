@@ -180,8 +180,9 @@ class NativePath:
         if blob is None:
             return dump_line(state_record(state, self.memory.check(state), marks))
         key = (blob, *marks)
-        cut = self.cut_lines.get(key, False)
-        if cut is False:
+        try:
+            cut = self.cut_lines[key]
+        except KeyError:  # new (facts, marks)
             part = self._judge_native(blob, marks)[1]
             cut = None if "fail" in part else cut_at_id(part)
             if len(self.cut_lines) >= CACHE_SIZE:
