@@ -240,7 +240,7 @@ def examine_image(image: Callable[[Loadable], object], db_path: Path, *,
     ``image(buffer)`` loads its bytes into ``buffer`` (``MemIO.load`` and
     ``MemIO.write``), and ``db_path`` only names it in messages (as if it
     were there: the facts are those :func:`examine` gives for such a file).
-    The raw tier's fast path (harness/check/worker.py): a crash state's
+    The raw tier's fast path (harness/check/rawpath.py): a crash state's
     image goes from the durable image to the checks without a file."""
     image(_IMAGE)
     return _examine_loaded(db_path, blockdev)

@@ -1,5 +1,5 @@
 """The raw tier's fast path (a crash state's image from the durable image to
-the engine's checks in memory, no file: harness/check/worker.py) gives
+the engine's checks in memory, no file: harness/check/rawpath.py) gives
 byte-identical states.jsonl and result.json to the file path it replaced
 (CRASHLAB_RECOVERY=reference), on real recordings: a correct engine's
 reorder and torn states, and an unsafe one's (NOLOG) torn states, many of
