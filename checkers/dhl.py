@@ -41,7 +41,7 @@ from pathlib import Path
 
 import xxhash
 
-from checkers import dhl_native
+from checkers import dhl_native, dhl_trace
 from checkers.content import judge_content, matching_indices
 from checkers.dhl_facts import (
     After,
@@ -56,8 +56,11 @@ from checkers.dhl_facts import (
     stored_headers,
 )
 from checkers.dhl_format import read_committed
+from checkers.protocol import EngineChecker, KeyOfPieces, NativeExaminer
+from checkers.recovery import crashsafe_verdict
 from checkers.verdict import Verdict, failed, passed, skipped
 from dhl.binding import Database, DhlError, MemIO
+from harness.materialize.durable import Loadable
 from workloads.oracle import Oracle, digest_rows
 
 WORK = "dhl-check"  # the (virtual) scratch folder beside the examined file: labels only
@@ -231,13 +234,13 @@ def examine(db_path: Path, *, blockdev: bool = False, vfs: str = "") -> DhlFacts
     return _examine_loaded(db_path, blockdev)
 
 
-def examine_image(image: Callable[[MemIO], object], db_path: Path, *,
+def examine_image(image: Callable[[Loadable], object], db_path: Path, *,
                   blockdev: bool = False) -> DhlFacts:
     """:func:`examine` of a database file that is not written anywhere:
     ``image(buffer)`` loads its bytes into ``buffer`` (``MemIO.load`` and
     ``MemIO.write``), and ``db_path`` only names it in messages (as if it
     were there: the facts are those :func:`examine` gives for such a file).
-    The raw tier's fast path (harness/check/worker.py): a crash state's
+    The raw tier's fast path (harness/check/rawpath.py): a crash state's
     image goes from the durable image to the checks without a file."""
     image(_IMAGE)
     return _examine_loaded(db_path, blockdev)
@@ -252,7 +255,7 @@ def _examine_loaded(db_path: Path, blockdev: bool) -> DhlFacts:
     return DhlFacts(exists=True, nolog=nolog, before=before, after=after)
 
 
-def native_examiner(durable: Path) -> object | None:
+def native_examiner(durable: Path) -> NativeExaminer[DhlFacts] | None:
     """The native twin of :func:`examine_image` for a worker whose durable
     image is the file ``durable`` (``checkers/dhl_native.py``), or None when
     it is not built."""
@@ -522,3 +525,33 @@ def judge(facts: DhlFacts, oracle: Oracle | Sequence[str], acked: int, begun: in
         return out + [skipped(i, why) for i in AFTER_IDS]
     return out + [judge_inv(a), judge_count(a, run_facts), judge_rollback(b, a, run_facts),
                   judge_idempotent(a), judge_mono(a, run_facts, acked)]
+
+
+class DhlRunChecks:
+    """DHL's checks of a whole run: the write trace's DHL-T2, CC-NEXT and
+    CC-MONO and its :class:`RunFacts` (``checkers/dhl_trace.py``), and
+    REC-CRASHSAFE (``checkers/recovery.py``)."""
+
+    judge_run = staticmethod(dhl_trace.judge_run)
+
+    def crashsafe(self, db: Path, work: Path, *, blockdev: bool) -> Verdict:
+        return crashsafe_verdict(db, work, blockdev=blockdev)
+
+
+class DhlChecker:
+    """DHL's checker as the engine protocol (checkers/engines.py) has it:
+    the functions above, the in-memory examination and its native twin, and
+    the run-level checks."""
+
+    IDS = IDS
+    content_key = staticmethod(content_key)
+    content_key_of: KeyOfPieces | None = None
+    examine = staticmethod(examine)
+    examine_image = staticmethod(examine_image)
+    refused = staticmethod(refused)
+    judge = staticmethod(judge)
+    native_examiner = staticmethod(native_examiner)
+    run_checks = DhlRunChecks()
+
+
+CHECKER: EngineChecker[DhlFacts, RunFacts] = DhlChecker()

@@ -1,42 +1,19 @@
 """Database engines as the checking side knows them: the one table the
 harness dispatches on (a SUT names its engine; :func:`engine_of` gives the
-object).  Nothing outside this table branches on an engine's name.
-
-An engine's checker module provides, for a database file recovered by the
-file system (with its journal/WAL sidecars beside it):
-
-* ``content_key(files, db_name) -> bytes``: a digest of the files as
-  extracted; equal keys recover and examine identically (a cache key);
-* optionally ``content_key_of(read, db_name) -> bytes``: the same key of
-  files not written yet (``read(name)``: their bytes in pieces, or None);
-  with it the ext4 fast path writes the files only for uncached facts
-  (``harness/fs/README.md``);
-* ``examine(db_path, *, blockdev, vfs) -> facts``: run the engine's own
-  recovery and look at the result (independent of the crash point's marks,
-  hence cacheable); ``blockdev``: the file is an image of the block device
-  the SUT ran on (the raw tier), so the engine must see a block device;
-  ``vfs``: the SUT opens its database through this VFS shim (``Sut.vfs``;
-  "" none);
-* ``refused(why) -> facts``: the facts of a database not opened because a
-  file of it (or a folder on its way) is a symbolic link of the recovered
-  tree (harness/fs/README.md): DB-OPEN fails saying ``why``;
-* ``judge(facts, oracle, acked, begun, *, run_facts) -> list[Verdict]``:
-  the verdicts; ``run_facts`` is what the run-level stage learnt from the
-  whole log (DHL: the write trace's :class:`checkers.dhl_trace.RunFacts`);
-* ``IDS``: the invariants ``judge`` gives a verdict on (a state whose file
-  system does not recover gets each of them skipped, with that reason).
-"""
+object, whose ``checker`` implements :class:`checkers.protocol.EngineChecker`).
+Nothing outside this table branches on an engine's name, and the harness
+imports no engine's module: it asks this table for the engine's checker."""
 
 from __future__ import annotations
 
-import importlib
 import shutil
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from types import ModuleType
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
+from checkers.protocol import AnyEngineChecker
 from harness.errors import CrashlabError
 
 if TYPE_CHECKING:
@@ -46,13 +23,11 @@ if TYPE_CHECKING:
 @dataclass(frozen=True)
 class Engine:
     name: str
-    module: str  # the checker module (the protocol above)
+    # the engine's checker object (EngineChecker), imported when first asked
+    load: Callable[[], AnyEngineChecker]
     # The engine's own invariants (checkers/INVARIANTS.md), promised by each
     # of its SUTs that has recovery, on top of the SUT's database promises.
     own_invariants: tuple[str, ...] = ()
-    # Judged over the whole recorded run too (harness/check/runlevel.py):
-    # the write trace (DHL-T2, CC-NEXT, CC-MONO) and REC-CRASHSAFE.
-    run_level: bool = False
     # The program (and arguments) that opens a database file for a person.
     shell: tuple[str, ...] = ()
     # The database keeps files beside it (journal, WAL) that its recovery
@@ -60,8 +35,8 @@ class Engine:
     sidecar_files: bool = False
 
     @property
-    def checker(self) -> ModuleType:
-        return importlib.import_module(self.module)
+    def checker(self) -> AnyEngineChecker:
+        return self.load()
 
     def shell_command(self, db: Path) -> list[str]:
         """``crashlab repro --shell``: open ``db`` with the engine's own
@@ -73,18 +48,33 @@ class Engine:
         return [prog, *self.shell[1:], str(db)]
 
 
+def _sqlite() -> AnyEngineChecker:
+    from checkers.sqlite import CHECKER
+    return cast(AnyEngineChecker, CHECKER)  # its facts opaque to the harness (above)
+
+
+def _dhl() -> AnyEngineChecker:
+    from checkers.dhl import CHECKER
+    return cast(AnyEngineChecker, CHECKER)
+
+
+def _xlog() -> AnyEngineChecker:
+    from checkers.xlog import CHECKER
+    return cast(AnyEngineChecker, CHECKER)
+
+
 ENGINES: dict[str, Engine] = {e.name: e for e in (
-    Engine("sqlite", "checkers.sqlite", shell=("sqlite3",), sidecar_files=True),
+    Engine("sqlite", _sqlite, shell=("sqlite3",), sidecar_files=True),
     # DHL's design promises these for every mode with recovery
     # (dhl/DESIGN.md: Theorems 1-2, counting commit, idempotent and
     # crash-safe recovery).  NOLOG has no recovery and promises none.
-    Engine("dhl", "checkers.dhl",
+    Engine("dhl", _dhl,
            own_invariants=("DHL-T1", "DHL-T2", "DHL-READ", "DHL-INV", "CC-COUNT", "CC-ROLLBACK",
                            "CC-NEXT", "CC-MONO", "REC-IDEMPOTENT", "REC-CRASHSAFE"),
-           run_level=True, shell=("dhl", "dump")),
+           shell=("dhl", "dump")),
     # xLog: SQLite behind an emulated NVRAM; its recovery (the NVRAM's
     # replay) runs before SQLite's checks (checkers/xlog.py)
-    Engine("xlog", "checkers.xlog", shell=("sqlite3",), sidecar_files=True),
+    Engine("xlog", _xlog, shell=("sqlite3",), sidecar_files=True),
 )}
 
 

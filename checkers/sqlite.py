@@ -17,6 +17,7 @@ from pathlib import Path
 import xxhash
 
 from checkers.content import judge_content
+from checkers.protocol import EngineChecker, ImageExaminer, KeyOfPieces, NativeExaminer, RunChecks
 from checkers.verdict import Verdict, failed, passed, skipped
 from harness.errors import CrashlabError
 from workloads.oracle import Oracle, sqlite_digest
@@ -95,7 +96,7 @@ IDS = ("DB-OPEN", "DB-INTEGRITY", "DB-ATOMIC", "DB-DURABLE", "DB-PREFIX")  # per
 
 
 def judge(facts: DbFacts, oracle: Oracle, acked: int, begun: int, *,
-          run_facts: object = None) -> list[Verdict]:
+          run_facts: None = None) -> list[Verdict]:
     """The five database verdicts from what opening the database showed
     (``run_facts``: the engine protocol's; SQLite has no run-level facts)."""
     if not facts.exists:
@@ -117,3 +118,23 @@ def judge(facts: DbFacts, oracle: Oracle, acked: int, begun: int, *,
                           expected="ok", actual=facts.integrity))
     assert facts.digest is not None
     return out + judge_content(facts.digest, oracle.digests, acked, begun)
+
+
+class SqliteChecker:
+    """SQLite's checker as the engine protocol (checkers/engines.py) has it:
+    the functions above; no in-memory examination, no run-level checks."""
+
+    IDS = IDS
+    content_key = staticmethod(content_key)
+    content_key_of: KeyOfPieces | None = staticmethod(content_key_of)
+    examine = staticmethod(examine)
+    refused = staticmethod(refused)
+    judge = staticmethod(judge)
+    examine_image: ImageExaminer[DbFacts] | None = None
+    run_checks: RunChecks[None] | None = None
+
+    def native_examiner(self, durable: Path) -> NativeExaminer[DbFacts] | None:
+        return None
+
+
+CHECKER: EngineChecker[DbFacts, None] = SqliteChecker()

@@ -17,6 +17,7 @@ from pathlib import Path
 import xxhash
 
 from checkers import sqlite
+from checkers.protocol import EngineChecker
 from checkers.sqlite import DbFacts
 from harness.errors import CrashlabError
 from harness.materialize.nvram import NVRAM_SUFFIX
@@ -60,3 +61,16 @@ def examine(db: Path, *, blockdev: bool = False, vfs: str = "") -> DbFacts:
         why = (proc.stderr.strip().splitlines() or [f"exit {proc.returncode}"])[-1]
         return DbFacts(exists=True, open_error=f"xLog recovery: {why}")
     return sqlite.examine(db, blockdev=blockdev, vfs=vfs)
+
+
+class XlogChecker(sqlite.SqliteChecker):
+    """xLog's checker as the engine protocol has it: SQLite's, but for the
+    key and the examination, which take the NVRAM beside the database too
+    (so no key of files not written: the NVRAM is written beside them)."""
+
+    content_key = staticmethod(content_key)
+    content_key_of = None
+    examine = staticmethod(examine)
+
+
+CHECKER: EngineChecker[DbFacts, None] = XlogChecker()

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from checkers.sqlite import content_key, examine, judge
-from harness.check.worker import fs_verdict
+from harness.check.filepath import fs_verdict
 from harness.fs.ext4.recover import recover_ext4
 from harness.images import ensure_image
 from workloads.oracle import sqlite_digest

@@ -97,7 +97,7 @@ def _states(run: RunDir, strategy: str, limit: int, work: Path) -> Iterator[tupl
                     break
                 sc.image.advance(state.durable_upto)
                 sc.image.invalidate()
-                yield state.id, sc.image.scratch(sc._writes(state))
+                yield state.id, sc.image.scratch(sc.files._writes(state))
     finally:
         sc.close()
 
@@ -670,7 +670,7 @@ def test_memo_over_real_states_equals_no_memo(runs: dict[str, RunDir], tmp_path:
         with LogReader(run.log) as r:
             for state in Enumeration(r, default_window(run, Options(strategy="reorder"))):
                 sc.image.advance(state.durable_upto)
-                image = sc.image.scratch(sc._writes(state))
+                image = sc.image.scratch(sc.files._writes(state))
                 try:
                     want = _replay_undone(image, tmp_path / "a")
                 except Unsupported:
@@ -730,7 +730,7 @@ def test_workers_share_clean_fsck_keys(runs: dict[str, RunDir], tmp_path: Path) 
     first appended, and makes the same lines.  A checker of another
     folder, or of the same recording changed, runs its own."""
     from harness.check.check import _chunks
-    from harness.check.worker import _run_folder
+    from harness.check.filepath import run_folder
 
     run = runs["sqlite-wal-full"]
     with LogReader(run.log) as r:
@@ -740,7 +740,7 @@ def test_workers_share_clean_fsck_keys(runs: dict[str, RunDir], tmp_path: Path) 
     def check(work: str, shared: Path) -> tuple[bytes, dict[str, int]]:
         sc = StateChecker(run, tmp_path / work, shared=shared)
         try:
-            return b"".join(sc.lines(c) for c in chunks), dict(sc.fast.stats)
+            return b"".join(sc.lines(c) for c in chunks), dict(sc.files.fast.stats)
         finally:
             sc.close()
 
@@ -750,12 +750,12 @@ def test_workers_share_clean_fsck_keys(runs: dict[str, RunDir], tmp_path: Path) 
     assert first == second == alone
     assert a["fsck_run"] > 0 and b["fsck_run"] == 0 and c["fsck_run"] == a["fsck_run"], (a, b, c)
     assert b["fsck_cached"] == a["fsck_cached"] + a["fsck_run"]
-    before = _run_folder(run)
+    before = run_folder(run)
     copy = RunDir(tmp_path / "copy")
     shutil.copytree(run.path, copy.path)
-    assert _run_folder(copy) != before  # another path
+    assert run_folder(copy) != before  # another path
     run.meta_path.write_bytes(run.meta_path.read_bytes() + b" ")
     try:
-        assert _run_folder(run) != before  # recorded again at the same path
+        assert run_folder(run) != before  # recorded again at the same path
     finally:
         run.meta_path.write_bytes(run.meta_path.read_bytes()[:-1])

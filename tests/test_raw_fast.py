@@ -1,5 +1,5 @@
 """The raw tier's fast path (a crash state's image from the durable image to
-the engine's checks in memory, no file: harness/check/worker.py) gives
+the engine's checks in memory, no file: harness/check/rawpath.py) gives
 byte-identical states.jsonl and result.json to the file path it replaced
 (CRASHLAB_RECOVERY=reference), on real recordings: a correct engine's
 reorder and torn states, and an unsafe one's (NOLOG) torn states, many of
@@ -17,6 +17,7 @@ from support import record_runs
 
 from checkers import dhl
 from harness.check.check import CheckOptions, check_run, default_window
+from harness.check.rawpath import MemoryPath, NativePath
 from harness.check.worker import StateChecker
 from harness.env import recovery_path
 from harness.logformat import LogReader
@@ -46,15 +47,16 @@ def test_the_fast_raw_path_gives_the_file_paths_verdicts(runs: dict[str, RunDir]
                                                          sut: str, strategy: str) -> None:
     run = runs[sut]
     checker = StateChecker(run, tmp_path / "w")
-    assert checker.in_memory and checker.native is not None  # the default: native facts
+    assert isinstance(checker.path, NativePath)  # the default: native facts
     checker.close()
     opts = CheckOptions(states=Options(strategy=strategy), jobs=2)
     fast = check_run(run, opts, tmp_path / "fast")
     with recovery_path("python"):
-        assert StateChecker(run, tmp_path / "w1").native is None
+        assert type(StateChecker(run, tmp_path / "w1").path) is MemoryPath
         check_run(run, opts, tmp_path / "python")
     with recovery_path("reference"):
-        assert not StateChecker(run, tmp_path / "w2").in_memory
+        checker = StateChecker(run, tmp_path / "w2")
+        assert checker.path is checker.files
         check_run(run, opts, tmp_path / "reference")
     assert fast["states"]["checked"] > 200
     assert _files(tmp_path / "fast") == _files(tmp_path / "reference")
@@ -68,16 +70,16 @@ def test_the_native_facts_are_the_python_checkers(runs: dict[str, RunDir], tmp_p
     examine_image on the same image, field by field."""
     run = runs[sut]
     sc = StateChecker(run, tmp_path / "w")
-    native = sc.native
-    assert native is not None
+    assert isinstance(sc.path, NativePath)
+    native, label = sc.path.native, sc.path.db_label
     compared, differ, fallbacks = 0, [], []
     with LogReader(run.log) as reader:
         for state in Enumeration(reader, default_window(run, Options(strategy=strategy))):
             sc.image.advance(state.durable_upto)
             writes = list(state.extents(sc.image.reader))
-            blob = native.examine(sc.image.size, sc.image.data_end, writes, sc.db_label)
+            blob = native.examine(sc.image.size, sc.image.data_end, writes, label)
             py = dhl.examine_image(lambda buf, w=writes: sc.image.load_state(buf, w),
-                                   sc.db_label, blockdev=True)
+                                   label, blockdev=True)
             if blob is None:  # a case the Python path takes (none in these runs)
                 fallbacks.append(state.id)
                 continue
@@ -100,7 +102,8 @@ def test_one_call_per_chunk_gives_each_states_own_facts(runs: dict[str, RunDir],
 
     run = runs[sut]
     sc = StateChecker(run, tmp_path / "w")
-    native = sc.native
+    assert isinstance(sc.path, NativePath)
+    native, label = sc.path.native, sc.path.db_label
     log = run.log.read_bytes()
     compared = 0
     with LogReader(run.log) as reader:
@@ -115,10 +118,10 @@ def test_one_call_per_chunk_gives_each_states_own_facts(runs: dict[str, RunDir],
                 assert [(o, bytes(n) if src is None else log[src:src + n])
                         for o, src, n in spans[-1]] == extents[-1], s.id
             got = native.examine_chunk(sc.image.size, sc.image.data_end, run.log, spans,
-                                       sc.db_label)
+                                       label)
             for s, blob, writes in zip(chunk, got, extents, strict=True):
                 assert blob == native.examine(sc.image.size, sc.image.data_end, writes,
-                                              sc.db_label), s.id
+                                              label), s.id
                 compared += blob is not None
     sc.close()
     assert compared > 200

@@ -243,7 +243,7 @@ def test_fast_path_is_taken(runs: dict[str, RunDir], tmp_path: Path, sut: str, m
     run = runs[sut]
     sc = StateChecker(run, tmp_path / "w", fast=True)
     try:
-        assert sc.fast is not None
+        assert sc.files.fast is not None
         with LogReader(run.log) as r:
             states = Enumeration(r, default_window(run, Options(strategy="reorder")))
             n = 0
@@ -252,12 +252,12 @@ def test_fast_path_is_taken(runs: dict[str, RunDir], tmp_path: Path, sut: str, m
                 n += 1
                 if n == 300:
                     break
-        st = sc.fast.stats
+        st = sc.files.fast.stats
         assert st["fast"] >= 0.9 * n, st
         assert st["fsck_cached"] > st["fsck_run"], st
         assert sc.image.full_copies <= st["fallback"] + 1
-        pid = sc.fast.session.pid if sc.fast.session else None
-        hits, unwritten = sc.cache_hits, sc.files_unwritten
+        pid = sc.files.fast.session.pid if sc.files.fast.session else None
+        hits, unwritten = sc.files.cache_hits, sc.files.files_unwritten
     finally:
         sc.close()
     if mode == "fast":

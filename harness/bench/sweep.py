@@ -32,6 +32,7 @@ from types import SimpleNamespace
 from typing import Any, TypeVar
 
 from harness.check.check import CheckOptions, _chunks, check_run, default_window
+from harness.check.rawpath import MemoryPath, NativePath
 from harness.check.worker import StateChecker
 from harness.env import recovery_path, work_folder
 from harness.logformat import LogReader
@@ -164,33 +165,39 @@ def _profile(run: RunDir, work: Path, n: int) -> None:
     img.scratch = _timed(stages, "materialise: scratch (restore + overlay)", img.scratch)  # type: ignore[method-assign]
     img.load_state = _timed(stages, "materialise: load state into memory (raw fast path)",  # type: ignore[method-assign]
                             img.load_state)
-    ck = sc.checker
-    sc.checker = SimpleNamespace(  # type: ignore[assignment]
+    ctx = sc.ctx
+    ck = ctx.engine
+    assert ck is not None
+    mem_key = "db: content key from memory (inside the in-process extraction)"
+    ctx.engine = SimpleNamespace(  # type: ignore[assignment]
+        IDS=ck.IDS, refused=ck.refused, run_checks=ck.run_checks,
+        native_examiner=ck.native_examiner, examine_image=ck.examine_image,
         content_key=_timed(stages, "db: content key (hash extracted files)", ck.content_key),
         examine=_timed(stages, "db: examine (SUT recovery + checks, cache misses)", ck.examine),
         judge=_timed(stages, "db: judge verdicts", ck.judge),
-    )
-    if sc.native is not None:  # as a check takes them: a chunk's states in one call
-        sc.native.examine_chunk = _timed(  # type: ignore[method-assign]
+        # the ext4 in-process path's key, counted apart below
+        content_key_of=None if ck.content_key_of is None else _timed(stages, mem_key,
+                                                                     ck.content_key_of))
+    native = sc.path.native if isinstance(sc.path, NativePath) else None
+    if native is not None:  # as a check takes them: a chunk's states in one call
+        native.examine_chunk = _timed(  # type: ignore[method-assign]
             stages, "db: native facts (one C call per chunk: images, engine, own reader)",
-            sc.native.examine_chunk)
-        sc.native.facts = _timed(stages, "db: parse native facts (new facts only)",  # type: ignore[method-assign]
-                                 sc.native.facts)
-    mem_key = "db: content key from memory (inside the in-process extraction)"
-    if hasattr(ck, "content_key_of"):  # the ext4 in-process path's key, counted apart below
-        sc.checker.content_key_of = _timed(stages, mem_key, ck.content_key_of)
-    if hasattr(ck, "examine_image"):  # it calls the loading, counted apart below
-        sc.checker.examine_image = _timed(
-            stages, "db: examine in memory (recovery + checks)", ck.examine_image)
+            native.examine_chunk)
+        native.facts = _timed(stages, "db: parse native facts (new facts only)",  # type: ignore[method-assign]
+                              native.facts)
+    memory = sc.path.memory if isinstance(sc.path, NativePath) else sc.path
+    if isinstance(memory, MemoryPath):  # it calls the loading, counted apart below
+        memory.examine_image = _timed(
+            stages, "db: examine in memory (recovery + checks)", memory.examine_image)
     saved = ext4fast.recover_ext4
     ext4fast.recover_ext4 = _timed(stages, "fs: reference fallback (full copy + e2fsprogs)",
                                    ext4fast.recover_ext4)
-    sc.fsobj = SimpleNamespace(  # type: ignore[assignment]
-        recover=_timed(stages, "fs: recover (raw: move the image)", sc.fsobj.recover))
+    ctx.fsobj = SimpleNamespace(  # type: ignore[assignment]
+        recover=_timed(stages, "fs: recover (raw: move the image)", ctx.fsobj.recover))
     saved_inproc = ext4fast.replay_and_extract
     ext4fast.replay_and_extract = _timed(  # type: ignore[assignment]
         stages, "fs: journal replay + extraction in process", ext4fast.replay_and_extract)
-    fast = sc.fast
+    fast = sc.files.fast
     if fast is not None:
         fast._fsck_key = _timed(stages, "fs: e2fsck cache key", fast._fsck_key)  # type: ignore[method-assign]
         fast._check = _timed(stages, "fs: check total", fast._check)  # type: ignore[method-assign]
@@ -210,7 +217,7 @@ def _profile(run: RunDir, work: Path, n: int) -> None:
     try:
         with LogReader(run.log) as r:
             states = Enumeration(r, default_window(run, Options(strategy="reorder")))
-            if sc.native is not None:  # the states.jsonl lines, as a worker makes them
+            if native is not None:  # the states.jsonl lines, as a worker makes them
                 for chunk in _chunks(iter(states), 0, n):
                     sc.lines(chunk)
                     count += len(chunk)
@@ -249,8 +256,8 @@ def _profile(run: RunDir, work: Path, n: int) -> None:
         print(f"    fast path: {extra['fast']} states ({extra['inproc']} in process, "
               f"{extra['inproc_declined']} passed to debugfs), {extra['fallback']} fell back to "
               f"the reference; e2fsck -fn run {extra['fsck_run']}, reused "
-              f"{extra['fsck_cached']}; DB facts reused {sc.cache_hits}, files not written "
-              f"{sc.files_unwritten}")
+              f"{extra['fsck_cached']}; DB facts reused {sc.files.cache_hits}, files not "
+              f"written {sc.files.files_unwritten}")
 
 
 def run() -> None:

@@ -57,7 +57,7 @@ import xxhash
 from checkers.agree import judge_agree
 from checkers.verdict import Verdict
 from harness.atomic import write_text_atomic
-from harness.check.records import CheckResult
+from harness.check.records import CheckResult, verdict_record
 from harness.errors import CrashlabError
 from harness.images import file_digest, file_sha256
 from harness.logformat import LogReader
@@ -209,8 +209,6 @@ def agree_record(nested: RunDir, first: FirstCrash, oracle: list[str]) -> dict[s
     """The run.jsonl line of REC-AGREE for ``first``: what the SUT's own
     open saw in the continuation ``nested`` against what the checkers
     recovered (checkers/agree.py)."""
-    from harness.check.worker import verdict_record
-
     meta = nested.meta()
     verdict = judge_agree(meta.runner, oracle, first.recovered, meta.exit_status)
     return dict(verdict_record(first.state_id, [verdict], acked=first.acked, begun=first.begun))

@@ -10,7 +10,13 @@ Counts of one invariant over a run's states: ``pass`` / ``fail`` / ``skip``
 
 from __future__ import annotations
 
-from typing import Any, TypedDict
+import json
+from json.encoder import encode_basestring_ascii
+from typing import TYPE_CHECKING, Any, TypedDict
+
+if TYPE_CHECKING:
+    from checkers.verdict import Verdict
+    from harness.states import State
 
 
 class StateRecord(TypedDict, total=False):
@@ -66,3 +72,55 @@ class CheckResult(TypedDict, total=False):
     coverage: dict[str, Any]  # harness/states/coverage.py summary
     multicrash: dict[str, Any]  # multicrash / recovery-crash: first crashes, continuations
     timing: dict[str, float]  # not written to result.json
+
+
+def verdict_record(rec_id: str, verdicts: list[Verdict], **head: int) -> StateRecord:
+    """A states.jsonl / run.jsonl line: ``id`` (then ``head``), each
+    invariant's status, and the skip and error reasons, the passes whose
+    situation did not arise, the failures — each key only when it has any."""
+    rec: StateRecord = {"id": rec_id, **head,  # type: ignore[typeddict-item]
+                        "v": {v.invariant: v.status for v in verdicts}}
+    skips = {v.invariant: v.explanation for v in verdicts if v.status == "skip"}
+    if skips:
+        rec["skip"] = skips
+    errors = {v.invariant: v.explanation for v in verdicts if v.status == "error"}
+    if errors:
+        rec["error"] = errors
+    idle = [v.invariant for v in verdicts if v.status == "pass" and not v.exercised]
+    if idle:
+        rec["ne"] = idle  # passed, but the situation did not arise
+    fails = [v.to_json() for v in verdicts if v.failed]
+    if fails:
+        rec["fail"] = fails
+    return rec
+
+
+def dump_line(rec: StateRecord) -> bytes:
+    """A record's states.jsonl line: sorted keys, ``json.dumps``'s
+    separators and ASCII escapes, a newline."""
+    return json.dumps(rec, sort_keys=True).encode() + b"\n"
+
+
+_MARK = "\x00id\x00"  # an ID no state has: where the ID goes in a cut line
+_MARK_JSON = encode_basestring_ascii(_MARK).encode()
+
+
+def cut_at_id(part: StateRecord) -> tuple[bytes, bytes] | None:
+    """The line of a record with the fields ``part`` and any ID, as the
+    bytes before and after the ID's JSON string (None: the mark is not
+    found exactly once, so the line must be made whole)."""
+    pieces = dump_line({"id": _MARK, **part}).split(_MARK_JSON)  # type: ignore[typeddict-item]
+    return (pieces[0], pieces[1]) if len(pieces) == 2 else None
+
+
+def state_record(state: State, verdicts: list[Verdict], marks: tuple[int, int]
+                 ) -> StateRecord:
+    """The line a state leaves in states.jsonl (``marks``: the acknowledged
+    and begun transactions it was judged against); with a failure, what
+    the state dropped and tore, and its cut."""
+    rec = verdict_record(state.id, verdicts, acked=marks[0], begun=marks[1])
+    if "fail" in rec:
+        rec["dropped"] = list(state.dropped_entries)
+        rec["torn"] = [e for e, _ in state.torn_entries]
+        rec["cut"] = [state.cut.lo, state.cut.hi]
+    return rec

@@ -1,8 +1,9 @@
 """Checks that judge a recorded run as a whole, not one crash state at a
-time, for DHL SUTs:
+time, for the SUTs whose engine has them (its checker's ``run_checks``,
+``checkers/engines.py``; DHL's):
 
 * DHL-T2, CC-NEXT, CC-MONO: over the successive images of every database
-  page in the log, once per run (``checkers.dhl_trace``), from the database
+  page in the log, once per run (DHL: ``checkers.dhl_trace``), from the database
   file's history that this stage prepares (``harness.filetrace``) *before*
   the states are checked: the walk also yields the run's facts (the pages
   each transaction wrote, the transaction behind each acknowledgement) that
@@ -12,7 +13,7 @@ time, for DHL SUTs:
   deterministic sample of the run's checked states, spread over the run,
   among the states whose recovery writes something (a state whose recovery
   writes nothing cannot be interrupted: it is tried and passed over, and
-  counted) (``checkers.recovery``).
+  counted) (DHL: ``checkers.recovery``).
 
 Their records have the shape of states.jsonl lines (``id`` is ``trace`` for
 the trace checks, the state ID for a sampled state) and go to run.jsonl.
@@ -26,14 +27,12 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
-from checkers.dhl_facts import RunFacts
-from checkers.dhl_trace import judge_run
 from checkers.engines import engine_of
-from checkers.recovery import crashsafe_verdict
+from checkers.protocol import RunChecks, RunFacts
 from checkers.verdict import Verdict, skipped
 from harness import filetrace
-from harness.check.records import StateRecord
-from harness.check.worker import StateChecker, verdict_record
+from harness.check.records import StateRecord, verdict_record
+from harness.check.worker import StateChecker
 from harness.env import work_folder
 from harness.fs.confined import links_on_way
 from harness.logformat import LogReader
@@ -90,28 +89,36 @@ def spread_ids(states_path: Path, limit: int | None = None) -> list[str]:
 @dataclass(frozen=True)
 class RunLevel:
     """The run-level stage's work done before the states are checked: the
-    trace verdicts (None: the SUT is not DHL) and the run's facts for the
-    per-state judges (None: no trace)."""
+    trace verdicts (None: the SUT's engine has no run-level checks), the
+    run's facts for the per-state judges (None: no trace), and the
+    engine's run-level checks."""
 
     trace: list[Verdict] | None = None
     facts: RunFacts | None = None
+    checks: RunChecks[RunFacts] | None = None
+
+
+def run_checks(run: RunDir) -> RunChecks[RunFacts] | None:
+    """The run-level checks of the engine of ``run``'s SUT (None: none)."""
+    sut = run.meta().sut
+    return None if sut is None else engine_of(get_sut(sut)).checker.run_checks
 
 
 def prepare_run_level(run: RunDir, workroot: Path) -> RunLevel:
-    """Walk the database file's history of a DHL run once: the trace
-    verdicts and the run's facts."""
-    sut = run.meta().sut
-    if sut is None or not engine_of(get_sut(sut)).run_level:
+    """Walk the database file's history of a run once, where its engine has
+    run-level checks: the trace verdicts and the run's facts."""
+    checks = run_checks(run)
+    if checks is None:
         return RunLevel()
     work = _fresh(workroot / "trace")
     history = filetrace.prepare(run, work)
     try:
-        verdicts, facts = judge_run(history)
+        verdicts, facts = checks.judge_run(history)
     finally:
         if isinstance(history, filetrace.FileTrace):
             history.close()
         shutil.rmtree(work, ignore_errors=True)
-    return RunLevel(verdicts, facts)
+    return RunLevel(verdicts, facts, checks)
 
 
 def trace_verdicts(run: RunDir) -> list[Verdict]:
@@ -126,9 +133,10 @@ def trace_verdicts(run: RunDir) -> list[Verdict]:
 
 def run_level_records(run: RunDir, states_path: Path, workroot: Path,
                       crashsafe_sample: int, level: RunLevel) -> list[StateRecord]:
-    """The run-level records of ``run`` (none for a SUT that is not DHL)."""
+    """The run-level records of ``run`` (none where its engine has no
+    run-level checks)."""
     meta = run.meta()
-    if level.trace is None:
+    if level.trace is None or level.checks is None:
         return []
     out = [record(TRACE_ID, level.trace)]
     if crashsafe_sample <= 0:
@@ -146,7 +154,8 @@ def run_level_records(run: RunDir, states_path: Path, workroot: Path,
                 db = files / str(meta.db)
                 if links_on_way(files, str(meta.db)) is not None or not db.exists():
                     continue  # lost, or a link of the recovered tree: nothing to recover
-                v = crashsafe_verdict(db, _fresh(workroot / "cs"), blockdev=checker.blockdev)
+                v = level.checks.crashsafe(db, _fresh(workroot / "cs"),
+                                           blockdev=checker.ctx.blockdev)
                 if v.status == "pass" and v.actual == 0:
                     continue  # recovery wrote nothing: it cannot be interrupted
                 out.append(record(sid, [v]))

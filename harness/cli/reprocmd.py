@@ -217,17 +217,18 @@ def repro_cmd(run: Path, state_id: str, out: Path | None, shell: bool, force: bo
             checker.close()
         assert rec is not None
         recovered = folder / "recovered.img"
+        ctx = checker.ctx
         with LogReader(rd.log) as reader:
             x = explain_state(
-                reader, state_from_id(reader, state_id, rd.log_order), fs=checker.fsobj,
+                reader, state_from_id(reader, state_id, rd.log_order), fs=ctx.fsobj,
                 base=verified_base_for_run(rd), crash_image=folder / "crash.img",
-                recovered=recovered if rec.ok and checker.fsobj.has_files else None,
-                db_name=checker.db_name, workdir=work / "explain",
-                mode=checker.sut.mode if checker.sut else "",
-                nvram_at=checker.nvram[0] if checker.nvram else None)
+                recovered=recovered if rec.ok and ctx.fsobj.has_files else None,
+                db_name=ctx.db_name, workdir=work / "explain",
+                mode=ctx.sut.mode if ctx.sut else "",
+                nvram_at=ctx.nvram[0] if ctx.nvram else None)
         steps = rec.steps + ([rec.detail] if rec.detail else [])
-        engine = engine_of(checker.sut) if checker.sut else None  # None: the user's command
-        files = describe_files(folder / "files", checker.db_name) \
+        engine = engine_of(ctx.sut) if ctx.sut else None  # None: the user's command
+        files = describe_files(folder / "files", ctx.db_name) \
             if engine and engine.sidecar_files else []
         write_json_atomic(folder / REPRO_NAME, {
             "run": str(run), "state": state_id,
@@ -242,9 +243,9 @@ def repro_cmd(run: Path, state_id: str, out: Path | None, shell: bool, force: bo
         def shell_cmd(where: Path) -> list[str]:
             if engine is None:  # no engine to open it with: a shell among the files
                 return ["sh", "-c", f"cd {shlex.quote(str(where / 'files'))} && exec sh"]
-            return engine.shell_command(where / "files" / checker.db_name)
+            return engine.shell_command(where / "files" / ctx.db_name)
 
-        linked = links_on_way(folder / "files", checker.db_name) if engine else None
+        linked = links_on_way(folder / "files", ctx.db_name) if engine else None
         if linked is not None and (shell or out is not None):  # its tool would follow it
             click.echo(f"shell: none: {linked}")
         elif shell and interactive and (folder / "files").exists():
