@@ -47,8 +47,9 @@ def runs() -> Iterator[dict[str, RunDir]]:
 
 def check(run: RunDir, *args: str, strategy: str = "prefix") -> dict:  # type: ignore[type-arg]
     out = run.path / "check" / f"{strategy}-{'-'.join(args).replace('/', '_')}"
+    # --force: two tests check the same run with the same faults into one folder
     p = crashlab("check", str(run.path), "--strategy", strategy, "-j", "2", "--no-progress",
-                 "--out", str(out), *args)
+                 "--out", str(out), "--force", *args)
     assert p.returncode in (0, 1), p.stderr
     return json.loads((out / "result.json").read_text())
 
