@@ -80,22 +80,28 @@ def _base_sha256(path: Path) -> str:
 
 def _base_path(run: RunDir, named: str) -> Path | None:
     """meta.json's base image path where it may be taken (see
-    :func:`verified_base_for_run`) and exists; None otherwise."""
+    :func:`verified_base_for_run`) and exists; else a file of its name in
+    the run's own folder (a continuation's crash state travels with its run
+    folder when the sweep is copied or moved); None otherwise."""
     path = Path(named)
-    if not path.is_absolute():
+    top = run.path.resolve()
+    if path.is_absolute():
+        real = resolved(path)
+        if (real.parent == IMAGES_DIR.resolve() or real.is_relative_to(top)) and real.exists():
+            return real
+    if path.name in ("", ".", ".."):
         return None
-    real = resolved(path)
-    if not (real.parent == IMAGES_DIR.resolve() or real.is_relative_to(run.path.resolve())):
-        return None
-    return real if real.exists() else None
+    carried = resolved(top / path.name)
+    return carried if carried.is_relative_to(top) and carried.exists() else None
 
 
 def verified_base_for_run(run: RunDir) -> Path:
     """The base image a run was recorded on, checked against its digest.
     meta.json's path is taken only where a base image may be: in
-    ``images/`` or inside the run's folder (a continuation's crash state);
-    elsewhere (another machine's checkout, or a hostile path) the image of
-    its file system is used, and its digest must match all the same."""
+    ``images/`` or inside the run's folder (a continuation's crash state,
+    also when the folder was copied: :func:`_base_path`); elsewhere
+    (another machine's checkout, or a hostile path) the image of its file
+    system is used, and its digest must match all the same."""
     image = run.meta().image
     if image is None:
         raise CrashlabError(f"{run.path}: meta.json names no base image: pass --base")
