@@ -201,17 +201,21 @@ class Interrupted(KeyboardInterrupt):
 
 
 Handler = Callable[[int, FrameType | None], None]
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
 
 @contextlib.contextmanager
 def _on_stop_signals(handler: Handler) -> Iterator[None]:
     """While active, ``handler`` receives SIGINT and SIGTERM; the previous
-    handlers come back afterwards.  Signal handlers belong to the main
-    thread: elsewhere this does nothing."""
+    handlers come back afterwards.  An ignored signal stays ignored (a pool
+    worker leaves Ctrl-C to its parent; a background job of a script was
+    started so).  Signal handlers belong to the main thread: elsewhere this
+    does nothing."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
-    old = {s: signal.signal(s, handler) for s in (signal.SIGINT, signal.SIGTERM)}
+    old = {s: signal.signal(s, handler) for s in STOP_SIGNALS
+           if signal.getsignal(s) is not signal.SIG_IGN}
     try:
         yield
     finally:
@@ -219,28 +223,50 @@ def _on_stop_signals(handler: Handler) -> Iterator[None]:
             signal.signal(s, h)
 
 
+def _raiser(received: list[int]) -> Handler:
+    """A handler that notes the signal in ``received`` and raises
+    :class:`Interrupted`."""
+
+    def handler(signum: int, frame: FrameType | None) -> None:
+        received.append(signum)
+        raise Interrupted(signal.Signals(signum).name)
+
+    return handler
+
+
+def _raise_if_any(received: list[int]) -> Callable[[], None]:
+    def check() -> None:
+        if received:
+            raise Interrupted(signal.Signals(received[0]).name)
+
+    return check
+
+
 @contextlib.contextmanager
-def signals_raise() -> Iterator[None]:
+def signals_raise() -> Iterator[Callable[[], None]]:
     """While active, SIGINT and SIGTERM raise :class:`Interrupted` in the main
-    thread (so that ``finally`` blocks tear everything down)."""
+    thread (so that ``finally`` blocks tear everything down).  Yields a
+    function for safe points: it raises :class:`Interrupted` if one arrived
+    in the meantime.  Python drops an exception raised while it runs a
+    ``__del__`` or a weakref callback (multiprocessing closes a worker's
+    pipes in one: "Exception ignored in: <Finalize object, dead>"), and
+    a Ctrl-C must not be lost so."""
+    received: list[int] = []
+    with _on_stop_signals(_raiser(received)):
+        yield _raise_if_any(received)
 
-    def handler(signum: int, frame: FrameType | None) -> None:
-        raise Interrupted(signal.Signals(signum).name)
 
-    with _on_stop_signals(handler):
-        yield
-
-
-def raise_on_sigterm() -> None:
-    """From now on (main thread), SIGTERM raises :class:`Interrupted` as
-    Ctrl-C raises KeyboardInterrupt: ``timeout`` and CI runners send it, and
-    the default action would kill the process with its workers, helpers and
-    work folder left behind."""
-
-    def handler(signum: int, frame: FrameType | None) -> None:
-        raise Interrupted(signal.Signals(signum).name)
-
-    signal.signal(signal.SIGTERM, handler)
+def raise_on_stop_signals() -> Callable[[], None]:
+    """From now on (main thread), SIGINT and SIGTERM raise :class:`Interrupted`,
+    also when the process was started ignoring them (a background job of a
+    script): ``timeout`` and CI runners send SIGTERM, and its default action
+    would kill the process with its workers, helpers and work folder left
+    behind.  Returns the safe-point check of :func:`signals_raise`."""
+    received: list[int] = []
+    if threading.current_thread() is threading.main_thread():
+        for s in STOP_SIGNALS:
+            signal.signal(s, _raiser(received))
+    return _raise_if_any(received)
 
 
 def worker_signals() -> None:

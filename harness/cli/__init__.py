@@ -1,14 +1,37 @@
 """The ``crashlab`` command: one click group; each subcommand lives in the
-module of its pipeline stage and is registered here, in pipeline order."""
+module of its pipeline stage and is registered here, in pipeline order.
+
+The console script imports this module before it calls :func:`main`, and
+the imports take a few tenths of a second: a SIGINT or SIGTERM until
+:func:`main` takes over ends the command at once, with the message and exit
+status of a later one (nothing has been built yet) and no traceback."""
 
 from __future__ import annotations
 
+import signal
 import sys
+from typing import NoReturn
 
-import click
 
-from harness.errors import CrashlabError
-from harness.sysops import Interrupted, raise_on_sigterm
+def interrupted_exit(signum: int) -> NoReturn:
+    """Say that the command was interrupted by ``signum`` and exit with 128 +
+    ``signum`` (130 for Ctrl-C)."""
+    name = "SIGTERM" if signum == signal.SIGTERM else "SIGINT"
+    print(f"crashlab: interrupted ({name}); `--resume` continues", file=sys.stderr)
+    sys.exit(128 + signum)
+
+
+def _interrupted_early(signum: int, frame: object) -> NoReturn:
+    interrupted_exit(signum)
+
+
+signal.signal(signal.SIGINT, _interrupted_early)
+signal.signal(signal.SIGTERM, _interrupted_early)
+
+import click  # noqa: E402
+
+from harness.errors import CrashlabError  # noqa: E402
+from harness.sysops import Interrupted, raise_on_stop_signals  # noqa: E402
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -40,18 +63,34 @@ def _register() -> None:
 
 
 def main() -> None:
-    """Entry point: bad input becomes one line on stderr and exit code 2."""
-    _register()
-    raise_on_sigterm()
+    """Entry point: bad input becomes one line on stderr and exit code 2;
+    SIGINT and SIGTERM one line and 128 + the signal's number."""
     try:
+        _main()
+    except KeyboardInterrupt as e:  # one more while an error was being reported
+        interrupted_exit(_signum(e))
+    finally:
+        # The command is over: one more while the interpreter exits ends
+        # the process as the default action does, quietly.
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+
+def _signum(e: BaseException) -> int:
+    """The signal behind an interrupt (click turns KeyboardInterrupt into
+    Abort; the signal rides along)."""
+    cause = e.__cause__ if isinstance(e, click.exceptions.Abort) else e
+    return cause.signum if isinstance(cause, Interrupted) else signal.SIGINT
+
+
+def _main() -> None:
+    stopped = raise_on_stop_signals()  # first: unwinds through every teardown from now on
+    try:
+        _register()
         rc = cli.main(standalone_mode=False)
+        stopped()  # one that Python swallowed (in a __del__) still ends it as interrupted
     except (click.exceptions.Abort, KeyboardInterrupt) as e:
-        # click turns KeyboardInterrupt into Abort; the signal rides along.
-        cause = e.__cause__ if isinstance(e, click.exceptions.Abort) else e
-        signum = cause.signum if isinstance(cause, Interrupted) else 2
-        click.echo(f"crashlab: interrupted ({'SIGTERM' if signum == 15 else 'SIGINT'});"
-                   " `--resume` continues", err=True)
-        sys.exit(128 + signum)
+        interrupted_exit(_signum(e))
     except click.ClickException as e:
         e.show()
         sys.exit(2 if isinstance(e, click.UsageError) else e.exit_code)
