@@ -4,7 +4,9 @@ module of its pipeline stage and is registered here, in pipeline order.
 The console script imports this module before it calls :func:`main`, and
 the imports take a few tenths of a second: a SIGINT or SIGTERM until
 :func:`main` takes over ends the command at once, with the message and exit
-status of a later one (nothing has been built yet) and no traceback."""
+status of a later one (nothing has been built yet) and no traceback.  One
+during the interpreter's own start-up waits, blocked, until this module's
+first lines (the launcher that setup.sh writes)."""
 
 from __future__ import annotations
 
@@ -27,6 +29,9 @@ def _interrupted_early(signum: int, frame: object) -> NoReturn:
 
 signal.signal(signal.SIGINT, _interrupted_early)
 signal.signal(signal.SIGTERM, _interrupted_early)
+# The console script starts the interpreter with both blocked (setup.sh): one
+# that arrived while Python itself started is delivered now, to the handler.
+signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT, signal.SIGTERM})
 
 import click  # noqa: E402
 
