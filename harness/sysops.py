@@ -9,11 +9,13 @@ import contextlib
 import os
 import signal
 import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from types import FrameType
+from typing import Any
 
 from harness.errors import CrashlabError
 
@@ -261,12 +263,29 @@ def raise_on_stop_signals() -> Callable[[], None]:
     also when the process was started ignoring them (a background job of a
     script): ``timeout`` and CI runners send SIGTERM, and its default action
     would kill the process with its workers, helpers and work folder left
-    behind.  Returns the safe-point check of :func:`signals_raise`."""
+    behind.  Then both are unblocked: one that was held back while the
+    process started (the crashlab launcher blocks them) is raised now.  One
+    that Python has to drop (raised in a ``__del__`` or weakref callback)
+    is not printed: it is raised again by the returned safe-point check
+    (as :func:`signals_raise`'s)."""
     received: list[int] = []
     if threading.current_thread() is threading.main_thread():
         for s in STOP_SIGNALS:
             signal.signal(s, _raiser(received))
+        sys.unraisablehook = _quiet_about_interrupts(sys.unraisablehook)
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)
     return _raise_if_any(received)
+
+
+def _quiet_about_interrupts(hook: Callable[[Any], None]) -> Callable[[Any], None]:
+    """``hook`` (what reports an exception Python drops) for all but an
+    :class:`Interrupted`, which the safe-point check raises again."""
+
+    def quiet(unraisable: Any) -> None:  # noqa: ANN401
+        if not isinstance(unraisable.exc_value, Interrupted):
+            hook(unraisable)
+
+    return quiet
 
 
 def worker_signals() -> None:

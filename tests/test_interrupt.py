@@ -19,7 +19,7 @@ import signal
 import subprocess
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +35,16 @@ from harness.sysops import Interrupted, signals_raise
 ROOT = Path(__file__).resolve().parent.parent
 OK, WHY = FuseBackend.available()
 needs_fuse = pytest.mark.skipif(not OK, reason=f"fuse backend: {WHY}")
+
+
+@pytest.fixture(autouse=True)
+def _ctrl_c_as_in_a_terminal() -> Iterator[None]:
+    """SIGINT at Python's default handler, also when pytest runs in a
+    background job (which starts it ignored; a check leaves an ignored
+    signal ignored)."""
+    old = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, old)
 
 
 def _sigint_self() -> None:

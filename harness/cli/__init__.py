@@ -1,12 +1,11 @@
 """The ``crashlab`` command: one click group; each subcommand lives in the
 module of its pipeline stage and is registered here, in pipeline order.
 
-The console script imports this module before it calls :func:`main`, and
-the imports take a few tenths of a second: a SIGINT or SIGTERM until
-:func:`main` takes over ends the command at once, with the message and exit
-status of a later one (nothing has been built yet) and no traceback.  One
-during the interpreter's own start-up waits, blocked, until this module's
-first lines (the launcher that setup.sh writes)."""
+SIGINT and SIGTERM end a command with one line and 128 + the signal's
+number, after every teardown, never with a traceback.  The console script
+starts the interpreter with both blocked (the launcher line setup.sh
+writes), so that one during Python's own start-up and the imports (a few
+tenths of a second) waits until :func:`main` has installed its handlers."""
 
 from __future__ import annotations
 
@@ -14,29 +13,10 @@ import signal
 import sys
 from typing import NoReturn
 
+import click
 
-def interrupted_exit(signum: int) -> NoReturn:
-    """Say that the command was interrupted by ``signum`` and exit with 128 +
-    ``signum`` (130 for Ctrl-C)."""
-    name = "SIGTERM" if signum == signal.SIGTERM else "SIGINT"
-    print(f"crashlab: interrupted ({name}); `--resume` continues", file=sys.stderr)
-    sys.exit(128 + signum)
-
-
-def _interrupted_early(signum: int, frame: object) -> NoReturn:
-    interrupted_exit(signum)
-
-
-signal.signal(signal.SIGINT, _interrupted_early)
-signal.signal(signal.SIGTERM, _interrupted_early)
-# The console script starts the interpreter with both blocked (setup.sh): one
-# that arrived while Python itself started is delivered now, to the handler.
-signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT, signal.SIGTERM})
-
-import click  # noqa: E402
-
-from harness.errors import CrashlabError  # noqa: E402
-from harness.sysops import Interrupted, raise_on_stop_signals  # noqa: E402
+from harness.errors import CrashlabError
+from harness.sysops import Interrupted, raise_on_stop_signals, signals_deferred
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -81,6 +61,14 @@ def main() -> None:
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
 
 
+def interrupted_exit(signum: int) -> NoReturn:
+    """Say that the command was interrupted by ``signum`` and exit with 128 +
+    ``signum`` (130 for Ctrl-C)."""
+    name = "SIGTERM" if signum == signal.SIGTERM else "SIGINT"
+    click.echo(f"crashlab: interrupted ({name}); `--resume` continues", err=True)
+    sys.exit(128 + signum)
+
+
 def _signum(e: BaseException) -> int:
     """The signal behind an interrupt (click turns KeyboardInterrupt into
     Abort; the signal rides along)."""
@@ -89,9 +77,11 @@ def _signum(e: BaseException) -> int:
 
 
 def _main() -> None:
-    stopped = raise_on_stop_signals()  # first: unwinds through every teardown from now on
     try:
-        _register()
+        # first: one that came while the interpreter started is raised here
+        stopped = raise_on_stop_signals()
+        with signals_deferred():  # raised in importlib's weakref callbacks, it would be dropped
+            _register()
         rc = cli.main(standalone_mode=False)
         stopped()  # one that Python swallowed (in a __del__) still ends it as interrupted
     except (click.exceptions.Abort, KeyboardInterrupt) as e:

@@ -35,8 +35,8 @@ if [ ! -x .venv/bin/python ] || [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; th
     echo "$want" > "$stamp"
 fi
 # The crashlab command starts its interpreter with SIGINT and SIGTERM blocked
-# (env --block-signal): one during Python's own start-up waits for the handler
-# that harness/cli installs first, instead of a traceback (harness/cli).
+# (env --block-signal): one during Python's start-up and imports waits for the
+# handlers that crashlab's main() installs, instead of a traceback (harness/cli).
 launcher="#!/usr/bin/env -S --block-signal=INT,TERM $root/.venv/bin/python"
 if [ "$(head -n 1 .venv/bin/crashlab)" != "$launcher" ]; then
     sed -i "1c\\$launcher" .venv/bin/crashlab
