@@ -291,9 +291,26 @@ def _quiet_about_interrupts(hook: Callable[[Any], None]) -> Callable[[Any], None
 def worker_signals() -> None:
     """In a forked pool worker: SIGTERM (what ``Pool.terminate`` sends) ends
     it at once, and a terminal's Ctrl-C is left to the parent, which stops
-    the pool in order; the worker inherited the parent's handlers."""
+    the pool in order; the worker inherited the parent's handlers, and
+    both signals blocked (:func:`signals_blocked`): one sent before this
+    point was held, and now takes effect."""
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)
+
+
+@contextlib.contextmanager
+def signals_blocked() -> Iterator[None]:
+    """While active, SIGINT and SIGTERM are blocked in this thread: the
+    kernel holds them until the end.  A process forked (and a thread
+    started) meanwhile starts with them blocked too, so that it cannot
+    receive one before it has set its own handlers
+    (:func:`worker_signals`)."""
+    old = signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, old)
 
 
 @contextlib.contextmanager

@@ -17,6 +17,7 @@ import os
 import shutil
 import signal
 import subprocess
+import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -125,6 +126,60 @@ def test_sigint_while_the_pool_starts(run: RunDir, tmp_path: Path, point: str,
         _check(run, tmp_path / "out")
     _no_worker_left()
     assert not (tmp_path / "out" / RESULT_NAME).exists()
+
+
+@pytest.mark.root
+@needs_fuse
+@pytest.mark.usefixtures("private_tmp")
+def test_a_worker_stopped_before_it_set_its_handlers(run: RunDir, tmp_path: Path,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """SIGINT right after the workers were forked; they are slow to set
+    their own handlers.  Pool.terminate's SIGTERM reached a worker while
+    it still had the parent's handler (the one deferring signals while
+    the pool starts), which took it: the worker lived on and the check
+    waited for it forever (seen under load).  A watchdog ends that after
+    30 s, and the test fails."""
+    import harness.check.check as check
+
+    forked = multiprocessing.pool.Pool._repopulate_pool
+
+    def hook(self: Any) -> Any:  # noqa: ANN401
+        done = forked(self)
+        _sigint_self()
+        return done
+
+    def slow_worker_signals() -> None:
+        time.sleep(1)
+        check_worker_signals()
+
+    check_worker_signals = check.worker_signals
+    monkeypatch.setattr(multiprocessing.pool.Pool, "_repopulate_pool", hook)
+    monkeypatch.setattr(check, "worker_signals", slow_worker_signals)
+    killed: list[int] = []
+    watchdog = threading.Timer(30, lambda: killed.extend(_kill_children()))
+    watchdog.start()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            _check(run, tmp_path / "out")
+    finally:
+        watchdog.cancel()
+    assert killed == [], "the check waited for a worker that lived on"
+    _no_worker_left()
+
+
+def _kill_children() -> list[int]:
+    """SIGKILL this process's children; their PIDs."""
+    me = str(os.getpid())
+    pids = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            if stat.read_text().rsplit(")", 1)[1].split()[1] == me:
+                pids.append(int(stat.parent.name))
+        except (OSError, IndexError):
+            continue
+    for pid in pids:
+        os.kill(pid, signal.SIGKILL)
+    return pids
 
 
 @pytest.mark.root

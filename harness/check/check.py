@@ -69,7 +69,7 @@ from harness.states import Enumeration, Options, State, coverage
 from harness.states.epochs import Epoch, iter_epochs, merge_epochs
 from harness.states.inject import Spans
 from harness.states.stateid import StateKey
-from harness.sysops import signals_deferred, signals_raise, worker_signals
+from harness.sysops import signals_blocked, signals_deferred, signals_raise, worker_signals
 from workloads.run import oracle_from_meta
 
 CHUNK = 32  # states per task: small enough to balance two workers, large enough to amortise IPC
@@ -415,11 +415,15 @@ def _worker_pool(jobs: int, init_args: tuple[Any, ...]) -> Iterator[Pool]:
     A SIGINT or SIGTERM while the pool starts or stops is raised once it
     has: escaping ``Pool()`` it would leave a half-built pool whose thread
     forks new workers while the interpreter exits (a hang, or orphaned
-    workers), and inside ``join`` or ``terminate`` workers behind."""
+    workers), and inside ``join`` or ``terminate`` workers behind.  The
+    workers (and the pool's threads, which fork replacements) start with
+    both signals blocked: ``terminate``'s SIGTERM to a worker that has not
+    yet set its handlers would otherwise be taken by the parent's
+    deferring one, and the worker joined forever."""
     pool: Pool | None = None
     finished = False
     try:
-        with signals_deferred():
+        with signals_deferred(), signals_blocked():
             pool = multiprocessing.get_context("fork").Pool(jobs, _init_pool_worker, init_args)
         yield pool
         finished = True
