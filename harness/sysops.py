@@ -9,11 +9,13 @@ import contextlib
 import os
 import signal
 import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from types import FrameType
+from typing import Any
 
 from harness.errors import CrashlabError
 
@@ -201,17 +203,21 @@ class Interrupted(KeyboardInterrupt):
 
 
 Handler = Callable[[int, FrameType | None], None]
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
 
 @contextlib.contextmanager
 def _on_stop_signals(handler: Handler) -> Iterator[None]:
     """While active, ``handler`` receives SIGINT and SIGTERM; the previous
-    handlers come back afterwards.  Signal handlers belong to the main
-    thread: elsewhere this does nothing."""
+    handlers come back afterwards.  An ignored signal stays ignored (a pool
+    worker leaves Ctrl-C to its parent; a background job of a script was
+    started so).  Signal handlers belong to the main thread: elsewhere this
+    does nothing."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
-    old = {s: signal.signal(s, handler) for s in (signal.SIGINT, signal.SIGTERM)}
+    old = {s: signal.signal(s, handler) for s in STOP_SIGNALS
+           if signal.getsignal(s) is not signal.SIG_IGN}
     try:
         yield
     finally:
@@ -219,36 +225,92 @@ def _on_stop_signals(handler: Handler) -> Iterator[None]:
             signal.signal(s, h)
 
 
+def _raiser(received: list[int]) -> Handler:
+    """A handler that notes the signal in ``received`` and raises
+    :class:`Interrupted`."""
+
+    def handler(signum: int, frame: FrameType | None) -> None:
+        received.append(signum)
+        raise Interrupted(signal.Signals(signum).name)
+
+    return handler
+
+
+def _raise_if_any(received: list[int]) -> Callable[[], None]:
+    def check() -> None:
+        if received:
+            raise Interrupted(signal.Signals(received[0]).name)
+
+    return check
+
+
 @contextlib.contextmanager
-def signals_raise() -> Iterator[None]:
+def signals_raise() -> Iterator[Callable[[], None]]:
     """While active, SIGINT and SIGTERM raise :class:`Interrupted` in the main
-    thread (so that ``finally`` blocks tear everything down)."""
+    thread (so that ``finally`` blocks tear everything down).  Yields a
+    function for safe points: it raises :class:`Interrupted` if one arrived
+    in the meantime.  Python drops an exception raised while it runs a
+    ``__del__`` or a weakref callback (multiprocessing closes a worker's
+    pipes in one: "Exception ignored in: <Finalize object, dead>"), and
+    a Ctrl-C must not be lost so."""
+    received: list[int] = []
+    with _on_stop_signals(_raiser(received)):
+        yield _raise_if_any(received)
 
-    def handler(signum: int, frame: FrameType | None) -> None:
-        raise Interrupted(signal.Signals(signum).name)
 
-    with _on_stop_signals(handler):
-        yield
+def raise_on_stop_signals() -> Callable[[], None]:
+    """From now on (main thread), SIGINT and SIGTERM raise :class:`Interrupted`,
+    also when the process was started ignoring them (a background job of a
+    script): ``timeout`` and CI runners send SIGTERM, and its default action
+    would kill the process with its workers, helpers and work folder left
+    behind.  Then both are unblocked: one that was held back while the
+    process started (the crashlab launcher blocks them) is raised now.  One
+    that Python has to drop (raised in a ``__del__`` or weakref callback)
+    is not printed: it is raised again by the returned safe-point check
+    (as :func:`signals_raise`'s)."""
+    received: list[int] = []
+    if threading.current_thread() is threading.main_thread():
+        for s in STOP_SIGNALS:
+            signal.signal(s, _raiser(received))
+        sys.unraisablehook = _quiet_about_interrupts(sys.unraisablehook)
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)
+    return _raise_if_any(received)
 
 
-def raise_on_sigterm() -> None:
-    """From now on (main thread), SIGTERM raises :class:`Interrupted` as
-    Ctrl-C raises KeyboardInterrupt: ``timeout`` and CI runners send it, and
-    the default action would kill the process with its workers, helpers and
-    work folder left behind."""
+def _quiet_about_interrupts(hook: Callable[[Any], None]) -> Callable[[Any], None]:
+    """``hook`` (what reports an exception Python drops) for all but an
+    :class:`Interrupted`, which the safe-point check raises again."""
 
-    def handler(signum: int, frame: FrameType | None) -> None:
-        raise Interrupted(signal.Signals(signum).name)
+    def quiet(unraisable: Any) -> None:  # noqa: ANN401
+        if not isinstance(unraisable.exc_value, Interrupted):
+            hook(unraisable)
 
-    signal.signal(signal.SIGTERM, handler)
+    return quiet
 
 
 def worker_signals() -> None:
     """In a forked pool worker: SIGTERM (what ``Pool.terminate`` sends) ends
     it at once, and a terminal's Ctrl-C is left to the parent, which stops
-    the pool in order; the worker inherited the parent's handlers."""
+    the pool in order; the worker inherited the parent's handlers, and
+    both signals blocked (:func:`signals_blocked`): one sent before this
+    point was held, and now takes effect."""
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)
+
+
+@contextlib.contextmanager
+def signals_blocked() -> Iterator[None]:
+    """While active, SIGINT and SIGTERM are blocked in this thread: the
+    kernel holds them until the end.  A process forked (and a thread
+    started) meanwhile starts with them blocked too, so that it cannot
+    receive one before it has set its own handlers
+    (:func:`worker_signals`)."""
+    old = signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, old)
 
 
 @contextlib.contextmanager

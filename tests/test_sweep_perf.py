@@ -189,34 +189,42 @@ def test_interrupted_check_leaves_no_debugfs_and_no_folder(
     runs: dict[str, RunDir], tmp_path: Path,
 ) -> None:
     """Ctrl-C (SIGINT to the whole process group, as a terminal sends it)
-    in the middle of a 2-worker check: every process of the run is gone
-    and the work folders are removed."""
+    in the middle of a 2-worker check: the check stops with the interrupt
+    (no result.json), every process of the run is gone and the work
+    folders are removed.  The check cannot finish first: after its first
+    chunk its progress callback waits (the workers go on) until the
+    signal; the whole check takes a fraction of a second, less than a
+    loaded machine may take between two lines of this test.  The child
+    starts with Ctrl-C at its default, as in a terminal, also when this
+    test runs in a background job (which ignores SIGINT)."""
     token = f"CRASHLAB_TEST_TOKEN={uuid.uuid4().hex}"
     work = tmp_path / "tmp"
     work.mkdir()
     code = (
-        "import sys; from pathlib import Path; from harness.rundir import RunDir; "
+        "import signal, sys, time; signal.signal(signal.SIGINT, signal.default_int_handler); "
+        "from pathlib import Path; from harness.rundir import RunDir; "
         "from harness.states import Options; "
         "from harness.check.check import CheckOptions, check_run; "
         "check_run(RunDir(Path(sys.argv[1])), "
         "CheckOptions(states=Options(strategy='reorder'), jobs=2), Path(sys.argv[2]), "
-        "on_progress=lambda g, c: print(c, flush=True))"
+        "on_progress=lambda g, c: (print(c, flush=True), time.sleep(60)))"
     )
     env = {**os.environ, "CRASHLAB_TMPDIR": str(work), token.split("=")[0]: token.split("=")[1]}
     p = subprocess.Popen([sys.executable, "-c", code, str(runs["sqlite-delete-extra"].path),
                           str(tmp_path / "out")], cwd=ROOT, env=env, stdout=subprocess.PIPE,
                          stderr=subprocess.PIPE, text=True, start_new_session=True)
     assert p.stdout is not None
-    p.stdout.readline()  # a first chunk is done: workers and their debugfs run
+    assert p.stdout.readline().strip().isdigit()  # a first chunk is done, the workers run
     assert len(tagged(token)) >= 3  # parent, 2 workers (+ debugfs)
     os.killpg(p.pid, signal.SIGINT)
     try:
-        p.wait(timeout=60)
+        _, err = p.communicate(timeout=60)
     except subprocess.TimeoutExpired:
         os.killpg(p.pid, signal.SIGKILL)
         p.wait()
         pytest.fail("check did not stop on SIGINT")
-    assert p.returncode != 0
+    assert p.returncode != 0 and err.rstrip().endswith("Interrupted: SIGINT"), err
+    assert not (tmp_path / "out" / RESULT_NAME).exists()
     deadline = time.monotonic() + 5
     while tagged(token) and time.monotonic() < deadline:
         time.sleep(0.05)

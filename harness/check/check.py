@@ -41,6 +41,7 @@ import tempfile
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field
+from multiprocessing.pool import Pool
 from pathlib import Path
 from typing import Any, BinaryIO
 
@@ -69,7 +70,7 @@ from harness.states import Enumeration, Options, State, coverage
 from harness.states.epochs import Epoch, iter_epochs, merge_epochs
 from harness.states.inject import Spans
 from harness.states.stateid import StateKey
-from harness.sysops import worker_signals
+from harness.sysops import signals_blocked, signals_deferred, signals_raise, worker_signals
 from harness.validate import validate
 from workloads.run import oracle_from_meta
 
@@ -337,7 +338,17 @@ def check_run(
 ) -> CheckResult:
     """Check the states of ``run``; return (and write) ``result.json``.
     ``on_progress(generated, checked)`` is called after every chunk.
-    The run is validated first (:func:`harness.validate.validate`)."""
+    SIGINT and SIGTERM raise :class:`harness.sysops.Interrupted`, also one
+    that Python swallowed on the way (checked after every chunk and before
+    ``result.json`` is written).  The run is validated first
+    (:func:`harness.validate.validate`)."""
+    with signals_raise() as stopped:
+        return _check_run(run, opts, out, resume, on_progress, stopped)
+
+
+def _check_run(run: RunDir, opts: CheckOptions, out: Path | None, resume: bool,
+               on_progress: Callable[[int, int], None] | None,
+               stopped: Callable[[], None]) -> CheckResult:
     validate(run)
     if opts.composite is not None:
         if default_window(run, opts.states).faults:
@@ -349,12 +360,14 @@ def check_run(
     opts.states = default_window(run, opts.states)
     out = out or run.check_dir(opts.tag())
     with locked_output(out, (IDENTITY_NAME,)):  # one writer per check folder
-        return _check_states(run, opts, out, resume, on_progress)
+        return _check_states(run, opts, out, resume, on_progress, stopped)
 
 
 def _check_states(run: RunDir, opts: CheckOptions, out: Path, resume: bool,
-                  on_progress: Callable[[int, int], None] | None) -> CheckResult:
-    """:func:`check_run` of a log strategy, into the locked folder ``out``."""
+                  on_progress: Callable[[int, int], None] | None,
+                  stopped: Callable[[], None]) -> CheckResult:
+    """:func:`check_run` of a log strategy, into the locked folder ``out``
+    (``stopped()`` raises an interrupt that Python swallowed)."""
     reap_work_folders()
     states_path = out / STATES_NAME
     _claim(out, run, opts, resume)
@@ -386,6 +399,7 @@ def _check_states(run: RunDir, opts: CheckOptions, out: Path, resume: bool,
                 checked += lines.count(b"\n")  # one line per state, no newline inside
                 if on_progress:
                     on_progress(enum.stats.generated, checked)
+                stopped()
 
             init_args = (str(run.path), str(workroot), opts.fsck, level.facts, opts.checkers,
                          spans)
@@ -400,14 +414,12 @@ def _check_states(run: RunDir, opts: CheckOptions, out: Path, resume: bool,
                     for chunk in chunks:
                         emit(_check_chunk(chunk))
                 finally:
-                    _close_worker()
+                    with signals_deferred():
+                        _close_worker()
             else:
-                ctx = multiprocessing.get_context("fork")
-                with ctx.Pool(jobs, _init_pool_worker, init_args) as pool:
+                with _worker_pool(jobs, init_args) as pool:
                     for lines in pool.imap(_check_task, map(_task, chunks)):
                         emit(lines)
-                    pool.close()
-                    pool.join()
             stats = enum.stats
         run_path = out / RUN_NAME
         if not (resume and run_path.exists()):
@@ -421,9 +433,38 @@ def _check_states(run: RunDir, opts: CheckOptions, out: Path, resume: bool,
     result["states"]["generated"] = stats.generated
     result["states"]["folded"] = stats.folded
     result["coverage"] = coverage.summary(stats.coverage)
+    stopped()
     write_json_atomic(out / RESULT_NAME, result)
     result["timing"] = {"seconds": round(time.monotonic() - t0, 3), "resumed_from": done}
     return result
+
+
+@contextlib.contextmanager
+def _worker_pool(jobs: int, init_args: tuple[Any, ...]) -> Iterator[Pool]:
+    """``jobs`` forked state-checking workers; on the way out they are
+    closed and joined when the body finished, terminated when it raised.
+    A SIGINT or SIGTERM while the pool starts or stops is raised once it
+    has: escaping ``Pool()`` it would leave a half-built pool whose thread
+    forks new workers while the interpreter exits (a hang, or orphaned
+    workers), and inside ``join`` or ``terminate`` workers behind.  The
+    workers (and the pool's threads, which fork replacements) start with
+    both signals blocked: ``terminate``'s SIGTERM to a worker that has not
+    yet set its handlers would otherwise be taken by the parent's
+    deferring one, and the worker joined forever."""
+    pool: Pool | None = None
+    finished = False
+    try:
+        with signals_deferred(), signals_blocked():
+            pool = multiprocessing.get_context("fork").Pool(jobs, _init_pool_worker, init_args)
+        yield pool
+        finished = True
+    finally:
+        if pool is not None:
+            with signals_deferred():
+                if finished:
+                    pool.close()
+                    pool.join()
+                pool.terminate()
 
 
 def _check_composite(run: RunDir, opts: CheckOptions, out: Path, resume: bool
@@ -502,12 +543,14 @@ def _close_worker() -> None:
 def _remove_workroot(workroot: Path) -> None:
     """Remove the workers' folders.  After an interrupt, a killed worker's
     debugfs may take a moment to die (PDEATHSIG) and write one more file:
-    retry briefly."""
-    for _ in range(20):
-        shutil.rmtree(workroot, ignore_errors=True)
-        if not workroot.exists():
-            return
-        time.sleep(0.05)
+    retry briefly.  A SIGINT or SIGTERM meanwhile is raised once they are
+    gone (interrupting ``rmtree`` would leave half the folder)."""
+    with signals_deferred():
+        for _ in range(20):
+            shutil.rmtree(workroot, ignore_errors=True)
+            if not workroot.exists():
+                return
+            time.sleep(0.05)
 
 
 def _violation(run: RunDir, rec: StateRecord, v: dict[str, Any],

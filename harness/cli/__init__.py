@@ -5,12 +5,19 @@ Exit codes every command shares: 2 for bad input or an unusable
 environment (one line, ``crashlab: error: ...``: a full, read-only or
 forbidden output or working folder, an output folder another command holds),
 128 + N when stopped by signal N, and :data:`INTERNAL_ERROR` for a bug (one
-line naming the file that holds the traceback)."""
+line naming the file that holds the traceback).
+
+SIGINT and SIGTERM end a command with one line and 128 + the signal's
+number, after every teardown, never with a traceback.  The console script
+starts the interpreter with both blocked (the launcher line setup.sh
+writes), so that one during Python's own start-up and the imports (a few
+tenths of a second) waits until :func:`main` has installed its handlers."""
 
 from __future__ import annotations
 
 import datetime
 import os
+import signal
 import sys
 import tempfile
 import traceback
@@ -21,7 +28,7 @@ import click
 
 from harness.env import TMPDIR, reap_work_folders, tmp_parent
 from harness.errors import CrashlabError, environment_error
-from harness.sysops import Interrupted, raise_on_sigterm
+from harness.sysops import Interrupted, raise_on_stop_signals, signals_deferred
 
 INTERNAL_ERROR = 70  # EX_SOFTWARE (sysexits.h): an exception crashlab did not expect
 
@@ -57,18 +64,44 @@ def _register() -> None:
 
 
 def main() -> None:
-    """Entry point: bad input becomes one line on stderr and exit code 2."""
-    _register()
-    raise_on_sigterm()
+    """Entry point: bad input becomes one line on stderr and exit code 2;
+    SIGINT and SIGTERM one line and 128 + the signal's number."""
     try:
+        _main()
+    except KeyboardInterrupt as e:  # one more while an error was being reported
+        interrupted_exit(_signum(e))
+    finally:
+        # The command is over: one more while the interpreter exits ends
+        # the process as the default action does, quietly.
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+
+def interrupted_exit(signum: int) -> NoReturn:
+    """Say that the command was interrupted by ``signum`` and exit with 128 +
+    ``signum`` (130 for Ctrl-C)."""
+    name = "SIGTERM" if signum == signal.SIGTERM else "SIGINT"
+    click.echo(f"crashlab: interrupted ({name}); `--resume` continues", err=True)
+    sys.exit(128 + signum)
+
+
+def _signum(e: BaseException) -> int:
+    """The signal behind an interrupt (click turns KeyboardInterrupt into
+    Abort; the signal rides along)."""
+    cause = e.__cause__ if isinstance(e, click.exceptions.Abort) else e
+    return cause.signum if isinstance(cause, Interrupted) else signal.SIGINT
+
+
+def _main() -> None:
+    try:
+        # first: one that came while the interpreter started is raised here
+        stopped = raise_on_stop_signals()
+        with signals_deferred():  # raised in importlib's weakref callbacks, it would be dropped
+            _register()
         rc = cli.main(standalone_mode=False)
+        stopped()  # one that Python swallowed (in a __del__) still ends it as interrupted
     except (click.exceptions.Abort, KeyboardInterrupt) as e:
-        # click turns KeyboardInterrupt into Abort; the signal rides along.
-        cause = e.__cause__ if isinstance(e, click.exceptions.Abort) else e
-        signum = cause.signum if isinstance(cause, Interrupted) else 2
-        click.echo(f"crashlab: interrupted ({'SIGTERM' if signum == 15 else 'SIGINT'});"
-                   " `--resume` continues", err=True)
-        sys.exit(128 + signum)
+        interrupted_exit(_signum(e))
     except click.ClickException as e:
         e.show()
         sys.exit(2 if isinstance(e, click.UsageError) else e.exit_code)

@@ -34,6 +34,13 @@ if [ ! -x .venv/bin/python ] || [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; th
     .venv/bin/python -m pip install -q -e '.[dev]'
     echo "$want" > "$stamp"
 fi
+# The crashlab command starts its interpreter with SIGINT and SIGTERM blocked
+# (env --block-signal): one during Python's start-up and imports waits for the
+# handlers that crashlab's main() installs, instead of a traceback (harness/cli).
+launcher="#!/usr/bin/env -S --block-signal=INT,TERM $root/.venv/bin/python"
+if [ "$(head -n 1 .venv/bin/crashlab)" != "$launcher" ]; then
+    sed -i "1c\\$launcher" .venv/bin/crashlab
+fi
 if ! kernel_fetch 2>/dev/null; then
     # package lists may be missing or stale on a machine set up earlier
     [ "$(id -u)" -eq 0 ] && apt-get update -qq
