@@ -16,9 +16,10 @@ from support import CRASHLAB, procs_mentioning, tagged
 
 from harness import env
 from harness.logformat import LogReader, LogWriter
+from harness.record import proc as proc_mod
 from harness.record.fuse import FuseBackend
 from harness.record.recorder import RecordRequest, record
-from harness.sysops import in_use_under
+from harness.sysops import Interrupted, in_use_under
 
 OK, WHY = FuseBackend.available()
 pytestmark = [pytest.mark.root, pytest.mark.skipif(not OK, reason=f"fuse backend: {WHY}")]
@@ -82,6 +83,34 @@ def test_recorder_interrupted(tmp_path, private_tmp, sig):
     meta = json.loads((out / "meta.json").read_text())
     assert meta["interrupted"] == sig.name
     assert reads(out / "writes.log") == ["one"]
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_interrupt_while_the_command_starts(tmp_path, private_tmp, monkeypatch, sig):
+    # Under load the command can run (here: its shell has started) before
+    # Popen has returned in the recorder, so an interrupt can land while the
+    # recorder still starts it and notes its group.  That interrupt must end
+    # the group too: a live workload keeps the mount busy, and the teardown
+    # then hangs on its retries with the loop device attached.
+    real = proc_mod.own_process
+
+    def own_process(folder: Path, kind: str, pid: int) -> None:
+        if kind == "group":
+            os.kill(os.getpid(), sig)  # the interrupt, just before the note
+        real(folder, kind, pid)
+
+    monkeypatch.setattr(proc_mod, "own_process", own_process)
+    token = f"start-{os.getpid()}-{time.monotonic_ns()}"
+    script = PRELUDE + "(sleep 60) & sleep 60"
+    t0 = time.monotonic()
+    with pytest.raises(Interrupted) as caught:
+        record(RecordRequest(["sh", "-c", script], tmp_path / "run", backend="fuse",
+                             env={**os.environ, "CRASHLAB_TEST_TOKEN": token}))
+    assert time.monotonic() - t0 < 20
+    assert caught.value.signum == sig
+    assert tagged(token) == [], "the workload outlived the interrupted recording"
+    meta = json.loads((tmp_path / "run" / "meta.json").read_text())
+    assert meta["interrupted"] == sig.name
 
 
 def test_recorder_killed_outright_is_reaped(tmp_path, private_tmp):
