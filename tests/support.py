@@ -5,6 +5,7 @@ builds, and the recordings a test module shares."""
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -67,6 +68,20 @@ def tagged(token: str) -> list[int]:
         if token.encode() in env and alive(int(d.name)):
             found.append(int(d.name))
     return found
+
+
+def interrupt_group(p: subprocess.Popen[str], what: str, timeout: float = 60
+                    ) -> tuple[str, str]:
+    """SIGINT to the process group of ``p`` (started in a new session), as a
+    terminal's Ctrl-C; its stdout and stderr once it has ended.  The test
+    fails (the group SIGKILLed) when it does not end within ``timeout`` s."""
+    os.killpg(p.pid, signal.SIGINT)
+    try:
+        return p.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(p.pid, signal.SIGKILL)
+        p.communicate()
+        pytest.fail(f"{what} did not stop on SIGINT")
 
 
 def crashlab(*args: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from support import CRASHLAB, record_runs, tagged
+from support import CRASHLAB, interrupt_group, record_runs, tagged
 
 from harness.check.check import CheckOptions, check_run
 from harness.record.fuse import FuseBackend
@@ -234,13 +234,7 @@ def _ctrl_c_at(args: list[str], delay: float, private_tmp: Path) -> tuple[int, s
                          env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                          start_new_session=True)
     time.sleep(delay)
-    os.killpg(p.pid, signal.SIGINT)
-    try:
-        out, err = p.communicate(timeout=60)
-    except subprocess.TimeoutExpired:
-        os.killpg(p.pid, signal.SIGKILL)
-        p.communicate()
-        pytest.fail(f"crashlab {' '.join(args)}: did not stop on SIGINT after {delay} s")
+    out, err = interrupt_group(p, f"crashlab {' '.join(args)} (SIGINT after {delay} s)")
     deadline = time.monotonic() + 5
     while tagged(token) and time.monotonic() < deadline:
         time.sleep(0.05)

@@ -23,7 +23,7 @@ import uuid
 from pathlib import Path
 
 import pytest
-from support import alive, record_runs, tagged
+from support import alive, interrupt_group, record_runs, tagged
 
 from harness.check.check import CheckOptions, check_run
 from harness.fs.ext4.debugfs import DebugfsError, DebugfsSession
@@ -216,13 +216,7 @@ def test_interrupted_check_leaves_no_debugfs_and_no_folder(
     assert p.stdout is not None
     assert p.stdout.readline().strip().isdigit()  # a first chunk is done, the workers run
     assert len(tagged(token)) >= 3  # parent, 2 workers (+ debugfs)
-    os.killpg(p.pid, signal.SIGINT)
-    try:
-        _, err = p.communicate(timeout=60)
-    except subprocess.TimeoutExpired:
-        os.killpg(p.pid, signal.SIGKILL)
-        p.wait()
-        pytest.fail("check did not stop on SIGINT")
+    _, err = interrupt_group(p, "check")
     assert p.returncode != 0 and err.rstrip().endswith("Interrupted: SIGINT"), err
     assert not (tmp_path / "out" / RESULT_NAME).exists()
     deadline = time.monotonic() + 5
