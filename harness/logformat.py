@@ -144,7 +144,7 @@ class LogReader(AbstractContextManager["LogReader"]):
     :attr:`salvaged` says how many entries it found that way.  With
     ``device_bytes``, a write or discard that ends past that many bytes of
     the device is a :class:`LogFormatError` (a run's check: the base
-    image's size, ``harness/rundir.py``).  Only a regular file is opened.
+    image's size, ``harness/validate.py``).  Only a regular file is opened.
     """
 
     def __init__(self, path: Path | str, *, salvage: bool = False,
