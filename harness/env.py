@@ -48,6 +48,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from harness.errors import CrashlabError, cause
+from harness.sysops import in_use_under, signals_deferred, teardown_under
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -175,8 +176,6 @@ def _end_owned(folder: Path) -> None:
     (SIGKILL), then every mount and loop device under it
     (:func:`harness.sysops.teardown_under`), then its daemons (they exit
     when their mount goes; SIGKILL by PID after a grace period)."""
-    from harness.sysops import teardown_under
-
     groups = _owned_alive(folder, "group")
     for pgid in groups:
         with contextlib.suppress(ProcessLookupError):
@@ -205,8 +204,6 @@ def reap_work_folders() -> list[Path]:
 
 def _reap_under(parent: Path) -> list[Path]:
     """:func:`reap_work_folders` in one parent folder."""
-    from harness.sysops import in_use_under
-
     try:
         names = os.listdir(parent)
     except OSError:
@@ -228,18 +225,37 @@ def _reap_under(parent: Path) -> list[Path]:
 
 
 @contextlib.contextmanager
-def temporary_folder(prefix: str, parent: Path | None = None) -> Iterator[Path]:
-    """A :func:`work_folder`, removed on exit (unless something is still
-    mounted or attached under it: never delete into a live mount; the next
-    :func:`reap_work_folders` takes it down)."""
-    from harness.sysops import in_use_under
-
-    d = work_folder(prefix, parent)
+def temporary_folder(prefix: str, parent: Path | None = None, *,
+                     keep: bool = False) -> Iterator[Path]:
+    """A :func:`work_folder`, removed on exit (unless ``keep``, or unless
+    something is still mounted or attached under it: never delete into a
+    live mount; the next :func:`reap_work_folders` takes it down).  It is
+    made and removed with SIGINT and SIGTERM deferred: an interrupt between
+    making the folder and entering the body would leave it behind, and one
+    during the removal half of it."""
+    made: Path | None = None
     try:
-        yield d
+        with signals_deferred():
+            made = work_folder(prefix, parent)
+        yield made
     finally:
-        if not in_use_under(d):
-            shutil.rmtree(d, ignore_errors=True)
+        if made is not None and not keep:
+            remove_work_folder(made)
+
+
+def remove_work_folder(folder: Path) -> None:
+    """Remove the working folder ``folder`` unless something is mounted or
+    attached under it.  A helper killed a moment ago (a debugfs that dies
+    by PDEATHSIG) may still write one more file: retry briefly.  A SIGINT or
+    SIGTERM meanwhile is raised once the folder is gone."""
+    with signals_deferred():
+        if in_use_under(folder):
+            return
+        for _ in range(20):
+            shutil.rmtree(folder, ignore_errors=True)
+            if not folder.exists():
+                return
+            time.sleep(0.05)
 
 
 @contextlib.contextmanager

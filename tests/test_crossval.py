@@ -1,8 +1,9 @@
 """Cross-validation: the fuse recorder against the kernel's dm-log-writes
 (qemu backend), same SUT and workload.  What must agree: every write SQLite
 and the file system made, per transaction and per region (database,
-journal, file-system journal, metadata); and the verdicts (no violation for
-correct configurations, prefix and reorder).  What differs, and must differ
+journal, metadata; the file-system journal to within one block, which
+timing decides even between two recordings on one backend); and the
+verdicts (no violation for correct configurations, prefix and reorder).  What differs, and must differ
 in exactly this way: the kernel logs real FUA writes, which the fuse
 recorder sees as an extra flush each (loop has no FUA)."""
 
@@ -42,16 +43,28 @@ def pairs(qemu_runs: dict[str, Path], tmp_path_factory: pytest.TempPathFactory
     return out
 
 
+# How many blocks the kernel puts in one transaction's file-system journal
+# commit depends on timing, not on the backend: of 8 fuse recordings of
+# sqlite-wal-full's workload on one machine (record_workload, txn_shapes),
+# 4 journal one block more in transaction 5 than the other 4.
+FS_JOURNAL_SLACK = 4096
+
+
 def test_same_writes_per_transaction_and_region(pairs: dict[str, dict[str, RunDir]]) -> None:
     for sut, by_be in pairs.items():
         fuse, qemu = txn_shapes(by_be["fuse"]), txn_shapes(by_be["qemu"])
         assert [s.txn for s in fuse] == [s.txn for s in qemu] == list(range(1, 11)), sut
         for f, q in zip(fuse, qemu, strict=True):
-            assert (f.writes, f.bytes) == (q.writes, q.bytes), (sut, f, q)
             assert f.regions is not None and q.regions is not None
-            for r in REGIONS:
-                assert f.regions[r] == q.regions[r], (sut, r, f, q)
+            for r in REGIONS:  # SQLite's own writes and the metadata written in place
+                if r != "fs-journal":
+                    assert f.regions[r] == q.regions[r], (sut, r, f, q)
+            fsj = abs(f.regions["fs-journal"] - q.regions["fs-journal"])
+            assert fsj <= FS_JOURNAL_SLACK, (sut, f, q)
+            assert abs(f.writes - q.writes) == fsj // 4096, (sut, f, q)
+            assert abs(f.bytes - q.bytes) == fsj, (sut, f, q)
             assert f.regions["journal"] > 0 and f.regions["fs-journal"] > 0
+            assert q.regions["fs-journal"] > 0
             # loop has no FUA: each FUA write reaches fuse as write + flush
             assert f.fua == 0 < q.fua
             assert f.flushes == q.flushes + q.fua, (sut, f, q)

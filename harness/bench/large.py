@@ -24,7 +24,6 @@ import dataclasses
 import json
 import os
 import resource
-import shutil
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,7 +31,7 @@ from pathlib import Path
 from harness.bench.scale import workers
 from harness.bench.sweep import JOBS, check_rate
 from harness.check.check import count_states, default_window
-from harness.env import work_folder
+from harness.env import temporary_folder
 from harness.rundir import RunDir
 from harness.states import Options
 
@@ -103,8 +102,7 @@ def run() -> None:
         print(f"skipped: recording needs root and the fuse backend ({why})")
         return
     cells = matrix("large")
-    d = work_folder("crashlab-bench-large-")
-    try:
+    with temporary_folder("crashlab-bench-large-") as d:
         parts: list[Part] = []
         runs: dict[str, RunDir] = {}
         for cell in cells:
@@ -163,5 +161,3 @@ def run() -> None:
               "part stay serial on the client; the log and base image come from a shared "
               "folder, read once per worker; the network is no limit (a chunk of 32 states is "
               "a few hundred bytes each way)")
-    finally:
-        shutil.rmtree(d, ignore_errors=True)

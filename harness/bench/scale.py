@@ -24,7 +24,7 @@ import time
 from pathlib import Path
 
 from harness.bench.sweep import JOBS, check_rate, tree_rss_kb
-from harness.env import bench_sweep_states, work_folder
+from harness.env import bench_sweep_states, temporary_folder
 from harness.errors import CrashlabError
 from harness.rundir import STATES_NAME, RunDir
 
@@ -118,8 +118,7 @@ def run() -> None:
         return
     big = bench_sweep_states()
     marks = tuple(m for m in (10_000, 100_000) if m < big) + (big,)
-    d = work_folder("crashlab-bench-scale-")
-    try:
+    with temporary_folder("crashlab-bench-scale-") as d:
         print(f"workers (dhl-cc-raw, {SCALING_WORKLOAD}, reorder, every state):")
         scale = record_cell(Cell("dhl-cc-raw", SCALING_WORKLOAD, fs="raw"), d / "scale",
                             "fuse", False)
@@ -129,5 +128,3 @@ def run() -> None:
         print(f"memory (dhl-cc-raw, {wl}, reorder, {JOBS} workers):")
         huge = record_cell(Cell("dhl-cc-raw", wl, fs="raw"), d / "huge", "fuse", False)
         memory(huge, d / "huge.check", marks)
-    finally:
-        shutil.rmtree(d, ignore_errors=True)

@@ -34,7 +34,7 @@ from typing import Any, TypeVar
 from harness.check.check import CheckOptions, _chunks, check_run, default_window
 from harness.check.rawpath import MemoryPath, NativePath
 from harness.check.worker import StateChecker
-from harness.env import recovery_path, work_folder
+from harness.env import recovery_path, temporary_folder
 from harness.logformat import LogReader
 from harness.rundir import RunDir
 from harness.states import Enumeration, Options
@@ -269,8 +269,7 @@ def run() -> None:
     if not ok or os.geteuid() != 0:
         print(f"skipped: recording needs root and the fuse backend ({why})")
         return
-    d = work_folder("crashlab-bench-sweep-")
-    try:
+    with temporary_folder("crashlab-bench-sweep-") as d:
         print("ext4 + SQLite tier (fuse recording, reorder, every state):")
         for sut in ("sqlite-wal-full", "sqlite-delete-extra"):
             _ext4_tier(record_cell(Cell(sut, MULTI), d / sut, "fuse", False), sut, d)
@@ -278,5 +277,3 @@ def run() -> None:
         raw = record_cell(Cell("dhl-cc-raw", MULTI, fs="raw"), d / "dhl-cc-raw", "fuse", False)
         _raw_tier(raw, d)
         _profile(raw, d, PROFILE_STATES)
-    finally:
-        shutil.rmtree(d, ignore_errors=True)

@@ -58,7 +58,7 @@ from harness.check.runlevel import (
 )
 from harness.check.usercheck import DEFAULT_TIMEOUT, PyChecker, UserChecker
 from harness.check.worker import StateChecker
-from harness.env import reap_work_folders, work_folder
+from harness.env import reap_work_folders, temporary_folder, work_folder
 from harness.errors import CrashlabError, located, writing
 from harness.faults import STATE, by_stage, format_fault, parse_faults
 from harness.filetrace import fault_targets
@@ -377,8 +377,7 @@ def _check_states(run: RunDir, opts: CheckOptions, out: Path, resume: bool,
     (out / RESULT_NAME).unlink(missing_ok=True)
     jobs = opts.jobs or os.cpu_count() or 1
     t0 = time.monotonic()
-    workroot = work_folder("crashlab-check-")
-    try:
+    with temporary_folder("crashlab-check-") as workroot:
         # the run-level stage's trace first: its facts judge every state
         level = prepare_run_level(run, workroot)
         if run.meta().sut is not None:  # made once here: the forked workers inherit it
@@ -427,8 +426,6 @@ def _check_states(run: RunDir, opts: CheckOptions, out: Path, resume: bool,
                                         level)
             write_text_atomic(run_path, "".join(json.dumps(r, sort_keys=True) + "\n"
                                                 for r in records))
-    finally:
-        _remove_workroot(workroot)
     result = summarise(run, states_path, opts)
     result["states"]["generated"] = stats.generated
     result["states"]["folded"] = stats.folded
@@ -480,11 +477,8 @@ def _check_composite(run: RunDir, opts: CheckOptions, out: Path, resume: bool
     def check_nested(nested: RunDir, nested_out: Path) -> CheckResult:
         return check_run(nested, dataclasses.replace(then), nested_out, resume=resume)
 
-    work = work_folder("crashlab-multicrash-")
-    try:
+    with temporary_folder("crashlab-multicrash-") as work:
         extra = check_composite(run, comp, out, check_nested, work, resume=resume)
-    finally:
-        _remove_workroot(work)
     states_path = out / STATES_NAME
     result = summarise(run, states_path, opts, allow_empty=True)
     result["multicrash"] = extra
@@ -538,19 +532,6 @@ def _close_worker() -> None:
     if _epochs is not None:
         _epochs.close()
         _epochs = None
-
-
-def _remove_workroot(workroot: Path) -> None:
-    """Remove the workers' folders.  After an interrupt, a killed worker's
-    debugfs may take a moment to die (PDEATHSIG) and write one more file:
-    retry briefly.  A SIGINT or SIGTERM meanwhile is raised once they are
-    gone (interrupting ``rmtree`` would leave half the folder)."""
-    with signals_deferred():
-        for _ in range(20):
-            shutil.rmtree(workroot, ignore_errors=True)
-            if not workroot.exists():
-                return
-            time.sleep(0.05)
 
 
 def _violation(run: RunDir, rec: StateRecord, v: dict[str, Any],

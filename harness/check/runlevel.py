@@ -33,7 +33,7 @@ from checkers.verdict import Verdict, skipped
 from harness import filetrace
 from harness.check.records import StateRecord, verdict_record
 from harness.check.worker import StateChecker
-from harness.env import work_folder
+from harness.env import temporary_folder
 from harness.fs.confined import links_on_way
 from harness.logformat import LogReader
 from harness.rundir import RunDir
@@ -124,11 +124,8 @@ def prepare_run_level(run: RunDir, workroot: Path) -> RunLevel:
 def trace_verdicts(run: RunDir) -> list[Verdict]:
     """DHL-T2, CC-NEXT and CC-MONO of a recorded DHL run (in a scratch
     folder of its own)."""
-    work = work_folder("crashlab-trace-")
-    try:
+    with temporary_folder("crashlab-trace-") as work:
         return prepare_run_level(run, work).trace or []
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
 
 
 def run_level_records(run: RunDir, states_path: Path, workroot: Path,

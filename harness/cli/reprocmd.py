@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import contextlib
 import shlex
-import shutil
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -27,7 +26,7 @@ from harness.check.multicrash import resolve, restart_verdicts
 from harness.check.runlevel import prepare_run_level
 from harness.check.worker import StateChecker
 from harness.cli.checkcmd import checker_options, force_option, output, user_checkers
-from harness.env import temporary_folder, work_folder
+from harness.env import temporary_folder
 from harness.errors import CrashlabError
 from harness.explain.sqlitefile import describe_files
 from harness.explain.state import Explanation, WriteInfo, explain_state
@@ -56,12 +55,8 @@ def _folder(out: Path | None, keep_tmp: bool, force: bool = False) -> Iterator[P
         with output(out, (REPRO_NAME,), "a repro", resume=None, force=force):
             yield out
         return
-    tmp = work_folder("crashlab-repro-")
-    try:
+    with temporary_folder("crashlab-repro-", keep=keep_tmp) as tmp:
         yield tmp
-    finally:
-        if not keep_tmp:
-            shutil.rmtree(tmp, ignore_errors=True)
 
 
 def _size(n: int) -> str:

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from harness.env import reap_work_folders, work_folder
+from harness.env import reap_work_folders, remove_work_folder, work_folder
 from harness.errors import CrashlabError, writing
 from harness.faults import DEVICE, Fault, by_stage, format_fault
 from harness.fs import FILESYSTEMS, get_fs
@@ -35,7 +35,7 @@ from harness.outlock import locked_output
 from harness.record.backend import Backend, BackendFailed, device_rules
 from harness.record.backends import select_backend
 from harness.rundir import ImageRef, RunDir, RunMeta
-from harness.sysops import Interrupted, in_use_under, signals_raise
+from harness.sysops import Interrupted, in_use_under, signals_deferred, signals_raise
 
 # meta.json keys the recorder owns; extra_meta may not override them.
 META_KEYS = frozenset(f.name for f in dataclasses.fields(RunMeta)) - frozenset(
@@ -193,15 +193,18 @@ def _record_into(rec: _Recording) -> RunDir:
         raise CrashlabError(f"{run.path}: already holds a recorded run")
     rec.versions = tool_versions()
     reap_work_folders()  # what recorders killed outright left behind
-    workdir = work_folder("crashlab-rec-")
     rec.started = datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
     t0 = time.monotonic()
+    workdir: Path | None = None
     try:
+        with signals_deferred():  # made and torn down as one, whatever arrives between
+            workdir = work_folder("crashlab-rec-")
         with signals_raise():
             _run_backend(rec, workdir)
     finally:
         rec.wall = time.monotonic() - t0
-        _tear_down(rec, workdir)
+        if workdir is not None:
+            _tear_down(rec, workdir)
     return run
 
 
@@ -256,8 +259,7 @@ def _tear_down(rec: _Recording, workdir: Path) -> None:
         if work_log.exists():
             _copy_whole(work_log, run.log)
     finally:
-        if not left:  # never rmtree into a live mount: it would delete inside it
-            shutil.rmtree(workdir, ignore_errors=True)
+        remove_work_folder(workdir)  # never into a live mount: it would delete inside it
     if run.log.exists():
         try:
             _write_meta(rec)

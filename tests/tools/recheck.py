@@ -53,7 +53,7 @@ import harness
 from harness.check.check import CheckOptions, check_run
 from harness.check.multicrash import Composite
 from harness.check.usercheck import parse_checker
-from harness.env import work_folder
+from harness.env import temporary_folder
 from harness.errors import CrashlabError
 from harness.rundir import RunDir
 from harness.states import Options
@@ -278,21 +278,19 @@ def outside(sweep: Path, jobs: int, keep: bool) -> int:
         raise CrashlabError(f"{sweep}: no runs/ folder (not a sweep)")
     if shutil.which("unshare") is None:
         raise CrashlabError("unshare not found (util-linux)")
-    work = work_folder("crashlab-recheck-")
-    try:
-        proc = subprocess.Popen(["unshare", "--mount", "--propagation", "private", "--",
-                                 sys.executable, __file__, str(sweep), "--jobs", str(jobs),
-                                 "--inside", str(work)])
-        while True:
-            try:
-                return proc.wait()
-            except KeyboardInterrupt:  # the namespace got it too: let it tear down
-                continue
-    finally:
-        if keep:
-            print(f"recheck: kept {work} (upper/: the re-checked files)", file=sys.stderr)
-        else:
-            shutil.rmtree(work, ignore_errors=True)
+    with temporary_folder("crashlab-recheck-", keep=keep) as work:
+        try:
+            proc = subprocess.Popen(["unshare", "--mount", "--propagation", "private", "--",
+                                     sys.executable, __file__, str(sweep), "--jobs", str(jobs),
+                                     "--inside", str(work)])
+            while True:
+                try:
+                    return proc.wait()
+                except KeyboardInterrupt:  # the namespace got it too: let it tear down
+                    continue
+        finally:
+            if keep:
+                print(f"recheck: kept {work} (upper/: the re-checked files)", file=sys.stderr)
 
 
 def main(argv: list[str] | None = None) -> int:
