@@ -3,8 +3,8 @@
 and the file system made, per transaction and per region (database,
 journal, metadata; the file-system journal to within one block, which
 timing decides even between two recordings on one backend); and the
-verdicts (no violation for correct configurations, prefix and reorder).  What differs, and must differ
-in exactly this way: the kernel logs real FUA writes, which the fuse
+verdicts (no violation for correct configurations, prefix and reorder).
+What differs, and must differ in exactly this way: the kernel logs real FUA writes, which the fuse
 recorder sees as an extra flush each (loop has no FUA)."""
 
 from __future__ import annotations
