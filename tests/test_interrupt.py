@@ -139,7 +139,7 @@ def test_a_worker_stopped_before_it_set_its_handlers(run: RunDir, tmp_path: Path
     the pool starts), which took it: the worker lived on and the check
     waited for it forever (seen under load).  A watchdog ends that after
     30 s, and the test fails."""
-    import harness.check.check as check
+    import harness.check.pool as pool
 
     forked = multiprocessing.pool.Pool._repopulate_pool
 
@@ -152,9 +152,9 @@ def test_a_worker_stopped_before_it_set_its_handlers(run: RunDir, tmp_path: Path
         time.sleep(1)
         check_worker_signals()
 
-    check_worker_signals = check.worker_signals
+    check_worker_signals = pool.worker_signals
     monkeypatch.setattr(multiprocessing.pool.Pool, "_repopulate_pool", hook)
-    monkeypatch.setattr(check, "worker_signals", slow_worker_signals)
+    monkeypatch.setattr(pool, "worker_signals", slow_worker_signals)
     killed: list[int] = []
     watchdog = threading.Timer(30, lambda: killed.extend(_kill_children()))
     watchdog.start()

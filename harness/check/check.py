@@ -1,14 +1,13 @@
 """``crashlab check RUN``: check every crash state of one recorded run.
 
 States are enumerated in the parent (streaming, deterministic), grouped
-into chunks of one epoch each, and checked by worker processes; results
-come back in enumeration order (``imap``), so ``states.jsonl`` is the same
-whatever the number of workers.  A chunk travels as its epoch's number and
-its states' keys: each worker reads the log's epochs itself (in order, one
-in memory), so a state of a 20,000-write epoch costs a few bytes of IPC,
-not a pickled copy of its epoch.  The task pipe bounds how far the
-enumeration runs ahead of the workers, so memory does not grow with the
-number of states.  It is appended chunk by chunk and fsynced:
+into chunks of one epoch each, and checked by worker processes (local ones
+or a Dask cluster's: ``pool.py``, ``cluster.py``); results come back in
+enumeration order (``imap``), so ``states.jsonl`` is the same whatever the
+number of workers.  A chunk travels as its epoch's number and its states'
+keys (:data:`harness.check.pool.Task`), and the task pipe bounds how far
+the enumeration runs ahead of the workers, so memory does not grow with
+the number of states.  ``states.jsonl`` is appended chunk by chunk and fsynced:
 ``--resume`` keeps its complete lines, skips that many states of the
 (identical) enumeration, and continues.  ``result.json`` is written last,
 atomically, from ``states.jsonl`` alone, so an interrupted and resumed check
@@ -19,11 +18,11 @@ makes sure the lines are of the same check, and the dead client's working
 folders are reaped (:func:`harness.env.reap_work_folders`).
 
 State faults (``Options.faults``: asked for, and the state kinds of the
-run's meta.json, :func:`default_window`) travel in each state's key; where
-misdirect and corrupt aim (the database file's device spans) is worked out
-once here (``harness.filetrace.fault_targets``) and handed to the
-enumeration and to every worker (CORRUPT-DETECT asks whether a fault
-touched the database).
+run's meta.json, :func:`harness.check.window.default_window`) travel in
+each state's key; where misdirect and corrupt aim (the database file's
+device spans) is worked out once here (``harness.filetrace.fault_targets``)
+and handed to the enumeration and to every worker (CORRUPT-DETECT asks
+whether a fault touched the database).
 """
 
 from __future__ import annotations
@@ -32,50 +31,36 @@ import contextlib
 import dataclasses
 import hashlib
 import json
-import multiprocessing
-import multiprocessing.util
 import os
 import shlex
-import shutil
-import tempfile
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field
-from multiprocessing.pool import Pool
 from pathlib import Path
 from typing import Any, BinaryIO
 
 from checkers.invariants import invariant
 from harness.atomic import write_json_atomic, write_text_atomic
+from harness.check.cluster import dask_imap
 from harness.check.multicrash import COMPOSITE, Composite, check_composite, resolve
+from harness.check.pool import local_imap, task_of
 from harness.check.records import CheckResult, StateRecord, Violation
-from harness.check.runlevel import (
-    CRASHSAFE_ID,
-    TRACE_ID,
-    RunFacts,
-    prepare_run_level,
-    run_level_records,
-)
+from harness.check.runlevel import CRASHSAFE_ID, TRACE_ID, prepare_run_level, run_level_records
 from harness.check.usercheck import DEFAULT_TIMEOUT, PyChecker, UserChecker
-from harness.check.worker import StateChecker
-from harness.env import reap_work_folders, temporary_folder, work_folder
-from harness.errors import CrashlabError, located, writing
-from harness.faults import STATE, by_stage, format_fault, parse_faults
+from harness.check.window import default_window
+from harness.env import reap_work_folders, temporary_folder
+from harness.errors import CrashlabError, writing
 from harness.filetrace import fault_targets
 from harness.images import verified_base_for_run
 from harness.logformat import LogReader
 from harness.outlock import locked_output
 from harness.rundir import IDENTITY_NAME, RESULT_NAME, RUN_NAME, STATES_NAME, RunDir
 from harness.states import Enumeration, Options, State, coverage
-from harness.states.epochs import Epoch, iter_epochs, merge_epochs
-from harness.states.inject import Spans
-from harness.states.stateid import StateKey
-from harness.sysops import signals_blocked, signals_deferred, signals_raise, worker_signals
+from harness.sysops import signals_raise
 from harness.validate import validate
 from workloads.run import oracle_from_meta
 
 CHUNK = 32  # states per task: small enough to balance two workers, large enough to amortise IPC
-SHARED = "shared"  # the folder of the work root the workers share (StateChecker)
 
 
 @dataclass
@@ -129,134 +114,6 @@ def options_for(strategy: str, base: CheckOptions) -> CheckOptions:
                                    composite=comp)
     return dataclasses.replace(base, states=dataclasses.replace(base.states, strategy=strategy),
                                composite=None)
-
-
-def default_window(run: RunDir, opts: Options) -> Options:
-    """The run's own facts in the options: its log order (which states are
-    valid), the state faults its meta.json lists besides those asked for
-    (``crashlab record --fault``; the device and process ones were injected
-    while recording) and, when the run has a ``setup-done`` mark and no
-    window was given, a window from it on (before it the database does not
-    exist)."""
-    meta = run.meta()
-    recorded = tuple(format_fault(f) for f in by_stage(parse_faults(list(meta.faults)), STATE))
-    faults = tuple(format_fault(f) for f in parse_faults([*opts.faults, *recorded]))
-    opts = dataclasses.replace(opts, log_order=run.log_order, faults=faults)
-    if opts.window_start is None and "setup-done" in meta.marks:
-        return dataclasses.replace(opts, window_start="setup-done")
-    return opts
-
-
-# --- worker processes --------------------------------------------------------
-
-# A chunk as sent to a worker: its epoch's number (and the last epoch merged
-# into it by a lost flush, or None) and, per state, its key's fields (a plain
-# tuple: a dataclass pickles several times slower) and ordinal (what
-# rebuilds the State there).
-KeyFields = tuple[int, int, tuple[tuple[int, int], ...], int | None, tuple[int, int] | None,
-                  tuple[int, int] | None]
-Task = tuple[int, int | None, list[tuple[KeyFields, int | None]]]
-
-
-class _EpochCursor:
-    """The log's epochs in order, for a worker: chunks arrive in log order,
-    so the cursor only moves forward (an earlier epoch restarts it).  It
-    keeps the epochs it read since the one asked for last, so that a merged
-    epoch (lost flushes: epochs a..b) is built from them."""
-
-    def __init__(self, log: Path, log_order: str) -> None:
-        self.reader = LogReader(log)
-        self.log_order = log_order
-        self._restart()
-
-    def _restart(self) -> None:
-        self._it = iter_epochs(self.reader, self.log_order)
-        self._held: list[Epoch] = []
-        self._merged: Epoch | None = None
-
-    def get(self, index: int, last: int | None = None) -> Epoch:
-        last = index if last is None else last
-        if self._held and self._held[0].index > index:
-            self._restart()
-        while not self._held or self._held[-1].index < last:
-            epoch = next(self._it, None)
-            if epoch is None:
-                raise CrashlabError(f"{self.reader.path}: no epoch {last}")
-            self._held.append(epoch)
-        self._held = [e for e in self._held if e.index >= index]
-        if last == index:
-            return self._held[0]
-        m = self._merged
-        if m is None or (m.index, m.last) != (index, last):
-            m = self._merged = merge_epochs([e for e in self._held if e.index <= last])
-        return m
-
-    def close(self) -> None:
-        self.reader.close()
-
-
-_checker: StateChecker | None = None
-_epochs: _EpochCursor | None = None
-_init_error: BaseException | None = None
-
-
-def _init_worker(run_path: str, workroot: str, fsck: bool, facts: RunFacts | None,
-                 checkers: tuple[UserChecker | PyChecker, ...], spans: Spans | None = None
-                 ) -> None:
-    # An exception escaping a Pool initializer makes the Pool respawn the
-    # worker forever: keep it and raise it with the first task instead.
-    global _checker, _epochs, _init_error
-    try:
-        workdir = Path(tempfile.mkdtemp(prefix="w", dir=workroot))
-        run = RunDir(Path(run_path))
-        with located(workdir):  # a full working folder: named in the error
-            _checker = StateChecker(run, workdir, fsck=fsck, run_facts=facts,
-                                    checkers=checkers, db_spans=spans,
-                                    shared=Path(workroot) / SHARED)
-        _epochs = _EpochCursor(run.log, run.log_order)
-    except BaseException as e:  # noqa: BLE001
-        _init_error = e
-
-
-def _init_pool_worker(run_path: str, workroot: str, fsck: bool, facts: RunFacts | None,
-                      checkers: tuple[UserChecker | PyChecker, ...], spans: Spans | None = None
-                      ) -> None:
-    worker_signals()
-    _init_worker(run_path, workroot, fsck, facts, checkers, spans)
-    # An orderly pool exit (close + join) ends the checker's helper
-    # processes; on terminate they die with the worker (PDEATHSIG).
-    multiprocessing.util.Finalize(None, _close_worker, exitpriority=10)
-
-
-def _check_chunk(states: list[State]) -> bytes:
-    """The states.jsonl lines of ``states``, made in the worker: the parent
-    only writes them."""
-    if _init_error is not None:
-        raise _init_error
-    assert _checker is not None
-    with located(_checker.workdir):  # a full working folder: named in the error
-        return _checker.lines(states)
-
-
-def _task(chunk: list[State]) -> Task:
-    ep = chunk[0].epoch
-    return ep.index, ep.last, [(_fields(s.key), s.ordinal) for s in chunk]
-
-
-def _fields(k: StateKey) -> KeyFields:
-    return k.epoch, k.kept, k.torn, k.last, k.misdirect, k.corrupt
-
-
-def _check_task(task: Task) -> bytes:
-    if _init_error is not None:
-        raise _init_error
-    assert _epochs is not None
-    index, last, items = task
-    epoch = _epochs.get(index, last)
-    return _check_chunk([State(StateKey(*key), epoch, ordinal) for key, ordinal in items])
-
-
-# --- the parent --------------------------------------------------------------
 
 
 def _chunks(states: Iterator[State], skip: int, limit: int | None) -> Iterator[list[State]]:
@@ -403,21 +260,11 @@ def _check_states(run: RunDir, opts: CheckOptions, out: Path, resume: bool,
             init_args = (str(run.path), str(workroot), opts.fsck, level.facts, opts.checkers,
                          spans)
             if opts.executor == "dask":
-                from harness.check.cluster import dask_imap
-
-                for lines in dask_imap(map(_task, chunks), init_args, opts.scheduler, jobs):
+                for lines in dask_imap(map(task_of, chunks), init_args, opts.scheduler, jobs):
                     emit(lines)
-            elif jobs == 1:
-                _init_worker(*init_args)
-                try:
-                    for chunk in chunks:
-                        emit(_check_chunk(chunk))
-                finally:
-                    with signals_deferred():
-                        _close_worker()
             else:
-                with _worker_pool(jobs, init_args) as pool:
-                    for lines in pool.imap(_check_task, map(_task, chunks)):
+                with local_imap(chunks, init_args, jobs) as results:
+                    for lines in results:
                         emit(lines)
             stats = enum.stats
         run_path = out / RUN_NAME
@@ -434,34 +281,6 @@ def _check_states(run: RunDir, opts: CheckOptions, out: Path, resume: bool,
     write_json_atomic(out / RESULT_NAME, result)
     result["timing"] = {"seconds": round(time.monotonic() - t0, 3), "resumed_from": done}
     return result
-
-
-@contextlib.contextmanager
-def _worker_pool(jobs: int, init_args: tuple[Any, ...]) -> Iterator[Pool]:
-    """``jobs`` forked state-checking workers; on the way out they are
-    closed and joined when the body finished, terminated when it raised.
-    A SIGINT or SIGTERM while the pool starts or stops is raised once it
-    has: escaping ``Pool()`` it would leave a half-built pool whose thread
-    forks new workers while the interpreter exits (a hang, or orphaned
-    workers), and inside ``join`` or ``terminate`` workers behind.  The
-    workers (and the pool's threads, which fork replacements) start with
-    both signals blocked: ``terminate``'s SIGTERM to a worker that has not
-    yet set its handlers would otherwise be taken by the parent's
-    deferring one, and the worker joined forever."""
-    pool: Pool | None = None
-    finished = False
-    try:
-        with signals_deferred(), signals_blocked():
-            pool = multiprocessing.get_context("fork").Pool(jobs, _init_pool_worker, init_args)
-        yield pool
-        finished = True
-    finally:
-        if pool is not None:
-            with signals_deferred():
-                if finished:
-                    pool.close()
-                    pool.join()
-                pool.terminate()
 
 
 def _check_composite(run: RunDir, opts: CheckOptions, out: Path, resume: bool
@@ -488,50 +307,6 @@ def _check_composite(run: RunDir, opts: CheckOptions, out: Path, resume: bool
     write_json_atomic(out / RESULT_NAME, result)
     result["timing"] = {"seconds": round(time.monotonic() - t0, 3), "resumed_from": 0}
     return result
-
-
-_remote_args: tuple[Any, ...] | None = None  # what this Dask worker's checker is for
-_remote_root: Path | None = None  # this Dask worker's own work folder, on another machine
-
-
-def remote_tasks(init_args: tuple[Any, ...], tasks: list[Task]) -> list[bytes]:
-    """A Dask worker's task (harness/check/cluster.py): the states.jsonl
-    lines of each chunk of a batch.  The worker's state checker is made on its first task of a run,
-    in a folder of its own under the client's work folder (or, on another
-    machine, under one work folder of this worker process's, reaped once
-    the process is gone)."""
-    global _remote_args, _remote_root
-    if _remote_args != init_args:
-        remote_close()
-        run_path, workroot, *rest = init_args
-        if not Path(workroot).is_dir():
-            if _remote_root is None or not _remote_root.is_dir():
-                _remote_root = work_folder("crashlab-dask-")
-            workroot = str(_remote_root)
-        _init_worker(run_path, workroot, *rest)
-        _remote_args = init_args
-    return [_check_task(task) for task in tasks]
-
-
-def remote_close() -> None:
-    """Close this Dask worker's state checker (its helper processes) and
-    remove its folder."""
-    global _remote_args
-    workdir = _checker.workdir if _checker is not None else None
-    _close_worker()
-    if workdir is not None:
-        shutil.rmtree(workdir, ignore_errors=True)
-    _remote_args = None
-
-
-def _close_worker() -> None:
-    global _checker, _epochs
-    if _checker is not None:
-        _checker.close()
-        _checker = None
-    if _epochs is not None:
-        _epochs.close()
-        _epochs = None
 
 
 def _violation(run: RunDir, rec: StateRecord, v: dict[str, Any],

@@ -3,7 +3,7 @@
 
 The unit of work is the same as for local worker processes: a chunk of one
 epoch's states, sent as the epoch's number and the states' keys
-(:data:`harness.check.check.Task`).  A worker needs the run's folder (its log
+(:data:`harness.check.pool.Task`).  A worker needs the run's folder (its log
 and meta.json) and the base image the run names, at the same paths (a
 cluster of this machine's processes, or machines that share the results
 folder and built the images with the same recipe: the image's digest is
@@ -35,9 +35,8 @@ from collections.abc import Iterable, Iterator
 from typing import Any
 from urllib.parse import urlsplit
 
+from harness.check.pool import Task, remote_close, remote_tasks
 from harness.errors import CrashlabError, cause
-
-# the worker side: harness.check.check.remote_tasks / remote_close
 
 WINDOW = 4  # batches in flight per worker
 RETRIES = 3  # times a batch is tried again after its worker died
@@ -68,13 +67,13 @@ def probe_scheduler(address: str) -> None:
                             f"({cause(e)})") from None
 
 
-def _batches(tasks: Iterable[Any]) -> Iterator[list[Any]]:
+def _batches(tasks: Iterable[Task]) -> Iterator[list[Task]]:
     """Consecutive tasks grouped until a group holds ``BATCH`` states."""
-    batch: list[Any] = []
+    batch: list[Task] = []
     size = 0
     for task in tasks:
         batch.append(task)
-        size += len(task[-1])  # a task ends with its states (check.Task)
+        size += len(task[-1])  # a task ends with its states
         if size >= BATCH:
             yield batch
             batch, size = [], 0
@@ -82,13 +81,11 @@ def _batches(tasks: Iterable[Any]) -> Iterator[list[Any]]:
         yield batch
 
 
-def dask_imap(tasks: Iterable[Any], init_args: tuple[Any, ...], scheduler: str | None,
-              jobs: int) -> Iterator[list[Any]]:
+def dask_imap(tasks: Iterable[Task], init_args: tuple[Any, ...], scheduler: str | None,
+              jobs: int) -> Iterator[bytes]:
     """The states.jsonl lines of each task, in order, checked on a Dask
-    cluster."""
-    from harness.check import check
-
-    try:
+    cluster (the worker side: :func:`harness.check.pool.remote_tasks`)."""
+    try:  # here, not at the top: distributed is optional, and slow to import
         from distributed import Client, LocalCluster
     except ImportError:
         raise CrashlabError("--executor dask needs the `distributed` package "
@@ -108,7 +105,7 @@ def dask_imap(tasks: Iterable[Any], init_args: tuple[Any, ...], scheduler: str |
             pending: collections.deque[Any] = collections.deque()
             try:
                 for batch in _batches(tasks):
-                    pending.append(client.submit(check.remote_tasks, init_args, batch,
+                    pending.append(client.submit(remote_tasks, init_args, batch,
                                                  pure=False, retries=RETRIES))
                     if len(pending) >= width:
                         yield from pending.popleft().result()
@@ -117,7 +114,7 @@ def dask_imap(tasks: Iterable[Any], init_args: tuple[Any, ...], scheduler: str |
             finally:
                 for f in pending:
                     f.cancel()
-                client.run(check.remote_close)
+                client.run(remote_close)
     finally:
         if cluster is not None:
             cluster.close()

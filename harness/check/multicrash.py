@@ -58,6 +58,8 @@ from checkers.agree import judge_agree
 from checkers.verdict import Verdict
 from harness.atomic import write_text_atomic
 from harness.check.records import CheckResult, verdict_record
+from harness.check.window import default_window
+from harness.check.worker import StateChecker
 from harness.errors import CrashlabError
 from harness.images import file_digest, file_sha256
 from harness.logformat import LogReader
@@ -131,9 +133,6 @@ def _recovered_index(verdicts: list[Any]) -> int | None:
 def first_crashes(run: RunDir, comp: Composite, work: Path
                   ) -> tuple[list[FirstCrash], dict[str, int]]:
     """The first-crash states to continue, and counts of how they were chosen."""
-    from harness.check.check import default_window
-    from harness.check.worker import StateChecker
-
     opts = default_window(run, Options(strategy=comp.first))
     keep = work / "keep"
     checker = StateChecker(run, work / "check", fsck=False)
