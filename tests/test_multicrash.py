@@ -23,6 +23,7 @@ from support import crashlab, record_runs
 
 from harness.check.check import CheckOptions, check_run, options_for
 from harness.check.multicrash import Composite, compose, resolve
+from harness.check.repro import locate, reproduce
 from harness.record.fuse import FuseBackend
 from harness.rundir import RunDir
 from harness.states import Options
@@ -85,6 +86,19 @@ def test_composed_ids_resolve_and_repro(runs: dict[str, RunDir], tmp_path: Path)
     assert compose("multicrash", nested.path.name, plain) == sid
     p = crashlab("repro", str(run.path), sid)
     assert p.returncode == 0, p.stdout + p.stderr
+    # the library: the continuation's state with the verdicts the check gave it
+    target = locate(run.path, sid)
+    assert target.run.path == nested.path and target.state_id == plain
+    (tmp_path / "r").mkdir()
+    r = reproduce(target, tmp_path / "r")
+    assert {v.invariant: v.status for v in r.verdicts} == _states(tmp_path / "mc")[-1]["v"]
+    # the first crash: with the SUT's own restart after it, as run.jsonl judged it
+    first = sid.split("/")[0]
+    (tmp_path / "f").mkdir()
+    r = reproduce(locate(run.path, first), tmp_path / "f")
+    agree = [json.loads(x)["v"] for x in (tmp_path / "mc" / "run.jsonl").read_text().splitlines()
+             if json.loads(x)["id"] == first]
+    assert [{v.invariant: v.status} for v in r.verdicts if v.invariant == "REC-AGREE"] == agree
     bad = crashlab("repro", str(run.path), "e99.p0/e1.p0")
     assert bad.returncode == 2 and "no multicrash continuation" in bad.stderr
 

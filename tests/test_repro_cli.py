@@ -1,6 +1,9 @@
 """``crashlab repro`` end to end on the fuse backend with ext4: real
 recordings checked by the sweep's own code, then each violation's one-line
-repro command run as written; bad input; kept artifacts; nothing leaks."""
+repro command run as written; bad input; kept artifacts; nothing leaks.
+The library behind it (harness/check/repro.py) gives a state of each kind
+the very verdicts the check wrote for it, and the CLI's --json is its
+result."""
 
 from __future__ import annotations
 
@@ -16,6 +19,7 @@ import pytest
 from support import record_runs
 
 from harness.check.check import CheckOptions, check_run
+from harness.check.repro import locate, reproduce
 from harness.record.fuse import FuseBackend
 from harness.rundir import RunDir
 from harness.states import Options
@@ -130,13 +134,60 @@ def test_passing_state_exits_zero(checked: dict[str, Any], tmp_path: Path) -> No
     ("e3.p99", "no write"),
     ("e3.k0,0", "state"),
 ])
-def test_bad_state_ids(checked: dict[str, Any], state_id: str, message: str) -> None:
+def test_bad_state_ids(checked: dict[str, Any], state_id: str, message: str,
+                       tmp_path: Path) -> None:
     run, _ = checked["sqlite-off"]
-    p = repro(["crashlab", "repro", str(run.path), state_id])
+    p = repro(["crashlab", "repro", str(run.path), state_id, "--out", str(tmp_path / "o")])
     assert p.returncode == 2
     assert p.stdout == ""
     lines = p.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("crashlab: error:") and message in lines[0]
+    assert not (tmp_path / "o").exists()  # refused before any output folder
+
+
+# state kinds, each checked over a few transactions' window
+WINDOW = {"window_start": "txn-begin:4", "window_end": "txn-ack:5"}
+KINDS = {
+    "prefix": Options(strategy="prefix", **WINDOW),
+    "reorder": Options(strategy="reorder", **WINDOW),
+    "torn": Options(strategy="torn", **WINDOW),
+    "corrupt": Options(strategy="prefix", faults=("corrupt",), **WINDOW),
+}
+
+
+@pytest.mark.parametrize("kind", sorted(KINDS))
+def test_reproduce_gives_the_checks_verdicts(checked: dict[str, Any], kind: str,
+                                             tmp_path: Path) -> None:
+    """A state of each kind (a failing one where the check found one): the
+    library's Repro has the verdicts the check wrote for it in
+    states.jsonl, explanations and all; the CLI's --json is the Repro's
+    JSON and the bytes of the repro.json it keeps."""
+    run, _ = checked["sqlite-off"]
+    check_run(run, CheckOptions(states=KINDS[kind], jobs=2), tmp_path / "check")
+    lines = [json.loads(x) for x in (tmp_path / "check" / "states.jsonl").read_text()
+             .splitlines()]
+    line = next((s for s in reversed(lines) if "fail" in s), lines[-1])
+    assert {"prefix": ".p", "reorder": ".k", "torn": ".t", "corrupt": ".c"}[kind] in line["id"]
+    target = locate(run.path, line["id"])
+    assert target.run.path == run.path and target.state_id == line["id"]
+    (tmp_path / "lib").mkdir()
+    r = reproduce(target, tmp_path / "lib")
+    assert {v.invariant: v.status for v in r.verdicts} == line["v"]
+    assert [v.to_json() for v in r.verdicts if v.failed] == line.get("fail", [])
+    assert r.explanation.state_id == line["id"]
+    p = repro(["crashlab", "repro", str(run.path), line["id"], "--json",
+               "--out", str(tmp_path / "cli")])
+    assert p.returncode == (1 if r.failed else 0), p.stderr
+    assert json.loads(p.stdout) == json.loads(json.dumps(r.to_json()))
+    assert p.stdout.encode() == (tmp_path / "cli" / "repro.json").read_bytes() \
+        == (tmp_path / "lib" / "repro.json").read_bytes()
+
+
+def test_json_goes_without_shell(checked: dict[str, Any], tmp_path: Path) -> None:
+    run, _ = checked["sqlite-off"]
+    p = repro(["crashlab", "repro", str(run.path), "e3.p0", "--json", "--shell"])
+    assert p.returncode == 2 and p.stdout == ""
+    assert p.stderr.startswith("crashlab: error: --json") and len(p.stderr.splitlines()) == 1
 
 
 def test_bad_runs(tmp_path: Path) -> None:

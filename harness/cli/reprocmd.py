@@ -1,6 +1,7 @@
-"""``crashlab repro RUN STATE [--out DIR] [--shell]``: materialise one crash
-state exactly as the sweep checks it, explain every write of its epoch, and
-run every checker verbosely.
+"""``crashlab repro RUN STATE [--out DIR] [--shell] [--json]``: materialise
+one crash state exactly as the sweep checks it, explain every write of its
+epoch, and run every checker verbosely.  The work is the library's
+(:mod:`harness.check.repro`); this module renders its :class:`Repro`.
 
 Exit codes: 0 when every verdict of the state passes (or is skipped), 1 when
 one fails, 2 for bad input (unknown run, malformed or impossible state ID).
@@ -9,42 +10,25 @@ one fails, 2 for bad input (unknown run, malformed or impossible state ID).
 from __future__ import annotations
 
 import contextlib
-import shlex
+import json
 import subprocess
 import sys
 from collections.abc import Iterator
-from dataclasses import asdict
 from pathlib import Path
-from typing import Any
 
 import click
 
-from checkers.engines import engine_of
 from checkers.verdict import Verdict
-from harness.atomic import write_json_atomic
-from harness.check.multicrash import resolve, restart_verdicts
-from harness.check.runlevel import prepare_run_level
-from harness.check.worker import StateChecker
+from harness.check.repro import REPRO_NAME, Repro, ReproOptions, locate, reproduce
 from harness.cli.checkcmd import checker_options, force_option, output, user_checkers
 from harness.env import temporary_folder
 from harness.errors import CrashlabError
-from harness.explain.sqlitefile import describe_files
-from harness.explain.state import Explanation, WriteInfo, explain_state
+from harness.explain.state import Explanation, WriteInfo
 from harness.faults import FAULT_MARK_PREFIX
-from harness.filetrace import fault_targets
-from harness.fs.confined import links_on_way
-from harness.images import verified_base_for_run
-from harness.logformat import LogReader
 from harness.marks import parse_label
-from harness.rundir import RunDir
-from harness.states import State, parse_id, state_from_id
-from harness.validate import validate
 
 DEFAULT_SHOWN = 40  # writes listed unless --all-writes
 STYLE = {"kept": "green", "dropped": "red", "torn": "yellow", "unwritten": "bright_black"}
-
-
-REPRO_NAME = "repro.json"  # what makes a --out folder hold an earlier repro's results
 
 
 @contextlib.contextmanager
@@ -122,10 +106,11 @@ def _verdict_line(v: Verdict) -> str:
     return line
 
 
-def _report(run: Path, meta: dict[str, Any], x: Explanation, verdicts: list[Verdict],
-            steps: list[str], files: list[str], out: Path | None, shown: int | None) -> None:
+def _report(r: Repro, out: Path | None, shown: int | None) -> None:
+    """The text report of ``r`` on stdout (``out``: the --out folder)."""
     echo = click.echo
-    echo(click.style(f"crashlab repro: state {x.state_id} of {run}", bold=True))
+    x, meta = r.explanation, r.target.meta
+    echo(click.style(f"crashlab repro: state {x.state_id} of {r.target.run.path}", bold=True))
     echo(f"  run    {meta.sut}  {meta.workload}  {meta.fs} ({meta.backend} backend)")
     counts = {s: sum(1 for w in x.writes if w.status == s)
               for s in ("kept", "dropped", "torn", "after cut")}
@@ -152,17 +137,32 @@ def _report(run: Path, meta: dict[str, Any], x: Explanation, verdicts: list[Verd
         echo(_write_line(w))
     if len(order) > limit:
         echo(f"  ... {len(order) - limit} more writes (--all-writes lists them)")
-    echo(click.style("recovery:", bold=True) + " " + "; ".join(steps))
-    for line in files:
+    echo(click.style("recovery:", bold=True) + " " + "; ".join(r.recovery.steps))
+    for line in r.files:
         echo(f"  file   {line}")
     echo(click.style("verdicts:", bold=True))
-    for v in verdicts:
+    for v in r.verdicts:
         echo(_verdict_line(v))
         for item in v.implicated:
             echo(f"{'':20}implicates {item}")
     if out is not None:
         echo(f"kept in {out}: crash.img (before recovery), recovered.img, files/ (as the file "
              "system recovered them, before the database's own recovery), repro.json")
+
+
+def _shell(r: Repro, out: Path | None, shell: bool) -> None:
+    """The --shell line (and, on a terminal, the shell itself); with --out,
+    the command that opens the kept files."""
+    if r.linked is not None and (shell or out is not None):  # its tool would follow it
+        click.echo(f"shell: none: {r.linked}")
+    elif shell and sys.stdin.isatty() and (r.folder / "files").exists():
+        click.echo(f"shell: {' '.join(r.shell_command(r.folder))}  (its own recovery runs on "
+                   "these files)")
+        subprocess.run(r.shell_command(r.folder))
+    elif shell or out is not None:
+        where = r.folder if out is not None else Path("DIR")
+        click.echo(f"shell: {' '.join(r.shell_command(where))}"
+                   + ("" if out is not None else "  (with --out DIR)"))
 
 
 @click.command("repro")
@@ -177,81 +177,27 @@ def _report(run: Path, meta: dict[str, Any], x: Explanation, verdicts: list[Verd
 @click.option("--all-writes", is_flag=True,
               help=f"list every write of the epoch (default: at most {DEFAULT_SHOWN})")
 @click.option("--no-fsck", is_flag=True, help="as in check: skip the read-only e2fsck")
+@click.option("--json", "as_json", is_flag=True,
+              help="print repro.json's content instead of the report")
 @checker_options
 def repro_cmd(run: Path, state_id: str, out: Path | None, shell: bool, force: bool,
-              all_writes: bool,
-              no_fsck: bool, checker_specs: tuple[str, ...], checker_timeout: float,
-              checker_recover: str) -> int:
+              all_writes: bool, no_fsck: bool, as_json: bool, checker_specs: tuple[str, ...],
+              checker_timeout: float, checker_recover: str) -> int:
     """Materialise crash state STATE of run RUN, explain it, check it (with
     your own checkers too: --checker, as in check)."""
-    if not run.is_dir():
-        raise CrashlabError(f"{run}: no such run directory")
-    rd, state_id = resolve(RunDir(run), state_id)  # a multicrash ID names a continuation
-    run = rd.path
-    meta = validate(rd)
-    with LogReader(rd.log) as reader:
-        state_from_id(reader, state_id, rd.log_order)  # bad IDs fail here, before any work
-    interactive = shell and sys.stdin.isatty()
-    with _folder(out, keep_tmp=False, force=force) as folder, \
-            temporary_folder("crashlab-repro-work-") as work:
-        # the run's facts from its whole log, as the check had them, and
-        # where its database lies (whether a fault touched it)
-        level = prepare_run_level(rd, work)
-        faults = ("misdirect", "corrupt") if parse_id(state_id).faulted else ()
-        checker = StateChecker(rd, work / "check", fsck=not no_fsck, run_facts=level.facts,
-                               checkers=user_checkers(checker_specs, checker_timeout,
-                                                      checker_recover),
-                               db_spans=fault_targets(rd, faults, work / "dbmap"))
-        try:
-            checker.keep = folder
-            state: State = state_from_id(checker.image.reader, state_id, rd.log_order)
-            # and, where it was continued, whether the SUT's own restart agreed
-            verdicts = checker.check(state) + restart_verdicts(rd, state_id)
-            rec = checker.last_recovery
-        finally:
-            checker.close()
-        assert rec is not None
-        recovered = folder / "recovered.img"
-        ctx = checker.ctx
-        with LogReader(rd.log) as reader:
-            x = explain_state(
-                reader, state_from_id(reader, state_id, rd.log_order), fs=ctx.fsobj,
-                base=verified_base_for_run(rd), crash_image=folder / "crash.img",
-                recovered=recovered if rec.ok and ctx.fsobj.has_files else None,
-                db_name=ctx.db_name, workdir=work / "explain",
-                mode=ctx.sut.mode if ctx.sut else "",
-                nvram_at=ctx.nvram[0] if ctx.nvram else None)
-        steps = rec.steps + ([rec.detail] if rec.detail else [])
-        engine = engine_of(ctx.sut) if ctx.sut else None  # None: the user's command
-        files = describe_files(folder / "files", ctx.db_name) \
-            if engine and engine.sidecar_files else []
-        write_json_atomic(folder / REPRO_NAME, {
-            "run": str(run), "state": state_id,
-            "explanation": asdict(x),
-            "recovery": {"ok": rec.ok, "journal_replayed": rec.journal_replayed,
-                         "needed_repair": rec.needed_repair, "steps": steps},
-            "files": files,
-            "verdicts": [v.to_json() for v in verdicts],
-        })
-        _report(run, meta, x, verdicts, steps, files, out,
-                None if all_writes else DEFAULT_SHOWN)
-        def shell_cmd(where: Path) -> list[str]:
-            if engine is None:  # no engine to open it with: a shell among the files
-                return ["sh", "-c", f"cd {shlex.quote(str(where / 'files'))} && exec sh"]
-            return engine.shell_command(where / "files" / ctx.db_name)
-
-        linked = links_on_way(folder / "files", ctx.db_name) if engine else None
-        if linked is not None and (shell or out is not None):  # its tool would follow it
-            click.echo(f"shell: none: {linked}")
-        elif shell and interactive and (folder / "files").exists():
-            click.echo(f"shell: {' '.join(shell_cmd(folder))}  (its own recovery runs on "
-                       "these files)")
-            subprocess.run(shell_cmd(folder))
-        elif shell or out is not None:
-            where = folder if out is not None else Path("DIR")
-            click.echo(f"shell: {' '.join(shell_cmd(where))}"
-                       + ("" if out is not None else "  (with --out DIR)"))
-    return 1 if any(v.status in ("fail", "error") for v in verdicts) else 0
+    if as_json and shell:
+        raise CrashlabError("--json prints a document: it goes without --shell")
+    target = locate(run, state_id)  # bad input fails here, before any work
+    options = ReproOptions(fsck=not no_fsck, checkers=user_checkers(
+        checker_specs, checker_timeout, checker_recover))
+    with _folder(out, keep_tmp=False, force=force) as folder:
+        r = reproduce(target, folder, options)
+        if as_json:
+            click.echo(json.dumps(r.to_json(), indent=2, sort_keys=True))
+        else:
+            _report(r, out, None if all_writes else DEFAULT_SHOWN)
+            _shell(r, out, shell)
+    return 1 if r.failed else 0
 
 
 COMMANDS = [repro_cmd]
