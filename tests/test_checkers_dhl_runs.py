@@ -19,23 +19,12 @@ from harness.check.runlevel import trace_verdicts
 from harness.logformat import LogReader
 from harness.rundir import RunDir
 
-pytestmark = [pytest.mark.root, pytest.mark.timeout(600)]
+pytestmark = [pytest.mark.needs_fuse, pytest.mark.timeout(600)]
 WORKLOAD = "insert:txns=4,ops=20,tables=2,warmup=100"
-
-
-def _facilities() -> str | None:
-    if os.geteuid() != 0:
-        return "needs root (loop devices, FUSE)"
-    if not Path("/dev/fuse").exists():
-        return "no /dev/fuse"
-    return None
 
 
 @pytest.fixture(scope="module")
 def scratch() -> Iterator[Path]:
-    why = _facilities()
-    if why:
-        pytest.skip(why)
     parent = Path("/dev/shm" if os.path.isdir("/dev/shm") else "/tmp")
     d = parent / f"crashlab-dhlruns-{os.getpid()}"
     d.mkdir(parents=True, exist_ok=True)

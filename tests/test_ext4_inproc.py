@@ -42,12 +42,10 @@ from harness.fs.ext4.ondisk import FsReader, Unsupported, crc32c
 from harness.fs.ext4.undo import written_ranges
 from harness.logformat import LogReader
 from harness.materialize import sparse_copy
-from harness.record.fuse import FuseBackend
 from harness.rundir import RESULT_NAME, STATES_NAME, RunDir
 from harness.states import Enumeration, Options
 
-OK, WHY = FuseBackend.available()
-pytestmark = [pytest.mark.root, pytest.mark.skipif(not OK, reason=f"fuse backend: {WHY}")]
+pytestmark = pytest.mark.needs_fuse
 
 SMALL = "insert:txns=4,ops=3,tables=2,warmup=50,seed=1"
 RUNS = {

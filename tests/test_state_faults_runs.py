@@ -26,7 +26,7 @@ from harness.rundir import RunDir
 from harness.sweep.expectations import evaluate
 from harness.sweep.matrix import MULTI, Cell
 
-pytestmark = [pytest.mark.root, pytest.mark.timeout(900)]
+pytestmark = [pytest.mark.needs_fuse, pytest.mark.timeout(900)]
 DHL_WL = "insert:txns=6,ops=6,tables=3,size=400,warmup=20,seed=1"
 PLAIN, CKSUM = "sqlite-delete-extra", "sqlite:journal=delete,sync=extra,cksum=1"
 WAL, WAL_CKSUM = "sqlite-wal-full", "sqlite:journal=wal,sync=full,cksum=1"
@@ -34,8 +34,6 @@ WAL, WAL_CKSUM = "sqlite-wal-full", "sqlite:journal=wal,sync=full,cksum=1"
 
 @pytest.fixture(scope="module")
 def runs() -> Iterator[dict[str, RunDir]]:
-    if os.geteuid() != 0 or not Path("/dev/fuse").exists():
-        pytest.skip("needs root and /dev/fuse (the fuse recording backend)")
     root = Path("/dev/shm") / f"crashlab-statefaults-{os.getpid()}"
     try:
         out = record_runs(root / "ext4", {s: MULTI for s in (PLAIN, CKSUM, WAL, WAL_CKSUM)})

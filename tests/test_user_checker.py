@@ -14,11 +14,9 @@ from pathlib import Path
 import pytest
 from support import crashlab, tagged
 
-from harness.record.fuse import FuseBackend
 from harness.rundir import RunDir
 
-OK, WHY = FuseBackend.available()
-pytestmark = [pytest.mark.root, pytest.mark.skipif(not OK, reason=f"fuse backend: {WHY}")]
+pytestmark = pytest.mark.needs_fuse
 
 # A counter updated by the atomic-file-update protocol, one transaction per
 # value, each acknowledged with the value as the mark's payload.
