@@ -109,7 +109,7 @@ def cut_at_id(part: StateRecord) -> tuple[bytes, bytes] | None:
     """The line of a record with the fields ``part`` and any ID, as the
     bytes before and after the ID's JSON string (None: the mark is not
     found exactly once, so the line must be made whole)."""
-    pieces = dump_line({"id": _MARK, **part}).split(_MARK_JSON)  # type: ignore[typeddict-item]
+    pieces = dump_line({"id": _MARK, **part}).split(_MARK_JSON)
     return (pieces[0], pieces[1]) if len(pieces) == 2 else None
 
 
