@@ -43,7 +43,7 @@ def record(scratch: Path, sut: str, fs: str = "raw") -> Path:
     return out
 
 
-def check(run: Path, strategy: str, *extra: str) -> dict:  # type: ignore[type-arg]
+def check(run: Path, strategy: str, *extra: str) -> dict:  # type: ignore[type-arg]  # result.json as untyped JSON
     out = run / f"check-{strategy}-{'-'.join(extra)}"
     p = crashlab("check", str(run), "--strategy", strategy, "--no-progress", "--out", str(out),
                  *extra)
@@ -51,7 +51,7 @@ def check(run: Path, strategy: str, *extra: str) -> dict:  # type: ignore[type-a
     return json.loads((out / "result.json").read_text())
 
 
-def failing(result: dict) -> dict[str, int]:  # type: ignore[type-arg]
+def failing(result: dict) -> dict[str, int]:  # type: ignore[type-arg]  # result.json as untyped JSON
     return {k: v["fail"] for k, v in result["verdicts"].items() if v.get("fail")}
 
 

@@ -398,7 +398,7 @@ def test_database_or_sidecar_link_fails_db_open(tmp_path: Path, canary: Path) ->
         (files / name).write_bytes(b"")
     (files / "sub").symlink_to(canary / "dir")
     assert "sub is a symbolic link" in (links_on_way(files, "sub/inside") or "")
-    verdicts = sqlite.judge(sqlite.refused("crashlab.db-wal is a symbolic link"), None,  # type: ignore[arg-type]
+    verdicts = sqlite.judge(sqlite.refused("crashlab.db-wal is a symbolic link"), None,  # type: ignore[arg-type]  # a refusal in place of facts
                             0, 0)
     assert verdicts[0].invariant == "DB-OPEN" and verdicts[0].status == "fail"
     assert "symbolic link" in verdicts[0].explanation

@@ -234,7 +234,7 @@ def programs_run() -> set[str]:
         words |= _words_sh("\n".join(recipes))
     words -= NOT_PROGRAMS
     return {w for w in words if re.fullmatch(r"[a-z][a-z0-9._+-]*", w) and shutil.which(w)
-            and shutil.which(w).startswith(SYSTEM_DIRS)}  # type: ignore[union-attr]
+            and shutil.which(w).startswith(SYSTEM_DIRS)}  # type: ignore[union-attr]  # filtered to found programs
 
 
 # --- the tests --------------------------------------------------------------

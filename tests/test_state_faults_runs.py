@@ -43,7 +43,7 @@ def runs() -> Iterator[dict[str, RunDir]]:
         shutil.rmtree(root, ignore_errors=True)
 
 
-def check(run: RunDir, *args: str, strategy: str = "prefix") -> dict:  # type: ignore[type-arg]
+def check(run: RunDir, *args: str, strategy: str = "prefix") -> dict:  # type: ignore[type-arg]  # result.json as untyped JSON
     out = run.path / "check" / f"{strategy}-{'-'.join(args).replace('/', '_')}"
     # --force: two tests check the same run with the same faults into one folder
     p = crashlab("check", str(run.path), "--strategy", strategy, "-j", "2", "--no-progress",
@@ -52,16 +52,16 @@ def check(run: RunDir, *args: str, strategy: str = "prefix") -> dict:  # type: i
     return json.loads((out / "result.json").read_text())
 
 
-def fails(result: dict, inv: str) -> int:  # type: ignore[type-arg]
+def fails(result: dict, inv: str) -> int:  # type: ignore[type-arg]  # result.json as untyped JSON
     return result["verdicts"].get(inv, {}).get("fail", 0)
 
 
-def exercised_passes(result: dict, inv: str) -> int:  # type: ignore[type-arg]
+def exercised_passes(result: dict, inv: str) -> int:  # type: ignore[type-arg]  # result.json as untyped JSON
     c = result["verdicts"].get(inv, {})
     return c.get("pass", 0) - c.get("not_exercised", 0)
 
 
-def held(run: RunDir, sut: str, result: dict, faults: tuple[str, ...],  # type: ignore[type-arg]
+def held(run: RunDir, sut: str, result: dict, faults: tuple[str, ...],  # type: ignore[type-arg]  # result.json as untyped JSON
          must: tuple[str, ...] = ()) -> bool:
     cell = Cell(sut, MULTI, "ext4", ("prefix",), must, faults=faults)
     return evaluate(cell.expectation("prefix"), result["verdicts"], result["states"]["checked"],

@@ -63,7 +63,7 @@ def _record(tmp: Path, name: str, dirsync: bool) -> RunDir:
 def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, RunDir]:
     tmp = tmp_path_factory.mktemp("user")
     (tmp / "check_counter.py").write_text(CHECKER)
-    return {"tmp": tmp, "safe": _record(tmp, "safe", True),  # type: ignore[dict-item]
+    return {"tmp": tmp, "safe": _record(tmp, "safe", True),  # type: ignore[dict-item]  # a mixed dict of paths and runs
             "nodirsync": _record(tmp, "nodirsync", False)}
 
 

@@ -177,7 +177,7 @@ def test_multi_holds(runs: dict[str, RunDir], tmp_path: Path, strategy: str) -> 
     # some states tear an NVRAM record write (a record over two sectors, the
     # first kept): the CRC rejects it, and its transaction was in flight
     run = runs["MULTI"]
-    offset = nvram_region(run.meta().extra)[0]  # type: ignore[index]
+    offset = nvram_region(run.meta().extra)[0]  # type: ignore[index]  # the run's extra names an nvram region
     ids = [json.loads(x)["id"] for x in (tmp_path / strategy / "states.jsonl").read_text()
            .splitlines()]
     with LogReader(run.log) as r:
@@ -205,7 +205,7 @@ def test_crash_during_nvram_replay_holds(runs: dict[str, RunDir], tmp_path: Path
     replayed = 0
     for c in result["multicrash"]["continuations"]:
         nested = RunDir(runs["MULTI"].path / "recovery-crash" / c["state"])
-        offset = nvram_region(nested.meta().extra)[0]  # type: ignore[index]
+        offset = nvram_region(nested.meta().extra)[0]  # type: ignore[index]  # the run's extra names an nvram region
         with LogReader(nested.log) as r:
             nv = [e for e in r.entries() if e.has_payload and e.sector * r.sectorsize >= offset]
         assert all(e.is_fua for e in nv)
