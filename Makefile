@@ -17,11 +17,13 @@ BUILD :=
 CTEST :=
 include $(sort $(wildcard */build.mk))
 
-.PHONY: help setup build test ctest pytest lint sweep bench images repro report recheck clean mutants fuzz
+.PHONY: help setup build check test ctest pytest lint sweep bench images repro report recheck clean mutants fuzz
 
 help:
 	@echo "make sweep   set up, build, run the default crash sweep, print where the report is"
 	@echo "make test    set up, build, run the whole test suite"
+	@echo "make check   the quick gate (under a minute): ruff check, ruff format --check,"
+	@echo "             mypy, and the unit tier (tests needing no root, FUSE, qemu, recording)"
 	@echo "make bench   print the benchmark figures"
 	@echo "make mutants build each mutant of tests/mutants/, run the cells that must kill it"
 	@echo "make fuzz    $(FUZZ) damaged inputs of each kind (log, meta.json, matrix, command line)"
@@ -46,6 +48,16 @@ lint: setup
 	clang-format --dry-run --Werror $(C_FILES)
 
 ctest: build $(CTEST)
+
+# The quick gate: lint, format, types ([tool.mypy] in pyproject.toml) and the
+# unit tier (tests/conftest.py marks `unit` every test that needs no root,
+# loop device, FUSE, qemu or recording).  CHECK_FORMAT=0 skips the format step.
+CHECK_FORMAT ?= 1
+check: build
+	$(VENV)/bin/ruff check .
+	$(if $(filter 0,$(CHECK_FORMAT)),,$(VENV)/bin/ruff format --check .)
+	$(VENV)/bin/mypy
+	$(PY) -m pytest -q -m unit -p no:cacheprovider $(if $(filter 0,$(PYTEST_JOBS)),,-n $(PYTEST_JOBS))
 
 # Two pytest workers (pytest-xdist), one test file per worker: each test's
 # devices and processes live under its own working folder, so the leak

@@ -86,7 +86,7 @@ def _ranges(xs: list[int]) -> str:
     """``[1, 2, 3, 7]`` → ``"1-3,7"``."""
     out: list[str] = []
     start = prev = xs[0]
-    for x in xs[1:] + [None]:  # type: ignore[list-item]
+    for x in xs[1:] + [None]:
         if x is not None and x == prev + 1:
             prev = x
             continue

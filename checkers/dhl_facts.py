@@ -105,11 +105,11 @@ def open_image(path: Path, **kw: object) -> tuple[Database, bool]:
     """Open a DHL image in whatever mode it was created for (the mode only
     matters for writing transactions): ``(db, nolog)``."""
     try:
-        return Database(path, "tc", **kw), False  # type: ignore[arg-type]
+        return Database(path, "tc", **kw), False  # type: ignore[arg-type]  # **kw passes Database's options through
     except DhlError as e:
         if e.code != "DHL_EMODE":
             raise
-    return Database(path, "nolog", **kw), True  # type: ignore[arg-type]
+    return Database(path, "nolog", **kw), True  # type: ignore[arg-type]  # **kw passes Database's options through
 
 
 def stored_headers(db: Database, image: MemIO) -> list[Headers]:

@@ -115,15 +115,15 @@ def parse_facts(blob: bytes) -> DhlFacts:
             at += 4 * n
     assert at == len(blob), "facts layout out of step with rawcheck.c"
     b = Before(error=strs[0], fcc=sc[0], newest=sc[1], newest_size=sc[2], newest_count=sc[3],
-               newest_pages=arrs[0], previous=sc[4],  # type: ignore[arg-type]
-               t1_missing=_groups(arrs[1], 4),  # type: ignore[arg-type]
+               newest_pages=arrs[0], previous=sc[4],  # type: ignore[arg-type]  # ctypes/native-blob values are untyped
+               t1_missing=_groups(arrs[1], 4),  # type: ignore[arg-type]  # ctypes/native-blob values are untyped
                reached=sc[5], digest=strs[1], read_error=strs[2], indep_fcc=sc[6],
                indep_digest=strs[3], indep_error=strs[4],
-               indep_no_committed=arrs[2])  # type: ignore[arg-type]
+               indep_no_committed=arrs[2])  # type: ignore[arg-type]  # ctypes/native-blob values are untyped
     a = After(error=strs[5], fcc=sc[7], txn_size=sc[8], engine_fcc=sc[9],
               rolled_back=bool(sc[10]), integrity=strs[6], digest=strs[7], scan_error=strs[8],
-              above_fcc=_groups(arrs[3], 3),  # type: ignore[arg-type]
-              count_fcc=arrs[4], fcc_pages=arrs[5], count_newest=arrs[6],  # type: ignore[arg-type]
+              above_fcc=_groups(arrs[3], 3),  # type: ignore[arg-type]  # ctypes/native-blob values are untyped
+              count_fcc=arrs[4], fcc_pages=arrs[5], count_newest=arrs[6],  # type: ignore[arg-type]  # ctypes/native-blob values are untyped
               idempotent_changed=arrs[7], idempotent_error=strs[9])
     return DhlFacts(exists=True, nolog=bool(sc[11]), before=b, after=a)
 
@@ -180,7 +180,7 @@ class NativeExaminer:
             finally:
                 os.close(fd)
             self._export = (C.c_char * size).from_buffer(self._map)
-        return C.addressof(self._export)  # type: ignore[arg-type]
+        return C.addressof(self._export)  # type: ignore[arg-type]  # ctypes/native-blob values are untyped
 
     def facts(self, blob: bytes) -> DhlFacts:
         """The facts serialised in ``blob`` (an :meth:`examine` result)."""
@@ -201,7 +201,7 @@ class NativeExaminer:
             with open(log, "rb") as f:
                 self._log = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_COPY)
             self._log_export = (C.c_char * len(self._log)).from_buffer(self._log)
-        return C.addressof(self._log_export), len(self._log)  # type: ignore[arg-type]
+        return C.addressof(self._log_export), len(self._log)  # type: ignore[arg-type]  # ctypes/native-blob values are untyped
 
     def _release_log(self, lowest: int) -> None:
         """Let go of the mapped log's pages below byte ``lowest`` (the
@@ -247,7 +247,7 @@ class NativeExaminer:
         lowest = min(flat[1::3], default=ZEROS)  # the chunk's lowest log offset
         if lowest != ZEROS:
             self._release_log(lowest)
-        blob = C.string_at(self._out.value, self._outlen.value)  # type: ignore[arg-type]
+        blob = C.string_at(self._out.value, self._outlen.value)  # type: ignore[arg-type]  # ctypes/native-blob values are untyped
         out: list[bytes | None] = []
         at = 0
         for i in range(n):
@@ -279,4 +279,4 @@ class NativeExaminer:
             return None
         if rc != OK:
             raise MemoryError("rc_examine: out of memory")
-        return C.string_at(self._out.value, self._outlen.value)  # type: ignore[arg-type]
+        return C.string_at(self._out.value, self._outlen.value)  # type: ignore[arg-type]  # ctypes/native-blob values are untyped

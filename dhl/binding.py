@@ -634,7 +634,7 @@ class Database:
 
 def open_db(path: str | os.PathLike[str], mode: str = "tc", **kw: object) -> Database:
     """Shorthand for Database(path, mode, **kw)."""
-    return Database(path, mode, **kw)  # type: ignore[arg-type]
+    return Database(path, mode, **kw)  # type: ignore[arg-type]  # **kw passes Database's options through
 
 
 def recovered_in_memory(image: bytes, mode: str = "tc", *, blockdev: bool = False

@@ -24,12 +24,12 @@ _mode = click.option("--mode", type=click.Choice(sorted(MODES)), default=None,
 def _open(path: str, mode: str | None, **kw: object) -> Database:
     if mode is None:
         try:
-            return Database(path, "tc", **kw)  # type: ignore[arg-type]
+            return Database(path, "tc", **kw)  # type: ignore[arg-type]  # **kw passes Database's options through
         except DhlError as e:
             if e.code != "DHL_EMODE":
                 raise
             mode = "nolog"
-    return Database(path, mode, **kw)  # type: ignore[arg-type]
+    return Database(path, mode, **kw)  # type: ignore[arg-type]  # **kw passes Database's options through
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})

@@ -131,7 +131,7 @@ class RunMeta:
                     f.name in ("faults", "mount_options") and not v):
                 continue
             if dataclasses.is_dataclass(v):
-                v = dataclasses.asdict(v)  # type: ignore[arg-type]
+                v = dataclasses.asdict(v)  # type: ignore[arg-type]  # is_dataclass also admits the class itself
             out[f.name] = list(v) if isinstance(v, tuple) else v
         return {**out, **self.extra}
 

@@ -1,13 +1,103 @@
-"""Fixtures shared by the test modules."""
+"""Fixtures shared by the test modules, and the one place that decides what
+this machine can run.
+
+Markers (pyproject.toml registers them): ``needs_root`` (root, loop devices,
+mounts), ``needs_fuse`` (the fuse recording backend: root, /dev/fuse, loop
+devices, logfuse built), ``needs_qemu`` (the qemu backend; ``needs_qemu("f2fs")``
+also asks that the guest kernel can mount that file system).  A test so
+marked is skipped, with the reason, where the facility is absent; never
+silently.  Every test with none of them (and not ``slow``) is in the unit
+tier, marked ``unit`` here: ``pytest -m unit`` (``make check``) runs what
+needs no root, loop device, FUSE, qemu or recording."""
 
 from __future__ import annotations
 
+import functools
 import os
+import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from support import loops, mounts, procs_mentioning
+
+from harness.rundir import RunDir
+
+# `root` is the older name of needs_root: a test written with it still skips.
+FACILITY_MARKS = ("needs_root", "needs_fuse", "needs_qemu", "root")
+# Fixtures that bring a facility with them: a test using one needs it too.
+FIXTURE_NEEDS = {"recorded": "needs_fuse", "qemu_runs": "needs_qemu",
+                 "private_tmp": "needs_root"}
+
+
+@functools.cache
+def root_missing() -> str | None:
+    """Why root's facilities (loop devices, mounts) are absent, or None."""
+    if os.geteuid() != 0:
+        return "needs root (loop devices and mounts)"
+    if not Path("/dev/loop-control").exists():
+        return "needs loop devices (/dev/loop-control)"
+    return None
+
+
+@functools.cache
+def fuse_missing() -> str | None:
+    """Why the fuse recording backend is unavailable here, or None."""
+    from harness.record.fuse import FuseBackend
+
+    ok, why = FuseBackend.available()
+    return None if ok else f"fuse backend: {why}"
+
+
+@functools.cache
+def qemu_missing(fs: str | None = None) -> str | None:
+    """Why the qemu backend (recording file system ``fs``, if given) is
+    unavailable here, or None."""
+    from harness.record.qemu import QemuBackend
+
+    ok, why = QemuBackend.available()
+    if ok and fs is not None:
+        ok, why = QemuBackend.supports(fs)
+    if ok:
+        return None
+    return f"qemu backend cannot record {fs}: {why}" if fs else f"qemu backend: {why}"
+
+
+def missing(item: pytest.Item) -> str | None:
+    """Why ``item`` cannot run on this machine (its first absent facility), or None."""
+    for mark in item.iter_markers():
+        if mark.name in ("needs_root", "root"):
+            why = root_missing()
+        elif mark.name == "needs_fuse":
+            why = fuse_missing()
+        elif mark.name == "needs_qemu":
+            why = qemu_missing(*mark.args)
+        else:
+            continue
+        if why:
+            return why
+    return None
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Give each test the facility marks of its fixtures, and the ``unit``
+    mark to each that needs no facility and is not slow."""
+    for item in items:
+        for fixture, mark in FIXTURE_NEEDS.items():
+            if fixture in getattr(item, "fixturenames", ()):
+                item.add_marker(mark)
+        if not any(item.get_closest_marker(name) for name in (*FACILITY_MARKS, "slow")):
+            item.add_marker("unit")
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """Skip, with the reason, a test whose facility is absent, before any of
+    its fixtures (which may record) is set up."""
+    why = missing(item)
+    if why:
+        pytest.skip(why)
 
 
 @pytest.fixture
@@ -29,20 +119,68 @@ def private_tmp(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Pat
     parent.rmdir()
 
 
+def _manifest(run: Path) -> dict[str, tuple[int, int]]:
+    """Every file under ``run``: relative path -> (size, mtime in ns)."""
+    return {str(p.relative_to(run)): (p.stat().st_size, p.stat().st_mtime_ns)
+            for p in sorted(run.rglob("*")) if p.is_file() or p.is_symlink()}
+
+
+class Recordings:
+    """The fuse recordings of a test session, each distinct (sut, workload,
+    fs, backend) recorded once (per xdist worker) and shared.  A shared run
+    is read-only: a test that checks it writes its results elsewhere
+    (``--out``), and a test that changes it takes ``copy()``.  Each hand-out
+    first verifies that no earlier test wrote into the run."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.runs: dict[tuple[str, str, str, str], tuple[RunDir, dict[str, tuple[int, int]]]] = {}
+
+    def __call__(self, sut: str, workload: str, fs: str = "ext4", backend: str = "fuse"
+                 ) -> RunDir:
+        """The shared recording of ``sut`` running ``workload`` on ``fs``."""
+        from harness.sweep.matrix import Cell
+        from harness.sweep.sweep import record_cell
+
+        key = (sut, workload, fs, backend)
+        if key not in self.runs:
+            folder = self.root / f"{len(self.runs):03d}-{sut}-{fs}-{backend}"
+            run = record_cell(Cell(sut, workload, fs), folder, backend, False)
+            self.runs[key] = (run, _manifest(run.path))
+        run, made = self.runs[key]
+        if _manifest(run.path) != made:
+            pytest.fail(f"a test wrote into the shared recording {run.path} "
+                        f"({sut}, {workload}, {fs}): check with --out elsewhere, or copy() it")
+        return run
+
+    def copy(self, dest: Path, sut: str, workload: str, fs: str = "ext4",
+             backend: str = "fuse") -> RunDir:
+        """A private copy, at ``dest``, of the shared recording: the test may change it."""
+        shutil.copytree(self(sut, workload, fs, backend).path, dest, symlinks=True)
+        return RunDir(dest)
+
+    def many(self, workloads: dict[str, str], fs: str = "ext4") -> dict[str, RunDir]:
+        """``{sut: shared recording}`` for ``{sut: workload}`` on ``fs``."""
+        return {sut: self(sut, wl, fs) for sut, wl in workloads.items()}
+
+
+@pytest.fixture(scope="session")
+def recorded(tmp_path_factory: pytest.TempPathFactory) -> Recordings:
+    """The session's shared recordings (see Recordings); needs the fuse backend."""
+    return Recordings(tmp_path_factory.mktemp("recorded"))
+
+
 @pytest.fixture(scope="session")
 def qemu_runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     """Recordings through the qemu backend (the guest kernel's dm-log-writes),
     made once per test session and shared: ``{sut: run folder}`` for
     sqlite-wal-full (with ``--blktrace``) and sqlite-delete-extra on MULTI
-    (ext4), each with the guest's final image beside it (``<run>.final.img``).  Skipped, with the
-    reason, where qemu or the guest kernel is missing."""
-    from harness.record.qemu import QemuBackend
+    (ext4), each with the guest's final image beside it (``<run>.final.img``).
+    The needs_qemu mark (given to every test using it) skips where qemu or
+    the guest kernel is missing."""
     from harness.sweep.matrix import MULTI
     from workloads.run import record_workload
 
-    ok, why = QemuBackend.available()
-    if not ok:
-        pytest.skip(f"qemu backend unavailable: {why}")
     root = tmp_path_factory.mktemp("qemu-runs")
     runs = {}
     for sut in ("sqlite-wal-full", "sqlite-delete-extra"):
@@ -52,3 +190,5 @@ def qemu_runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
                         blktrace=sut == "sqlite-wal-full")
         runs[sut] = run
     return runs
+
+

@@ -12,7 +12,6 @@ from pathlib import Path
 
 import pytest
 
-from harness.record.qemu import QemuBackend
 from harness.rundir import RunDir
 from harness.sweep.matrix import Cell
 from harness.sweep.sweep import record_cell
@@ -100,16 +99,6 @@ def record_runs(root: Path, workloads: dict[str, str], fs: str = "ext4") -> dict
     in ``root/<sut>``: the runs a test module shares."""
     return {sut: record_cell(Cell(sut, wl, fs), root / sut, "fuse", False)
             for sut, wl in workloads.items()}
-
-
-def require_qemu_fs(fs: str) -> None:
-    """Skip the calling test, with the reason, unless the qemu backend can
-    record file system ``fs`` here (F2FS: only in the guest)."""
-    ok, why = QemuBackend.available()
-    if ok:
-        ok, why = QemuBackend.supports(fs)
-    if not ok:
-        pytest.skip(f"qemu backend cannot record {fs}: {why}")
 
 
 def resummarize(run: Path) -> None:

@@ -13,13 +13,11 @@ import pytest
 from support import crashlab, record_runs, resummarize
 
 from harness.logformat import LogReader, LogWriter
-from harness.record.fuse import FuseBackend
 from harness.rundir import RunDir
 from harness.sweep.matrix import DHL_INSERT, SINGLE, Cell
 from harness.sweep.sweep import SweepOptions, run_sweep
 
-OK, WHY = FuseBackend.available()
-pytestmark = [pytest.mark.root, pytest.mark.skipif(not OK, reason=f"fuse backend: {WHY}")]
+pytestmark = pytest.mark.needs_fuse
 
 
 def _break_header(run: RunDir) -> None:

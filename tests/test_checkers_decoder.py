@@ -17,7 +17,6 @@ from checkers import dhl as ck
 from checkers.dhl_format import read_committed, valid
 from dhl import Database
 from harness.mutants import build, catalogue
-from harness.record.fuse import FuseBackend
 from harness.sweep.matrix import DHL_INSERT
 from workloads.oracle import digest_rows
 
@@ -47,11 +46,9 @@ def test_a_disagreement_fails_dhl_read() -> None:
     assert v.failed and "two readers disagree" in v.explanation
 
 
-OK, WHY = FuseBackend.available()
 
 
-@pytest.mark.root
-@pytest.mark.skipif(not OK, reason=f"fuse backend: {WHY}")
+@pytest.mark.needs_fuse
 def test_a_libdhl_read_rule_bug_is_caught_as_a_disagreement(tmp_path: Path) -> None:
     run = record_runs(tmp_path, {"dhl-cc-raw": DHL_INSERT}, fs="raw")["dhl-cc-raw"]
     lib = build(next(m for m in catalogue() if m.name == "dhl-read-ignores-fcc"))

@@ -79,7 +79,7 @@ def record(tmp: Path, mode: str, ntx: int = 8, seed: int = 1) -> Run:
     return Run(base, ops, begin, ack, digests, mode)
 
 
-def image(run: Run, out: Path, upto: int, skip: set[int] = frozenset()) -> Path:  # type: ignore[assignment]
+def image(run: Run, out: Path, upto: int, skip: set[int] = frozenset()) -> Path:  # type: ignore[assignment]  # read-only default
     """base + the writes among ops[:upto] except those in ``skip``."""
     shutil.copy(run.base, out)
     fd = os.open(out, os.O_WRONLY)

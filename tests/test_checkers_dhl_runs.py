@@ -19,23 +19,12 @@ from harness.check.runlevel import trace_verdicts
 from harness.logformat import LogReader
 from harness.rundir import RunDir
 
-pytestmark = [pytest.mark.root, pytest.mark.timeout(600)]
+pytestmark = [pytest.mark.needs_fuse, pytest.mark.timeout(600)]
 WORKLOAD = "insert:txns=4,ops=20,tables=2,warmup=100"
-
-
-def _facilities() -> str | None:
-    if os.geteuid() != 0:
-        return "needs root (loop devices, FUSE)"
-    if not Path("/dev/fuse").exists():
-        return "no /dev/fuse"
-    return None
 
 
 @pytest.fixture(scope="module")
 def scratch() -> Iterator[Path]:
-    why = _facilities()
-    if why:
-        pytest.skip(why)
     parent = Path("/dev/shm" if os.path.isdir("/dev/shm") else "/tmp")
     d = parent / f"crashlab-dhlruns-{os.getpid()}"
     d.mkdir(parents=True, exist_ok=True)
@@ -54,7 +43,7 @@ def record(scratch: Path, sut: str, fs: str = "raw") -> Path:
     return out
 
 
-def check(run: Path, strategy: str, *extra: str) -> dict:  # type: ignore[type-arg]
+def check(run: Path, strategy: str, *extra: str) -> dict:  # type: ignore[type-arg]  # result.json as untyped JSON
     out = run / f"check-{strategy}-{'-'.join(extra)}"
     p = crashlab("check", str(run), "--strategy", strategy, "--no-progress", "--out", str(out),
                  *extra)
@@ -62,7 +51,7 @@ def check(run: Path, strategy: str, *extra: str) -> dict:  # type: ignore[type-a
     return json.loads((out / "result.json").read_text())
 
 
-def failing(result: dict) -> dict[str, int]:  # type: ignore[type-arg]
+def failing(result: dict) -> dict[str, int]:  # type: ignore[type-arg]  # result.json as untyped JSON
     return {k: v["fail"] for k, v in result["verdicts"].items() if v.get("fail")}
 
 

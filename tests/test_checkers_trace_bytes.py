@@ -16,7 +16,6 @@ from support import record_runs
 from checkers.dhl_format import footprint, slot
 from harness.check.runlevel import trace_verdicts
 from harness.logformat import LogReader
-from harness.record.fuse import FuseBackend
 from harness.rundir import RunDir
 from harness.sweep.matrix import DHL_INSERT
 
@@ -45,7 +44,6 @@ def test_footprint_is_header_offsets_and_records() -> None:
     assert slot(page, 0).nrec == 2 and slot(page, 1).tid == 0
 
 
-OK, WHY = FuseBackend.available()
 
 
 def _edit_committed_slot(run: RunDir) -> int:
@@ -72,8 +70,7 @@ def _edit_committed_slot(run: RunDir) -> int:
     raise AssertionError("no write of a page with a committed slot of 2+ records")
 
 
-@pytest.mark.root
-@pytest.mark.skipif(not OK, reason=f"fuse backend: {WHY}")
+@pytest.mark.needs_fuse
 def test_editing_the_committed_slot_fails_dhl_t2(tmp_path: Path) -> None:
     run = record_runs(tmp_path / "rec", {"dhl-tc-raw": DHL_INSERT}, fs="raw")["dhl-tc-raw"]
     clean = {v.invariant: v for v in trace_verdicts(run)}

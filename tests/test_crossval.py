@@ -16,21 +16,17 @@ import pytest
 
 from harness.check.check import CheckOptions, check_run, options_for
 from harness.record.crossval import compare, markdown
-from harness.record.fuse import FuseBackend
 from harness.record.shape import REGIONS, txn_shapes
 from harness.rundir import RunDir
 from harness.sweep.matrix import MULTI
 from workloads.run import record_workload
 
-pytestmark = pytest.mark.root
+pytestmark = [pytest.mark.needs_fuse, pytest.mark.needs_qemu]
 
 
 @pytest.fixture(scope="module")
 def pairs(qemu_runs: dict[str, Path], tmp_path_factory: pytest.TempPathFactory
           ) -> dict[str, dict[str, RunDir]]:
-    ok, why = FuseBackend.available()
-    if not ok:
-        pytest.skip(f"fuse backend unavailable: {why}")
     root = tmp_path_factory.mktemp("crossval")
     out: dict[str, dict[str, RunDir]] = {}
     for sut, qrun in qemu_runs.items():

@@ -22,11 +22,9 @@ from damage import KINDS, MATRIX, MEMORY_CAP, damages, run_all, table
 from support import CRASHLAB, ROOT, record_runs, resummarize
 
 from harness.logformat import DISCARD, MARK, LogReader
-from harness.record.fuse import FuseBackend
 from harness.rundir import RunDir
 
-OK, WHY = FuseBackend.available()
-pytestmark = [pytest.mark.root, pytest.mark.skipif(not OK, reason=f"fuse backend: {WHY}")]
+pytestmark = pytest.mark.needs_fuse
 SMALL = "insert:txns=5,ops=1,tables=1,seed=1"
 SAMPLE = 12  # damaged inputs of each kind in `make test` (`make fuzz`: CRASHLAB_FUZZ=500)
 SQL, RAW = "sqlite-delete-full", "dhl-tc-raw"

@@ -14,14 +14,12 @@ import pytest
 from support import record_runs
 
 from harness.check.check import CheckOptions, check_run
-from harness.record.fuse import FuseBackend
 from harness.rundir import RESULT_NAME, STATES_NAME, RunDir
 from harness.states import Options
 from harness.sweep.matrix import DHL_INSERT
 
 distributed = pytest.importorskip("distributed", reason="the distributed package (make setup)")
-OK, WHY = FuseBackend.available()
-pytestmark = [pytest.mark.root, pytest.mark.skipif(not OK, reason=f"fuse backend: {WHY}")]
+pytestmark = pytest.mark.needs_fuse
 
 
 @pytest.fixture(scope="module")

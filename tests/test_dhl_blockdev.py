@@ -42,10 +42,7 @@ from harness.sysops import loop_attach, loop_detach
 
 PAGE = 4096
 VALUE = b"v" * 400  # 9 records fill a 4 KiB leaf: the next ones split it
-pytestmark = [
-    pytest.mark.root,
-    pytest.mark.skipif(os.geteuid() != 0, reason="needs root for loop devices"),
-]
+pytestmark = pytest.mark.needs_root
 
 
 @contextlib.contextmanager
@@ -188,6 +185,7 @@ def test_the_old_format_leaves_old_pages(tmp_path: Path) -> None:
     assert _with_mutant("dhl-format-no-wipe", "format_used_device", tmp_path) != "[]"
 
 
+@pytest.mark.needs_fuse
 def test_checker_recovery_equals_recovery_on_a_loop_device(tmp_path: Path) -> None:
     """Every prefix and reorder state of a recorded dhl-cc-raw run: the
     checkers' in-memory, block-device recovery writes the same bytes as the

@@ -19,13 +19,11 @@ from harness.fs.ext4.recover import recover_ext4
 from harness.images import ensure_image
 from harness.logformat import LogReader
 from harness.materialize import replay
-from harness.record.fuse import FuseBackend
 from harness.rundir import RunDir, RunMeta
 from workloads.run import DB_NAME, oracle_from_meta
 from workloads.suts import SUTS
 
-OK, WHY = FuseBackend.available()
-pytestmark = [pytest.mark.root, pytest.mark.skipif(not OK, reason=f"fuse backend: {WHY}")]
+pytestmark = pytest.mark.needs_fuse
 CRASHLAB = Path(sys.executable).with_name("crashlab")
 DHL_SUTS = sorted(n for n, s in SUTS.items() if s.engine == "dhl")
 # Three trees, three ops per transaction: every transaction dirties >= 3

@@ -19,11 +19,9 @@ from pathlib import Path
 import pytest
 from support import CRASHLAB, ROOT, record_runs
 
-from harness.record.fuse import FuseBackend
 from harness.rundir import RunDir
 
-OK, WHY = FuseBackend.available()
-pytestmark = [pytest.mark.root, pytest.mark.skipif(not OK, reason=f"fuse backend: {WHY}")]
+pytestmark = pytest.mark.needs_fuse
 TINY = "insert:txns=3,ops=1,tables=1,seed=1"
 
 

@@ -13,12 +13,10 @@ import pytest
 from support import ROOT, crashlab
 
 from harness.errors import CrashlabError
-from harness.record.fuse import FuseBackend
 from harness.sweep.matrix import matrix
 from harness.sweep.matrixfile import load_matrix
 from harness.sweep.sweep import SweepOptions, run_sweep
 
-OK, WHY = FuseBackend.available()
 EXAMPLES = ROOT / "workloads" / "examples"
 
 
@@ -46,8 +44,7 @@ def _fails(cell: dict) -> int:
     return sum(v.get("fail", 0) for k, v in cell["verdicts"].items() if k.startswith("USER:"))
 
 
-@pytest.mark.root
-@pytest.mark.skipif(not OK, reason=f"fuse backend: {WHY}")
+@pytest.mark.needs_fuse
 def test_atomic_file_update(tmp_path: Path) -> None:
     # prefix states show both broken variants in tens of states (measured)
     cells = _sweep("atomic-update", tmp_path, ("prefix",))
@@ -63,8 +60,7 @@ def test_atomic_file_update(tmp_path: Path) -> None:
     assert any("was acknowledged" in v["explanation"] for v in bad if v["sut"] == "no-dir-fsync")
 
 
-@pytest.mark.root
-@pytest.mark.skipif(not OK, reason=f"fuse backend: {WHY}")
+@pytest.mark.needs_fuse
 def test_lmdb_bank(tmp_path: Path) -> None:
     # reorder too: LMDB's unsafe modes failed in only 1-3 prefix states of a
     # recording, in 63 and 580 reorder states

@@ -9,7 +9,6 @@ from pathlib import Path
 
 import pytest
 
-from harness.record.fuse import FuseBackend
 from harness.report.junit import write_junit
 from harness.sweep.expectations import BROKEN, HELD, UNVERIFIED, Expectation, evaluate, exit_code
 from harness.sweep.expectations import Expectation as Exp
@@ -48,7 +47,6 @@ def test_junit_says_unverified(tmp_path: Path) -> None:
     assert fail is not None and fail.get("type") == "ExpectationUnverified"
 
 
-OK, WHY = FuseBackend.available()
 
 
 class _PromisesTrace(Cell):
@@ -59,8 +57,7 @@ class _PromisesTrace(Cell):
         return Exp((*e.guaranteed, "DHL-T2"), e.must_violate_any)
 
 
-@pytest.mark.root
-@pytest.mark.skipif(not OK, reason=f"fuse backend: {WHY}")
+@pytest.mark.needs_fuse
 def test_a_sweep_over_an_unverifiable_promise_exits_1(tmp_path: Path) -> None:
     cell = Cell("dhl-cc", DHL_INSERT, "xfs", ("prefix",))
     assert "DHL-T2" not in cell.expectation("prefix").guaranteed  # xfs: no block map

@@ -42,12 +42,10 @@ from harness.fs.ext4.ondisk import FsReader, Unsupported, crc32c
 from harness.fs.ext4.undo import written_ranges
 from harness.logformat import LogReader
 from harness.materialize import sparse_copy
-from harness.record.fuse import FuseBackend
 from harness.rundir import RESULT_NAME, STATES_NAME, RunDir
 from harness.states import Enumeration, Options
 
-OK, WHY = FuseBackend.available()
-pytestmark = [pytest.mark.root, pytest.mark.skipif(not OK, reason=f"fuse backend: {WHY}")]
+pytestmark = pytest.mark.needs_fuse
 
 SMALL = "insert:txns=4,ops=3,tables=2,warmup=50,seed=1"
 RUNS = {
@@ -227,7 +225,7 @@ def _fix_sb(img: bytearray) -> None:
 
 def _journal(img: bytes) -> tuple[int, list[int]]:
     """(block size, the journal's physical blocks) of an image."""
-    fs = FsReader(-1, img[1024:2048], img)  # type: ignore[arg-type]
+    fs = FsReader(-1, img[1024:2048], img)  # type: ignore[arg-type]  # no file: bytes only
     j = replay.Journal(fs, {}, replay.ALL)
     return fs.bs, j.phys
 
@@ -248,7 +246,7 @@ def _log_blocks(img: bytes) -> dict[int, list[int]]:
         out[btype].append(phys[pos])
         pos += 1
         if btype == 1:
-            fs = FsReader(-1, img[1024:2048], img)  # type: ignore[arg-type]
+            fs = FsReader(-1, img[1024:2048], img)  # type: ignore[arg-type]  # no file: bytes only
             j = replay.Journal(fs, {}, replay.ALL)
             for _ in j._tags(blk):
                 out[0].append(phys[pos])
@@ -456,7 +454,7 @@ def test_skipped_root_entries_as_debugfs(needs_replay: bytes, tmp_path: Path) ->
         fast = FastExt4(work, skip=("crashlab.db-shm",), inproc=use)
         try:
             rec, _ = fast.recover(a, work / "files", overlay=[], base=None,
-                                  rebuild=lambda: pytest.fail("fell back"))  # type: ignore[arg-type,return-value]
+                                  rebuild=lambda: pytest.fail("fell back"))  # type: ignore[arg-type,return-value]  # a rebuild that must not run
         finally:
             fast.close()
         assert rec.ok and fast.stats["inproc"] == int(use), fast.stats
@@ -586,7 +584,7 @@ def _replay_undone(image: Path, out: Path, **memo: object) -> tuple[inproc.Recov
     then put the image back as it was."""
     undo: list[tuple[int, bytes]] = []
     shutil.rmtree(out, ignore_errors=True)
-    got = replay_and_extract(image, out, undo=undo, **memo)  # type: ignore[arg-type]
+    got = replay_and_extract(image, out, undo=undo, **memo)  # type: ignore[arg-type]  # memo holds replay's keyword memos
     fd = os.open(image, os.O_RDWR)
     try:
         wrote = b"".join(_masked(os.pread(fd, 4096, 0)) if off < 4096 else

@@ -175,7 +175,7 @@ def test_descriptor_inode_extent_dirent_and_journal_fields_equal_e2fsprogs(
     fd = os.open(img, os.O_RDONLY)
     try:
         with mmap.mmap(fd, 0, prot=mmap.PROT_READ) as mm:
-            fs = FsReader(fd, mm[1024:2048], mm)  # type: ignore[arg-type]
+            fs = FsReader(fd, mm[1024:2048], mm)  # type: ignore[arg-type]  # FsReader reads an mmap too
             gd = fs.gd()  # its checksums verified: GD_CHECKSUM
             group0 = re.search(r"^Group 0: .* csum (0x[0-9a-f]+)", text, re.M)
             table = re.search(r"^  Inode table at (\d+)-", text, re.M)

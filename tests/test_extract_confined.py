@@ -44,7 +44,6 @@ from harness.fs.ext4.tree import list_tree
 from harness.images import ensure_image, verified_base_for_run
 from harness.logformat import ENTRY, FLUSH, SUPER, LogReader
 from harness.materialize.replay import replay
-from harness.record.fuse import FuseBackend
 from harness.rundir import RunDir
 from harness.sysops import loop_attach, loop_detach
 
@@ -399,7 +398,7 @@ def test_database_or_sidecar_link_fails_db_open(tmp_path: Path, canary: Path) ->
         (files / name).write_bytes(b"")
     (files / "sub").symlink_to(canary / "dir")
     assert "sub is a symbolic link" in (links_on_way(files, "sub/inside") or "")
-    verdicts = sqlite.judge(sqlite.refused("crashlab.db-wal is a symbolic link"), None,  # type: ignore[arg-type]
+    verdicts = sqlite.judge(sqlite.refused("crashlab.db-wal is a symbolic link"), None,  # type: ignore[arg-type]  # a refusal in place of facts
                             0, 0)
     assert verdicts[0].invariant == "DB-OPEN" and verdicts[0].status == "fail"
     assert "symbolic link" in verdicts[0].explanation
@@ -415,15 +414,13 @@ def _mkfs(fs: str, img: Path) -> None:
     subprocess.run([*cmd, str(img)], check=True, capture_output=True)
 
 
-@pytest.mark.root
+@pytest.mark.needs_root
 @pytest.mark.parametrize("fs", ["xfs", "btrfs"])
 def test_mounted_file_system_with_links_and_devices(fs: str, tmp_path: Path, canary: Path
                                                     ) -> None:
     """A recovered xfs/btrfs holding a link to a host file and a block device
     node of a loop device holding a secret: the copy reads no device
     (mounted nodev; special files skipped) and the link stays a link."""
-    if os.geteuid() != 0:
-        pytest.skip("needs root")
     if shutil.which(f"mkfs.{fs}") is None:
         pytest.skip(f"mkfs.{fs} not installed")
     secret_img = tmp_path / "secret.img"
@@ -537,7 +534,7 @@ def _append_image(run: RunDir, image: Path, base: Path) -> int:
     return len(blocks)
 
 
-@pytest.mark.root
+@pytest.mark.needs_fuse
 def test_crashlab_check_of_a_run_with_the_reported_case(tmp_path: Path, canary: Path) -> None:
     """``crashlab check RUN`` of a run whose recovered ext4 holds a symbolic
     link to a host file and then a regular file of the same name (and a
@@ -550,9 +547,6 @@ def test_crashlab_check_of_a_run_with_the_reported_case(tmp_path: Path, canary: 
     in place; no kernel writes a second entry of a name) and a FLUSH, its
     meta.json's log summary made again.  The last crash state recovers to
     the crafted tree: the old code wrote the payload into the canary."""
-    ok, why = FuseBackend.available()
-    if not ok:
-        pytest.skip(f"fuse backend: {why}")
     run = record_runs(tmp_path / "runs", {"sqlite-wal-full": SMALL})["sqlite-wal-full"]
     base = verified_base_for_run(run)
     final = tmp_path / "final.img"

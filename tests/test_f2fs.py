@@ -11,7 +11,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from support import procs_mentioning, require_qemu_fs
+from support import procs_mentioning
 
 from harness.check.check import CheckOptions, check_run, options_for
 from harness.images import IMAGES_DIR
@@ -26,7 +26,6 @@ SUTS = ("sqlite-wal-full", "sqlite-delete-extra")
 
 @pytest.fixture(scope="module")
 def f2fs_runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, RunDir]:
-    require_qemu_fs("f2fs")
     root = tmp_path_factory.mktemp("f2fs")
     return {sut: record_workload(sut, WORKLOAD, root / sut, fs="f2fs", backend="auto")
             for sut in SUTS}
@@ -41,6 +40,7 @@ def test_image_recipe_is_reproducible(tmp_path: Path) -> None:
     assert digests[0] == digests[1]
 
 
+@pytest.mark.needs_qemu("f2fs")
 def test_recorded_in_the_f2fs_guest(f2fs_runs: dict[str, RunDir]) -> None:
     for run in f2fs_runs.values():
         meta = run.meta()
@@ -53,6 +53,7 @@ def test_recorded_in_the_f2fs_guest(f2fs_runs: dict[str, RunDir]) -> None:
 
 
 @pytest.mark.parametrize("strategy", ["prefix", "reorder"])
+@pytest.mark.needs_qemu("f2fs")
 def test_sqlite_holds_its_promises(f2fs_runs: dict[str, RunDir], strategy: str,
                                    private_tmp: Path) -> None:
     for sut, run in f2fs_runs.items():

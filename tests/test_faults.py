@@ -17,18 +17,10 @@ from checkers.verdict import failed, passed, skipped
 from harness.check.check import CheckOptions, check_run
 from harness.errors import CrashlabError
 from harness.faults import format_fault, parse_fault, parse_faults
-from harness.record.fuse import FuseBackend
 from harness.rundir import RunDir
 from harness.states import Options
 from harness.sweep.matrix import Cell
 from harness.sweep.sweep import record_cell
-
-OK, WHY = FuseBackend.available()
-
-
-def needs_fuse(test: Any) -> Any:  # noqa: ANN401
-    """Mark a test that records through the fuse backend (root, /dev/fuse)."""
-    return pytest.mark.root(pytest.mark.skipif(not OK, reason=f"fuse backend: {WHY}")(test))
 
 WAL = "sqlite:journal=wal,sync=full"
 INSERT = "insert:txns=10,seed=1"
@@ -170,7 +162,7 @@ def _counts(result: dict[str, Any], inv: str) -> dict[str, int]:
     return result["verdicts"].get(inv, {})
 
 
-@needs_fuse
+@pytest.mark.needs_fuse
 def test_a_failed_write_stops_the_runner_unacknowledged(runs: dict[str, RunDir]) -> None:
     meta = runs["eio-stop"].meta()
     assert meta.exit_status == 3 and meta.faults == (AT_5,)
@@ -185,7 +177,7 @@ def test_a_failed_write_stops_the_runner_unacknowledged(runs: dict[str, RunDir])
         assert _counts(result, inv)["fail"] == 0 and _counts(result, inv)["pass"] > 0, inv
 
 
-@needs_fuse
+@pytest.mark.needs_fuse
 def test_a_retried_transaction_is_acknowledged_and_durable(runs: dict[str, RunDir]) -> None:
     marks = list(runs["eio-retry"].meta().marks)
     i = marks.index("txn-begin:5;attempt=2")
@@ -197,7 +189,7 @@ def test_a_retried_transaction_is_acknowledged_and_durable(runs: dict[str, RunDi
     assert durable["pass"] - durable.get("not_exercised", 0) > 0  # acks after the fault, kept
 
 
-@needs_fuse
+@pytest.mark.needs_fuse
 def test_fsyncgate_sut_fails_err_durable(runs: dict[str, RunDir]) -> None:
     """The runner's VFS retries the failed fsync and acknowledges: the WAL
     frame the device refused is gone, and every later transaction with it
@@ -216,7 +208,7 @@ def test_fsyncgate_sut_fails_err_durable(runs: dict[str, RunDir]) -> None:
     assert "ERR-NOACK" in exp.guaranteed
 
 
-@needs_fuse
+@pytest.mark.needs_fuse
 def test_a_full_file_system_fails_a_transaction_cleanly(runs: dict[str, RunDir]) -> None:
     meta = runs["enospc"].meta()
     err = next(m for m in meta.marks if m.startswith("txn-error:"))
@@ -228,7 +220,7 @@ def test_a_full_file_system_fails_a_transaction_cleanly(runs: dict[str, RunDir])
     assert _counts(result, "ERR-ATOMIC")["pass"] > 0
 
 
-@needs_fuse
+@pytest.mark.needs_fuse
 def test_dhl_is_fail_stop_after_a_failed_flush(runs: dict[str, RunDir]) -> None:
     marks = list(runs["dhl-flush"].meta().marks)
     assert "fault:eio-flush" in marks
@@ -238,7 +230,7 @@ def test_dhl_is_fail_stop_after_a_failed_flush(runs: dict[str, RunDir]) -> None:
     assert _counts(result, "ERR-ATOMIC")["pass"] > 0
 
 
-@needs_fuse
+@pytest.mark.needs_fuse
 def test_process_crash_keeps_everything_the_os_accepted(runs: dict[str, RunDir]) -> None:
     meta = runs["process"].meta()
     assert meta.exit_status == 137 and meta.marks[-1] == "txn-ack:5"
@@ -248,7 +240,7 @@ def test_process_crash_keeps_everything_the_os_accepted(runs: dict[str, RunDir])
     assert states[-1]["acked"] == 5 and states[-1]["v"]["DB-DURABLE"] == "pass"
 
 
-@needs_fuse
+@pytest.mark.needs_fuse
 def test_without_a_journal_a_failed_transaction_is_partly_there(runs: dict[str, RunDir]) -> None:
     """SQLite with journal_mode=OFF cannot roll back: the failed
     transaction's pages written before the error stay, and ERR-ATOMIC fails
@@ -261,7 +253,7 @@ def test_without_a_journal_a_failed_transaction_is_partly_there(runs: dict[str, 
         "prefix").guaranteed
 
 
-@needs_fuse
+@pytest.mark.needs_fuse
 def test_a_read_fault_fails_a_read_past_the_cache(tmp_path: Path) -> None:
     """Reads reach the device only on a cache miss: a direct read after the
     arming mark gets EIO, and the daemon logs where."""
@@ -274,7 +266,7 @@ def test_a_read_fault_fails_a_read_past_the_cache(tmp_path: Path) -> None:
     assert marks[0] == "go" and marks[1].startswith("fault:eio-read;sector=")
 
 
-@needs_fuse
+@pytest.mark.needs_fuse
 def test_no_fault_fired_is_said(tmp_path: Path) -> None:
     p = crashlab("record", "--backend", "fuse", "--out", str(tmp_path / "run"),
                  "--fault", "eio:write,after=never-written", "--", "sh", "-c", "echo x > f")

@@ -28,14 +28,11 @@ import pytest
 from support import CRASHLAB, interrupt_group, record_runs, tagged
 
 from harness.check.check import CheckOptions, check_run
-from harness.record.fuse import FuseBackend
 from harness.rundir import RESULT_NAME, RunDir
 from harness.states import Options
 from harness.sysops import Interrupted, signals_raise
 
 ROOT = Path(__file__).resolve().parent.parent
-OK, WHY = FuseBackend.available()
-needs_fuse = pytest.mark.skipif(not OK, reason=f"fuse backend: {WHY}")
 
 
 @pytest.fixture(autouse=True)
@@ -95,8 +92,7 @@ def _no_worker_left() -> None:
     assert children == []
 
 
-@pytest.mark.root
-@needs_fuse
+@pytest.mark.needs_fuse
 @pytest.mark.parametrize("point", ["workers forked", "handler threads started"])
 @pytest.mark.usefixtures("private_tmp")
 def test_sigint_while_the_pool_starts(run: RunDir, tmp_path: Path, point: str,
@@ -128,8 +124,7 @@ def test_sigint_while_the_pool_starts(run: RunDir, tmp_path: Path, point: str,
     assert not (tmp_path / "out" / RESULT_NAME).exists()
 
 
-@pytest.mark.root
-@needs_fuse
+@pytest.mark.needs_fuse
 @pytest.mark.usefixtures("private_tmp")
 def test_a_worker_stopped_before_it_set_its_handlers(run: RunDir, tmp_path: Path,
                                                      monkeypatch: pytest.MonkeyPatch) -> None:
@@ -182,8 +177,7 @@ def _kill_children() -> list[int]:
     return pids
 
 
-@pytest.mark.root
-@needs_fuse
+@pytest.mark.needs_fuse
 @pytest.mark.usefixtures("private_tmp")
 def test_sigint_while_the_work_folder_is_removed(run: RunDir, tmp_path: Path,
                                                  monkeypatch: pytest.MonkeyPatch) -> None:
@@ -203,8 +197,7 @@ def test_sigint_while_the_work_folder_is_removed(run: RunDir, tmp_path: Path,
     # private_tmp asserts that the work folder is gone
 
 
-@pytest.mark.root
-@needs_fuse
+@pytest.mark.needs_fuse
 @swallowed
 @pytest.mark.usefixtures("private_tmp")
 def test_an_interrupt_swallowed_in_a_del_still_stops_the_check(run: RunDir,
@@ -277,8 +270,7 @@ def test_ctrl_c_during_start_up_of_version(private_tmp: Path) -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.root
-@needs_fuse
+@pytest.mark.needs_fuse
 @pytest.mark.parametrize("command", ["check", "states"])
 def test_ctrl_c_during_start_up_of_a_command(run: RunDir, private_tmp: Path, tmp_path: Path,
                                              command: str) -> None:

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 from runner_support import shm_dir
-from support import build, procs_mentioning, require_qemu_fs
+from support import build, procs_mentioning
 
 from harness.check.check import CheckOptions, check_run, options_for
 from harness.errors import CrashlabError
@@ -97,12 +97,12 @@ def test_batch_atomic_refuses_what_cannot_be_atomic() -> None:
 
 @pytest.fixture(scope="module")
 def maw_runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, RunDir]:
-    require_qemu_fs("f2fs")
     root = tmp_path_factory.mktemp("maw")
     return {sut: record_workload(sut, WORKLOAD, root / sut, fs="f2fs", backend="qemu")
             for sut in SUTS}
 
 
+@pytest.mark.needs_qemu("f2fs")
 def test_every_commit_went_through_an_atomic_write(maw_runs: dict[str, RunDir]) -> None:
     from harness.bench.maw import io_per_txn
 
@@ -145,6 +145,7 @@ def _data_blocks(run: RunDir, k: int) -> set[int]:
     return out
 
 
+@pytest.mark.needs_qemu("f2fs")
 def test_prefix_states(maw_runs: dict[str, RunDir], private_tmp: Path) -> None:
     """maw holds every promise; maw-noioctl breaks atomicity (its cell's
     must-violate set), and both verdicts are the qemu matrix's."""

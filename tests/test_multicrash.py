@@ -24,14 +24,12 @@ from support import crashlab, record_runs
 from harness.check.check import CheckOptions, check_run, options_for
 from harness.check.multicrash import Composite, compose, resolve
 from harness.check.repro import locate, reproduce
-from harness.record.fuse import FuseBackend
 from harness.rundir import RunDir
 from harness.states import Options
 from harness.sweep.matrix import DHL_INSERT, MULTI, Cell
 from harness.sweep.sweep import record_cell
 
-OK, WHY = FuseBackend.available()
-pytestmark = [pytest.mark.root, pytest.mark.skipif(not OK, reason=f"fuse backend: {WHY}")]
+pytestmark = pytest.mark.needs_fuse
 SMALL = "insert:txns=5,ops=3,tables=2,warmup=50,seed=1"
 
 

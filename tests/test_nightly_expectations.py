@@ -11,13 +11,11 @@ from pathlib import Path
 import pytest
 
 from harness.check.check import CheckOptions, check_run, options_for
-from harness.record.fuse import FuseBackend
 from harness.sweep.expectations import evaluate
 from harness.sweep.matrix import MULTI, matrix, must_violate
 from harness.sweep.sweep import record_cell
 from workloads.suts import get_sut, sqlite_grid
 
-OK, WHY = FuseBackend.available()
 CELLS = [c for c in matrix("nightly") if c.must_violate_any and c.fs not in ("ext4", "raw")]
 
 
@@ -26,8 +24,7 @@ def test_the_nightly_matrix_has_such_cells() -> None:
     assert not any(c.sut == "sqlite-off" and c.fs == "btrfs" for c in CELLS)  # measured: hidden
 
 
-@pytest.mark.root
-@pytest.mark.skipif(not OK, reason=f"fuse backend: {WHY}")
+@pytest.mark.needs_fuse
 @pytest.mark.parametrize("cell", CELLS, ids=lambda c: f"{c.sut}-{c.fs}")
 def test_must_violate_is_possible(cell, tmp_path: Path) -> None:
     run = record_cell(cell, tmp_path / "run", "fuse", False)

@@ -20,11 +20,8 @@ from support import CRASHLAB, record_runs
 
 from harness.errors import CrashlabError
 from harness.outlock import LOCK_NAME, locked_output
-from harness.record.fuse import FuseBackend
 from harness.rundir import RunDir
 
-OK, WHY = FuseBackend.available()
-needs_fuse = pytest.mark.skipif(not OK, reason=f"fuse backend: {WHY}")
 TINY = "insert:txns=3,ops=1,tables=1,seed=1"
 MATRIX = f'[[cell]]\nsut = "sqlite-wal-full"\nworkload = "{TINY}"\nstrategies = ["prefix"]\n'
 
@@ -56,8 +53,6 @@ def holder(tmp_path: Path) -> Iterator[tuple[Path, subprocess.Popen[str]]]:
 
 @pytest.fixture(scope="module")
 def run(tmp_path_factory: pytest.TempPathFactory) -> RunDir:
-    if not OK:
-        pytest.skip(f"fuse backend: {WHY}")
     return record_runs(tmp_path_factory.mktemp("runs"), {"sqlite-wal-full": TINY})[
         "sqlite-wal-full"]
 
@@ -142,7 +137,7 @@ def test_a_symlinked_lock_file_is_refused_not_followed(tmp_path: Path) -> None:
     assert target.read_text() == "keep me\n"
 
 
-@needs_fuse
+@pytest.mark.needs_fuse
 def test_every_writer_of_a_held_folder_is_refused_at_once(run: RunDir, state: str,
                                                           holder) -> None:
     folder, proc = holder
@@ -161,7 +156,7 @@ def test_every_writer_of_a_held_folder_is_refused_at_once(run: RunDir, state: st
     assert sorted(p.name for p in folder.iterdir()) == [LOCK_NAME]
 
 
-@needs_fuse
+@pytest.mark.needs_fuse
 def test_out_onto_a_checks_results_needs_resume_or_force(run: RunDir, tmp_path: Path) -> None:
     out = tmp_path / "c"
     assert crashlab("check", run.path, "--out", out, "--jobs", "1").returncode == 0
@@ -178,7 +173,7 @@ def test_out_onto_a_checks_results_needs_resume_or_force(run: RunDir, tmp_path: 
         assert json.loads((out / "result.json").read_text())["states"]["checked"] == len(first)
 
 
-@needs_fuse
+@pytest.mark.needs_fuse
 def test_out_onto_a_sweep_merge_or_repro_needs_force(run: RunDir, state: str,
                                                      tmp_path: Path) -> None:
     swept = tmp_path / "s"
@@ -209,7 +204,7 @@ def _race(*commands: list[str | Path]) -> list[subprocess.CompletedProcess[str]]
     return out
 
 
-@needs_fuse
+@pytest.mark.needs_fuse
 def test_two_resumed_checks_into_one_folder_never_double(run: RunDir, tmp_path: Path) -> None:
     ref = tmp_path / "ref"
     assert crashlab("check", run.path, "--out", ref, "--jobs", "1").returncode == 0
@@ -226,7 +221,7 @@ def test_two_resumed_checks_into_one_folder_never_double(run: RunDir, tmp_path: 
         assert json.loads((out / "result.json").read_text())["states"]["checked"] == len(want)
 
 
-@needs_fuse
+@pytest.mark.needs_fuse
 def test_two_sweeps_into_one_out_at_once(tmp_path: Path, private_tmp: Path) -> None:
     matrix = tmp_path / "m.toml"
     matrix.write_text(MATRIX)

@@ -31,7 +31,7 @@ def quick_page(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return out
 
 
-@pytest.mark.root
+@pytest.mark.needs_fuse
 def test_quick_run_writes_every_file(quick_page: Path) -> None:
     paper = json.loads((quick_page / "paper.json").read_text())
     assert [s["key"] for s in paper["systems"]] == list(QUICK)
@@ -58,7 +58,7 @@ def test_quick_run_writes_every_file(quick_page: Path) -> None:
     assert [p.name for p in quick_page.rglob(".*.*")] == [LOCK_NAME]
 
 
-@pytest.mark.root
+@pytest.mark.needs_fuse
 @pytest.mark.skipif(CHROMIUM is None, reason="no chromium-headless-shell (harness/setup)")
 def test_page_in_headless_chromium(quick_page: Path, tmp_path: Path) -> None:
     from playwright.sync_api import sync_playwright
@@ -213,18 +213,14 @@ def test_claims_are_checked_against_the_medians() -> None:
     assert claims["when"] == "DHL_CC/DHL_TC = 1.44 (insert, ops=2, best runs)"
 
 
-@pytest.mark.root
+@pytest.mark.needs_qemu("f2fs")
 @pytest.mark.slow
 def test_guest_only_system_is_recorded_in_a_guest(tmp_path: Path) -> None:
     """A system on a guest-only file system (MAW's F2FS) is measured through
     the qemu backend; its volume has no ext4 split, only the total."""
     from harness.paper.volume import measure
-    from harness.record.qemu import QemuBackend
     from harness.report.systems import Resolved
 
-    ok, why = QemuBackend.available()
-    if not ok:
-        pytest.skip(f"qemu backend unavailable: {why}")
     res = Resolved(systems.BY_KEY["WAL"], "sqlite-wal-full", "f2fs", True)
     v = measure(res, 3, tmp_path)
     assert (v.fs, v.backend, v.split) == ("f2fs", "qemu", False)
@@ -233,7 +229,7 @@ def test_guest_only_system_is_recorded_in_a_guest(tmp_path: Path) -> None:
     assert not list(tmp_path.iterdir())  # the recording is not kept
 
 
-@pytest.mark.root
+@pytest.mark.needs_root
 def test_throughput_mounts_a_file_system_per_mount_options(monkeypatch: pytest.MonkeyPatch
                                                            ) -> None:
     """A SUT with ``mount_options`` (the agreed Sut field) runs on its own

@@ -13,10 +13,7 @@ from pathlib import Path
 import pytest
 from support import ROOT
 
-from harness.record.fuse import FuseBackend
-
-OK, WHY = FuseBackend.available()
-pytestmark = [pytest.mark.root, pytest.mark.skipif(not OK, reason=f"fuse backend: {WHY}")]
+pytestmark = pytest.mark.needs_fuse
 
 TEAM_TEST = '''
 import os

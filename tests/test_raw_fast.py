@@ -21,13 +21,11 @@ from harness.check.rawpath import MemoryPath, NativePath
 from harness.check.worker import StateChecker
 from harness.env import recovery_path
 from harness.logformat import LogReader
-from harness.record.fuse import FuseBackend
 from harness.rundir import RESULT_NAME, STATES_NAME, RunDir
 from harness.states import Enumeration, Options
 from harness.sweep.matrix import DHL_INSERT, MULTI
 
-OK, WHY = FuseBackend.available()
-pytestmark = [pytest.mark.root, pytest.mark.skipif(not OK, reason=f"fuse backend: {WHY}")]
+pytestmark = pytest.mark.needs_fuse
 CASES = [("dhl-cc-raw", "reorder"), ("dhl-cc-raw", "torn"), ("dhl-nolog-raw", "torn")]
 LONG_UPDATES = "update:txns=100,ops=6,tables=3,size=400,order=rand,warmup=30,seed=1"
 

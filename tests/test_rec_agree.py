@@ -19,7 +19,6 @@ from support import CRASHLAB, ROOT, record_runs
 from checkers.agree import judge_agree
 from harness.env import RUNNER
 from harness.mutants import TARGETS, build, catalogue
-from harness.record.fuse import FuseBackend
 from harness.rundir import RunDir
 from workloads.generate import write_opstream
 from workloads.oracle import Oracle
@@ -85,7 +84,6 @@ def test_a_restart_that_fails_later_still_reports_what_it_opened(tmp_path: Path)
     assert json.loads(stats.read_text()) == {"opened": {"digest": Oracle(spec).final}}
 
 
-OK, WHY = FuseBackend.available()
 
 
 def _agree(run: RunDir, out: Path, env: dict[str, str]) -> dict:
@@ -101,8 +99,7 @@ def _agree(run: RunDir, out: Path, env: dict[str, str]) -> dict:
     return result
 
 
-@pytest.mark.root
-@pytest.mark.skipif(not OK, reason=f"fuse backend: {WHY}")
+@pytest.mark.needs_fuse
 def test_rec_agree_fails_alone_when_the_restart_opens_another_database(
         tmp_path: Path) -> None:
     """DASH's recovery is its open, which the checkers do not run: with the

@@ -13,7 +13,6 @@
 from __future__ import annotations
 
 import importlib.util
-import os
 import shutil
 import subprocess
 import sys
@@ -22,7 +21,6 @@ from pathlib import Path
 import pytest
 
 from harness.errors import CrashlabError
-from harness.record.fuse import FuseBackend
 from harness.sweep.matrix import SINGLE, Cell
 from harness.sweep.sweep import SweepOptions, run_sweep
 
@@ -33,7 +31,6 @@ recheck = importlib.util.module_from_spec(_spec)
 sys.modules["recheck"] = recheck  # its dataclasses look their module up
 _spec.loader.exec_module(recheck)
 
-OK, WHY = FuseBackend.available()
 
 
 def test_first_difference_names_the_line_and_where_it_differs() -> None:
@@ -76,10 +73,9 @@ def _run_tool(sweep: Path) -> subprocess.CompletedProcess[str]:
                           capture_output=True, text=True, timeout=600)
 
 
-@pytest.mark.root
-@pytest.mark.skipif(not OK, reason=f"fuse backend: {WHY}")
-@pytest.mark.skipif(os.geteuid() != 0 or shutil.which("unshare") is None,
-                    reason="needs root and unshare (a private mount namespace)")
+@pytest.mark.needs_fuse
+@pytest.mark.skipif(shutil.which("unshare") is None,
+                    reason="needs unshare (a private mount namespace)")
 def test_recheck_a_real_sweep(tmp_path: Path, private_tmp: Path) -> None:
     sweep = tmp_path / "sweep"
     cell = Cell("sqlite-wal-full", SINGLE, "ext4", ("prefix", "multicrash"))

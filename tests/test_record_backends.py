@@ -89,8 +89,7 @@ def test_cli_errors_are_one_line(tmp_path):
     assert len(proc.stderr.strip().splitlines()) == 1
 
 
-@pytest.mark.root
-@pytest.mark.skipif(not FuseBackend.available()[0], reason=f"fuse: {FuseBackend.available()[1]}")
+@pytest.mark.needs_fuse
 def test_cli_record_exit_codes_and_extra_meta(tmp_path, monkeypatch):
     parent = Path("/dev/shm") / f"crashlab-cli-{os.getpid()}"
     env = {**os.environ, "CRASHLAB_TMPDIR": str(parent)}
@@ -135,8 +134,7 @@ def test_dm_log_end_cuts_at_the_last_entry(tmp_path):
         assert [e.label for e in r.entries() if e.is_mark] == ["dm-log-writes-end"]
 
 
-@pytest.mark.root
-@pytest.mark.skipif(not FuseBackend.available()[0], reason=f"fuse: {FuseBackend.available()[1]}")
+@pytest.mark.needs_fuse
 def test_daemon_that_fails_to_start(tmp_path, monkeypatch):
     parent = Path("/dev/shm") / f"crashlab-bad-{os.getpid()}"
     monkeypatch.setenv("CRASHLAB_TMPDIR", str(parent))

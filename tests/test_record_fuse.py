@@ -21,8 +21,7 @@ from harness.materialize import replay
 from harness.record.fuse import FuseBackend
 from harness.record.recorder import RecordRequest, record
 
-OK, WHY = FuseBackend.available()
-pytestmark = [pytest.mark.root, pytest.mark.skipif(not OK, reason=f"fuse backend: {WHY}")]
+pytestmark = pytest.mark.needs_fuse
 
 BLOCK = 4096
 JBD2_MAGIC = bytes.fromhex("c03b3998")

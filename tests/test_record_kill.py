@@ -17,12 +17,10 @@ from support import CRASHLAB, procs_mentioning, tagged
 from harness import env
 from harness.logformat import LogReader, LogWriter
 from harness.record import proc as proc_mod
-from harness.record.fuse import FuseBackend
 from harness.record.recorder import RecordRequest, record
 from harness.sysops import Interrupted, in_use_under
 
-OK, WHY = FuseBackend.available()
-pytestmark = [pytest.mark.root, pytest.mark.skipif(not OK, reason=f"fuse backend: {WHY}")]
+pytestmark = pytest.mark.needs_fuse
 
 
 def reads(log: Path) -> list[str]:

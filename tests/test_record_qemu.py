@@ -32,7 +32,6 @@ from harness.outlock import LOCK_NAME
 from harness.qemu.initramfs import base_archive
 from harness.qemu.vm import guest_kernel
 from harness.record.blktrace import events
-from harness.record.qemu import QemuBackend
 from harness.record.recorder import RecordRequest, record
 from harness.report.plots import timeline_chart
 from harness.rundir import RunDir
@@ -170,15 +169,9 @@ def test_check_holds_for_correct_sqlite(qemu_runs: dict[str, Path], strategy: st
         assert all(v["fail"] == 0 for v in result["verdicts"].values()), (sut, strategy)
 
 
-@pytest.fixture
-def qemu_ok() -> None:
-    ok, why = QemuBackend.available()
-    if not ok:
-        pytest.skip(f"qemu backend unavailable: {why}")
-
-
+@pytest.mark.needs_qemu
 def test_a_failing_guest_is_one_line_and_leaves_nothing(
-        qemu_ok: None, private_tmp: Path, tmp_path: Path) -> None:
+        private_tmp: Path, tmp_path: Path) -> None:
     """A base image with no file system: the guest's mount fails; the error
     names it, and no run folder, qemu process or working file is left."""
     zeros = tmp_path / "zeros.img"
@@ -190,8 +183,9 @@ def test_a_failing_guest_is_one_line_and_leaves_nothing(
     assert not out.exists()
 
 
+@pytest.mark.needs_qemu
 def test_a_hung_guest_is_killed_and_its_console_kept(
-        qemu_ok: None, private_tmp: Path, tmp_path: Path,
+        private_tmp: Path, tmp_path: Path,
         monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("CRASHLAB_QEMU_TIMEOUT", "20")
     out = tmp_path / "run"
@@ -206,7 +200,8 @@ def test_a_hung_guest_is_killed_and_its_console_kept(
     assert sorted(p.name for p in out.iterdir() if p.name != LOCK_NAME) == ["console.log"]
 
 
-def test_ctrl_c_stops_the_guest(qemu_ok: None, private_tmp: Path, tmp_path: Path) -> None:
+@pytest.mark.needs_qemu
+def test_ctrl_c_stops_the_guest(private_tmp: Path, tmp_path: Path) -> None:
     """SIGINT while the guest runs: qemu is killed by its PID, exit 130."""
     out = tmp_path / "run"
     proc = subprocess.Popen([str(CRASHLAB), "record", "--backend", "qemu", "--out", str(out),

@@ -14,7 +14,6 @@ from support import record_runs
 from checkers.recovery import IoOp, recovery_states
 from harness.check.check import CheckOptions, check_run
 from harness.check.runlevel import spread_ids
-from harness.record.fuse import FuseBackend
 from harness.states import Options
 from harness.sweep.matrix import DHL_INSERT
 
@@ -47,11 +46,9 @@ def test_spread_order_starts_inside_the_run(tmp_path: Path) -> None:
     assert spread_ids(big, 2) == ["s4096", "s2048"]  # 13-bit reversal of 1, 2
 
 
-OK, WHY = FuseBackend.available()
 
 
-@pytest.mark.root
-@pytest.mark.skipif(not OK, reason=f"fuse backend: {WHY}")
+@pytest.mark.needs_fuse
 def test_sampled_states_are_ones_whose_recovery_writes(tmp_path: Path) -> None:
     run = record_runs(tmp_path, {"dhl-cc-raw": DHL_INSERT}, fs="raw")["dhl-cc-raw"]
     result = check_run(run, CheckOptions(states=Options(strategy="reorder"), jobs=2,

@@ -20,14 +20,12 @@ from support import record_runs
 
 from harness.check.check import CheckOptions, check_run
 from harness.check.repro import locate, reproduce
-from harness.record.fuse import FuseBackend
 from harness.rundir import RunDir
 from harness.states import Options
 from harness.sweep.matrix import Cell
 from harness.sweep.sweep import record_cell
 
-OK, WHY = FuseBackend.available()
-pytestmark = [pytest.mark.root, pytest.mark.skipif(not OK, reason=f"fuse backend: {WHY}")]
+pytestmark = pytest.mark.needs_fuse
 CRASHLAB = Path(sys.executable).with_name("crashlab")
 ATOMIC_WL = "insert:txns=10,ops=3,tables=3,warmup=100,seed=1"
 DURABLE_WL = "insert:txns=5,ops=1,tables=1,seed=1"

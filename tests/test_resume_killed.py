@@ -19,13 +19,11 @@ from pathlib import Path
 import pytest
 from support import CRASHLAB, record_runs, tagged
 
-from harness.record.fuse import FuseBackend
 from harness.rundir import RESULT_NAME, STATES_NAME, RunDir
 from harness.sweep.matrix import DHL_INSERT
 
 pytest.importorskip("distributed", reason="the distributed package (make setup)")
-OK, WHY = FuseBackend.available()
-pytestmark = [pytest.mark.root, pytest.mark.skipif(not OK, reason=f"fuse backend: {WHY}")]
+pytestmark = pytest.mark.needs_fuse
 
 
 @pytest.fixture(scope="module")

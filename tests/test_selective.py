@@ -43,7 +43,7 @@ from workloads.run import DB_NAME, runner_command
 from workloads.spec import parse_spec
 from workloads.suts import get_sut
 
-pytestmark = [pytest.mark.root, pytest.mark.timeout(900)]
+pytestmark = [pytest.mark.needs_fuse, pytest.mark.timeout(900)]
 # KakaoTalk's shape: most transactions one update (one page besides the
 # header: ext4's data journal), some several (SQLite's rollback journal)
 SMALL = "app:kakaotalk,txns=10,seed=1"
@@ -56,8 +56,6 @@ BROKEN = ("DB-OPEN", "DB-ATOMIC", "DB-INTEGRITY")
 
 @pytest.fixture(scope="module")
 def runs() -> Iterator[dict[str, RunDir]]:
-    if os.geteuid() != 0 or not Path("/dev/fuse").exists():
-        pytest.skip("needs root and /dev/fuse (the fuse recording backend)")
     root = Path("/dev/shm") / f"crashlab-selective-{os.getpid()}"
     try:
         out = record_runs(root / "small", {"selective": SMALL, "selective-ordered": SMALL})

@@ -39,8 +39,11 @@ PY_DIRS = ("harness", "workloads", "checkers", "dhl")
 NOT_PROGRAMS = {"tc"}  # DHL's traditional-commit mode, not iproute2's tc
 SCRIPTS = ("images/build-image.sh", "harness/fuse/ctest.sh", "harness/setup/setup.sh")
 
-pytestmark = pytest.mark.skipif(shutil.which("dpkg-query") is None,
-                                reason="not a Debian system: set-up uses apt-get")
+# slow: it rebuilds the whole C tree under -H/--trace (minutes), so not in
+# the unit tier of `make check`; `make test` runs it
+pytestmark = [pytest.mark.slow,
+              pytest.mark.skipif(shutil.which("dpkg-query") is None,
+                                 reason="not a Debian system: set-up uses apt-get")]
 
 
 def listed_packages() -> list[str]:
@@ -231,7 +234,7 @@ def programs_run() -> set[str]:
         words |= _words_sh("\n".join(recipes))
     words -= NOT_PROGRAMS
     return {w for w in words if re.fullmatch(r"[a-z][a-z0-9._+-]*", w) and shutil.which(w)
-            and shutil.which(w).startswith(SYSTEM_DIRS)}  # type: ignore[union-attr]
+            and shutil.which(w).startswith(SYSTEM_DIRS)}  # type: ignore[union-attr]  # filtered to found programs
 
 
 # --- the tests --------------------------------------------------------------

@@ -19,7 +19,6 @@ from harness.bench.shadow import pages_per_txn
 from harness.check.check import default_window
 from harness.check.worker import StateChecker
 from harness.logformat import LogReader
-from harness.record.fuse import FuseBackend
 from harness.rundir import RunDir
 from harness.states import Enumeration, Options
 from workloads.generate import write_opstream
@@ -28,8 +27,7 @@ from workloads.run import runner_command, spec_from_meta
 from workloads.spec import parse_spec
 from workloads.suts import get_sut
 
-OK, WHY = FuseBackend.available()
-pytestmark = [pytest.mark.root, pytest.mark.skipif(not OK, reason=f"fuse backend: {WHY}")]
+pytestmark = pytest.mark.needs_fuse
 
 # MULTI, shortened: 100 warm-up rows per table so that a transaction's pages
 # are written as separate bios (docs/findings.md: the sqlite-off finding)

@@ -14,10 +14,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from support import crashlab
 
-from harness.record.fuse import FuseBackend
 from harness.sweep.matrix import shard, unshard
-
-OK, WHY = FuseBackend.available()
 
 # three cells (2 + 1 per shard), violations in two strategies of one cell
 # (with its own enumeration options), and a cell whose expectation breaks (a
@@ -51,8 +48,7 @@ def test_unshard_inverts_shard(cells: list[int], n: int) -> None:
     assert unshard(parts) == cells
 
 
-@pytest.mark.root
-@pytest.mark.skipif(not OK, reason=f"fuse backend: {WHY}")
+@pytest.mark.needs_fuse
 def test_two_shards_merge_into_the_unsharded_sweep(tmp_path: Path) -> None:
     matrix = tmp_path / "small.toml"
     matrix.write_text(MATRIX)

@@ -18,12 +18,10 @@ from pathlib import Path
 import pytest
 from support import CRASHLAB, record_runs, tagged
 
-from harness.record.fuse import FuseBackend
 from harness.rundir import RunDir
 from harness.sweep.matrix import MULTI, matrix
 
-OK, WHY = FuseBackend.available()
-pytestmark = [pytest.mark.root, pytest.mark.skipif(not OK, reason=f"fuse backend: {WHY}")]
+pytestmark = pytest.mark.needs_fuse
 
 
 @pytest.fixture(scope="module")

@@ -26,7 +26,7 @@ from harness.rundir import RunDir
 from harness.sweep.expectations import evaluate
 from harness.sweep.matrix import MULTI, Cell
 
-pytestmark = [pytest.mark.root, pytest.mark.timeout(900)]
+pytestmark = [pytest.mark.needs_fuse, pytest.mark.timeout(900)]
 DHL_WL = "insert:txns=6,ops=6,tables=3,size=400,warmup=20,seed=1"
 PLAIN, CKSUM = "sqlite-delete-extra", "sqlite:journal=delete,sync=extra,cksum=1"
 WAL, WAL_CKSUM = "sqlite-wal-full", "sqlite:journal=wal,sync=full,cksum=1"
@@ -34,8 +34,6 @@ WAL, WAL_CKSUM = "sqlite-wal-full", "sqlite:journal=wal,sync=full,cksum=1"
 
 @pytest.fixture(scope="module")
 def runs() -> Iterator[dict[str, RunDir]]:
-    if os.geteuid() != 0 or not Path("/dev/fuse").exists():
-        pytest.skip("needs root and /dev/fuse (the fuse recording backend)")
     root = Path("/dev/shm") / f"crashlab-statefaults-{os.getpid()}"
     try:
         out = record_runs(root / "ext4", {s: MULTI for s in (PLAIN, CKSUM, WAL, WAL_CKSUM)})
@@ -45,7 +43,7 @@ def runs() -> Iterator[dict[str, RunDir]]:
         shutil.rmtree(root, ignore_errors=True)
 
 
-def check(run: RunDir, *args: str, strategy: str = "prefix") -> dict:  # type: ignore[type-arg]
+def check(run: RunDir, *args: str, strategy: str = "prefix") -> dict:  # type: ignore[type-arg]  # result.json as untyped JSON
     out = run.path / "check" / f"{strategy}-{'-'.join(args).replace('/', '_')}"
     # --force: two tests check the same run with the same faults into one folder
     p = crashlab("check", str(run.path), "--strategy", strategy, "-j", "2", "--no-progress",
@@ -54,16 +52,16 @@ def check(run: RunDir, *args: str, strategy: str = "prefix") -> dict:  # type: i
     return json.loads((out / "result.json").read_text())
 
 
-def fails(result: dict, inv: str) -> int:  # type: ignore[type-arg]
+def fails(result: dict, inv: str) -> int:  # type: ignore[type-arg]  # result.json as untyped JSON
     return result["verdicts"].get(inv, {}).get("fail", 0)
 
 
-def exercised_passes(result: dict, inv: str) -> int:  # type: ignore[type-arg]
+def exercised_passes(result: dict, inv: str) -> int:  # type: ignore[type-arg]  # result.json as untyped JSON
     c = result["verdicts"].get(inv, {})
     return c.get("pass", 0) - c.get("not_exercised", 0)
 
 
-def held(run: RunDir, sut: str, result: dict, faults: tuple[str, ...],  # type: ignore[type-arg]
+def held(run: RunDir, sut: str, result: dict, faults: tuple[str, ...],  # type: ignore[type-arg]  # result.json as untyped JSON
          must: tuple[str, ...] = ()) -> bool:
     cell = Cell(sut, MULTI, "ext4", ("prefix",), must, faults=faults)
     return evaluate(cell.expectation("prefix"), result["verdicts"], result["states"]["checked"],

@@ -31,7 +31,7 @@ def log(tmp_path: Path) -> Path:
 
 def states(log: Path, **opts: object) -> list[State]:
     with LogReader(log) as r:
-        return list(Enumeration(r, Options(dedup=False, **opts)))  # type: ignore[arg-type]
+        return list(Enumeration(r, Options(dedup=False, **opts)))  # type: ignore[arg-type]  # opts holds Options fields
 
 
 def test_lost_flush_merges_each_flush_in_turn(log: Path) -> None:

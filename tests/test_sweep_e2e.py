@@ -22,14 +22,12 @@ import pytest
 from support import record_runs
 
 from harness.check.check import CheckOptions, check_run
-from harness.record.fuse import FuseBackend
 from harness.rundir import STATES_NAME, RunDir
 from harness.states import Options
 from harness.sweep.matrix import MULTI, SINGLE, Cell
 from harness.sweep.sweep import SweepOptions, record_cell, run_sweep
 
-OK, WHY = FuseBackend.available()
-pytestmark = [pytest.mark.root, pytest.mark.skipif(not OK, reason=f"fuse backend: {WHY}")]
+pytestmark = pytest.mark.needs_fuse
 CRASHLAB = Path(sys.executable).with_name("crashlab")
 
 

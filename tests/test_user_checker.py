@@ -14,11 +14,9 @@ from pathlib import Path
 import pytest
 from support import crashlab, tagged
 
-from harness.record.fuse import FuseBackend
 from harness.rundir import RunDir
 
-OK, WHY = FuseBackend.available()
-pytestmark = [pytest.mark.root, pytest.mark.skipif(not OK, reason=f"fuse backend: {WHY}")]
+pytestmark = pytest.mark.needs_fuse
 
 # A counter updated by the atomic-file-update protocol, one transaction per
 # value, each acknowledged with the value as the mark's payload.
@@ -65,7 +63,7 @@ def _record(tmp: Path, name: str, dirsync: bool) -> RunDir:
 def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, RunDir]:
     tmp = tmp_path_factory.mktemp("user")
     (tmp / "check_counter.py").write_text(CHECKER)
-    return {"tmp": tmp, "safe": _record(tmp, "safe", True),  # type: ignore[dict-item]
+    return {"tmp": tmp, "safe": _record(tmp, "safe", True),  # type: ignore[dict-item]  # a mixed dict of paths and runs
             "nodirsync": _record(tmp, "nodirsync", False)}
 
 

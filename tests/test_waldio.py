@@ -139,6 +139,7 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> RunDir:
     return record_runs(tmp_path_factory.mktemp("waldio-runs"), {"waldio": SPEC})["waldio"]
 
 
+@pytest.mark.needs_fuse
 @pytest.mark.parametrize("strategy", ["prefix", "reorder", "torn"])
 def test_every_state_holds(run: RunDir, strategy: str) -> None:
     p = crashlab("check", str(run.path), "--strategy", strategy)
@@ -149,6 +150,7 @@ def test_every_state_holds(run: RunDir, strategy: str) -> None:
         assert v[inv]["fail"] == 0 and v[inv]["pass"] > 0, (inv, v[inv])
 
 
+@pytest.mark.needs_fuse
 def test_a_recovered_state_needs_the_vfs(run: RunDir, tmp_path: Path) -> None:
     """A prefix state right after the last acknowledgement, materialised
     and recovered by crashlab (file system first): its WAL is WALDIO's."""
@@ -168,6 +170,7 @@ def test_a_recovered_state_needs_the_vfs(run: RunDir, tmp_path: Path) -> None:
     assert facts.open_error is not None or facts.digest != oracle.digests[TXNS]
 
 
+@pytest.mark.needs_fuse
 def test_the_vfs_without_its_sync_is_caught(tmp_path: Path,
                                             monkeypatch: pytest.MonkeyPatch) -> None:
     """The mutant waldio-no-group-sync (tests/mutants/): its commits sit in

@@ -16,13 +16,11 @@ from harness.fs.ext4.recover import recover_ext4
 from harness.images import ensure_image
 from harness.logformat import LogReader
 from harness.materialize import replay
-from harness.record.fuse import FuseBackend
 from harness.rundir import RunDir, RunMeta
 from workloads.oracle import sqlite_digest
 from workloads.run import DB_NAME, oracle_from_meta
 
-OK, WHY = FuseBackend.available()
-pytestmark = [pytest.mark.root, pytest.mark.skipif(not OK, reason=f"fuse backend: {WHY}")]
+pytestmark = pytest.mark.needs_fuse
 CRASHLAB = Path(sys.executable).with_name("crashlab")
 
 

@@ -40,7 +40,6 @@ from harness.materialize import replay
 from harness.materialize.nvram import NVRAM_SUFFIX, nvram_region, read_nvram, strip_nvram_fua
 from harness.mutants import catalogue, run_mutant
 from harness.record import recorder
-from harness.record.fuse import FuseBackend
 from harness.rundir import RunDir
 from harness.states import Enumeration, Options, state_from_id
 from harness.sweep.matrix import DELETE, MULTI, UPDATE
@@ -50,14 +49,10 @@ from workloads.run import oracle_from_meta, runner_command, spec_from_meta
 from workloads.suts import XLOG_NVRAM_BYTES, get_sut
 
 ROOT = Path(__file__).resolve().parents[1]
-OK, WHY = FuseBackend.available()
-fuse = [pytest.mark.root, pytest.mark.skipif(not OK, reason=f"fuse backend: {WHY}")]
 
 
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, RunDir]:
-    if not OK:
-        pytest.skip(f"fuse backend: {WHY}")
     root = tmp_path_factory.mktemp("xlog")
     out = {}
     for name, wl in (("MULTI", MULTI), ("UPDATE", UPDATE), ("DELETE", DELETE)):
@@ -78,8 +73,7 @@ def test_record_format_unit_test_under_asan() -> None:
     assert "test_xlog: ok" in proc.stdout
 
 
-@pytest.mark.root
-@pytest.mark.skipif(not OK, reason=f"fuse backend: {WHY}")
+@pytest.mark.needs_fuse
 def test_nvram_is_fua_writes_after_the_disk(runs: dict[str, RunDir], tmp_path: Path) -> None:
     run = runs["MULTI"]
     meta = run.meta()
@@ -127,8 +121,7 @@ def test_nvram_is_fua_writes_after_the_disk(runs: dict[str, RunDir], tmp_path: P
         assert con.execute("PRAGMA user_version").fetchone()[0] > 0
 
 
-@pytest.mark.root
-@pytest.mark.skipif(not OK, reason=f"fuse backend: {WHY}")
+@pytest.mark.needs_fuse
 def test_checker_opens_as_the_sut_does(runs: dict[str, RunDir], tmp_path: Path) -> None:
     """For crash states spread over the run, the database the checker judges
     (crashlab-xlog-recover) equals the one the SUT itself leaves when it is
@@ -171,8 +164,7 @@ def test_checker_opens_as_the_sut_does(runs: dict[str, RunDir], tmp_path: Path) 
     assert compared >= 8 and replayed > 0
 
 
-@pytest.mark.root
-@pytest.mark.skipif(not OK, reason=f"fuse backend: {WHY}")
+@pytest.mark.needs_fuse
 @pytest.mark.parametrize("strategy", ["prefix", "reorder", "torn"])
 def test_multi_holds(runs: dict[str, RunDir], tmp_path: Path, strategy: str) -> None:
     result = _check(runs["MULTI"], strategy, tmp_path / strategy)
@@ -185,7 +177,7 @@ def test_multi_holds(runs: dict[str, RunDir], tmp_path: Path, strategy: str) -> 
     # some states tear an NVRAM record write (a record over two sectors, the
     # first kept): the CRC rejects it, and its transaction was in flight
     run = runs["MULTI"]
-    offset = nvram_region(run.meta().extra)[0]  # type: ignore[index]
+    offset = nvram_region(run.meta().extra)[0]  # type: ignore[index]  # the run's extra names an nvram region
     ids = [json.loads(x)["id"] for x in (tmp_path / strategy / "states.jsonl").read_text()
            .splitlines()]
     with LogReader(run.log) as r:
@@ -196,8 +188,7 @@ def test_multi_holds(runs: dict[str, RunDir], tmp_path: Path, strategy: str) -> 
     assert torn_nv, "no torn NVRAM write was checked"
 
 
-@pytest.mark.root
-@pytest.mark.skipif(not OK, reason=f"fuse backend: {WHY}")
+@pytest.mark.needs_fuse
 @pytest.mark.parametrize("workload", ["UPDATE", "DELETE"])
 def test_update_delete_hold(runs: dict[str, RunDir], tmp_path: Path, workload: str) -> None:
     result = _check(runs[workload], "prefix", tmp_path / workload)
@@ -205,8 +196,7 @@ def test_update_delete_hold(runs: dict[str, RunDir], tmp_path: Path, workload: s
     assert result["violations"] == [], result["violations"][:2]
 
 
-@pytest.mark.root
-@pytest.mark.skipif(not OK, reason=f"fuse backend: {WHY}")
+@pytest.mark.needs_fuse
 def test_crash_during_nvram_replay_holds(runs: dict[str, RunDir], tmp_path: Path) -> None:
     result = _check(runs["MULTI"], "recovery-crash", tmp_path / "rc", max_first=2)
     assert result["states"]["checked"] > 50
@@ -215,7 +205,7 @@ def test_crash_during_nvram_replay_holds(runs: dict[str, RunDir], tmp_path: Path
     replayed = 0
     for c in result["multicrash"]["continuations"]:
         nested = RunDir(runs["MULTI"].path / "recovery-crash" / c["state"])
-        offset = nvram_region(nested.meta().extra)[0]  # type: ignore[index]
+        offset = nvram_region(nested.meta().extra)[0]  # type: ignore[index]  # the run's extra names an nvram region
         with LogReader(nested.log) as r:
             nv = [e for e in r.entries() if e.has_payload and e.sector * r.sectorsize >= offset]
         assert all(e.is_fua for e in nv)
@@ -223,8 +213,7 @@ def test_crash_during_nvram_replay_holds(runs: dict[str, RunDir], tmp_path: Path
     assert replayed > 0
 
 
-@pytest.mark.root
-@pytest.mark.skipif(not OK, reason=f"fuse backend: {WHY}")
+@pytest.mark.needs_fuse
 def test_volatile_nvram_loses_acknowledged_transactions(runs: dict[str, RunDir],
                                                         tmp_path: Path) -> None:
     src = runs["MULTI"]
@@ -258,8 +247,7 @@ def test_backends_without_nvram_refuse(tmp_path: Path, monkeypatch: pytest.Monke
         assert not (tmp_path / name).exists()
 
 
-@pytest.mark.root
-@pytest.mark.skipif(not OK, reason=f"fuse backend: {WHY}")
+@pytest.mark.needs_fuse
 @pytest.mark.parametrize("name", ["xlog-ack-before-nvram", "xlog-writeback-not-durable"])
 def test_mutants_are_killed(name: str, tmp_path: Path) -> None:
     """Each xLog mutant (tests/mutants/) is killed by DB-DURABLE on its
@@ -270,8 +258,7 @@ def test_mutants_are_killed(name: str, tmp_path: Path) -> None:
     assert outcome.killers.get("DB-DURABLE", 0) > 0, outcome.killers
 
 
-@pytest.mark.root
-@pytest.mark.skipif(not OK, reason=f"fuse backend: {WHY}")
+@pytest.mark.needs_fuse
 def test_scan_without_crc_is_killed_by_torn(tmp_path: Path) -> None:
     """A scan that skips the record's CRC survives prefix and reorder (an
     NVRAM write there is whole or absent) and is killed only by a torn

@@ -176,14 +176,14 @@ def parse_spec(text: str) -> WorkloadSpec:
     text = text.strip()
     head, _, rest = text.partition(":")
     if head in KINDS:
-        return MobibenchSpec(kind=head, **_params(rest, _MOBI_KEYS, text))  # type: ignore[arg-type]
+        return MobibenchSpec(kind=head, **_params(rest, _MOBI_KEYS, text))  # type: ignore[arg-type]  # _params returns validated keys as object
     if head == "app":
         app, _, params = rest.partition(",")
         if app not in APPS:
             raise CrashlabError(
                 f"unknown app {app!r} in workload spec {text!r} (choose from {', '.join(APPS)})"
             )
-        return AppSpec(app=app, **_params(params, _APP_KEYS, text))  # type: ignore[arg-type]
+        return AppSpec(app=app, **_params(params, _APP_KEYS, text))  # type: ignore[arg-type]  # _params returns validated keys as object
     raise CrashlabError(
         f"unknown workload kind {head!r} in {text!r} (choose from "
         f"{', '.join(KINDS)}, app:{'|'.join(APPS)})"

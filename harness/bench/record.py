@@ -105,6 +105,6 @@ def run() -> None:
             )
             print(
                 f"       log: {s.entries} entries, {s.writes} writes, {s.flushes} flushes, "
-                f"{s.bytes_written / INSERTS / 1024:.1f} KiB/txn"  # type: ignore[attr-defined]
+                f"{s.bytes_written / INSERTS / 1024:.1f} KiB/txn"  # type: ignore[attr-defined]  # s is the recorder's summary object
             )
             print(f"       {info['daemon']}")

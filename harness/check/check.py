@@ -365,7 +365,7 @@ def summarise(run: RunDir, states_path: Path, opts: CheckOptions, *,
                 for v in rec.get("fail", []):
                     violations.append(_violation(run, rec, v, opts.checkers))
                 for group, key in ((skips, "skip"), (errors, "error")):
-                    for inv, why in rec.get(key, {}).items():  # type: ignore[attr-defined]
+                    for inv, why in rec.get(key, {}).items():  # type: ignore[attr-defined]  # StateRecord's verdict keys hold dicts
                         per = group.setdefault(inv, {})
                         per[why] = per.get(why, 0) + 1
     if opts.max_states is None and checked == 0 and not allow_empty:

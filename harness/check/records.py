@@ -78,7 +78,7 @@ def verdict_record(rec_id: str, verdicts: list[Verdict], **head: int) -> StateRe
     """A states.jsonl / run.jsonl line: ``id`` (then ``head``), each
     invariant's status, and the skip and error reasons, the passes whose
     situation did not arise, the failures — each key only when it has any."""
-    rec: StateRecord = {"id": rec_id, **head,  # type: ignore[typeddict-item]
+    rec: StateRecord = {"id": rec_id, **head,  # type: ignore[typeddict-item]  # head is the rest of a StateRecord
                         "v": {v.invariant: v.status for v in verdicts}}
     skips = {v.invariant: v.explanation for v in verdicts if v.status == "skip"}
     if skips:
@@ -109,7 +109,7 @@ def cut_at_id(part: StateRecord) -> tuple[bytes, bytes] | None:
     """The line of a record with the fields ``part`` and any ID, as the
     bytes before and after the ID's JSON string (None: the mark is not
     found exactly once, so the line must be made whole)."""
-    pieces = dump_line({"id": _MARK, **part}).split(_MARK_JSON)  # type: ignore[typeddict-item]
+    pieces = dump_line({"id": _MARK, **part}).split(_MARK_JSON)
     return (pieces[0], pieces[1]) if len(pieces) == 2 else None
 
 

@@ -62,7 +62,7 @@ def log_stat(run: str, salvage: bool, as_json: bool) -> None:
 
 
 def _asdict(s: object) -> dict:
-    return {f: getattr(s, f) for f in s.__slots__}  # type: ignore[attr-defined]
+    return {f: getattr(s, f) for f in s.__slots__}  # type: ignore[attr-defined]  # s is a slotted summary class of logformat
 
 
 @click.command("replay")

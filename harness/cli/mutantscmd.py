@@ -60,7 +60,7 @@ def mutants_cmd(only: tuple[str, ...], out: Path | None, jobs: int) -> int:
             killers = (", ".join(f"{k} {n}" for k, n in sorted(o.killers.items()))
                        or o.detail or "—")
             table.add_row(o.mutant.name, f"[{STYLE[o.status]}]{o.status}[/]", killers,
-                          "; ".join(_row(o)["ran"]))  # type: ignore[arg-type]
+                          "; ".join(_row(o)["ran"]))  # type: ignore[arg-type]  # _row's dict is untyped: ran is a list of str
         Console(width=160).print(table)
         write_json_atomic(out / "mutants.json", {"mutants": [_row(o) for o in outcomes]})
         bad = [o for o in outcomes if o.status in ("survived", "error")]

@@ -23,7 +23,7 @@ def _binding():  # noqa: ANN202
 
 def _slots(db: object, pgno: int) -> str:
     """``slot TIDs a/b`` plus the commit fields and the valid slot."""
-    pi = db.page(pgno)  # type: ignore[attr-defined]
+    pi = db.page(pgno)  # type: ignore[attr-defined]  # the DHL binding loads lazily, so db is typed object
     s0, s1 = pi.slots
     commits = [f"commit {s.commit} in slot {i}" for i, s in enumerate((s0, s1)) if s.commit]
     valid = f"valid slot {pi.valid_slot}" if pi.valid_slot >= 0 else "no valid slot"

@@ -85,7 +85,7 @@ def _modinfo(data: bytes) -> dict[str, str]:
         name, off, size = section(i)
         end = data.index(b"\0", stroff + name)
         if data[stroff + name:end] == b".modinfo":
-            info = {}
+            info: dict[str, str] = {}
             for item in data[off:off + size].split(b"\0"):
                 key, sep, value = item.partition(b"=")
                 if sep:

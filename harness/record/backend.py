@@ -136,7 +136,7 @@ class Backend(ABC):
                     mount(dev.path, mnt, fs, mount_options or None)
                 for f in faults:
                     if f.kind == "enospc":
-                        fill_file_system(mnt, int(f.get("left")))  # type: ignore[arg-type]
+                        fill_file_system(mnt, int(f.get("left")))  # type: ignore[arg-type]  # Fault.get is untyped: left is an int
                 env = {"CRASHLAB_MNT": str(mnt), **dev.mark_env}
                 yield Mounted(mnt, dev, env)
             finally:

@@ -23,19 +23,19 @@ def select_backend(name: str = "auto", fs: str | None = None) -> tuple[Backend, 
     the backend must also be able to record that file system
     (:meth:`Backend.supports`: the host kernel has no F2FS, a guest's does)."""
     if name == "auto":
-        skipped = []
-        for cls in ORDER:
-            ok, why = cls.available()
+        skipped: list[str] = []
+        for each in ORDER:
+            ok, why = each.available()
             if ok and fs is not None:
-                can, whynot = cls.supports(fs)
+                can, whynot = each.supports(fs)
                 if not can:
                     ok, why = False, whynot
             if ok:
-                note = f"backend {cls.name} ({why})"
+                note = f"backend {each.name} ({why})"
                 if skipped:
                     note += "; skipped " + "; ".join(skipped)
-                return cls(), note
-            skipped.append(f"{cls.name}: {why}")
+                return each(), note
+            skipped.append(f"{each.name}: {why}")
         raise CrashlabError("no recording backend is available: " + "; ".join(skipped))
     cls = BACKENDS.get(name)
     if cls is None:

@@ -62,7 +62,7 @@ def daemon_fault_args(faults: tuple[Fault, ...]) -> list[str]:
     OP:NTH:STICKY:LO:HI[:AFTER] of harness/fuse/faultrules.h)."""
     args: list[str] = []
     for f in faults:
-        lo, hi = f.get("range") or (0, 0)  # type: ignore[misc]
+        lo, hi = f.get("range") or (0, 0)  # type: ignore[misc]  # Fault.get is untyped: range is a pair
         after = f.get("after")
         rule = f"{f.op}:{f.get('nth')}:{int(bool(f.get('sticky')))}:{lo}:{hi}"
         args += ["--fault", f"{rule}:{after}" if after else rule]

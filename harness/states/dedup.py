@@ -89,7 +89,7 @@ class EpochContent:
     def _term(self, u: int, kept: int, torn: dict[int, int], top: int) -> int:
         """Digest term of unit ``u`` in the state (kept, torn) whose writes
         all lie below ``top``: its last writer's, or 0 if none touches it."""
-        ws = self._writers[u]  # type: ignore[index]
+        ws = self._writers[u]  # type: ignore[index]  # _writers is set before any _term call
         for j in range(bisect.bisect_left(ws, top) - 1, -1, -1):
             w = ws[j]
             i = u - self.first[w]

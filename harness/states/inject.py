@@ -200,7 +200,7 @@ class Targets:
             return None
         off, n = rng.choice(pieces)
         sector = off // UNIT + rng.randrange(max(1, n // UNIT))
-        nbits = int(self.faults.corrupt.get("bits") or 1)  # type: ignore[union-attr]
+        nbits = int(self.faults.corrupt.get("bits") or 1)  # type: ignore[union-attr]  # corrupt is set on this path
         bits = 0
         for b in rng.sample(range(SECTOR_BITS), min(nbits, SECTOR_BITS)):
             bits |= 1 << b

@@ -36,7 +36,7 @@ class Field:
 
     def get(self, buf: Buffer, base: int = 0) -> int:
         """The field of the structure at ``base`` of ``buf``."""
-        return self._unpack(buf, base + self.at)[0]  # type: ignore[no-any-return]
+        return self._unpack(buf, base + self.at)[0]
 
     def put(self, buf: bytearray, value: int) -> None:
         self._pack(buf, self.at, value)

@@ -135,7 +135,7 @@ class Journal:
         hit = self.known.get(key)
         if hit is None:
             hit = self.known[key] = compute()
-        return hit  # type: ignore[return-value]
+        return hit  # type: ignore[return-value]  # self.known maps each key kind to its own value type
 
     def _header(self, phys: int) -> tuple[int, int, int]:
         return self._cached(("h", phys), phys,
@@ -263,7 +263,7 @@ class Journal:
         memo = self.known.get(key)
         if memo is None:
             memo = self.known[key] = ScanMemo(self.start, self.sequence)
-        return memo  # type: ignore[no-any-return]
+        return memo  # type: ignore[no-any-return]  # self.known maps each key kind to its own value type
 
     def _revokes(self, blk: bytes) -> list[int]:
         count = REVOKE_COUNT.get(blk)

@@ -145,7 +145,7 @@ def list_tree(image: Path, skip: tuple[str, ...] = ()) -> Tree:
         incompat = SB_FEATURE_INCOMPAT.get(sb)
         if incompat & ~INCOMPAT_READ or SB_REV_LEVEL.get(sb) != REV_DYNAMIC:
             raise Unsupported(f"incompat features {incompat:#x} or revision")
-        fs = FsReader(fd, sb, img)  # type: ignore[arg-type]
+        fs = FsReader(fd, sb, img)  # type: ignore[arg-type]  # FsReader reads bytes or an mmap alike
         fs.csum = False  # see the module comment
         raw = fs.inode(ROOT_INO)
         if I_MODE.get(raw) & S_IFMT != S_IFDIR:
