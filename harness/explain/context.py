@@ -48,7 +48,10 @@ class ExplainsWrites(Protocol):
     caller passes the object, so this package imports no ``harness.fs``
     (the file systems import it)."""
 
-    name: str
+    @property
+    def name(self) -> str:
+        """The file system's name (a class attribute of each file system)."""
+        ...
 
     def explainer(self, ctx: ExplainContext) -> tuple[Explainer, list[str]]:
         """The explainer of a state's writes, and notes on its limits."""
