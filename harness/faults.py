@@ -41,15 +41,24 @@ or join them with ``+``)::
 
 The canonical spelling (:func:`format_fault`) lists the keys in the table's
 order and leaves defaults out, so equal faults print alike in meta.json,
-state IDs and reports.  What the enumeration does with the state kinds
-(which states a lost flush adds, which write is misdirected where, which
-bits flip) is ``harness/states/README.md``, State faults; a state's ID then
-names the fault exactly (``harness/states/stateid.py``).
+state IDs and reports.
+
+A fault spec is parsed once, where it enters (a ``--fault`` option, a
+matrix file, meta.json, the built-in matrix's literals: the edges
+``tests/test_fault_edges.py`` lists); from there it travels as a
+:class:`Fault` and is printed (``str(fault)``, :func:`fault_specs`) only
+where it leaves: meta.json, result.json, folder names, reports.
+
+What the enumeration does with the state kinds (which states a lost flush
+adds, which write is misdirected where, which bits flip) is
+``harness/states/README.md``, State faults; a state's ID then names the
+fault exactly (``harness/states/stateid.py``).
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from harness.errors import CrashlabError
@@ -193,18 +202,21 @@ def parse_fault(text: str) -> Fault:
     return Fault(kind, op, params)
 
 
-def parse_faults(texts: str | list[str] | tuple[str, ...]) -> tuple[Fault, ...]:
+def parse_faults(texts: str | Iterable[str]) -> tuple[Fault, ...]:
     """Every fault of one or more ``+``-joined specs, in order; equal faults
     once.  An empty text is no fault."""
     if isinstance(texts, str):
         texts = [texts]
+    return unique_faults(parse_fault(part) for text in texts for part in text.split(SEP)
+                         if part.strip())
+
+
+def unique_faults(faults: Iterable[Fault]) -> tuple[Fault, ...]:
+    """``faults`` in order, equal ones once (faults from two sources merged)."""
     out: list[Fault] = []
-    for text in texts:
-        for part in text.split(SEP):
-            if part.strip():
-                f = parse_fault(part)
-                if f not in out:
-                    out.append(f)
+    for f in faults:
+        if f not in out:
+            out.append(f)
     return tuple(out)
 
 
@@ -221,9 +233,15 @@ def format_fault(fault: Fault) -> str:
     return ",".join([head, *items])
 
 
-def format_faults(faults: tuple[Fault, ...]) -> str:
+def format_faults(faults: Iterable[Fault]) -> str:
     """The canonical spelling of several faults (``+``-joined; "" for none)."""
     return SEP.join(format_fault(f) for f in faults)
+
+
+def fault_specs(faults: Iterable[Fault]) -> list[str]:
+    """The canonical spellings, one per fault: a JSON list (meta.json,
+    result.json, a sweep's records)."""
+    return [format_fault(f) for f in faults]
 
 
 def by_stage(faults: tuple[Fault, ...], where: str) -> tuple[Fault, ...]:

@@ -60,7 +60,7 @@ from harness.check.usercheck import DEFAULT_TIMEOUT, PyChecker, UserChecker
 from harness.check.worker import StateChecker
 from harness.env import reap_work_folders, temporary_folder, work_folder
 from harness.errors import CrashlabError, located, writing
-from harness.faults import STATE, by_stage, format_fault, parse_faults
+from harness.faults import STATE, by_stage, fault_specs, unique_faults
 from harness.filetrace import fault_targets
 from harness.images import verified_base_for_run
 from harness.logformat import LogReader
@@ -139,8 +139,7 @@ def default_window(run: RunDir, opts: Options) -> Options:
     window was given, a window from it on (before it the database does not
     exist)."""
     meta = run.meta()
-    recorded = tuple(format_fault(f) for f in by_stage(parse_faults(list(meta.faults)), STATE))
-    faults = tuple(format_fault(f) for f in parse_faults([*opts.faults, *recorded]))
+    faults = unique_faults((*opts.faults, *by_stage(meta.faults, STATE)))
     opts = dataclasses.replace(opts, log_order=run.log_order, faults=faults)
     if opts.window_start is None and "setup-done" in meta.marks:
         return dataclasses.replace(opts, window_start="setup-done")
@@ -295,7 +294,7 @@ def _claim(out: Path, run: RunDir, opts: CheckOptions, resume: bool) -> None:
     """Write ``out/check.json``: what this check is (its options and a digest
     of the recording's meta.json, which differs for every recording).  On
     resume, the states already in ``out`` must be of the same check."""
-    ident = {"options": asdict(opts.states) | opts.extra_options(),
+    ident = {"options": opts.states.to_json() | opts.extra_options(),
              "recording": hashlib.sha256(run.meta_path.read_bytes()).hexdigest()}
     ident = json.loads(json.dumps(ident))  # as read back: lists, not tuples
     path = out / IDENTITY_NAME
@@ -323,7 +322,7 @@ def count_states(run: RunDir, opts: Options) -> int:
     """How many states the strategy generates in the window, before dedup:
     the progress bar's total."""
     with LogReader(run.log) as reader:
-        cheap = Options(**{**asdict(opts), "dedup": False})
+        cheap = dataclasses.replace(opts, dedup=False)
         e = Enumeration(reader, cheap)
         return sum(1 for _ in e)
 
@@ -603,7 +602,7 @@ def summarise(run: RunDir, states_path: Path, opts: CheckOptions, *,
         "strategy": opts.strategy,
         "options": opts.states.record() | opts.extra_options(),
         # the state faults injected on top of every state (their IDs show each one)
-        **({"faults": list(opts.states.faults)} if opts.states.faults else {}),
+        **({"faults": fault_specs(opts.states.faults)} if opts.states.faults else {}),
         "states": {"checked": checked},
         "verdicts": {k: counts[k] for k in sorted(counts)},
         "violations": violations,

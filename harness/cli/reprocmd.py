@@ -30,7 +30,7 @@ from harness.env import temporary_folder
 from harness.errors import CrashlabError
 from harness.explain.sqlitefile import describe_files
 from harness.explain.state import Explanation, WriteInfo, explain_state
-from harness.faults import FAULT_MARK_PREFIX
+from harness.faults import FAULT_MARK_PREFIX, Fault, fault_specs
 from harness.filetrace import fault_targets
 from harness.fs.confined import links_on_way
 from harness.images import verified_base_for_run
@@ -138,7 +138,7 @@ def _report(run: Path, meta: dict[str, Any], x: Explanation, verdicts: list[Verd
          f"{x.acked}, begun up to {x.begun}, {flight}")
     echo(f"  marks  {_marks_line(x)}")
     if meta.faults:
-        echo(f"  faults {' + '.join(meta.faults)} (recorded with them)")
+        echo(f"  faults {' + '.join(fault_specs(meta.faults))} (recorded with them)")
     for idx, label in x.errors:
         echo(f"  error  #{idx} {_error_line(label)}")
     for note in x.notes:
@@ -197,7 +197,7 @@ def repro_cmd(run: Path, state_id: str, out: Path | None, shell: bool, force: bo
         # the run's facts from its whole log, as the check had them, and
         # where its database lies (whether a fault touched it)
         level = prepare_run_level(rd, work)
-        faults = ("misdirect", "corrupt") if parse_id(state_id).faulted else ()
+        faults = (Fault("misdirect"), Fault("corrupt")) if parse_id(state_id).faulted else ()
         checker = StateChecker(rd, work / "check", fsck=not no_fsck, run_facts=level.facts,
                                checkers=user_checkers(checker_specs, checker_timeout,
                                                       checker_recover),
