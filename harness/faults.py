@@ -95,8 +95,12 @@ COUNT_KEYS = ("nth", "bits")  # integers >= 1
 SEED_KEYS = ("seed",)  # integers >= 0
 MAX_BITS = 4096  # corrupt: the bits of a 512-byte sector
 
-_SIZE = re.compile(r"(0|[1-9][0-9]*)([KMG]?)", re.IGNORECASE)
+MAX_VALUE = (1 << 64) - 1  # any number or byte count: what a u64 holds
+# ASCII only: str.isdigit() and re.IGNORECASE would take other digits
+# ("²", "٣") and the Kelvin sign for K
+_SIZE = re.compile(r"(0|[1-9][0-9]{0,19})([KMGkmg]?)", re.ASCII)
 _UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
+_NUMBER = re.compile(r"[0-9]{1,20}", re.ASCII)
 
 
 @dataclass(frozen=True)
@@ -127,9 +131,10 @@ class Fault:
 def parse_size(text: str, what: str) -> int:
     """``4096``, ``64K``, ``2M``, ``1G`` → bytes; CrashlabError otherwise."""
     m = _SIZE.fullmatch(text)
-    if m is None:
+    n = int(m[1]) * _UNITS[m[2].upper()] if m is not None else None
+    if n is None or n > MAX_VALUE:
         raise CrashlabError(f"bad {what} {text!r}: a byte count like 4096, 64K, 2M or 1G")
-    return int(m[1]) * _UNITS[m[2].upper()]
+    return n
 
 
 def _parse_value(key: str, text: str, whole: str) -> Value:
@@ -150,8 +155,8 @@ def _parse_value(key: str, text: str, whole: str) -> Value:
             if hi <= lo:
                 raise CrashlabError(f"range {text!r} is empty")
             return (lo, hi)
-        if not text.isdigit():
-            raise CrashlabError(f"{key} must be an integer, not {text!r}")
+        if not _NUMBER.fullmatch(text) or int(text) > MAX_VALUE:
+            raise CrashlabError(f"{key} must be an integer (at most 2^64-1), not {text!r}")
         n = int(text)
         if key in COUNT_KEYS and n < 1:
             raise CrashlabError(f"{key} must be at least 1")
