@@ -41,15 +41,24 @@ or join them with ``+``)::
 
 The canonical spelling (:func:`format_fault`) lists the keys in the table's
 order and leaves defaults out, so equal faults print alike in meta.json,
-state IDs and reports.  What the enumeration does with the state kinds
-(which states a lost flush adds, which write is misdirected where, which
-bits flip) is ``harness/states/README.md``, State faults; a state's ID then
-names the fault exactly (``harness/states/stateid.py``).
+state IDs and reports.
+
+A fault spec is parsed once, where it enters (a ``--fault`` option, a
+matrix file, meta.json, the built-in matrix's literals: the edges
+``tests/test_fault_edges.py`` lists); from there it travels as a
+:class:`Fault` and is printed (``str(fault)``, :func:`fault_specs`) only
+where it leaves: meta.json, result.json, folder names, reports.
+
+What the enumeration does with the state kinds (which states a lost flush
+adds, which write is misdirected where, which bits flip) is
+``harness/states/README.md``, State faults; a state's ID then names the
+fault exactly (``harness/states/stateid.py``).
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from harness.errors import CrashlabError
@@ -86,8 +95,12 @@ COUNT_KEYS = ("nth", "bits")  # integers >= 1
 SEED_KEYS = ("seed",)  # integers >= 0
 MAX_BITS = 4096  # corrupt: the bits of a 512-byte sector
 
-_SIZE = re.compile(r"(0|[1-9][0-9]*)([KMG]?)", re.IGNORECASE)
+MAX_VALUE = (1 << 64) - 1  # any number or byte count: what a u64 holds
+# ASCII only: str.isdigit() and re.IGNORECASE would take other digits
+# ("²", "٣") and the Kelvin sign for K
+_SIZE = re.compile(r"(0|[1-9][0-9]{0,19})([KMGkmg]?)", re.ASCII)
 _UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
+_NUMBER = re.compile(r"[0-9]{1,20}", re.ASCII)
 
 
 @dataclass(frozen=True)
@@ -118,9 +131,10 @@ class Fault:
 def parse_size(text: str, what: str) -> int:
     """``4096``, ``64K``, ``2M``, ``1G`` → bytes; CrashlabError otherwise."""
     m = _SIZE.fullmatch(text)
-    if m is None:
+    n = int(m[1]) * _UNITS[m[2].upper()] if m is not None else None
+    if n is None or n > MAX_VALUE:
         raise CrashlabError(f"bad {what} {text!r}: a byte count like 4096, 64K, 2M or 1G")
-    return int(m[1]) * _UNITS[m[2].upper()]
+    return n
 
 
 def _parse_value(key: str, text: str, whole: str) -> Value:
@@ -141,8 +155,8 @@ def _parse_value(key: str, text: str, whole: str) -> Value:
             if hi <= lo:
                 raise CrashlabError(f"range {text!r} is empty")
             return (lo, hi)
-        if not text.isdigit():
-            raise CrashlabError(f"{key} must be an integer, not {text!r}")
+        if not _NUMBER.fullmatch(text) or int(text) > MAX_VALUE:
+            raise CrashlabError(f"{key} must be an integer (at most 2^64-1), not {text!r}")
         n = int(text)
         if key in COUNT_KEYS and n < 1:
             raise CrashlabError(f"{key} must be at least 1")
@@ -193,18 +207,21 @@ def parse_fault(text: str) -> Fault:
     return Fault(kind, op, params)
 
 
-def parse_faults(texts: str | list[str] | tuple[str, ...]) -> tuple[Fault, ...]:
+def parse_faults(texts: str | Iterable[str]) -> tuple[Fault, ...]:
     """Every fault of one or more ``+``-joined specs, in order; equal faults
     once.  An empty text is no fault."""
     if isinstance(texts, str):
         texts = [texts]
+    return unique_faults(parse_fault(part) for text in texts for part in text.split(SEP)
+                         if part.strip())
+
+
+def unique_faults(faults: Iterable[Fault]) -> tuple[Fault, ...]:
+    """``faults`` in order, equal ones once (faults from two sources merged)."""
     out: list[Fault] = []
-    for text in texts:
-        for part in text.split(SEP):
-            if part.strip():
-                f = parse_fault(part)
-                if f not in out:
-                    out.append(f)
+    for f in faults:
+        if f not in out:
+            out.append(f)
     return tuple(out)
 
 
@@ -221,9 +238,15 @@ def format_fault(fault: Fault) -> str:
     return ",".join([head, *items])
 
 
-def format_faults(faults: tuple[Fault, ...]) -> str:
+def format_faults(faults: Iterable[Fault]) -> str:
     """The canonical spelling of several faults (``+``-joined; "" for none)."""
     return SEP.join(format_fault(f) for f in faults)
+
+
+def fault_specs(faults: Iterable[Fault]) -> list[str]:
+    """The canonical spellings, one per fault: a JSON list (meta.json,
+    result.json, a sweep's records)."""
+    return [format_fault(f) for f in faults]
 
 
 def by_stage(faults: tuple[Fault, ...], where: str) -> tuple[Fault, ...]:

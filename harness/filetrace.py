@@ -27,12 +27,13 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from harness.faults import Fault
 from harness.fs import BlockMap, FileSystem, get_fs
 from harness.images import verified_base_for_run
 from harness.logformat import LogReader
 from harness.materialize import replay, sparse_copy
 from harness.rundir import RunDir
-from harness.states.inject import Spans, parse_state_faults
+from harness.states.inject import Spans, StateFaults
 
 
 @dataclass(frozen=True)
@@ -142,12 +143,12 @@ def database_map(run: RunDir, work: Path) -> BlockMap | str:
     return view[0]
 
 
-def fault_targets(run: RunDir, faults: tuple[str, ...], work: Path) -> Spans | None:
+def fault_targets(run: RunDir, faults: tuple[Fault, ...], work: Path) -> Spans | None:
     """The database file's device spans for state faults that aim at it
     (misdirect, corrupt), built in ``work`` (removed again); None when no
     such fault is among ``faults`` or the run has no block map (the faults
     then aim at any block the run writes)."""
-    if not parse_state_faults(faults).targeted:
+    if not StateFaults.of(faults).targeted:
         return None
     work.mkdir(parents=True, exist_ok=True)
     try:

@@ -36,7 +36,10 @@ TXN_ERROR = "txn-error"
 
 def check_label(label: str) -> bytes:
     """The label's bytes; CrashlabError when it is not one valid word."""
-    raw = label.encode("utf-8")
+    try:
+        raw = label.encode("utf-8")
+    except UnicodeEncodeError:  # a command-line byte that is not UTF-8: a surrogate
+        raise CrashlabError(f"bad mark label {label!r}: not UTF-8 text") from None
     if not raw or len(raw) > MARK_MAX or any(c.isspace() for c in label) or "\0" in label:
         raise CrashlabError(f"bad mark label {label!r}: 1..{MARK_MAX} bytes, no whitespace")
     return raw

@@ -39,6 +39,7 @@ from typing import Any
 
 from harness.env import DHL_LIB, RUNNER, SELVFS_LIB, WALDIO_LIB
 from harness.errors import CrashlabError
+from harness.faults import parse_faults
 from harness.rundir import SweepDir
 from harness.sweep import matrix as mx
 from harness.sweep.matrix import Cell
@@ -87,7 +88,7 @@ def _workload(text: str) -> str:
 def _cell(d: dict[str, Any]) -> Cell:
     return Cell(d["sut"], _workload(d["workload"]), d.get("fs", "ext4"),
                 tuple(d.get("strategies", ("prefix", "reorder"))),
-                mx.UNSAFE.get(d["sut"], ()), faults=tuple(d.get("faults", ())))
+                mx.UNSAFE.get(d["sut"], ()), faults=parse_faults(d.get("faults", ())))
 
 
 def catalogue() -> list[Mutant]:

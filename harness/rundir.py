@@ -23,6 +23,7 @@ from typing import Any
 from harness.atomic import write_json_atomic
 from harness.confine import confined, read_regular
 from harness.errors import CrashlabError
+from harness.faults import Fault, fault_specs, parse_fault
 
 LOG_NAME = "writes.log"
 META_NAME = "meta.json"
@@ -94,10 +95,11 @@ class RunMeta:
     log: dict[str, Any] | None = None  # LogReader.summary(), or {"error": ...}
     wall_time_s: float = 0.0
     started: str = ""
-    # the faults beyond power loss given to the recording (harness/faults.py,
-    # canonical spellings; written only when there are some): the check
-    # stage applies the state kinds among them to every crash state
-    faults: tuple[str, ...] = ()
+    # the faults beyond power loss given to the recording (harness/faults.py:
+    # parsed here, written in their canonical spellings, only when there are
+    # some): the check stage applies the state kinds among them to every
+    # crash state
+    faults: tuple[Fault, ...] = ()
     # a run recorded in a guest (backend qemu): kernel package and sha256s
     # of the kernel, the initramfs and the job archive (harness/record/qemu.py)
     guest: dict[str, Any] | None = None
@@ -130,7 +132,9 @@ class RunMeta:
             if f.name == "extra" or (v is None and f.name in _OPTIONAL_KEYS) or (
                     f.name in ("faults", "mount_options") and not v):
                 continue
-            if dataclasses.is_dataclass(v):
+            if f.name == "faults":
+                v = fault_specs(v)
+            elif dataclasses.is_dataclass(v):
                 v = dataclasses.asdict(v)  # type: ignore[arg-type]  # is_dataclass also admits the class itself
             out[f.name] = list(v) if isinstance(v, tuple) else v
         return {**out, **self.extra}
@@ -143,12 +147,20 @@ class MetaTypeError(CrashlabError):
 def _typed(v: object, hint: Any, where: str) -> Any:  # noqa: ANN401
     """``v`` (parsed JSON) as a value of type ``hint`` (the dataclass
     annotations of this module: str, int, float, bool, None, unions,
-    ``tuple[X, ...]`` from a list, ``dict[str, X]``, and the dataclasses,
+    ``tuple[X, ...]`` from a list, ``dict[str, X]``, a :class:`Fault` from
+    its spec (:func:`harness.faults.parse_fault`), and the dataclasses,
     whose unknown keys go to an ``extra`` field if they have one and are an
     error otherwise); MetaTypeError names ``where`` otherwise."""
     origin, args = typing.get_origin(hint), typing.get_args(hint)
     if hint is Any:
         return v
+    if hint is Fault:  # meta.json is where a run's faults enter: parsed once here
+        if not isinstance(v, str):
+            raise MetaTypeError(f"{where}: {quoted(v)} is not a fault spec")
+        try:
+            return parse_fault(v)
+        except CrashlabError as e:
+            raise MetaTypeError(f"{where}: {e}") from None
     if origin in (typing.Union, types.UnionType):
         if v is None and type(None) in args:
             return None

@@ -15,7 +15,6 @@ from pathlib import Path
 
 from harness.confine import confined
 from harness.errors import CrashlabError
-from harness.faults import parse_faults
 from harness.fs import FILESYSTEMS
 from harness.images import verified_base_for_run
 from harness.logformat import LogReader
@@ -33,9 +32,9 @@ def validate(run: RunDir) -> RunMeta:
     """Check a run folder before any work on it; return its meta.json.
 
     A CrashlabError (one line) unless: meta.json is an object with each key
-    of its type (:meth:`RunMeta.from_json`) and sane values (a known file
-    system and log order, parseable faults, ``db`` a relative path that
-    stays in its folder, ``nvram`` placed within the base image); the log is
+    of its type (:meth:`RunMeta.from_json`, which parses its faults) and
+    sane values (a known file system and log order, ``db`` a relative path
+    that stays in its folder, ``nvram`` placed within the base image); the log is
     a regular file inside the folder with a valid header; its base image
     is there with the recorded digest; and one streaming pass over the
     log's headers (payloads are not read) finds every entry well formed,
@@ -95,7 +94,6 @@ def _check_values(run: RunDir, meta: RunMeta) -> None:
         raise CrashlabError(f"{where}: names no base image")
     if meta.db is not None:
         confined(run.path / "files", meta.db, f"{where}: db")
-    parse_faults(list(meta.faults))
 
 
 def _device_bytes(run: RunDir, meta: RunMeta, base: int) -> int:

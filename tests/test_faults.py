@@ -16,7 +16,7 @@ from checkers.ioerror import judge_errors
 from checkers.verdict import failed, passed, skipped
 from harness.check.check import CheckOptions, check_run
 from harness.errors import CrashlabError
-from harness.faults import format_fault, parse_fault, parse_faults
+from harness.faults import fault_specs, format_fault, parse_fault, parse_faults
 from harness.rundir import RunDir
 from harness.states import Options
 from harness.sweep.matrix import Cell
@@ -25,6 +25,7 @@ from harness.sweep.sweep import record_cell
 WAL = "sqlite:journal=wal,sync=full"
 INSERT = "insert:txns=10,seed=1"
 AT_5 = "eio:write,after=txn-begin:5"
+AT_5_FAULT = parse_fault(AT_5)
 
 
 # --- the grammar ---------------------------------------------------------------
@@ -146,7 +147,7 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, RunDir]:
     out = {}
     for name, (sut, fault) in RUNS.items():
         fs = "raw" if sut.endswith("-raw") else "ext4"
-        cell = Cell(sut, WORKLOADS.get(name, INSERT), fs, faults=(fault,))
+        cell = Cell(sut, WORKLOADS.get(name, INSERT), fs, faults=parse_faults(fault))
         out[name] = record_cell(cell, root / name, "fuse", False)
     return out
 
@@ -165,7 +166,7 @@ def _counts(result: dict[str, Any], inv: str) -> dict[str, int]:
 @pytest.mark.needs_fuse
 def test_a_failed_write_stops_the_runner_unacknowledged(runs: dict[str, RunDir]) -> None:
     meta = runs["eio-stop"].meta()
-    assert meta.exit_status == 3 and meta.faults == (AT_5,)
+    assert meta.exit_status == 3 and meta.faults == (AT_5_FAULT,)
     marks = list(meta.marks)
     fault = next(i for i, m in enumerate(marks) if m.startswith("fault:eio-write;sector="))
     assert marks[fault - 1] == "txn-begin:5"
@@ -203,7 +204,7 @@ def test_fsyncgate_sut_fails_err_durable(runs: dict[str, RunDir]) -> None:
     bad = next(f for s in states for f in s.get("fail", []) if f["invariant"] == "ERR-DURABLE")
     assert "acknowledged after an I/O error" in bad["explanation"]
     # its expectation: ERR-DURABLE (and so DB-DURABLE) not promised: held, not broken
-    exp = Cell(WAL + ",syncretry=1", INSERT, faults=(AT_5,)).expectation("prefix")
+    exp = Cell(WAL + ",syncretry=1", INSERT, faults=(AT_5_FAULT,)).expectation("prefix")
     assert "ERR-DURABLE" not in exp.guaranteed and "DB-DURABLE" not in exp.guaranteed
     assert "ERR-NOACK" in exp.guaranteed
 
@@ -249,7 +250,7 @@ def test_without_a_journal_a_failed_transaction_is_partly_there(runs: dict[str, 
     assert _counts(result, "ERR-ATOMIC")["fail"] > 0
     bad = next(f for s in states for f in s.get("fail", []) if f["invariant"] == "ERR-ATOMIC")
     assert "a failed transaction is partly present" in bad["explanation"]
-    assert "ERR-ATOMIC" not in Cell("sqlite-off", "x", faults=(AT_5,)).expectation(
+    assert "ERR-ATOMIC" not in Cell("sqlite-off", "x", faults=(AT_5_FAULT,)).expectation(
         "prefix").guaranteed
 
 
@@ -272,5 +273,5 @@ def test_no_fault_fired_is_said(tmp_path: Path) -> None:
                  "--fault", "eio:write,after=never-written", "--", "sh", "-c", "echo x > f")
     assert p.returncode == 0, p.stderr
     assert "warning: no eio fault fired" in p.stderr
-    assert RunDir(tmp_path / "run").meta().faults == ("eio:write,after=never-written",)
+    assert fault_specs(RunDir(tmp_path / "run").meta().faults) == ["eio:write,after=never-written"]
 

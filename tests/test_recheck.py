@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 
 from harness.errors import CrashlabError
+from harness.faults import Fault
 from harness.sweep.matrix import SINGLE, Cell
 from harness.sweep.sweep import SweepOptions, run_sweep
 
@@ -50,7 +51,8 @@ def test_first_difference_names_the_line_and_where_it_differs() -> None:
 def test_unknown_options_are_refused() -> None:
     opts = recheck.rebuild_options({"strategy": "torn", "faults": ["corrupt"], "fsck": False},
                                    jobs=1)
-    assert (opts.states.strategy, opts.states.faults, opts.fsck) == ("torn", ("corrupt",), False)
+    assert (opts.states.strategy, opts.states.faults, opts.fsck) == ("torn", (Fault("corrupt"),),
+                                                                     False)
     with pytest.raises(CrashlabError, match="new_knob: unknown to this code"):
         recheck.rebuild_options({"strategy": "prefix", "new_knob": 1}, jobs=1)
 

@@ -22,6 +22,7 @@ from pathlib import Path
 import pytest
 from support import crashlab, record_runs
 
+from harness.faults import parse_faults
 from harness.rundir import RunDir
 from harness.sweep.expectations import evaluate
 from harness.sweep.matrix import MULTI, Cell
@@ -63,7 +64,7 @@ def exercised_passes(result: dict, inv: str) -> int:  # type: ignore[type-arg]  
 
 def held(run: RunDir, sut: str, result: dict, faults: tuple[str, ...],  # type: ignore[type-arg]  # result.json as untyped JSON
          must: tuple[str, ...] = ()) -> bool:
-    cell = Cell(sut, MULTI, "ext4", ("prefix",), must, faults=faults)
+    cell = Cell(sut, MULTI, "ext4", ("prefix",), must, faults=parse_faults(faults))
     return evaluate(cell.expectation("prefix"), result["verdicts"], result["states"]["checked"],
                     result.get("skips")).ok
 

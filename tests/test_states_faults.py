@@ -12,10 +12,11 @@ from pathlib import Path
 import pytest
 
 from harness.errors import CrashlabError
+from harness.faults import parse_faults
 from harness.logformat import LogReader
 from harness.materialize import DurableImage, write_state_image
 from harness.states import Enumeration, Options, State, state_from_id
-from harness.states.inject import parse_state_faults
+from harness.states.inject import StateFaults
 from harness.states.model import loses_to_flush
 from harness.states.synth import write_epochs_log
 
@@ -35,7 +36,7 @@ def states(log: Path, **opts: object) -> list[State]:
 
 
 def test_lost_flush_merges_each_flush_in_turn(log: Path) -> None:
-    got = states(log, strategy="prefix", faults=("lost-flush",))
+    got = states(log, strategy="prefix", faults=parse_faults("lost-flush"))
     # epochs 0-1, 1-2, 2-3 merged; in order only the prefixes that stop
     # inside the first epoch lose a write to the lost flush
     assert [s.id for s in got] == ["e0-1.p0", "e0-1.p1", "e0-1.p2", "e1-2.p0", "e1-2.p1",
@@ -51,25 +52,25 @@ def test_lost_flush_cut_acknowledges_after_the_flush(log: Path) -> None:
     """Epoch i is transaction i+1, acknowledged after its flush: with the
     flush lost, a state missing epoch 1's writes may crash after txn 2 was
     acknowledged — a durability loss the device caused."""
-    s = next(s for s in states(log, strategy="prefix", faults=("lost-flush",))
+    s = next(s for s in states(log, strategy="prefix", faults=parse_faults("lost-flush"))
              if s.id == "e1-2.p0")
     assert s.cut.acked == 2 and s.durable_upto == s.epoch.start
     assert not s.kept_entries
 
 
 def test_lost_flush_nth_and_strategies(log: Path) -> None:
-    only = states(log, strategy="prefix", faults=("lost-flush,nth=2",))
+    only = states(log, strategy="prefix", faults=parse_faults("lost-flush,nth=2"))
     assert {s.epoch.index for s in only} == {1}
-    pp = states(log, strategy="persistence-points", faults=("lost-flush",))
+    pp = states(log, strategy="persistence-points", faults=parse_faults("lost-flush"))
     assert [s.id for s in pp] == ["e0-1.p0", "e1-2.p0", "e2-3.p0"]
     plain = {s.id for s in states(log, strategy="reorder")}
-    faulted = states(log, strategy="reorder", faults=("lost-flush",))
+    faulted = states(log, strategy="reorder", faults=parse_faults("lost-flush"))
     assert len(faulted) > len(plain) / 2
     assert all(s.id not in plain for s in faulted)
 
 
 def test_every_faulted_state_looks_itself_up(log: Path) -> None:
-    faults = ("lost-flush", "misdirect,seed=3", "corrupt,bits=5")
+    faults = parse_faults(["lost-flush", "misdirect,seed=3", "corrupt,bits=5"])
     got = states(log, strategy="reorder", faults=faults)
     assert got
     with LogReader(log) as r:
@@ -81,9 +82,9 @@ def test_every_faulted_state_looks_itself_up(log: Path) -> None:
 
 
 def test_targets_are_deterministic_and_follow_the_seed(log: Path) -> None:
-    a = [s.id for s in states(log, faults=("corrupt,seed=1",))]
-    assert a == [s.id for s in states(log, faults=("corrupt,seed=1",))]
-    assert a != [s.id for s in states(log, faults=("corrupt,seed=2",))]
+    a = [s.id for s in states(log, faults=parse_faults("corrupt,seed=1"))]
+    assert a == [s.id for s in states(log, faults=parse_faults("corrupt,seed=1"))]
+    assert a != [s.id for s in states(log, faults=parse_faults("corrupt,seed=2"))]
 
 
 def test_targets_stay_in_the_database_spans(log: Path) -> None:
@@ -92,8 +93,8 @@ def test_targets_stay_in_the_database_spans(log: Path) -> None:
     write to them."""
     spans = ((0, 4096 * 8, 0),)  # pages 0-7 are the database file
     with LogReader(log) as r:
-        en = Enumeration(r, Options(strategy="reorder", faults=("misdirect", "corrupt")),
-                         targets=spans)
+        opts = Options(strategy="reorder", faults=parse_faults(["misdirect", "corrupt"]))
+        en = Enumeration(r, opts, targets=spans)
         got = list(en)
         assert got and en.stats.unplaced > 0
         for s in got:
@@ -105,11 +106,11 @@ def test_targets_stay_in_the_database_spans(log: Path) -> None:
 
 def test_state_faults_only_and_one_line_errors(log: Path) -> None:
     with pytest.raises(CrashlabError, match="device fault.*crashlab record --fault"):
-        parse_state_faults(("eio:write",))
+        StateFaults.of(parse_faults("eio:write"))
     with pytest.raises(CrashlabError, match="process fault"):
-        Options(faults=("process-crash,at=x",)).validate()
+        Options(faults=parse_faults("process-crash,at=x")).validate()
     with pytest.raises(CrashlabError, match="two corrupt faults"):
-        parse_state_faults(("corrupt", "corrupt,seed=2"))
+        StateFaults.of(parse_faults(["corrupt", "corrupt,seed=2"]))
     with LogReader(log) as r:
         with pytest.raises(CrashlabError, match="ordinary state"):
             state_from_id(r, "e0-1.p3")  # keeps all of epoch 0: not a lost-flush state
@@ -158,7 +159,7 @@ def test_faulted_images_are_what_the_faults_say(log: Path, tmp_path: Path,
                                                 strategy: str) -> None:
     base = tmp_path / "base.img"
     data = _base(base)
-    faults = ("lost-flush", "misdirect", "corrupt,bits=3")
+    faults = parse_faults(["lost-flush", "misdirect", "corrupt,bits=3"])
     work = tmp_path / "w"
     work.mkdir()
     img = DurableImage(base, log, work)

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from harness.errors import CrashlabError
+from harness.faults import fault_specs, parse_faults
 from harness.sweep.matrix import FAULT_MUST, FAULT_SUTS, MULTI, Cell, matrix
 from harness.sweep.matrixfile import load_matrix
 from workloads.fault_guarantees import INVARIANTS, fault_guarantees
@@ -25,7 +26,7 @@ def write(tmp_path: Path, cell: str) -> Path:
 
 def test_faults_key_is_parsed_canonically(tmp_path: Path) -> None:
     (cell,) = load_matrix(write(tmp_path, 'faults = ["corrupt,bits=1,seed=2+misdirect"]'))
-    assert cell.faults == ("corrupt,seed=2", "misdirect")
+    assert fault_specs(cell.faults) == ["corrupt,seed=2", "misdirect"]
     assert cell.state_faults == cell.faults
     assert cell.name.endswith("--corrupt-seed2-misdirect")
 
@@ -43,7 +44,8 @@ def test_bad_faults_are_one_line_errors(tmp_path: Path, line: str, why: str) -> 
 
 
 def promised(sut: str, faults: tuple[str, ...], fs: str = "ext4") -> tuple[str, ...]:
-    return Cell(sut, MULTI, fs, ("prefix",), faults=faults).expectation("prefix").guaranteed
+    return Cell(sut, MULTI, fs, ("prefix",), faults=parse_faults(faults)).expectation(
+        "prefix").guaranteed
 
 
 def test_promises_under_each_fault() -> None:
@@ -57,7 +59,7 @@ def test_promises_under_each_fault() -> None:
     assert promised("sqlite-wal-full", ("lost-flush",)) == ("DB-PREFIX",)
     assert promised(CKSUM, ("corrupt",)) == ("FS-RECOVER", "DB-PREFIX", "CORRUPT-DETECT")
     assert "FS-RECOVER" not in promised(CKSUM, ("corrupt",), "xfs")  # no block map to aim by
-    dhl = Cell("dhl-cc-raw", MULTI, "raw", ("prefix",), faults=("corrupt",))
+    dhl = Cell("dhl-cc-raw", MULTI, "raw", ("prefix",), faults=parse_faults("corrupt"))
     assert dhl.expectation("prefix").guaranteed == ("DB-PREFIX", "DHL-T2", "CC-NEXT")
     assert promised("sqlite-delete-extra", ()) == Cell("sqlite-delete-extra", MULTI).expectation(
         "prefix").guaranteed
@@ -73,9 +75,9 @@ def test_every_fault_guarantee_is_cited() -> None:
 
 def test_the_nightly_matrix_has_every_state_fault_on_every_family() -> None:
     cells = [c for c in matrix("nightly") if c.state_faults]
-    assert {(c.sut, c.faults) for c in cells} == {
+    assert {(c.sut, tuple(fault_specs(c.faults))) for c in cells} == {
         (sut, (fault,)) for fault in FAULT_MUST for sut in FAULT_SUTS}
     assert all(c.strategies == ("prefix", "reorder") for c in cells)
     default = [c for c in matrix("default") if c.state_faults]
-    assert [(c.sut, c.faults) for c in default] == [("sqlite-delete-extra", ("corrupt",)),
-                                                     (CKSUM, ("corrupt",))]
+    assert [(c.sut, fault_specs(c.faults)) for c in default] == [
+        ("sqlite-delete-extra", ["corrupt"]), (CKSUM, ["corrupt"])]

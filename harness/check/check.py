@@ -50,6 +50,7 @@ from harness.check.usercheck import DEFAULT_TIMEOUT, PyChecker, UserChecker
 from harness.check.window import default_window
 from harness.env import reap_work_folders, temporary_folder
 from harness.errors import CrashlabError, writing
+from harness.faults import fault_specs
 from harness.filetrace import fault_targets
 from harness.images import verified_base_for_run
 from harness.logformat import LogReader
@@ -152,7 +153,7 @@ def _claim(out: Path, run: RunDir, opts: CheckOptions, resume: bool) -> None:
     """Write ``out/check.json``: what this check is (its options and a digest
     of the recording's meta.json, which differs for every recording).  On
     resume, the states already in ``out`` must be of the same check."""
-    ident = {"options": asdict(opts.states) | opts.extra_options(),
+    ident = {"options": opts.states.to_json() | opts.extra_options(),
              "recording": hashlib.sha256(run.meta_path.read_bytes()).hexdigest()}
     ident = json.loads(json.dumps(ident))  # as read back: lists, not tuples
     path = out / IDENTITY_NAME
@@ -180,7 +181,7 @@ def count_states(run: RunDir, opts: Options) -> int:
     """How many states the strategy generates in the window, before dedup:
     the progress bar's total."""
     with LogReader(run.log) as reader:
-        cheap = Options(**{**asdict(opts), "dedup": False})
+        cheap = dataclasses.replace(opts, dedup=False)
         e = Enumeration(reader, cheap)
         return sum(1 for _ in e)
 
@@ -378,7 +379,7 @@ def summarise(run: RunDir, states_path: Path, opts: CheckOptions, *,
         "strategy": opts.strategy,
         "options": opts.states.record() | opts.extra_options(),
         # the state faults injected on top of every state (their IDs show each one)
-        **({"faults": list(opts.states.faults)} if opts.states.faults else {}),
+        **({"faults": fault_specs(opts.states.faults)} if opts.states.faults else {}),
         "states": {"checked": checked},
         "verdicts": {k: counts[k] for k in sorted(counts)},
         "violations": violations,

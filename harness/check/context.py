@@ -18,7 +18,7 @@ from checkers.engines import engine_of
 from checkers.protocol import AnyEngineChecker, RunFacts
 from checkers.verdict import Verdict
 from harness.check.records import StateRecord
-from harness.faults import Fault, parse_faults
+from harness.faults import Fault
 from harness.fs import FileSystem, get_fs
 from harness.fs.raw import DEVICE_NAME
 from harness.images import verified_base_for_run
@@ -96,12 +96,11 @@ def context_of(run: RunDir, workdir: Path, run_facts: RunFacts | None) -> CheckC
         sut, _ = spec_from_meta(meta)
         engine = engine_of(sut).checker
         oracle = oracle_from_meta(meta)
-    faults = parse_faults(list(meta.faults))
     fsobj = get_fs(meta.fs)
     cont = meta.continues
     workdir.mkdir(parents=True, exist_ok=True)
     return CheckContext(
-        run=run, meta=meta, workdir=workdir, faults=faults,
+        run=run, meta=meta, workdir=workdir, faults=meta.faults,
         image=DurableImage(verified_base_for_run(run), run.log, workdir),
         fsobj=fsobj, blockdev=not fsobj.has_files, db_name=meta.db or DEVICE_NAME,
         nvram=nvram_region(meta.extra),

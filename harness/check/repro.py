@@ -31,6 +31,7 @@ from harness.env import temporary_folder
 from harness.errors import CrashlabError
 from harness.explain.sqlitefile import describe_files
 from harness.explain.state import Explanation, explain_state
+from harness.faults import Fault
 from harness.filetrace import fault_targets
 from harness.fs.confined import links_on_way
 from harness.images import verified_base_for_run
@@ -40,7 +41,7 @@ from harness.states import State, state_from_id
 from harness.validate import validate
 
 REPRO_NAME = "repro.json"  # what makes a folder hold a repro's results
-STATE_FAULTS = ("misdirect", "corrupt")  # the state faults an ID can place
+STATE_FAULTS = (Fault("misdirect"), Fault("corrupt"))  # the state faults an ID can place
 
 
 @dataclass(frozen=True)

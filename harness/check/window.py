@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from harness.faults import STATE, by_stage, format_fault, parse_faults
+from harness.faults import STATE, by_stage, unique_faults
 from harness.rundir import RunDir
 from harness.states import Options
 
@@ -20,8 +20,7 @@ def default_window(run: RunDir, opts: Options) -> Options:
     window was given, a window from it on (before it the database does not
     exist)."""
     meta = run.meta()
-    recorded = tuple(format_fault(f) for f in by_stage(parse_faults(list(meta.faults)), STATE))
-    faults = tuple(format_fault(f) for f in parse_faults([*opts.faults, *recorded]))
+    faults = unique_faults((*opts.faults, *by_stage(meta.faults, STATE)))
     opts = dataclasses.replace(opts, log_order=run.log_order, faults=faults)
     if opts.window_start is None and "setup-done" in meta.marks:
         return dataclasses.replace(opts, window_start="setup-done")

@@ -1,13 +1,17 @@
-"""The command line's number types: every option whose value has a range
+"""The command line's value types: every option whose value has a range
 says it here, so that click refuses a value outside it with its usage
-error (exit 2) before any work."""
+error (exit 2) before any work; a ``--fault`` value is parsed here, once
+(a bad one is a one-line CrashlabError, exit 2)."""
 
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from typing import Any
 
 import click
+
+from harness.faults import Fault, parse_faults, unique_faults
 
 JOBS = click.IntRange(0, 1024)  # worker processes; 0: every core
 COUNT = click.IntRange(min=1)  # "at most N", "this many"
@@ -33,3 +37,25 @@ class Seconds(click.ParamType):
 
 
 SECONDS = Seconds()
+
+
+class Faults(click.ParamType):
+    """One ``--fault`` value: fault specs joined with ``+``, parsed
+    (harness/faults.py); a bad one raises the parser's one-line
+    CrashlabError, which the command line reports as every bad input."""
+
+    name = "fault"
+
+    def convert(self, value: Any, param: click.Parameter | None,  # noqa: ANN401
+                ctx: click.Context | None) -> tuple[Fault, ...]:
+        if isinstance(value, tuple):  # already converted (a default)
+            return value
+        return parse_faults(str(value))
+
+
+FAULTS = Faults()
+
+
+def all_faults(values: Iterable[tuple[Fault, ...]]) -> tuple[Fault, ...]:
+    """The faults of a repeated ``--fault`` option, in order, each once."""
+    return unique_faults(f for faults in values for f in faults)

@@ -7,8 +7,9 @@ from pathlib import Path
 
 import click
 
+from harness.cli.params import FAULTS, all_faults
 from harness.errors import CrashlabError
-from harness.faults import FAULT_MARK_PREFIX, PROCESS, by_stage, parse_faults
+from harness.faults import FAULT_MARK_PREFIX, PROCESS, Fault, by_stage
 from harness.fs import FILESYSTEMS
 from harness.record.backends import CHOICES, select_backend
 from harness.record.recorder import RecordRequest, record
@@ -29,7 +30,7 @@ from workloads.suts import get_sut
 @click.option("--sut", help="with --workload: run crashlab-runner for this SUT "
               "(workloads/suts.py) instead of COMMAND")
 @click.option("--workload", help="workload spec, e.g. insert:txns=100,seed=1 (workloads/spec.py)")
-@click.option("--fault", "fault_specs", multiple=True, metavar="FAULT",
+@click.option("--fault", "fault_values", type=FAULTS, multiple=True, metavar="FAULT",
               help="a fault beyond power loss (repeatable, or joined with +): "
               "eio:write|flush|read[,after=MARK][,nth=N][,range=A-B][,sticky], "
               "enospc,left=BYTES, process-crash,at=MARK (--sut only), and the state faults "
@@ -39,7 +40,7 @@ from workloads.suts import get_sut
 @click.argument("command", nargs=-1)
 def record_cmd(
     backend: str, fs: str, out: Path, sut: str | None, workload: str | None,
-    fault_specs: tuple[str, ...], blktrace: bool, command: tuple[str, ...],
+    fault_values: tuple[tuple[Fault, ...], ...], blktrace: bool, command: tuple[str, ...],
 ) -> None:
     """Run COMMAND (after --) in the mounted file system of a fresh base
     image, logging every block write.  COMMAND gets CRASHLAB_MNT (the mount
@@ -52,7 +53,7 @@ def record_cmd(
     A device fault (--fault eio:...) fails requests as a disk does and logs a
     `fault:eio-OP` mark where it did; a workload arms a fault at run time by
     writing the mark its `after=` names."""
-    faults = parse_faults(list(fault_specs))
+    faults = all_faults(fault_values)
     if sut is None and workload is None and not command:
         raise CrashlabError("nothing to record: give COMMAND (after --) or --sut and --workload")
     if by_stage(faults, PROCESS) and sut is None:

@@ -24,7 +24,7 @@ from harness.cli.checkcmd import checker_options, force_option, output, user_che
 from harness.env import temporary_folder
 from harness.errors import CrashlabError
 from harness.explain.state import Explanation, WriteInfo
-from harness.faults import FAULT_MARK_PREFIX
+from harness.faults import FAULT_MARK_PREFIX, fault_specs
 from harness.marks import parse_label
 
 DEFAULT_SHOWN = 40  # writes listed unless --all-writes
@@ -123,7 +123,7 @@ def _report(r: Repro, out: Path | None, shown: int | None) -> None:
          f"{x.acked}, begun up to {x.begun}, {flight}")
     echo(f"  marks  {_marks_line(x)}")
     if meta.faults:
-        echo(f"  faults {' + '.join(meta.faults)} (recorded with them)")
+        echo(f"  faults {' + '.join(fault_specs(meta.faults))} (recorded with them)")
     for idx, label in x.errors:
         echo(f"  error  #{idx} {_error_line(label)}")
     for note in x.notes:

@@ -14,9 +14,8 @@ from typing import Any
 
 import click
 
-from harness.cli.params import COUNT, NONNEG, SEED
+from harness.cli.params import COUNT, FAULTS, NONNEG, SEED, all_faults
 from harness.env import temporary_folder
-from harness.faults import format_fault, parse_faults
 from harness.filetrace import fault_targets
 from harness.logformat import LogReader
 from harness.rundir import RunDir
@@ -57,7 +56,7 @@ def state_options(f: Callable[..., Any], strategies: tuple[str, ...] = STRATEGIE
                      show_default=True,
                      help="what a write's log position means (a run's meta.json says; "
                           "dm-log-writes: non-FUA writes logged at the next flush)"),
-        click.option("--fault", "fault", multiple=True, metavar="SPEC",
+        click.option("--fault", "fault", type=FAULTS, multiple=True, metavar="SPEC",
                      help="a state fault on top of every state: lost-flush[,nth=N], "
                           "misdirect[,seed=N], corrupt[,seed=N][,bits=N] (repeat or join "
                           "with +; a run's meta.json may list more; harness/states/README.md)"),
@@ -84,7 +83,7 @@ def options_from(kw: dict[str, Any]) -> Options:
         window_end=kw.pop("window_end"),
         dedup=not kw.pop("no_dedup"),
         log_order=kw.pop("log_order"),
-        faults=tuple(format_fault(f) for f in parse_faults(list(kw.pop("fault")))),
+        faults=all_faults(kw.pop("fault")),
     )
     opts.validate()
     return opts

@@ -27,7 +27,7 @@ from typing import Any
 
 from harness.env import reap_work_folders, remove_work_folder, work_folder
 from harness.errors import CrashlabError, writing
-from harness.faults import DEVICE, Fault, by_stage, format_fault
+from harness.faults import DEVICE, Fault, by_stage
 from harness.fs import FILESYSTEMS, get_fs
 from harness.images import ensure_image
 from harness.logformat import LogReader
@@ -308,7 +308,7 @@ def _write_meta(rec: _Recording) -> None:
         log=summary,
         wall_time_s=round(rec.wall, 3),
         started=rec.started,
-        faults=tuple(format_fault(f) for f in rec.req.faults),
+        faults=tuple(rec.req.faults),
         guest=backend.guest_facts(),
         mount_options=rec.req.mount_options,
     )

@@ -27,7 +27,7 @@ from harness.logformat import LogReader
 from harness.states.coverage import EpochCoverage, possible_kept_sets
 from harness.states.dedup import Folder
 from harness.states.epochs import Epoch, iter_epochs, merge_epochs
-from harness.states.inject import Spans, Targets, lost_flush_states, parse_state_faults
+from harness.states.inject import Spans, StateFaults, Targets, lost_flush_states
 from harness.states.model import State
 from harness.states.stateid import StateKey
 from harness.states.strategies import Options, epoch_states
@@ -93,7 +93,7 @@ class Enumeration:
         self.stats = Stats()
         self._window = resolve_window(reader, self.opts)
         self._folder = Folder(reader) if self.opts.dedup else None
-        self.faults = parse_state_faults(self.opts.faults)
+        self.faults = StateFaults.of(self.opts.faults)
         self._targets = Targets(self.faults, targets) if self.faults.targeted else None
 
     def epochs(self) -> Iterator[tuple[Epoch, Iterator[State]]]:

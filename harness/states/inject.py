@@ -25,11 +25,11 @@ from __future__ import annotations
 import bisect
 import random
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
 from harness.errors import CrashlabError
-from harness.faults import STATE, Fault, format_fault, parse_faults
+from harness.faults import STATE, Fault
 from harness.logformat import Entry
 from harness.states.epochs import Epoch
 from harness.states.model import State, compute_cut, loses_to_flush
@@ -48,6 +48,22 @@ class StateFaults:
     misdirect: Fault | None = None
     corrupt: Fault | None = None
 
+    @classmethod
+    def of(cls, faults: Iterable[Fault]) -> StateFaults:
+        """The state faults among ``faults`` (parsed: ``harness/faults.py``);
+        one-line CrashlabError for a device or process fault (those are
+        injected while recording) or two faults of one kind."""
+        found: dict[str, Fault] = {}
+        for f in faults:
+            if f.where != STATE:
+                raise CrashlabError(f"{f} is a {f.where} fault: it is injected while "
+                                    "recording, give it to `crashlab record --fault`")
+            if f.kind in found:
+                raise CrashlabError(f"two {f.kind} faults ({found[f.kind]}, {f}): "
+                                    "give one of each kind")
+            found[f.kind] = f
+        return cls(found.get("lost-flush"), found.get("misdirect"), found.get("corrupt"))
+
     @property
     def targeted(self) -> bool:
         """Whether a fault needs a target picked per state."""
@@ -55,22 +71,6 @@ class StateFaults:
 
     def __bool__(self) -> bool:
         return any((self.lost_flush, self.misdirect, self.corrupt))
-
-
-def parse_state_faults(texts: tuple[str, ...] | list[str]) -> StateFaults:
-    """The state faults of ``texts`` (fault specs, ``+``-joined or not);
-    one-line CrashlabError for a device or process fault (those are
-    injected while recording) or two faults of one kind."""
-    found: dict[str, Fault] = {}
-    for f in parse_faults(list(texts)):
-        if f.where != STATE:
-            raise CrashlabError(f"{format_fault(f)} is a {f.where} fault: it is injected while "
-                                "recording, give it to `crashlab record --fault`")
-        if f.kind in found:
-            raise CrashlabError(f"two {f.kind} faults ({format_fault(found[f.kind])}, "
-                                f"{format_fault(f)}): give one of each kind")
-        found[f.kind] = f
-    return StateFaults(found.get("lost-flush"), found.get("misdirect"), found.get("corrupt"))
 
 
 def lost_flush_states(merged: Epoch, pairs: Iterator[tuple[int, tuple[tuple[int, int], ...]]]
@@ -158,12 +158,12 @@ class Targets:
         key = state.key
         mis = cor = None
         if self.faults.misdirect is not None:
-            rng = random.Random(f"{format_fault(self.faults.misdirect)}:{state.id}")
+            rng = random.Random(f"{self.faults.misdirect}:{state.id}")
             mis = self._misdirect(state, rng)
             if mis is None:
                 return None
         if self.faults.corrupt is not None:
-            rng = random.Random(f"{format_fault(self.faults.corrupt)}:{state.id}")
+            rng = random.Random(f"{self.faults.corrupt}:{state.id}")
             cor = self._corrupt(state, rng)
             if cor is None:
                 return None

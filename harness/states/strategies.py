@@ -42,13 +42,14 @@ from __future__ import annotations
 
 import random
 from collections.abc import Iterator
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass, fields
 from itertools import combinations
 
 from harness.errors import CrashlabError
+from harness.faults import Fault, fault_specs
 from harness.logformat import Entry
 from harness.states.epochs import Epoch
-from harness.states.inject import parse_state_faults
+from harness.states.inject import StateFaults
 from harness.states.model import LOG_ORDERS, lost_fua
 from harness.states.stateid import UNIT, is_prefix_mask, run_mask
 
@@ -76,20 +77,25 @@ class Options:
     window_end: str | None = None  # last mark of the window
     dedup: bool = True  # fold states with identical overlays and mark context
     log_order: str = "completion"  # the run's (harness/states/model.py): which states are valid
-    # state faults injected on top of the strategy's states (canonical fault
-    # specs, harness/faults.py; harness/states/inject.py): only faulted
-    # states are enumerated then
-    faults: tuple[str, ...] = ()
+    # state faults injected on top of the strategy's states (parsed,
+    # harness/faults.py; harness/states/inject.py): only faulted states are
+    # enumerated then
+    faults: tuple[Fault, ...] = ()
+
+    def to_json(self) -> dict[str, object]:
+        """Every option as a JSON object (a check's check.json), the faults
+        in their canonical spellings."""
+        d = {f.name: getattr(self, f.name) for f in fields(self)}
+        d["faults"] = fault_specs(self.faults)
+        return d
 
     def record(self) -> dict[str, object]:
         """The options as a JSON object (a check's tag and result.json):
         ``faults`` only when there are any, so that a check without state
         faults names its folder and writes its result as before them."""
-        d = asdict(self)
+        d = self.to_json()
         if not self.faults:
             del d["faults"]
-        else:
-            d["faults"] = list(self.faults)
         return d
 
     def validate(self) -> None:
@@ -118,7 +124,7 @@ class Options:
                                 f"(choose from {', '.join(LOG_ORDERS)})")
         if self.sample is not None and self.sample < 1:
             raise CrashlabError(f"sample must be >= 1, not {self.sample}")
-        parse_state_faults(self.faults)
+        StateFaults.of(self.faults)
 
 
 def _fua_ok(epoch: Epoch, kept: int, torn: int = 0) -> bool:

@@ -24,7 +24,7 @@ from checkers.invariants import TRACE_LEVEL as TRACE_IDS
 from harness.check.multicrash import COMPOSITE
 from harness.check.usercheck import UserChecker
 from harness.errors import CrashlabError
-from harness.faults import DEVICE, STATE, by_stage, format_fault, parse_fault, parse_faults
+from harness.faults import DEVICE, STATE, Fault, by_stage, parse_fault, unique_faults
 from harness.fs import DEFAULT_FS, FILESYSTEMS, NO_FS, get_fs
 from harness.states.strategies import TEARING
 from harness.sweep.expectations import Expectation
@@ -59,10 +59,11 @@ BUILTIN_WORKLOADS = {"MULTI": MULTI, "SINGLE": SINGLE, "UPDATE": UPDATE, "DELETE
 # the device fails the first write or flush once transaction 5 has begun, the
 # file system is full, the application dies right after transaction 5 is
 # acknowledged.
-EIO_WRITE = "eio:write,after=txn-begin:5"
-EIO_FLUSH = "eio:flush,after=txn-begin:5"
-ENOSPC = "enospc,left=96K"
-PROCESS_CRASH = "process-crash,at=txn-ack:5"
+EIO_WRITE = parse_fault("eio:write,after=txn-begin:5")
+EIO_WRITE_2ND = parse_fault("eio:write,after=txn-begin:5,nth=2")
+EIO_FLUSH = parse_fault("eio:flush,after=txn-begin:5")
+ENOSPC = parse_fault("enospc,left=96K")
+PROCESS_CRASH = parse_fault("process-crash,at=txn-ack:5")
 # What a SUT that swallows an I/O error (SQLite syncretry=1, the fsyncgate
 # bug) must keep showing under a device fault: the refused write is lost —
 # a WAL frame (ERR-DURABLE, with every later transaction: WAL recovery stops
@@ -163,10 +164,9 @@ class Cell:
     # the user's own checkers, run on every state beside the SUT's checkers
     checkers: tuple[UserChecker, ...] = field(default=())
     user: UserSut | None = None  # a SUT of the user's, not of the registry
-    # faults beyond power loss (harness/faults.py, canonical spellings): the
-    # device and process ones injected while recording, the state ones when
-    # checking
-    faults: tuple[str, ...] = field(default=())
+    # faults beyond power loss (harness/faults.py, parsed): the device and
+    # process ones injected while recording, the state ones when checking
+    faults: tuple[Fault, ...] = field(default=())
     # the recording backend of this cell (None: the sweep's --backend);
     # named in the folder name, so one matrix can record a cell both ways
     backend: str | None = None
@@ -176,9 +176,8 @@ class Cell:
     states: tuple[tuple[str, object], ...] = field(default=())
 
     def __post_init__(self) -> None:
-        # one spelling per fault: names, meta.json and reports agree
-        object.__setattr__(self, "faults", tuple(
-            format_fault(f) for f in parse_faults(list(self.faults))))
+        # each fault once: names, meta.json and reports agree
+        object.__setattr__(self, "faults", unique_faults(self.faults))
 
     @property
     def name(self) -> str:
@@ -188,12 +187,12 @@ class Cell:
         if self.backend is not None:
             name += f"--{self.backend}"
         name = name + "--" + "-".join(self.strategies) if self.waived else name
-        return name + "--" + "-".join(_slug(f) for f in self.faults) if self.faults else name
+        return name + "--" + "-".join(_slug(str(f)) for f in self.faults) if self.faults else name
 
     @property
-    def state_faults(self) -> tuple[str, ...]:
+    def state_faults(self) -> tuple[Fault, ...]:
         """The faults of the cell the crash-state enumeration injects."""
-        return tuple(format_fault(f) for f in by_stage(parse_faults(list(self.faults)), STATE))
+        return by_stage(self.faults, STATE)
 
     @property
     def all_checkers(self) -> tuple[UserChecker, ...]:
@@ -219,7 +218,7 @@ class Cell:
         promised = (*sut.promises, *mine)
         if strategy in COMPOSITE:  # the SUT's own restart opens what the checkers judged
             promised = (*promised, *RESTART_LEVEL)
-        if by_stage(parse_faults(list(self.faults)), DEVICE):
+        if by_stage(self.faults, DEVICE):
             # under device faults the SUT is also held to its ERR promises;
             # one that swallows an error (no ERR-DURABLE) keeps only what
             # rests on no write: every other promise assumed that a write it
@@ -259,7 +258,7 @@ class Cell:
         flushes) and kept under misdirect and corrupt only where the run's
         block map aims them at the database file (elsewhere they may hit the
         file system's own blocks)."""
-        kinds = tuple(parse_fault(f).kind for f in self.state_faults)
+        kinds = tuple(f.kind for f in self.state_faults)
         if not kinds:
             return promised
         waived, added = promised_under(get_sut(self.sut), kinds)
@@ -377,7 +376,7 @@ def _state_fault_cells() -> list[Cell]:
         for sut, wl in FAULT_SUTS.items():
             fs = NO_FS if get_sut(sut).raw else DEFAULT_FS
             cells.append(Cell(sut, wl, fs, ("prefix", "reorder"), must.get(sut, ()),
-                              faults=(fault,)))
+                              faults=(Fault(fault),)))
     return cells
 
 
@@ -419,7 +418,7 @@ def _device_fault_cells() -> list[Cell]:
     # no journal: the failed transaction's pages written before the error
     # stay (the second write after txn-begin:5: the first is part of the
     # file's growth)
-    cells.append(Cell("sqlite-off", MULTI, faults=(EIO_WRITE + ",nth=2",),
+    cells.append(Cell("sqlite-off", MULTI, faults=(EIO_WRITE_2ND,),
                       must_violate_any=("ERR-ATOMIC",)))
     cells += [Cell(s, FILL, faults=(ENOSPC,)) for s in safe[:3]]
     cells += [Cell(s, MULTI, faults=(PROCESS_CRASH,)) for s in safe[:3]]

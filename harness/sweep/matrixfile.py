@@ -50,11 +50,11 @@ from harness.check.multicrash import COMPOSITE
 from harness.check.usercheck import CHECKER_NAME, DEFAULT_TIMEOUT, UserChecker, unique
 from harness.confine import read_regular
 from harness.errors import CrashlabError
-from harness.faults import PROCESS, STATE, by_stage, format_fault, parse_faults
+from harness.faults import PROCESS, STATE, Fault, by_stage, parse_faults
 from harness.fs import FILESYSTEMS
 from harness.record.backends import BACKENDS
 from harness.states import STRATEGIES, Options
-from harness.states.inject import parse_state_faults
+from harness.states.inject import StateFaults
 from harness.sweep.matrix import BUILTIN_WORKLOADS, Cell, UserSut, must_violate
 from workloads.run import check_sut_fs
 from workloads.spec import parse_spec
@@ -230,17 +230,16 @@ def _builtin(name: str) -> bool:
     return True
 
 
-def _faults(spec: dict[str, Any], where: str) -> tuple[str, ...]:
-    """The cell's ``faults``: canonical fault specs (device and process ones
-    are injected while recording, state ones by the check stage: at most one
-    of each state kind)."""
+def _faults(spec: dict[str, Any], where: str) -> tuple[Fault, ...]:
+    """The cell's ``faults``, parsed (device and process ones are injected
+    while recording, state ones by the check stage: at most one of each
+    state kind)."""
     try:
-        faults = parse_faults(list(_strs(spec, "faults", where)))
-        canonical = tuple(format_fault(f) for f in faults)
-        parse_state_faults(tuple(format_fault(f) for f in by_stage(faults, STATE)))
+        faults = parse_faults(_strs(spec, "faults", where))
+        StateFaults.of(by_stage(faults, STATE))
     except CrashlabError as e:
         raise CrashlabError(f"{where}: {e}") from None
-    return canonical
+    return faults
 
 
 def _listed(spec: dict[str, Any], key: str, default: Any, where: str) -> list[Any]:  # noqa: ANN401
@@ -311,7 +310,7 @@ def _cells(spec: Any, i: int, suts: dict[str, UserSut], workloads: dict[str, str
         spec_text = workloads.get(workload, workload)
         if user is None:
             _check_builtin(sut, spec_text, fs, where)
-        kinds = {f.where for f in parse_faults(list(faults))}
+        kinds = {f.where for f in faults}
         if user is not None and kinds & {STATE, PROCESS}:
             raise CrashlabError(f"{where}: state and process faults are for the built-in SUTs "
                                 f"(their promises under a fault are known; process-crash kills "

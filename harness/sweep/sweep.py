@@ -32,7 +32,7 @@ from harness.check.check import CheckOptions, check_run, options_for
 from harness.check.multicrash import Composite
 from harness.check.records import CheckResult
 from harness.errors import CrashlabError
-from harness.faults import DEVICE, PROCESS, by_stage, parse_faults
+from harness.faults import DEVICE, PROCESS, by_stage, fault_specs
 from harness.outlock import locked_output
 from harness.record.recorder import RecordRequest, record
 from harness.report.junit import write_junit
@@ -63,18 +63,16 @@ def expected_exit(cell: Cell) -> tuple[int, ...] | None:
     a process crash also 137 (killed by SIGKILL at its mark).  None: any (a
     user's command under a device fault may fail as it likes: the recording
     is still whole)."""
-    faults = parse_faults(list(cell.faults))
-    if cell.user is not None and by_stage(faults, DEVICE):
+    if cell.user is not None and by_stage(cell.faults, DEVICE):
         return None
-    return (0, *((3,) if by_stage(faults, DEVICE) else ()),
-            *((128 + 9,) if by_stage(faults, PROCESS) else ()))
+    return (0, *((3,) if by_stage(cell.faults, DEVICE) else ()),
+            *((128 + 9,) if by_stage(cell.faults, PROCESS) else ()))
 
 
 def record_cell(cell: Cell, run_dir: Path, backend: str, resume: bool) -> RunDir:
     """Record the cell's workload unless a complete recording is there."""
     run = RunDir(run_dir)
     ok = expected_exit(cell)
-    faults = parse_faults(list(cell.faults))
     if resume and run.meta_path.exists():
         meta = run.meta()
         if (ok is None or meta.exit_status in ok) and run.log.exists():
@@ -85,12 +83,12 @@ def record_cell(cell: Cell, run_dir: Path, backend: str, resume: bool) -> RunDir
     if cell.user is not None:
         run = record(RecordRequest(["sh", "-c", cell.user.run], run_dir, fs=cell.fs,
                                    backend=backend, extra_meta={"user_sut": cell.user.name},
-                                   faults=faults, blktrace=cell.blktrace))
+                                   faults=cell.faults, blktrace=cell.blktrace))
     else:
         from workloads.run import record_workload
 
         run = record_workload(cell.sut, cell.workload, run_dir, fs=cell.fs, backend=backend,
-                              faults=faults, blktrace=cell.blktrace)
+                              faults=cell.faults, blktrace=cell.blktrace)
     if ok is not None and run.meta().exit_status not in ok:
         raise CrashlabError(f"{run_dir}: the workload failed while recording (see meta.json)")
     return run
@@ -116,7 +114,7 @@ def cell_record(cell: Cell, strategy: str, result: CheckResult,
         "workload": cell.workload,
         "fs": cell.fs,
         "strategy": strategy,
-        **({"faults": list(cell.faults)} if cell.faults else {}),
+        **({"faults": fault_specs(cell.faults)} if cell.faults else {}),
         "run": f"runs/{cell.name}",
         "states": result["states"],
         # totals only: the per-epoch figures stay in the run's result.json
@@ -209,7 +207,7 @@ def _sweep_into(
             for v in result["violations"]:
                 violations.append({"sut": cell.sut, "workload": cell.workload, "fs": cell.fs,
                                    "strategy": strategy,
-                                   **({"faults": list(cell.faults)} if cell.faults else {}),
+                                   **({"faults": fault_specs(cell.faults)} if cell.faults else {}),
                                    **v})
             timing[cell.name][strategy] = round(time.monotonic() - t1, 3)
     code = exit_code(results)

@@ -55,6 +55,7 @@ from harness.check.multicrash import Composite
 from harness.check.usercheck import parse_checker
 from harness.env import temporary_folder
 from harness.errors import CrashlabError
+from harness.faults import parse_faults
 from harness.rundir import RunDir
 from harness.states import Options
 from harness.sysops import run as run_tool
@@ -135,7 +136,7 @@ def rebuild_options(options: dict[str, Any], jobs: int) -> CheckOptions:
                                          recover=c["recover"])
                      for c in options.get("checkers") or ())
     return CheckOptions(
-        states=Options(**{k: tuple(v) if k == "faults" else v
+        states=Options(**{k: parse_faults(v) if k == "faults" else v
                           for k, v in options.items() if k in states}),
         jobs=jobs, composite=Composite(**comp) if comp else None, checkers=checkers, **kw)
 
