@@ -20,6 +20,7 @@ from support import record_runs
 
 from harness.check.check import CheckOptions, check_run
 from harness.check.repro import locate, reproduce
+from harness.faults import Fault
 from harness.rundir import RunDir
 from harness.states import Options
 from harness.sweep.matrix import Cell
@@ -149,7 +150,7 @@ KINDS = {
     "prefix": Options(strategy="prefix", **WINDOW),
     "reorder": Options(strategy="reorder", **WINDOW),
     "torn": Options(strategy="torn", **WINDOW),
-    "corrupt": Options(strategy="prefix", faults=("corrupt",), **WINDOW),
+    "corrupt": Options(strategy="prefix", faults=(Fault("corrupt"),), **WINDOW),
 }
 
 
