@@ -91,8 +91,6 @@ KNOWN: dict[tuple[str, ...], str] = {
     ("circle", "harness/check/check.py", "harness/check/cluster.py",
      "harness/check/multicrash.py"):
         "the worker pool and the check options leave check.py in the check-stage split",
-    ("circle", "harness/sweep/matrix.py", "harness/sweep/matrixfile.py"):
-        "Cell and the user SUTs leave matrix.py in the matrix-file rework",
 }
 
 

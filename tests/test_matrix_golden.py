@@ -1,4 +1,6 @@
-"""Every built-in cell expects what it expected before the SUTs' weaknesses
+"""A SUT's knowledge has one home, the SUT registry (issue 28, item 5).
+
+Every built-in cell expects what it expected before the SUTs' weaknesses
 moved into the SUT registry (issue 28, item 5): for each cell of every
 built-in matrix, of every matrix file under harness/sweep/matrices/ and
 workloads/examples/, and of the mutant catalogue, the invariants it
@@ -10,10 +12,15 @@ That file was written on main before the move.  A change meant to change
 what a cell expects regenerates it and shows the difference in review:
 
     .venv/bin/python tests/test_matrix_golden.py > tests/data/matrix_expectations.json
+
+And no module of harness/sweep/ keys anything by a SUT's name (a dict
+key, a subscript or a comparison with a registry or grammar name): what a
+SUT promises or lacks is asked of the SUT.
 """
 
 from __future__ import annotations
 
+import ast
 import json
 import sys
 from pathlib import Path
@@ -21,9 +28,11 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from harness.errors import CrashlabError  # noqa: E402
 from harness.mutants import catalogue  # noqa: E402
 from harness.sweep.matrix import MATRICES, matrix  # noqa: E402
 from harness.sweep.matrixfile import MATRICES_DIR, load_matrix  # noqa: E402
+from workloads.suts import SUTS, get_sut  # noqa: E402
 
 GOLDEN = Path(__file__).parent / "data" / "matrix_expectations.json"
 
@@ -75,6 +84,52 @@ def test_every_builtin_cell_expects_what_it_did():
         assert [r["cell"] for r in got[name]] == [r["cell"] for r in want[name]], name
         for g, w in zip(got[name], want[name], strict=True):
             assert g == w, f"{name}: {w['cell']}"
+
+
+# "xlog" names a SUT and its engine: a table per engine may use it
+ENGINES = {s.engine for s in SUTS.values()}
+
+
+def _is_sut(node: ast.AST | None) -> bool:
+    """``node`` is a string constant that names a SUT (not an engine)."""
+    if not isinstance(node, ast.Constant) or not isinstance(node.value, str):
+        return False
+    if node.value in ENGINES:
+        return False
+    try:
+        get_sut(node.value)
+    except CrashlabError:
+        return False
+    return True
+
+
+def sut_keys(tree: ast.AST) -> list[tuple[int, str]]:
+    """(line, name) of each SUT name used as a key in ``tree``."""
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Dict):
+            keys: list[ast.AST | None] = list(node.keys)
+        elif isinstance(node, ast.Subscript):
+            keys = [node.slice]
+        elif isinstance(node, ast.Compare):
+            keys = [node.left, *node.comparators]
+        else:
+            continue
+        found += [(k.lineno, k.value) for k in keys if isinstance(k, ast.Constant) and _is_sut(k)]
+    return found
+
+
+def test_no_sut_name_is_a_key_in_the_sweep():
+    found = {f"{p.name}:{line}: {name}"
+             for p in sorted((ROOT / "harness" / "sweep").glob("*.py"))
+             for line, name in sut_keys(ast.parse(p.read_text()))}
+    assert found == set()
+
+
+def test_the_key_finder_finds_them():
+    tree = ast.parse('UNSAFE = {"sqlite-off": ()}\nx = d["dhl-cc"]\n'
+                     'y = s == "sqlite:journal=wal,sync=full"\nz = {"MULTI": 1}')
+    assert sut_keys(tree) == [(1, "sqlite-off"), (2, "dhl-cc"), (3, "sqlite:journal=wal,sync=full")]
 
 
 if __name__ == "__main__":

@@ -35,16 +35,22 @@ from workloads.sqlite_grammar import (
     PREFIX_RULE,
     SqliteConfig,
     derive,
+    derive_error_weaknesses,
     derive_errors,
+    derive_weaknesses,
     grid,
     parse_sqlite_name,
 )
 from workloads.vfs import CKSUM_VFS, SELECTIVE_VFS, WALDIO_VFS
 
-__all__ = ["DB_INVARIANTS", "PAGE_SIZE", "SUTS", "SQLITE_ALIASES", "Guarantee", "Sut",
-           "get_sut", "sqlite_grid"]
+__all__ = ["DB_INVARIANTS", "PAGE_SIZE", "SUTS", "SQLITE_ALIASES", "TORN_WAIVED", "Guarantee",
+           "Sut", "get_sut", "sqlite_grid"]
 
 PAGE_SIZE = 4096
+# The promises a SUT that is not torn-safe (Sut.torn_safe) does not keep
+# under torn writes: its torn states are checked and reported, not held to
+# these.
+TORN_WAIVED = ("DB-OPEN", "DB-INTEGRITY", "DB-ATOMIC", "DHL-READ")
 
 
 @dataclass(frozen=True)
@@ -100,6 +106,20 @@ class Sut:
     # its database (0: none): recorded as a region of the same log, FUA
     # writes past the disk's sectors (harness/states/README.md, "NVRAM").
     nvram: int = 0
+    # Its known weaknesses: invariants of which a sweep must keep finding
+    # one failing (a sweep that stops finding them has lost its power to
+    # find bugs), measured on this machine; none of them is promised.  After
+    # a power loss, and under device faults (harness/faults.py); what each
+    # state fault must show is workloads/fault_guarantees.py's.
+    weaknesses: tuple[str, ...] = ()
+    error_weaknesses: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        for shown, promised in ((self.weaknesses, self.promises),
+                                (self.error_weaknesses, self.error_promises)):
+            both = set(shown) & set(promised)
+            if both:
+                raise ValueError(f"SUT {self.name}: {sorted(both)} both promised and a weakness")
 
     @property
     def canonical(self) -> str:
@@ -121,6 +141,12 @@ class Sut:
     def error_promises(self) -> tuple[str, ...]:
         """The ERR invariants promised under device faults."""
         return tuple(g.invariant for g in self.error_guarantees if g.promised)
+
+    @property
+    def torn_waived(self) -> tuple[str, ...]:
+        """The promises its torn cells are not held to (TORN_WAIVED unless
+        it is torn-safe)."""
+        return () if self.torn_safe else TORN_WAIVED
 
     @property
     def may_violate(self) -> tuple[str, ...]:
@@ -159,6 +185,11 @@ _DHL_NOLOG = ("DHL NOLOG, the thesis's OFF_OPT lower bound (§IV, Fig. 7-8): pag
               "fsync, and there is no recovery (dhl/FORMAT.md: 'unsafe by design'); a power "
               "loss mid-transaction can leave some pages of it, a split's parent pointing "
               "past the stored page count, or a torn page")
+# In place, no recovery: a crash between the page writes of a multi-page
+# transaction leaves part of it, or a parent that points past the stored page
+# count (then it does not open: on ext4, app:gmail prefix showed only DB-OPEN
+# failures, 79 of 104 states).
+_DHL_NOLOG_SHOWS = ("DB-ATOMIC", "DB-OPEN", "DB-INTEGRITY")
 _DHL_NOLOG_DURABLE = ("NOLOG syncs every page of a transaction before dhl_commit returns, "
                       "and with no log there is nothing that can undo a durable page")
 
@@ -181,6 +212,8 @@ def _sqlite(config: SqliteConfig, name: str = "", description: str = "") -> Sut:
         in_place=config.journal in ("off", "memory"),
         config=config,
         vfs=CKSUM_VFS if config.cksum else WALDIO_VFS if config.waldio else "",
+        weaknesses=derive_weaknesses(config),
+        error_weaknesses=derive_error_weaknesses(config),
     )
 
 
@@ -222,6 +255,7 @@ def _dhl(name: str, mode: str, description: str, guarantees: list[Guarantee],
         recovery=mode != "nolog",
         torn_safe=mode in ("tc", "nolog"),
         in_place=mode == "nolog",
+        weaknesses=_DHL_NOLOG_SHOWS if mode == "nolog" else (),
     )
 
 
@@ -295,22 +329,29 @@ _MAW_FULL = ("https://www.sqlite.org/pragma.html#pragma_synchronous: 'EXTRA sync
              "come back hot and roll the database back to empty")
 
 
-def _maw(name: str, mode: str, sync: str, description: str, guarantees: list[Guarantee]) -> Sut:
+def _maw(name: str, mode: str, sync: str, description: str, guarantees: list[Guarantee],
+         shows: tuple[str, ...] = ()) -> Sut:
     """A MAW SUT: SQLite DELETE journal (the mode batch atomic write keeps in
     memory), synchronous ``sync``, page size 4096, committed through F2FS's
-    atomic write (``mode``: require, or the broken noioctl), F2FS only."""
+    atomic write (``mode``: require, or the broken noioctl), F2FS only;
+    ``shows``: its weaknesses."""
     guarantees.append(_g("DB-PREFIX", True, PREFIX_RULE, DOC_CRASHLAB))
     return Sut(
         name=name, engine="sqlite", description=description,
         runner_options=(("--journal-mode", "DELETE"), ("--synchronous", sync),
                         ("--page-size", str(PAGE_SIZE)), ("--batch-atomic", mode)),
         guarantees=tuple(guarantees), mode="delete", in_place=mode == "noioctl",
-        needs_fs="f2fs", runner=MAW_RUNNER)
+        needs_fs="f2fs", runner=MAW_RUNNER, weaknesses=shows)
 
 
 def _maw_suts() -> list[Sut]:
     """``maw`` and its broken variants ``maw-noioctl`` (no atomic write at
-    all) and ``maw-full`` (SQLite's default synchronous=FULL)."""
+    all) and ``maw-full`` (SQLite's default synchronous=FULL).  Their
+    weaknesses (qemu matrix): with the ioctls faked F2FS rewrites the pages
+    in place, one write each (insert:txns=5,ops=3,tables=3,warmup=100:
+    DB-ATOMIC 10, DB-OPEN 1 of 43 prefix states); under FULL the first
+    transaction's journal comes back and empties the database (warmup=20:
+    DB-DURABLE 27 of 41 prefix states)."""
     durable = _g("DB-DURABLE", True, _MAW_DURABLE, DOC_MAW)
     return [
         _maw("maw", "require", "EXTRA", "SQLite batch atomic write on F2FS (MAW): every commit "
@@ -318,10 +359,11 @@ def _maw_suts() -> list[Sut]:
              _safe(_MAW_ATOMIC, DOC_MAW, durable)),
         _maw("maw-noioctl", "noioctl", "EXTRA", "MAW with the atomic-write ioctls faked: pages "
              "written in place with no journal (UNSAFE, a broken variant)",
-             _unsafe(_MAW_NOIOCTL, DOC_MAW, durable)),
+             _unsafe(_MAW_NOIOCTL, DOC_MAW, durable), ("DB-ATOMIC", "DB-INTEGRITY", "DB-OPEN")),
         _maw("maw-full", "require", "FULL", "MAW under synchronous=FULL: the first "
              "transaction's journal unlink is not synced (UNSAFE: loses the database)",
-             _safe(_MAW_ATOMIC, DOC_MAW, _g("DB-DURABLE", False, _MAW_FULL, DOC_MAW))),
+             _safe(_MAW_ATOMIC, DOC_MAW, _g("DB-DURABLE", False, _MAW_FULL, DOC_MAW)),
+             ("DB-DURABLE",)),
     ]
 # --- xLog: Luo, Jiang, Yan, Yang, "Fast Transaction Logging for Smartphones"
 # (the xLog paper's talk) --------------------------------------------------
@@ -518,9 +560,11 @@ _DASH_ERR_DURABLE = ("not promised: a failed directory fsync after the exchange 
                      "unknown whether the new name is durable, and the VFS does not redo it")
 
 
-def _dash(name: str, order: str, description: str, guarantees: list[Guarantee]) -> Sut:
+def _dash(name: str, order: str, description: str, guarantees: list[Guarantee],
+          shows: tuple[str, ...] = ()) -> Sut:
     """A DASH SUT: SQLite through the DASH VFS (workloads/runner/dashvfs.c),
-    journal OFF (the shadow is the undo), one exclusive connection."""
+    journal OFF (the shadow is the undo), one exclusive connection;
+    ``shows``: its weaknesses."""
     guarantees.append(_g("DB-PREFIX", True, PREFIX_RULE, DOC_CRASHLAB))
     atomic = guarantees[2]
     return Sut(
@@ -536,7 +580,7 @@ def _dash(name: str, order: str, description: str, guarantees: list[Guarantee]) 
                "shadow's units of the transaction; the committed file was never written"
                if atomic.promised else atomic.rule, DOC_DASH),
             _g("ERR-DURABLE", False, _DASH_ERR_DURABLE, DOC_DASH)),
-        mode="dash")
+        mode="dash", weaknesses=shows)
 
 
 def _shadow_suts() -> list[Sut]:
@@ -547,10 +591,13 @@ def _shadow_suts() -> list[Sut]:
         _dash("dash", "shadow", "DASH: two database files take turns, the shadow fsynced and "
               "exchanged with the database name per transaction",
               _safe(_DASH_RULE, DOC_DASH, _g("DB-DURABLE", True, _DASH_DURABLE, DOC_DASH))),
+        # the exchange before the shadow's fsync names a file whose pages
+        # are not on disk: acknowledged transactions lost, or a mix of them
         _dash("dash-rename-first", "rename-first", "DASH with the exchange before the shadow's "
               "fsync (UNSAFE, broken on purpose)",
               _unsafe(_DASH_RENAME_FIRST, DOC_DASH,
-                      _g("DB-DURABLE", False, _DASH_RENAME_FIRST, DOC_DASH))),
+                      _g("DB-DURABLE", False, _DASH_RENAME_FIRST, DOC_DASH)),
+              ("DB-DURABLE", "DB-ATOMIC", "DB-INTEGRITY", "DB-OPEN")),
     ]
 
 
