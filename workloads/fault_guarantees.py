@@ -26,7 +26,7 @@ invariant and CORRUPT-DETECT, each with its cited rule:
 from __future__ import annotations
 
 from workloads.guarantee import DB_INVARIANTS, Guarantee
-from workloads.suts import Sut
+from workloads.sut import Sut
 
 DETECT = "CORRUPT-DETECT"
 INVARIANTS = (*DB_INVARIANTS, DETECT)
