@@ -41,8 +41,9 @@ from harness.env import DHL_LIB, RUNNER, SELVFS_LIB, WALDIO_LIB
 from harness.errors import CrashlabError
 from harness.faults import parse_faults
 from harness.rundir import SweepDir
-from harness.sweep import matrix as mx
-from harness.sweep.matrix import Cell
+from harness.sweep.builtin_workloads import BUILTIN_WORKLOADS
+from harness.sweep.cell import Cell
+from workloads.suts import get_sut
 
 ROOT = Path(__file__).resolve().parent.parent
 MUTANTS_DIR = ROOT / "tests" / "mutants"
@@ -80,15 +81,15 @@ class Outcome:
 
 
 def _workload(text: str) -> str:
-    """A workload as the catalogue names it: a matrix constant (MULTI,
+    """A workload as the catalogue names it: a built-in name (MULTI,
     DHL_UPDATE...) or a spec."""
-    return str(getattr(mx, text)) if text.isupper() else text
+    return BUILTIN_WORKLOADS[text] if text.isupper() else text
 
 
 def _cell(d: dict[str, Any]) -> Cell:
     return Cell(d["sut"], _workload(d["workload"]), d.get("fs", "ext4"),
                 tuple(d.get("strategies", ("prefix", "reorder"))),
-                mx.UNSAFE.get(d["sut"], ()), faults=parse_faults(d.get("faults", ())))
+                get_sut(d["sut"]).weaknesses, faults=parse_faults(d.get("faults", ())))
 
 
 def catalogue() -> list[Mutant]:

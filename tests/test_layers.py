@@ -88,8 +88,6 @@ NEVER: tuple[tuple[str, str, str], ...] = (
 
 # What exists today and is fixed elsewhere: finding -> why it is still here.
 KNOWN: dict[tuple[str, ...], str] = {
-    ("circle", "harness/sweep/matrix.py", "harness/sweep/matrixfile.py"):
-        "Cell and the user SUTs leave matrix.py in the matrix-file rework",
 }
 
 

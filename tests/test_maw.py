@@ -25,7 +25,7 @@ from harness.check.check import CheckOptions, check_run, options_for
 from harness.errors import CrashlabError
 from harness.rundir import RunDir
 from harness.sweep.expectations import evaluate
-from harness.sweep.matrix import Cell, matrix, must_violate
+from harness.sweep.matrix import Cell, matrix
 from workloads.generate import write_opstream
 from workloads.oracle import Oracle, sqlite_digest
 from workloads.run import BUILD_DIR, check_sut_fs, record_workload
@@ -154,7 +154,7 @@ def test_prefix_states(maw_runs: dict[str, RunDir], private_tmp: Path) -> None:
         n = res["states"]["checked"]
         print(f"{sut} prefix: {n} states, {json.dumps(res['verdicts'])}")
         assert n > 10 and res["verdicts"]["FS-RECOVER"]["pass"] == n
-        cell = Cell(sut, WORKLOAD, "f2fs", ("prefix",), must_violate(sut))
+        cell = Cell(sut, WORKLOAD, "f2fs", ("prefix",), get_sut(sut).weaknesses)
         verdict = evaluate(cell.expectation("prefix"), res["verdicts"], n, res.get("skips"),
                            res.get("errors"))
         assert verdict.ok, (sut, verdict)

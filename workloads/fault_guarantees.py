@@ -26,7 +26,7 @@ invariant and CORRUPT-DETECT, each with its cited rule:
 from __future__ import annotations
 
 from workloads.guarantee import DB_INVARIANTS, Guarantee
-from workloads.suts import Sut
+from workloads.sut import Sut
 
 DETECT = "CORRUPT-DETECT"
 INVARIANTS = (*DB_INVARIANTS, DETECT)
@@ -114,3 +114,34 @@ def promised_under(sut: Sut, kinds: tuple[str, ...]) -> tuple[tuple[str, ...], t
         added.discard(DETECT)  # a misdirected or lost page is not detected
     return (tuple(i for i in DB_INVARIANTS if i in waived and i in sut.promises),
             tuple(sorted(added)))
+
+
+def fault_weaknesses(sut: Sut, kind: str) -> tuple[str, ...]:
+    """What a sweep with the state fault ``kind`` must keep finding on
+    ``sut`` (one of them failing), for the SQLite grammar's and DHL's SUTs
+    (measured on MULTI on ext4 and DHL_INSERT raw, prefix states; counts of
+    failing states):
+
+    * ``lost-flush``: an acknowledged transaction lost (DB-DURABLE) where
+      one is promised — sqlite-delete-extra 10/220, sqlite-wal-full 10/97,
+      dhl-tc-raw 10/52, dhl-cc-raw 52/52 (reorder adds DB-ATOMIC,
+      FS-RECOVER and, on DHL, DB-OPEN);
+    * ``misdirect``: damage returned as data (CORRUPT-DETECT), with and
+      without the checksum VFS alike — 12/231 on the rollback journal
+      either way, DHL 8/63; WAL writes the database only at its
+      checkpoints (3-4 of 28 states): reported, not required;
+    * ``corrupt``: flipped bits returned as data (CORRUPT-DETECT) by plain
+      SQLite and DHL — sqlite-delete-extra 80/231, dhl-cc-raw 19/63,
+      dhl-tc-raw 25/63; plain WAL 2/110, reported; never by the checksum
+      VFS (there CORRUPT-DETECT is promised)."""
+    config = sut.config
+    if sut.engine != "dhl" and config is None:
+        return ()
+    if kind == "lost-flush":
+        return ("DB-DURABLE",) if "DB-DURABLE" in sut.promises else ()
+    every_commit = config is None or config.journal != "wal"  # writes the database per commit
+    if kind == "misdirect":
+        return (DETECT,) if every_commit else ()
+    if kind == "corrupt":
+        return (DETECT,) if every_commit and not (config and config.cksum) else ()
+    raise ValueError(f"not a state fault: {kind!r}")

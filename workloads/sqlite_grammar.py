@@ -443,6 +443,60 @@ WALDIO_RULES: tuple[Rule, ...] = (
 )
 
 
+# --- the known weaknesses: what a sweep must keep finding -------------------
+
+
+@dataclass(frozen=True)
+class Weakness:
+    """For the configurations it matches, a weakness a crash sweep must keep
+    finding: at least one of ``shows`` fails in some state (a sweep that
+    stops finding it has lost its power to find bugs).  ``measured`` says
+    where it was seen; each invariant of ``shows`` is one RULES does not
+    promise for them."""
+
+    shows: tuple[str, ...]
+    journals: tuple[str, ...]
+    syncs: tuple[str, ...]
+    measured: str
+    locking: str | None = None  # matches only this locking mode (None: any)
+
+    def matches(self, c: SqliteConfig) -> bool:
+        return (c.journal in self.journals and c.sync in self.syncs
+                and self.locking in (None, c.locking))
+
+
+# The first that matches decides.  Not listed: synchronous=OFF.  Nothing it
+# writes is synced, so a short workload reaches the disk only at the final
+# writeback and its states before it lose every transaction (sqlite-grid,
+# MULTI, ext4: DB-OPEN, the file missing, in 10 of 20 prefix states; WAL:
+# DB-DURABLE, an empty database).  That rests on no writeback timer (jbd2
+# commit, dirty expiry) firing during the run, not on SQLite's order of
+# writes, so it is reported, not required.  Nor the other unpromised
+# durability (DELETE and WAL under NORMAL): not seen to fail on this machine.
+WEAKNESSES: tuple[Weakness, ...] = (
+    Weakness(("DB-ATOMIC", "DB-INTEGRITY", "DB-OPEN"), ("memory", "off"),
+             ("normal", "full", "extra"),
+             "journal MEMORY writes what journal OFF writes (its journal never reaches the "
+             "disk), and NORMAL or EXTRA what FULL writes: the same database syncs, so the same "
+             "partial transactions (sqlite-grid, MULTI, ext4: DB-ATOMIC in 20 of 65 prefix and "
+             "120 of 295 reorder states each); OFF_OPT (locking=exclusive) likewise "
+             "(docs/findings.md, OFF_OPT and DASH)"),
+    Weakness(("DB-DURABLE",), ("delete",), ("full",),
+             "the journal's unlink is not synced under FULL: it reappears and rolls an "
+             "acknowledged transaction back (harness/record/NOTES.md)", locking="normal"),
+    Weakness(("DB-DURABLE",), ("truncate",), ("normal",),
+             "the truncation that commits is not synced under NORMAL: the journal of the last "
+             "transaction (or the set-up's) resurrects and rolls it back (sqlite-grid, MULTI, "
+             "ext4: 78 of 137 prefix, 768 of 948 reorder states)"),
+)
+
+
+def derive_weaknesses(c: SqliteConfig) -> tuple[str, ...]:
+    """What a sweep of ``c`` under power loss must keep finding (one of
+    them failing), from WEAKNESSES: () when none matches."""
+    return next((w.shows for w in WEAKNESSES if w.matches(c)), ())
+
+
 def rule_for(c: SqliteConfig, invariant: str) -> Rule:
     """The rule that decides ``invariant`` for ``c``: the first that matches
     (WALDIO_RULES first for a waldio configuration)."""
@@ -476,6 +530,24 @@ ERR_DURABLE_RULE = ("a commit is acknowledged only after its syncs returned succ
 SYNCRETRY_RULE = ("syncretry=1 retries a failed fsync and reports the retry's success: after a "
                   "failed writeback Linux marks the pages clean and reports the error once "
                   "(the 2018 'fsyncgate' finding), so the retry succeeds and the data is lost")
+
+
+# What a SUT that swallows an I/O error (syncretry=1) must keep showing
+# under a device fault: the refused write is lost — a WAL frame
+# (ERR-DURABLE, with every later transaction: WAL recovery stops at the
+# first bad frame), or a rollback-journal page (the hot journal then rolls
+# back only part of the transaction: DB-ATOMIC)
+SWALLOWED = ("ERR-DURABLE", "DB-DURABLE", "DB-ATOMIC", "DB-INTEGRITY", "DB-OPEN")
+
+
+def derive_error_weaknesses(c: SqliteConfig) -> tuple[str, ...]:
+    """What a sweep of ``c`` under device faults must keep finding (one of
+    them failing): with syncretry=1 the write whose error it swallowed
+    (SWALLOWED); with no journal the failed transaction's pages written
+    before the error, which nothing rolls back (ERR-ATOMIC)."""
+    if c.syncretry:
+        return SWALLOWED
+    return ("ERR-ATOMIC",) if c.journal == "off" else ()
 
 
 def derive_errors(c: SqliteConfig) -> tuple[Guarantee, ...]:

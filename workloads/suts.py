@@ -1,5 +1,6 @@
 """The SUT registry: the one definition of every system under test, the
-runner arguments that make it, and its expected guarantee.
+runner arguments that make it, its expected guarantee and its known
+weaknesses (what a sweep must keep finding; ``Sut``, workloads/sut.py).
 
 For each SUT and each database-level invariant of checkers/INVARIANTS.md (DB-OPEN,
 DB-INTEGRITY, DB-ATOMIC, DB-DURABLE, DB-PREFIX) the registry says whether the
@@ -23,7 +24,6 @@ system (``crashlab record --fs raw``; the fast tier of the sweep).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from functools import cache
 
 from harness.errors import CrashlabError
@@ -35,104 +35,19 @@ from workloads.sqlite_grammar import (
     PREFIX_RULE,
     SqliteConfig,
     derive,
+    derive_error_weaknesses,
     derive_errors,
+    derive_weaknesses,
     grid,
     parse_sqlite_name,
 )
+from workloads.sut import TORN_WAIVED, Sut
 from workloads.vfs import CKSUM_VFS, SELECTIVE_VFS, WALDIO_VFS
 
-__all__ = ["DB_INVARIANTS", "PAGE_SIZE", "SUTS", "SQLITE_ALIASES", "Guarantee", "Sut",
-           "get_sut", "sqlite_grid"]
+__all__ = ["DB_INVARIANTS", "PAGE_SIZE", "SUTS", "SQLITE_ALIASES", "TORN_WAIVED", "Guarantee",
+           "Sut", "get_sut", "sqlite_grid"]
 
 PAGE_SIZE = 4096
-
-
-@dataclass(frozen=True)
-class Sut:
-    name: str
-    engine: str
-    description: str
-    runner_options: tuple[tuple[str, str], ...]  # (--flag, value) for crashlab-runner
-    guarantees: tuple[Guarantee, ...]  # one per DB_INVARIANTS entry, in that order
-    # True: the database is the raw recorded block device (no file system);
-    # such a SUT is recorded only with fs "raw", and every other one never is.
-    raw: bool = False
-    # The commit record is written only after the transaction's pages are
-    # synced (DHL TC, TC_OPT): a short commit record never persists, so the
-    # rollback path (CC-ROLLBACK) has nothing to do and is not promised.
-    commit_after_sync: bool = False
-    # The engine's mode: DHL's commit protocol, SQLite's journal mode.
-    mode: str = ""
-    # The engine recovers after a crash (DHL NOLOG does not): its own
-    # invariants (checkers/engines.py) are promised only then.
-    recovery: bool = True
-    # Its promises hold under sector-torn page writes (NOLOG promises no
-    # atomicity to begin with).  DHL assumes a page write is atomic
-    # with respect to its slot-header area (thesis §III; dhl/DESIGN.md
-    # "Limits"): whenever the commit record can persist with a torn data
-    # page — in the same epoch (CC, CC_OPT) or inside the torn page itself
-    # (TC_OPT, CC_OPT: the record is embedded) — a transaction commits with
-    # garbage records.  Measured on DHL_INSERT, raw, torn: CC/CC_OPT 107,
-    # TC_OPT 100 violations of DB-ATOMIC/INTEGRITY/OPEN; TC (a sync before a
-    # header-page-only commit) 0.
-    torn_safe: bool = True
-    # Overwrites database pages in place with no log on disk (SQLite journal
-    # OFF or MEMORY, DHL NOLOG): a copy-on-write fsync (btrfs) hides its
-    # partial transactions at the database level.
-    in_place: bool = False
-    # A SQLite SUT's configuration (workloads/sqlite_grammar.py): its
-    # canonical grammar name, runner options and derived guarantees.
-    config: SqliteConfig | None = None
-    # One per ERR_INVARIANTS entry: what it promises when the device fails
-    # requests (checkers/ioerror.py); judged only on runs with device faults.
-    error_guarantees: tuple[Guarantee, ...] = ()
-    # The VFS shim its database is opened through, by the SUT and by the
-    # checkers ("": none; the checksum, WALDIO or selective-journaling VFS:
-    # workloads/vfs.py ``connect`` opens through any of them).
-    vfs: str = ""
-    # The one file system the SUT can be recorded on ("": any), and extra
-    # mount options every recorder applies to it (kept in meta.json).
-    needs_fs: str = ""
-    mount_options: str = ""
-    # The runner build (workloads/build/NAME) that runs it ("": crashlab-runner).
-    runner: str = ""
-    # Bytes of emulated battery-backed RAM (NVRAM) the SUT logs to, beside
-    # its database (0: none): recorded as a region of the same log, FUA
-    # writes past the disk's sectors (harness/states/README.md, "NVRAM").
-    nvram: int = 0
-
-    @property
-    def canonical(self) -> str:
-        """The grammar name of a SQLite SUT (an alias's too); else the name."""
-        return self.config.name if self.config else self.name
-
-    def runner_args(self) -> list[str]:
-        """The engine arguments of ``crashlab-runner`` (without --ops/--db)."""
-        args = ["--engine", self.engine]
-        for flag, value in self.runner_options:
-            args += [flag, value] if value else [flag]  # "": a flag without a value
-        return args
-
-    @property
-    def promises(self) -> tuple[str, ...]:
-        return tuple(g.invariant for g in self.guarantees if g.promised)
-
-    @property
-    def error_promises(self) -> tuple[str, ...]:
-        """The ERR invariants promised under device faults."""
-        return tuple(g.invariant for g in self.error_guarantees if g.promised)
-
-    @property
-    def may_violate(self) -> tuple[str, ...]:
-        return tuple(g.invariant for g in self.guarantees if not g.promised)
-
-    def guarantee(self, invariant: str) -> Guarantee:
-        for g in self.guarantees:
-            if g.invariant == invariant:
-                return g
-        raise CrashlabError(
-            f"unknown invariant {invariant!r} (choose from {', '.join(DB_INVARIANTS)})"
-        )
 
 
 # --- DHL: the thesis (Doubleheader Logging, §III)
@@ -159,6 +74,11 @@ _DHL_NOLOG = ("DHL NOLOG, the thesis's OFF_OPT lower bound (§IV, Fig. 7-8): pag
               "fsync, and there is no recovery (dhl/FORMAT.md: 'unsafe by design'); a power "
               "loss mid-transaction can leave some pages of it, a split's parent pointing "
               "past the stored page count, or a torn page")
+# In place, no recovery: a crash between the page writes of a multi-page
+# transaction leaves part of it, or a parent that points past the stored page
+# count (then it does not open: on ext4, app:gmail prefix showed only DB-OPEN
+# failures, 79 of 104 states).
+_DHL_NOLOG_SHOWS = ("DB-ATOMIC", "DB-OPEN", "DB-INTEGRITY")
 _DHL_NOLOG_DURABLE = ("NOLOG syncs every page of a transaction before dhl_commit returns, "
                       "and with no log there is nothing that can undo a durable page")
 
@@ -181,6 +101,8 @@ def _sqlite(config: SqliteConfig, name: str = "", description: str = "") -> Sut:
         in_place=config.journal in ("off", "memory"),
         config=config,
         vfs=CKSUM_VFS if config.cksum else WALDIO_VFS if config.waldio else "",
+        weaknesses=derive_weaknesses(config),
+        error_weaknesses=derive_error_weaknesses(config),
     )
 
 
@@ -222,6 +144,7 @@ def _dhl(name: str, mode: str, description: str, guarantees: list[Guarantee],
         recovery=mode != "nolog",
         torn_safe=mode in ("tc", "nolog"),
         in_place=mode == "nolog",
+        weaknesses=_DHL_NOLOG_SHOWS if mode == "nolog" else (),
     )
 
 
@@ -295,22 +218,29 @@ _MAW_FULL = ("https://www.sqlite.org/pragma.html#pragma_synchronous: 'EXTRA sync
              "come back hot and roll the database back to empty")
 
 
-def _maw(name: str, mode: str, sync: str, description: str, guarantees: list[Guarantee]) -> Sut:
+def _maw(name: str, mode: str, sync: str, description: str, guarantees: list[Guarantee],
+         shows: tuple[str, ...] = ()) -> Sut:
     """A MAW SUT: SQLite DELETE journal (the mode batch atomic write keeps in
     memory), synchronous ``sync``, page size 4096, committed through F2FS's
-    atomic write (``mode``: require, or the broken noioctl), F2FS only."""
+    atomic write (``mode``: require, or the broken noioctl), F2FS only;
+    ``shows``: its weaknesses."""
     guarantees.append(_g("DB-PREFIX", True, PREFIX_RULE, DOC_CRASHLAB))
     return Sut(
         name=name, engine="sqlite", description=description,
         runner_options=(("--journal-mode", "DELETE"), ("--synchronous", sync),
                         ("--page-size", str(PAGE_SIZE)), ("--batch-atomic", mode)),
         guarantees=tuple(guarantees), mode="delete", in_place=mode == "noioctl",
-        needs_fs="f2fs", runner=MAW_RUNNER)
+        needs_fs="f2fs", runner=MAW_RUNNER, weaknesses=shows)
 
 
 def _maw_suts() -> list[Sut]:
     """``maw`` and its broken variants ``maw-noioctl`` (no atomic write at
-    all) and ``maw-full`` (SQLite's default synchronous=FULL)."""
+    all) and ``maw-full`` (SQLite's default synchronous=FULL).  Their
+    weaknesses (qemu matrix): with the ioctls faked F2FS rewrites the pages
+    in place, one write each (insert:txns=5,ops=3,tables=3,warmup=100:
+    DB-ATOMIC 10, DB-OPEN 1 of 43 prefix states); under FULL the first
+    transaction's journal comes back and empties the database (warmup=20:
+    DB-DURABLE 27 of 41 prefix states)."""
     durable = _g("DB-DURABLE", True, _MAW_DURABLE, DOC_MAW)
     return [
         _maw("maw", "require", "EXTRA", "SQLite batch atomic write on F2FS (MAW): every commit "
@@ -318,10 +248,11 @@ def _maw_suts() -> list[Sut]:
              _safe(_MAW_ATOMIC, DOC_MAW, durable)),
         _maw("maw-noioctl", "noioctl", "EXTRA", "MAW with the atomic-write ioctls faked: pages "
              "written in place with no journal (UNSAFE, a broken variant)",
-             _unsafe(_MAW_NOIOCTL, DOC_MAW, durable)),
+             _unsafe(_MAW_NOIOCTL, DOC_MAW, durable), ("DB-ATOMIC", "DB-INTEGRITY", "DB-OPEN")),
         _maw("maw-full", "require", "FULL", "MAW under synchronous=FULL: the first "
              "transaction's journal unlink is not synced (UNSAFE: loses the database)",
-             _safe(_MAW_ATOMIC, DOC_MAW, _g("DB-DURABLE", False, _MAW_FULL, DOC_MAW))),
+             _safe(_MAW_ATOMIC, DOC_MAW, _g("DB-DURABLE", False, _MAW_FULL, DOC_MAW)),
+             ("DB-DURABLE",)),
     ]
 # --- xLog: Luo, Jiang, Yan, Yang, "Fast Transaction Logging for Smartphones"
 # (the xLog paper's talk) --------------------------------------------------
@@ -518,9 +449,11 @@ _DASH_ERR_DURABLE = ("not promised: a failed directory fsync after the exchange 
                      "unknown whether the new name is durable, and the VFS does not redo it")
 
 
-def _dash(name: str, order: str, description: str, guarantees: list[Guarantee]) -> Sut:
+def _dash(name: str, order: str, description: str, guarantees: list[Guarantee],
+          shows: tuple[str, ...] = ()) -> Sut:
     """A DASH SUT: SQLite through the DASH VFS (workloads/runner/dashvfs.c),
-    journal OFF (the shadow is the undo), one exclusive connection."""
+    journal OFF (the shadow is the undo), one exclusive connection;
+    ``shows``: its weaknesses."""
     guarantees.append(_g("DB-PREFIX", True, PREFIX_RULE, DOC_CRASHLAB))
     atomic = guarantees[2]
     return Sut(
@@ -536,7 +469,7 @@ def _dash(name: str, order: str, description: str, guarantees: list[Guarantee]) 
                "shadow's units of the transaction; the committed file was never written"
                if atomic.promised else atomic.rule, DOC_DASH),
             _g("ERR-DURABLE", False, _DASH_ERR_DURABLE, DOC_DASH)),
-        mode="dash")
+        mode="dash", weaknesses=shows)
 
 
 def _shadow_suts() -> list[Sut]:
@@ -547,10 +480,13 @@ def _shadow_suts() -> list[Sut]:
         _dash("dash", "shadow", "DASH: two database files take turns, the shadow fsynced and "
               "exchanged with the database name per transaction",
               _safe(_DASH_RULE, DOC_DASH, _g("DB-DURABLE", True, _DASH_DURABLE, DOC_DASH))),
+        # the exchange before the shadow's fsync names a file whose pages
+        # are not on disk: acknowledged transactions lost, or a mix of them
         _dash("dash-rename-first", "rename-first", "DASH with the exchange before the shadow's "
               "fsync (UNSAFE, broken on purpose)",
               _unsafe(_DASH_RENAME_FIRST, DOC_DASH,
-                      _g("DB-DURABLE", False, _DASH_RENAME_FIRST, DOC_DASH))),
+                      _g("DB-DURABLE", False, _DASH_RENAME_FIRST, DOC_DASH)),
+              ("DB-DURABLE", "DB-ATOMIC", "DB-INTEGRITY", "DB-OPEN")),
     ]
 
 

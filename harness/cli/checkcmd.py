@@ -36,8 +36,9 @@ from harness.record.backends import CHOICES as BACKEND_CHOICES
 from harness.rundir import CHECK_RESULTS, SWEEP_RESULTS, RunDir
 from harness.states import STRATEGIES
 from harness.states.coverage import describe
+from harness.sweep.cell import UserSut
 from harness.sweep.expectations import evaluate
-from harness.sweep.matrix import MATRICES, Cell, UserSut, matrix, parse_shard, shard
+from harness.sweep.matrix import MATRICES, Cell, matrix, parse_shard, shard
 from harness.sweep.sweep import SweepOptions, run_sweep
 from harness.validate import validate
 from workloads.suts import get_sut

@@ -55,7 +55,8 @@ from harness.fs import FILESYSTEMS
 from harness.record.backends import BACKENDS
 from harness.states import STRATEGIES, Options
 from harness.states.inject import StateFaults
-from harness.sweep.matrix import BUILTIN_WORKLOADS, Cell, UserSut, must_violate
+from harness.sweep.builtin_workloads import BUILTIN_WORKLOADS
+from harness.sweep.cell import Cell, UserSut
 from workloads.run import check_sut_fs
 from workloads.spec import parse_spec
 from workloads.suts import SUTS, get_sut
@@ -306,7 +307,7 @@ def _cells(spec: Any, i: int, suts: dict[str, UserSut], workloads: dict[str, str
             raise CrashlabError(f"{where}: {sut!r} is yours: it runs its own `run` command, "
                                 "not a workload")
         must = _strs(spec, "must_violate_any", where) if "must_violate_any" in spec \
-            else must_violate(sut) if user is None else user.must_violate_any
+            else get_sut(sut).weaknesses if user is None else user.must_violate_any
         spec_text = workloads.get(workload, workload)
         if user is None:
             _check_builtin(sut, spec_text, fs, where)
