@@ -3,8 +3,8 @@
 # plain and under AddressSanitizer + UBSan, against the real libdhl.
 CK_DIR    := checkers
 CK_BUILD  := $(CK_DIR)/build
-CK_SRC    := $(CK_DIR)/native/rawcheck.c
-CK_HDR    := $(CK_DIR)/native/rawcheck.h
+CK_SRC    := $(addprefix $(CK_DIR)/native/,rawcheck.c rawcheck_image.c rawcheck_decode.c)
+CK_HDR    := $(CK_DIR)/native/rawcheck.h $(CK_DIR)/native/rawcheck_internal.h
 CK_CFLAGS := $(CFLAGS_COMMON) -I$(CK_DIR)/native
 
 $(CK_BUILD)/librawcheck.so: $(CK_SRC) $(CK_HDR) $(CK_DIR)/build.mk

@@ -1,218 +1,53 @@
-"""ctypes binding over ``dhl/build/libdhl.so`` (built by ``make build``).
+"""ctypes binding over ``dhl/build/libdhl.so`` (built by ``make build``):
+a connection to a database (:class:`Database`) and the one-call recoveries.
 
 The C header ``dhl/include/dhl.h`` is the one definition of the API and the
-on-disk format; the ctypes structures below mirror its public structs and are
-checked against ``dhl_abi_size`` when the library loads.  Set ``DHL_LIB`` to
-use another build of the library.
+on-disk format.  The loaded library and the structures it shares are in
+``dhl/library.py``, slot headers of stored pages in ``dhl/headers.py``, the
+engine's I/O served from Python in ``dhl/engine_io.py``; this module
+re-exports them (``__all__``), so callers import the binding from here.
+Set ``DHL_LIB`` to use another build of the library.
 """
 
 from __future__ import annotations
 
 import ctypes as C
-import errno
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass
-from pathlib import Path
 
-MAX_TREES = 32
-TID_INV = 0
-MODES = {"tc": 0, "cc": 1, "tc_opt": 2, "cc_opt": 3, "nolog": 4}
-OPEN_CREATE, OPEN_TRUNCATE, OPEN_READONLY, OPEN_NORECOVER, OPEN_FDATASYNC = 1, 2, 4, 8, 16
-ERRORS = [
-    "DHL_OK", "DHL_ENOTFOUND", "DHL_EEXISTS", "DHL_EINVAL", "DHL_EIO", "DHL_ENOTDHL",
-    "DHL_EPAGESIZE", "DHL_ETRUNC", "DHL_ECORRUPT", "DHL_EMISUSE", "DHL_ENOMEM", "DHL_EFULL",
-    "DHL_EMODE",
+from dhl.engine_io import CaptureIO, IoOp, MemIO
+from dhl.headers import Headers, file_headers, image_headers, valid_slot
+from dhl.library import (
+    _SCAN_CB,
+    ERRORS,
+    MAX_TREES,
+    MODES,
+    OPEN_CREATE,
+    OPEN_FDATASYNC,
+    OPEN_NORECOVER,
+    OPEN_READONLY,
+    OPEN_TRUNCATE,
+    PAGE_INTERIOR,
+    PAGE_LEAF,
+    TID_INV,
+    Counters,
+    DhlError,
+    Info,
+    Recovery,
+    _Options,
+    _PageInfo,
+    lib,
+    library_path,
+)
+
+__all__ = [
+    "ERRORS", "MAX_TREES", "MODES", "OPEN_CREATE", "OPEN_FDATASYNC", "OPEN_NORECOVER",
+    "OPEN_READONLY", "OPEN_TRUNCATE", "PAGE_INTERIOR", "PAGE_LEAF", "TID_INV", "CaptureIO",
+    "Counters", "Database", "DhlError", "Headers", "Info", "IoOp", "MemIO", "PageInfo", "Reached",
+    "Recovery", "SlotHeader", "file_headers", "image_headers", "lib", "library_path", "open_db",
+    "recovered_in_memory", "recovered_on_device", "valid_slot",
 ]
-PAGE_LEAF, PAGE_INTERIOR = 1, 2
-
-
-class DhlError(Exception):
-    """A libdhl call failed: ``code`` is the DHL_E* name, the message says why."""
-
-    def __init__(self, rc: int, message: str) -> None:
-        self.rc = rc
-        self.code = ERRORS[rc] if 0 <= rc < len(ERRORS) else f"DHL_E{rc}"
-        super().__init__(f"{self.code}: {message}")
-
-
-class _Options(C.Structure):
-    _fields_ = [("page_size", C.c_uint32), ("mode", C.c_int), ("ntrees", C.c_uint32),
-                ("flags", C.c_uint32), ("cache_pages", C.c_uint32), ("io", C.c_void_p)]
-
-
-class Counters(C.Structure):
-    _fields_ = [(n, C.c_uint64) for n in
-                ("syncs", "pages_written", "bytes_written", "pages_read", "txns",
-                 "recovered_pages")]
-
-
-class Recovery(C.Structure):
-    _fields_ = [(n, C.c_uint32) for n in
-                ("max_commit_tid", "max_commit_size", "max_commit_count", "fcc", "txn_size",
-                 "rolled_back", "invalid_headers", "scanned_pages", "max_tid", "next_tid")]
-
-
-class Info(C.Structure):
-    _fields_ = [("page_size", C.c_uint32), ("ntrees", C.c_uint32), ("flags", C.c_uint32),
-                ("page_count", C.c_uint32), ("freelist", C.c_uint32), ("fcc", C.c_uint32),
-                ("txn_size", C.c_uint32), ("roots", C.c_uint32 * MAX_TREES),
-                ("valid_meta", C.c_uint32), ("file_pages", C.c_uint64)]
-
-
-class _Slot(C.Structure):
-    _fields_ = [(n, C.c_uint32) for n in ("tid", "nrec", "free_off", "commit", "type",
-                                          "array_ok")]
-
-
-class _PageInfo(C.Structure):
-    _fields_ = [("pgno", C.c_uint32), ("is_data", C.c_uint32), ("valid_slot", C.c_int32),
-                ("slot", _Slot * 2)]
-
-
-class _Mem(C.Structure):
-    """Mirror of ``struct dhl_mem``."""
-
-    _fields_ = [("data", C.c_void_p), ("size", C.c_uint64), ("cap", C.c_uint64),
-                ("writes", C.c_uint64), ("syncs", C.c_uint64), ("blockdev", C.c_uint64),
-                ("hiwater", C.c_uint64)]
-
-
-_SCAN_CB = C.CFUNCTYPE(C.c_int, C.c_void_p, C.c_int64, C.POINTER(C.c_uint8), C.c_size_t)
-
-
-_PREAD = C.CFUNCTYPE(C.c_int, C.c_void_p, C.c_void_p, C.c_size_t, C.c_uint64,
-                     C.POINTER(C.c_size_t))
-_PWRITE = C.CFUNCTYPE(C.c_int, C.c_void_p, C.c_void_p, C.c_size_t, C.c_uint64)
-_SYNC = C.CFUNCTYPE(C.c_int, C.c_void_p, C.c_int)
-_SIZE = C.CFUNCTYPE(C.c_int, C.c_void_p, C.POINTER(C.c_uint64))
-
-
-class _Io(C.Structure):
-    """Mirror of ``struct dhl_io``."""
-
-    _fields_ = [("ctx", C.c_void_p), ("pread", _PREAD), ("pwrite", _PWRITE), ("sync", _SYNC),
-                ("size", _SIZE), ("close", C.c_void_p), ("blockdev", C.c_int)]
-
-
-def library_path() -> Path:
-    """Where libdhl.so is: $DHL_LIB, else dhl/build/libdhl.so next to this file."""
-    env = os.environ.get("DHL_LIB")
-    return Path(env) if env else Path(__file__).resolve().parent / "build" / "libdhl.so"
-
-
-_lib: C.CDLL | None = None
-
-
-def lib() -> C.CDLL:
-    """The loaded library (loaded once; its struct sizes checked)."""
-    global _lib
-    if _lib is not None:
-        return _lib
-    path = library_path()
-    if not path.exists():
-        raise FileNotFoundError(f"{path} is missing: run `make build` first")
-    L = C.CDLL(str(path))
-    P, u32, i64, sz = C.c_void_p, C.c_uint32, C.c_int64, C.c_size_t
-    sig = {
-        "dhl_open": (C.c_int, [C.c_char_p, C.POINTER(_Options), C.POINTER(P)]),
-        "dhl_close": (C.c_int, [P]),
-        "dhl_errmsg": (C.c_char_p, [P]),
-        "dhl_begin": (C.c_int, [P]), "dhl_commit": (C.c_int, [P]),
-        "dhl_rollback": (C.c_int, [P]), "dhl_in_txn": (C.c_int, [P]),
-        "dhl_insert": (C.c_int, [P, u32, i64, C.c_char_p, sz]),
-        "dhl_update": (C.c_int, [P, u32, i64, C.c_char_p, sz]),
-        "dhl_delete": (C.c_int, [P, u32, i64]),
-        "dhl_get": (C.c_int, [P, u32, i64, C.c_char_p, sz, C.POINTER(sz)]),
-        "dhl_scan": (C.c_int, [P, u32, i64, i64, _SCAN_CB, P]),
-        "dhl_count": (C.c_int, [P, u32, C.POINTER(C.c_uint64)]),
-        "dhl_digest": (C.c_int, [P, C.c_char_p]),
-        "dhl_check": (C.c_int, [P]), "dhl_recover": (C.c_int, [P]),
-        "dhl_recovery_info": (None, [P, C.POINTER(Recovery)]),
-        "dhl_counters": (None, [P, C.POINTER(Counters)]),
-        "dhl_reset_counters": (None, [P]),
-        "dhl_info": (C.c_int, [P, C.POINTER(Info)]),
-        "dhl_page_info": (C.c_int, [P, u32, C.POINTER(_PageInfo)]),
-        "dhl_slot_offsets": (C.c_int, [P, u32, C.c_int, C.POINTER(C.c_uint16), u32,
-                                       C.POINTER(u32)]),
-        "dhl_read_page": (C.c_int, [P, u32, C.c_char_p]),
-        "dhl_valid_slot": (C.c_int, [u32, u32, u32]),
-        "dhl_image_headers": (C.c_int, [C.c_char_p, u32, u32, u32, u32, C.POINTER(u32)]),
-        "dhl_reachable": (C.c_int, [P, C.POINTER(u32), C.POINTER(u32), C.POINTER(C.c_int32), u32,
-                                    C.POINTER(u32)]),
-        "dhl_mem_io": (None, [C.POINTER(_Io), C.POINTER(_Mem)]),
-        "dhl_abi_size": (sz, [C.c_int]),
-    }
-    for name, (res, args) in sig.items():
-        f = getattr(L, name)
-        f.restype, f.argtypes = res, args
-    for i, st in enumerate((_Options, Counters, Recovery, Info, _PageInfo, _Mem, _Io)):
-        if L.dhl_abi_size(i) != C.sizeof(st):
-            raise RuntimeError(f"{path}: struct {st.__name__} size mismatch (rebuild?)")
-    _lib = L
-    return L
-
-
-def valid_slot(tid0: int, tid1: int, fcc: int) -> int:
-    """The read rule: the slot with the greater TID among those with
-    TID != INV and TID <= fcc; -1 if neither."""
-    return lib().dhl_valid_slot(tid0, tid1, fcc)
-
-
-@dataclass(frozen=True)
-class Headers:
-    """Both slot headers of one stored page image, decoded by
-    ``dhl_image_headers``: TIDs, commit fields, and ``aux`` (record count of
-    a data page slot; page count of a header meta slot)."""
-
-    pgno: int
-    tid: tuple[int, int]
-    commit: tuple[int, int]
-    aux: tuple[int, int]
-
-
-def image_headers(data: bytes, page_size: int, first_pgno: int, ntrees: int, *,
-                  nonzero: bool = False) -> list[Headers]:
-    """Decode the slot headers of the consecutive page images in ``data``
-    (``len(data) // page_size`` pages, the first being ``first_pgno``) in one
-    libdhl call.  With ``nonzero``, pages whose six decoded values are all 0
-    (never written, or zeroed) are left out of the list: a crash image is
-    mostly such pages, and they carry no TID for any count."""
-    return _decode_headers(data, len(data) // page_size, page_size, first_pgno, ntrees, nonzero)
-
-
-def _decode_headers(data: bytes | C.Array[C.c_char] | None, n: int, page_size: int,
-                    first_pgno: int, ntrees: int, nonzero: bool) -> list[Headers]:
-    out = (C.c_uint32 * (6 * n + 1))()
-    rc = lib().dhl_image_headers(data, page_size, first_pgno, n, ntrees, out)
-    if rc:
-        raise DhlError(rc, f"bad page size {page_size} or tree count {ntrees}")
-    if nonzero:
-        # the trailing all-zero pages are cut at C speed (rstrip), the rest
-        # are tested one by one
-        n = -(-len(bytes(out)[: 24 * n].rstrip(b"\0")) // 24)
-    v = out[: 6 * n]
-    return [Headers(first_pgno + i, (v[6 * i], v[6 * i + 1]), (v[6 * i + 2], v[6 * i + 3]),
-                    (v[6 * i + 4], v[6 * i + 5]))
-            for i in range(n) if not nonzero or any(v[6 * i: 6 * i + 6])]
-
-
-def file_headers(path: str | os.PathLike[str], page_size: int, ntrees: int,
-                 npages: int | None = None) -> list[Headers]:
-    """The slot headers of the first ``npages`` pages (default: every whole
-    page) of a database file as stored, read in chunks."""
-    out: list[Headers] = []
-    chunk = max(1, (4 << 20) // page_size)
-    with open(path, "rb") as f:
-        size = os.fstat(f.fileno()).st_size // page_size
-        total = size if npages is None else min(size, npages)
-        p = 0
-        while p < total:
-            k = min(chunk, total - p)
-            data = os.pread(f.fileno(), k * page_size, p * page_size)
-            out += image_headers(data, page_size, p, ntrees)
-            p += k
-    return out
 
 
 @dataclass(frozen=True)
@@ -232,200 +67,6 @@ class PageInfo:
     is_data: bool
     valid_slot: int          # by the read rule at the connection's FCC; -1 none
     slots: tuple[SlotHeader, SlotHeader]  # page 0: meta slots, nrec = page count
-
-
-@dataclass(frozen=True)
-class IoOp:
-    """One I/O the engine issued through a :class:`CaptureIO`: a write of
-    ``data`` at byte ``offset``, or a sync (``kind == "sync"``, no data)."""
-
-    kind: str  # "write" | "sync"
-    offset: int = 0
-    data: bytes = b""
-
-
-class CaptureIO:
-    """A ``struct dhl_io`` over a regular file, in Python, that records every
-    write and sync the engine issues (in issue order) in ``ops`` — the I/O
-    shim that lets a checker crash DHL's own recovery.  Writes also reach the
-    file; a sync is only recorded (the file is a scratch copy)."""
-
-    def __init__(self, path: str | os.PathLike[str], *, blockdev: bool = False) -> None:
-        self.fd = os.open(path, os.O_RDWR)
-        self.ops: list[IoOp] = []
-        self.blockdev = blockdev
-
-        def pread(_ctx: object, buf: int, n: int, off: int, got: C._Pointer) -> int:
-            try:
-                data = os.pread(self.fd, n, off)
-            except OSError as e:
-                return -(e.errno or 5)
-            C.memmove(buf, data, len(data))
-            got[0] = len(data)
-            return 0
-
-        def pwrite(_ctx: object, buf: int, n: int, off: int) -> int:
-            data = C.string_at(buf, n)
-            if blockdev and off + n > os.fstat(self.fd).st_size:
-                return -errno.ENOSPC  # a device does not grow
-            try:
-                os.pwrite(self.fd, data, off)
-            except OSError as e:
-                return -(e.errno or 5)
-            self.ops.append(IoOp("write", off, data))
-            return 0
-
-        def sync(_ctx: object, _datasync: int) -> int:
-            self.ops.append(IoOp("sync"))
-            return 0
-
-        def size(_ctx: object, out: C._Pointer) -> int:
-            out[0] = os.fstat(self.fd).st_size
-            return 0
-
-        # the CFUNCTYPE objects must outlive every call: keep them on self
-        self._fns = (_PREAD(pread), _PWRITE(pwrite), _SYNC(sync), _SIZE(size))
-        self.struct = _Io(None, *self._fns, None, int(blockdev))
-
-    def close(self) -> None:
-        if self.fd >= 0:
-            os.close(self.fd)
-            self.fd = -1
-
-    def __enter__(self) -> CaptureIO:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-
-class MemIO:
-    """A database image held in memory, opened through libdhl's
-    ``dhl_mem_io`` (pass it as ``Database(..., io=)``): recovery and checks
-    run on the buffer, no file is read or written.  The buffer is reused by
-    :meth:`load` and :meth:`read_file` (no handle may be open on it then):
-    checkers examining thousands of images pay no fresh allocation each.
-
-    Bytes past ``used`` (what was loaded, raised by every write) are kept
-    zero, so a write past the end leaves a zero-filled gap as on a file,
-    and a block device's image with a zero tail is loaded, copied and
-    compared only up to ``used``; writes may grow the image up to the
-    buffer's capacity (at least the ``cap`` asked, default the image size).
-    With ``blockdev`` the image is a block device's: its size is fixed and
-    the engine sees a block device (``struct dhl_io.blockdev``), as the
-    SUT did when it ran on the raw recorded device."""
-
-    def __init__(self, image: bytes | bytearray | memoryview = b"", cap: int | None = None,
-                 *, blockdev: bool = False) -> None:
-        self.mem = _Mem(None, 0, 0, 0, 0, int(blockdev), 0)
-        self.struct = _Io()
-        self._buf = bytearray()
-        self._arr: C.Array[C.c_char] | None = None
-        lib().dhl_mem_io(C.byref(self.struct), C.byref(self.mem))
-        self.load(image, cap)
-
-    def _reserve(self, n: int, cap: int | None, keep: int) -> None:
-        """Make room for an image of ``n`` bytes whose first ``keep`` bytes
-        the caller is about to overwrite; every other byte is zero after."""
-        want = max(1, n, cap or 0)
-        if want > len(self._buf):
-            self._arr = None  # drop the export so the old buffer can go
-            self._buf = bytearray(want)
-            self._arr = (C.c_char * want).from_buffer(self._buf)
-            self.mem.data, self.mem.cap = C.addressof(self._arr), want
-        elif self.used > keep:  # past ``used`` the buffer is zero already
-            self._buf[keep:self.used] = bytes(self.used - keep)
-        self.mem.size = self.mem.writes = self.mem.syncs = self.mem.hiwater = 0
-
-    def load(self, image: bytes | bytearray | memoryview, cap: int | None = None, *,
-             used: int | None = None) -> MemIO:
-        """Replace the image by a copy of ``image``; ``used``: the bytes of
-        ``image`` past it are known to be zero, and are not copied (a block
-        device's image is mostly such a tail)."""
-        n = len(image)
-        k = n if used is None else min(used, n)
-        self._reserve(n, cap, k)
-        self._buf[:k] = image[:k]
-        self.mem.size, self.mem.hiwater = n, k
-        return self
-
-    def load_copy(self, other: MemIO) -> MemIO:
-        """Replace the image by a copy of ``other``'s image."""
-        with other.view() as v:
-            return self.load(v, used=other.used)
-
-    @property
-    def used(self) -> int:
-        """Past this many bytes the buffer is zero: what was loaded, raised
-        by every write since (``struct dhl_mem.hiwater``)."""
-        return int(self.mem.hiwater)
-
-    def write(self, offset: int, data: bytes | memoryview) -> None:
-        """Write ``data`` at ``offset``, as a pwrite on the image's file
-        would: past the end it grows the image (a zero-filled gap), up to
-        the buffer's capacity (beyond it the buffer is reallocated)."""
-        end = offset + len(data)
-        if end > len(self._buf):
-            size, used = self.size, self.used
-            keep = bytes(self._buf[:used])
-            self._reserve(end, None, 0)
-            self._buf[:used] = keep
-            self.mem.size, self.mem.hiwater = size, used
-        self._buf[offset:end] = data
-        self.mem.size = max(self.mem.size, end)
-        self.mem.hiwater = max(self.mem.hiwater, end)
-
-    def read_file(self, path: str | os.PathLike[str]) -> MemIO:
-        """Replace the image by the content of the file ``path``."""
-        with open(path, "rb", buffering=0) as f:
-            n = os.fstat(f.fileno()).st_size
-            self._reserve(n, None, n)
-            view = memoryview(self._buf)
-            got = 0
-            while got < n and (k := f.readinto(view[got:n])):
-                got += k
-            view.release()
-        self.mem.size = self.mem.hiwater = got
-        return self
-
-    @property
-    def size(self) -> int:
-        return int(self.mem.size)
-
-    @property
-    def blockdev(self) -> bool:
-        """Whether the image is a block device's (see the class comment)."""
-        return bool(self.mem.blockdev)
-
-    @blockdev.setter
-    def blockdev(self, value: bool) -> None:
-        self.mem.blockdev = self.struct.blockdev = int(value)
-
-    @property
-    def writes(self) -> int:
-        """pwrite calls since the image was loaded."""
-        return int(self.mem.writes)
-
-    def view(self) -> memoryview:
-        """The image as it is now, without a copy (release before :meth:`load`)."""
-        return memoryview(self._buf)[: self.size]
-
-    @property
-    def data(self) -> bytes:
-        """A copy of the image as it is now."""
-        return bytes(self._buf[: self.size])
-
-    def same_as(self, other: MemIO) -> bool:
-        """Whether both images hold the same bytes."""
-        if self.size != other.size:
-            return False
-        n = min(self.size, max(self.used, other.used))  # past it both are zero
-        with memoryview(self._buf) as a, memoryview(other._buf) as b:
-            return a[:n] == b[:n]
-
-    def headers(self, page_size: int, ntrees: int, *, nonzero: bool = False) -> list[Headers]:
-        """:func:`image_headers` of the image, without a copy."""
-        return _decode_headers(self._arr, self.size // page_size, page_size, 0, ntrees, nonzero)
 
 
 @dataclass(frozen=True)

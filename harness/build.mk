@@ -6,8 +6,8 @@
 FUSE_CFLAGS = $(shell pkg-config --cflags fuse3)
 FUSE_LIBS   = $(shell pkg-config --libs fuse3)
 
-LOGFUSE_SRC := harness/fuse/logfuse.c harness/fuse/faultrules.c
-LOGFUSE_HDR := harness/fuse/logwrites.h harness/fuse/faultrules.h
+LOGFUSE_SRC := $(addprefix harness/fuse/,logfuse.c logfuse_log.c logfuse_requests.c faultrules.c)
+LOGFUSE_HDR := $(addprefix harness/fuse/,logfuse.h logwrites.h faultrules.h)
 
 harness/build/logfuse: $(LOGFUSE_SRC) $(LOGFUSE_HDR)
 	@mkdir -p $(@D)

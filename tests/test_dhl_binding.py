@@ -51,6 +51,7 @@ KEYS = st.integers(min_value=-50, max_value=200)
 VALUES = st.binary(min_size=0, max_size=300)
 
 
+# long: the state machine class, one rule per operation of the engine
 def machine_for(mode: str, page_size: int) -> type[RuleBasedStateMachine]:
     class DhlVsDict(RuleBasedStateMachine):
         def __init__(self) -> None:

@@ -3,7 +3,7 @@
 # prerequisite, so `make build` builds dhl before the runner.
 WL_DIR      := workloads
 WL_BUILD    := $(WL_DIR)/build
-WL_SRC      := $(addprefix $(WL_DIR)/runner/,main.c opstream.c marks.c vfsshim.c countvfs.c cksumvfs.c dashvfs.c waldiovfs.c selvfs.c engine_sqlite.c engine_dhl.c batchvfs.c)
+WL_SRC      := $(addprefix $(WL_DIR)/runner/,main.c cmdline.c opstream.c marks.c vfsshim.c countvfs.c cksumvfs.c dashvfs.c waldiovfs.c selvfs.c engine_sqlite.c engine_dhl.c batchvfs.c)
 WL_HDR      := $(wildcard $(WL_DIR)/runner/*.h)
 WL_SQLITE_CFLAGS = $(shell pkg-config --cflags sqlite3 2>/dev/null)
 WL_SQLITE_LIBS   = $(shell pkg-config --libs sqlite3 2>/dev/null || echo -lsqlite3)
@@ -79,12 +79,13 @@ BUILD += $(WL_BUILD)/crashlab-runner $(WL_BUILD)/crashlab-runner-asan $(WL_BUILD
 BUILD += $(WL_BUILD)/libcrashlab-waldiovfs.so
 CTEST += workloads-ctest
 
-# xLog (workloads/runner/xlog.c, the engine `xlog`): part of the runner; its
-# recovery alone as crashlab-xlog-recover (the checkers replay each crash
-# state's NVRAM with it); its record format's unit test, under ASan+UBSan.
-WL_XLOG_SRC := $(WL_DIR)/runner/xlog.c $(WL_DIR)/runner/countvfs.c $(WL_DIR)/runner/vfsshim.c
-WL_SRC += $(WL_DIR)/runner/xlog.c
-$(WL_BUILD)/crashlab-runner $(WL_BUILD)/crashlab-runner-asan: $(WL_DIR)/runner/xlog.c
+# xLog (workloads/runner/xlog.c, the engine `xlog`, over its NVRAM format,
+# xlog_format.c): part of the runner; its recovery alone as
+# crashlab-xlog-recover (the checkers replay each crash state's NVRAM with
+# it); its record format's unit test, under ASan+UBSan.
+WL_XLOG_SRC := $(addprefix $(WL_DIR)/runner/,xlog.c xlog_format.c countvfs.c vfsshim.c)
+WL_SRC += $(WL_DIR)/runner/xlog.c $(WL_DIR)/runner/xlog_format.c
+$(WL_BUILD)/crashlab-runner $(WL_BUILD)/crashlab-runner-asan: $(WL_DIR)/runner/xlog.c $(WL_DIR)/runner/xlog_format.c
 
 $(WL_BUILD)/crashlab-xlog-recover: $(WL_DIR)/runner/xlog_recover.c $(WL_XLOG_SRC) $(WL_HDR) $(WL_DIR)/build.mk
 	@mkdir -p $(WL_BUILD)

@@ -203,6 +203,64 @@ static void check_chunk(rc_ctx *c, const uint8_t *img, const uint8_t *older)
     }
 }
 
+/* Damage at random: sectors zeroed or filled with bytes, bytes of slot
+** headers and offset arrays changed; every result is well formed. */
+static void check_random_damage(rc_ctx *c, const uint8_t *img)
+{
+    static uint8_t bad[SIZE];
+    size_t len;
+    int rc;
+    const uint8_t *out;
+    struct parsed p;
+    uint32_t dfcc, nc;
+    char dhex[33], err[128];
+    srand(7);
+    int done = 0;
+    for (int round = 0; round < 400; round++) {
+        memcpy(bad, img, SIZE);
+        for (int k = 0; k < 1 + rand() % 4; k++) {
+            uint32_t page = (uint32_t)rand() % 16, at = (uint32_t)rand() % PS;
+            if (rand() % 2)
+                at %= 64; /* the slot headers and the start of the arrays */
+            uint32_t len2 = rand() % 3 ? 1 + (uint32_t)rand() % 4 : 512;
+            if (at + len2 > PS)
+                len2 = PS - at;
+            for (uint32_t b = 0; b < len2; b++)
+                bad[page * PS + at + b] = rand() % 3 ? (uint8_t)rand() : 0;
+        }
+        out = examine(c, bad, NULL, NULL, NULL, 0, &len, &rc);
+        CHECK(rc == RC_OK || rc == RC_FALLBACK, "round %d: rc %d", round, rc);
+        if (rc == RC_OK) {
+            CHECK(parse(out, len, &p) == 0, "round %d: layout", round);
+            done++;
+        }
+        rc = rc_decode(c, bad, SIZE, &dfcc, dhex, err, sizeof err, &nc);
+        CHECK(rc == RC_OK || rc == RC_FALLBACK, "round %d: decode rc %d", round, rc);
+    }
+    CHECK(done > 300, "only %d of 400 damaged images examined", done);
+}
+
+/* A second recovery that writes: its copy is its own. */
+static void check_scribble(struct rc_engine e, const uint8_t *img, const char *hex)
+{
+    size_t len;
+    int rc;
+    struct parsed p;
+    struct rc_engine scribble = e;
+    real_open = e.open;
+    scribble.open = scribbling_open;
+    rc_ctx *s = rc_new(&scribble);
+    CHECK(s != NULL, "rc_new");
+    const uint8_t *out = examine(s, img, NULL, NULL, NULL, 0, &len, &rc);
+    CHECK(rc == RC_OK && parse(out, len, &p) == 0, "scribble: rc %d", rc);
+    CHECK(p.nlist[7] == 1, "scribble: %u pages changed, not page 3 alone", p.nlist[7]);
+    CHECK(!strcmp(p.str[7], hex), "scribble: the recovered image changed: digest %s", p.str[7]);
+    const uint8_t *again = examine(s, img, NULL, NULL, NULL, 0, &len, &rc);
+    CHECK(rc == RC_OK && parse(again, len, &p) == 0 && p.nlist[7] == 1, "scribble, again: %u pages",
+          p.nlist[7]);
+    rc_free(s);
+}
+
 int main(void)
 {
     for (int i = 0; i < 7; i++)
@@ -263,50 +321,12 @@ int main(void)
               !strcmp(err, "no DHL header (bad magic)"),
           "zeroed: decode error %s", err);
 
-    /* damage at random: sectors zeroed or filled with bytes, bytes of slot
-    ** headers and offset arrays changed; every result is well formed */
-    srand(7);
-    int done = 0;
-    for (int round = 0; round < 400; round++) {
-        memcpy(bad, img, SIZE);
-        for (int k = 0; k < 1 + rand() % 4; k++) {
-            uint32_t page = (uint32_t)rand() % 16, at = (uint32_t)rand() % PS;
-            if (rand() % 2)
-                at %= 64; /* the slot headers and the start of the arrays */
-            uint32_t len2 = rand() % 3 ? 1 + (uint32_t)rand() % 4 : 512;
-            if (at + len2 > PS)
-                len2 = PS - at;
-            for (uint32_t b = 0; b < len2; b++)
-                bad[page * PS + at + b] = rand() % 3 ? (uint8_t)rand() : 0;
-        }
-        out = examine(c, bad, NULL, NULL, NULL, 0, &len, &rc);
-        CHECK(rc == RC_OK || rc == RC_FALLBACK, "round %d: rc %d", round, rc);
-        if (rc == RC_OK) {
-            CHECK(parse(out, len, &p) == 0, "round %d: layout", round);
-            done++;
-        }
-        rc = rc_decode(c, bad, SIZE, &dfcc, dhex, err, sizeof err, &nc);
-        CHECK(rc == RC_OK || rc == RC_FALLBACK, "round %d: decode rc %d", round, rc);
-    }
-    CHECK(done > 300, "only %d of 400 damaged images examined", done);
+    check_random_damage(c, img);
 
     /* one call per chunk: the facts of each state as its own call's */
     check_chunk(c, img, older);
 
-    /* a second recovery that writes: its copy is its own */
-    struct rc_engine scribble = e;
-    real_open = e.open;
-    scribble.open = scribbling_open;
-    rc_ctx *s = rc_new(&scribble);
-    CHECK(s != NULL, "rc_new");
-    out = examine(s, img, NULL, NULL, NULL, 0, &len, &rc);
-    CHECK(rc == RC_OK && parse(out, len, &p) == 0, "scribble: rc %d", rc);
-    CHECK(p.nlist[7] == 1, "scribble: %u pages changed, not page 3 alone", p.nlist[7]);
-    CHECK(!strcmp(p.str[7], hex), "scribble: the recovered image changed: digest %s", p.str[7]);
-    const uint8_t *again = examine(s, img, NULL, NULL, NULL, 0, &len, &rc);
-    CHECK(rc == RC_OK && parse(again, len, &p) == 0 && p.nlist[7] == 1, "scribble, again: %u pages",
-          p.nlist[7]);
-    rc_free(s);
+    check_scribble(e, img, hex);
     rc_free(c);
     rc_free(NULL);
     if (failures)

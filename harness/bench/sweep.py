@@ -153,6 +153,41 @@ def _timed(stages: dict[str, float], name: str, fn: Callable[..., T]) -> Callabl
     return wrapper
 
 
+# the ext4 in-process path's content key, timed inside the extraction
+_MEM_KEY = "db: content key from memory (inside the in-process extraction)"
+
+
+def _print_profile(stages: dict[str, float], count: int, wall: float, extra: dict[str, Any],
+                   files: Any) -> None:  # noqa: ANN401
+    """Print _profile's stages per state, each stage's time net of the
+    stages it contains; ``files``: the state checker's file path."""
+    check = stages.pop("fs: check total", 0.0)
+    if "fs: fast path total" in stages:  # debugfs path: _check runs inside _fast
+        inner = sum(v for k, v in stages.items() if k in (
+            "fs: debugfs open/jr/rdump/blocks/close"))
+        stages["fs: debugfs path: undo parse + file walk"] = \
+            stages.pop("fs: fast path total") - inner - check
+    if check:
+        stages["fs: e2fsck -fn runs (amortised)"] = check - stages.get("fs: e2fsck cache key", 0)
+    inproc = "fs: journal replay + extraction in process"
+    if _MEM_KEY in stages and inproc in stages:  # it runs inside the extraction
+        stages[inproc] -= stages[_MEM_KEY]
+    loading = "materialise: load state into memory (raw fast path)"
+    if loading in stages:  # it runs inside examine_image
+        stages["db: examine in memory (recovery + checks)"] -= stages[loading]
+    accounted = sum(stages.values())
+    stages["enumeration, state_record, rest"] = wall - accounted
+    print(f"  profile, one process, {count} states, {count / wall:,.0f} states/s wall:")
+    for k, v in sorted(stages.items(), key=lambda kv: -kv[1]):
+        print(f"    {v / count * 1000:6.3f} ms/state {100 * v / wall:5.1f}%  {k}")
+    if extra:
+        print(f"    fast path: {extra['fast']} states ({extra['inproc']} in process, "
+              f"{extra['inproc_declined']} passed to debugfs), {extra['fallback']} fell back to "
+              f"the reference; e2fsck -fn run {extra['fsck_run']}, reused "
+              f"{extra['fsck_cached']}; DB facts reused {files.cache_hits}, files not "
+              f"written {files.files_unwritten}")
+
+
 def _profile(run: RunDir, work: Path, n: int) -> None:
     """Wall ms per state of each stage in one worker (sequential, so the
     helper processes' time is inside the stage that waits for them)."""
@@ -168,7 +203,6 @@ def _profile(run: RunDir, work: Path, n: int) -> None:
     ctx = sc.ctx
     ck = ctx.engine
     assert ck is not None
-    mem_key = "db: content key from memory (inside the in-process extraction)"
     ctx.engine = SimpleNamespace(  # type: ignore[assignment]  # the bench swaps in a timed stand-in
         IDS=ck.IDS, refused=ck.refused, run_checks=ck.run_checks,
         native_examiner=ck.native_examiner, examine_image=ck.examine_image,
@@ -176,7 +210,7 @@ def _profile(run: RunDir, work: Path, n: int) -> None:
         examine=_timed(stages, "db: examine (SUT recovery + checks, cache misses)", ck.examine),
         judge=_timed(stages, "db: judge verdicts", ck.judge),
         # the ext4 in-process path's key, counted apart below
-        content_key_of=None if ck.content_key_of is None else _timed(stages, mem_key,
+        content_key_of=None if ck.content_key_of is None else _timed(stages, _MEM_KEY,
                                                                      ck.content_key_of))
     native = sc.path.native if isinstance(sc.path, NativePath) else None
     if native is not None:  # as a check takes them: a chunk's states in one call
@@ -233,31 +267,7 @@ def _profile(run: RunDir, work: Path, n: int) -> None:
         wall = time.perf_counter() - t0
         extra = dict(fast.stats) if fast is not None else {}
         sc.close()
-    check = stages.pop("fs: check total", 0.0)
-    if "fs: fast path total" in stages:  # debugfs path: _check runs inside _fast
-        inner = sum(v for k, v in stages.items() if k in (
-            "fs: debugfs open/jr/rdump/blocks/close"))
-        stages["fs: debugfs path: undo parse + file walk"] = \
-            stages.pop("fs: fast path total") - inner - check
-    if check:
-        stages["fs: e2fsck -fn runs (amortised)"] = check - stages.get("fs: e2fsck cache key", 0)
-    inproc = "fs: journal replay + extraction in process"
-    if mem_key in stages and inproc in stages:  # it runs inside the extraction
-        stages[inproc] -= stages[mem_key]
-    loading = "materialise: load state into memory (raw fast path)"
-    if loading in stages:  # it runs inside examine_image
-        stages["db: examine in memory (recovery + checks)"] -= stages[loading]
-    accounted = sum(stages.values())
-    stages["enumeration, state_record, rest"] = wall - accounted
-    print(f"  profile, one process, {count} states, {count / wall:,.0f} states/s wall:")
-    for k, v in sorted(stages.items(), key=lambda kv: -kv[1]):
-        print(f"    {v / count * 1000:6.3f} ms/state {100 * v / wall:5.1f}%  {k}")
-    if extra:
-        print(f"    fast path: {extra['fast']} states ({extra['inproc']} in process, "
-              f"{extra['inproc_declined']} passed to debugfs), {extra['fallback']} fell back to "
-              f"the reference; e2fsck -fn run {extra['fsck_run']}, reused "
-              f"{extra['fsck_cached']}; DB facts reused {sc.files.cache_hits}, files not "
-              f"written {sc.files.files_unwritten}")
+    _print_profile(stages, count, wall, extra, sc.files)
 
 
 def run() -> None:

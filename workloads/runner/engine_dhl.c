@@ -107,19 +107,20 @@ static void free_engine(engine *e)
     free(e);
 }
 
-static int dh_open(const engine_options *opt, engine **out, char *err, size_t errlen)
+/* check_options: OPT's DHL mode, sync call, page size and table count, the
+** first two into *MODE and *DATASYNC; else -1 with why in ERR. */
+static int check_options(const engine_options *opt, enum dhl_mode *mode, int *datasync, char *err,
+                         size_t errlen)
 {
-    enum dhl_mode mode;
-    if (dhl_mode_parse(opt->dhl_mode, &mode) != DHL_OK) {
+    if (dhl_mode_parse(opt->dhl_mode, mode) != DHL_OK) {
         snprintf(err, errlen, "bad DHL mode %s (choose from tc, cc, tc_opt, cc_opt, nolog)",
                  opt->dhl_mode);
         return -1;
     }
-    int datasync;
     if (strcmp(opt->sync, "fsync") == 0)
-        datasync = 0;
+        *datasync = 0;
     else if (strcmp(opt->sync, "fdatasync") == 0)
-        datasync = 1;
+        *datasync = 1;
     else {
         snprintf(err, errlen, "bad sync call %s (choose from fsync, fdatasync)", opt->sync);
         return -1;
@@ -134,6 +135,15 @@ static int dh_open(const engine_options *opt, engine **out, char *err, size_t er
         snprintf(err, errlen, "%u tables: DHL holds 1..%d trees", opt->ntables, DHL_MAX_TREES);
         return -1;
     }
+    return 0;
+}
+
+static int dh_open(const engine_options *opt, engine **out, char *err, size_t errlen)
+{
+    enum dhl_mode mode;
+    int datasync;
+    if (check_options(opt, &mode, &datasync, err, errlen) != 0)
+        return -1;
     /* Decide between formatting and opening (see the file comment). */
     uint32_t flags = datasync ? DHL_OPEN_FDATASYNC : 0;
     int new_file = 0;

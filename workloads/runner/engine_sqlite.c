@@ -192,7 +192,8 @@ static int batch_capable(engine *e)
     return 0;
 }
 
-static int sq_open(const engine_options *opt, engine **out, char *err, size_t errlen)
+/* check_options: the options of OPT valid and consistent; else -1 with why in ERR. */
+static int check_options(const engine_options *opt, char *err, size_t errlen)
 {
     if (!one_of(opt->journal_mode, JOURNAL_MODES)) {
         snprintf(err, errlen,
@@ -232,6 +233,12 @@ static int sq_open(const engine_options *opt, engine **out, char *err, size_t er
         snprintf(err, errlen, "--dash needs journal mode OFF, locking mode EXCLUSIVE, no cksumvfs");
         return -1;
     }
+    return 0;
+}
+
+/* register_vfs: the counting VFS and, over it, the one OPT asks for; else -1. */
+static int register_vfs(const engine_options *opt, char *err, size_t errlen)
+{
     int rc = countvfs_register(opt->sync_retry);
     if (rc == SQLITE_OK && opt->batch_atomic)
         rc = batchvfs_register(batchvfs_mode(opt->batch_atomic)); /* over the counting VFS */
@@ -247,6 +254,40 @@ static int sq_open(const engine_options *opt, engine **out, char *err, size_t er
         snprintf(err, errlen, "registering the counting VFS: %s", sqlite3_errstr(rc));
         return -1;
     }
+    return 0;
+}
+
+/* prepare_statements: each table's statements (S_PER_TABLE), kept prepared;
+** else -1 with why in e->err. */
+static int prepare_statements(engine *e)
+{
+    char sql[256];
+    e->stmts = calloc((size_t)e->ntables * S_PER_TABLE, sizeof *e->stmts);
+    if (!e->stmts)
+        return fail(e, "out of memory");
+    int bad = 0;
+    for (uint32_t t = 0; !bad && t < e->ntables; t++) {
+        static const char *const FORMS[S_PER_TABLE] = {
+            "INSERT INTO t%u(id, value) VALUES(?1, ?2)",
+            "UPDATE t%u SET value = ?2 WHERE id = ?1",
+            "DELETE FROM t%u WHERE id = ?1",
+            "SELECT value FROM t%u WHERE id = ?1",
+        };
+        for (int k = 0; !bad && k < S_PER_TABLE; k++) {
+            snprintf(sql, sizeof sql, FORMS[k], t);
+            if (sqlite3_prepare_v3(e->db, sql, -1, SQLITE_PREPARE_PERSISTENT,
+                                   &e->stmts[t * S_PER_TABLE + k], NULL) != SQLITE_OK)
+                bad = fail_db(e, sql);
+        }
+    }
+    return bad;
+}
+
+static int sq_open(const engine_options *opt, engine **out, char *err, size_t errlen)
+{
+    if (check_options(opt, err, errlen) != 0 || register_vfs(opt, err, errlen) != 0)
+        return -1;
+    int rc;
     engine *e = calloc(1, sizeof *e);
     if (!e) {
         snprintf(err, errlen, "out of memory");
@@ -305,25 +346,8 @@ static int sq_open(const engine_options *opt, engine **out, char *err, size_t er
         }
         sqlite3_finalize(st);
     }
-    if (!bad) {
-        e->stmts = calloc((size_t)e->ntables * S_PER_TABLE, sizeof *e->stmts);
-        if (!e->stmts)
-            bad = fail(e, "out of memory");
-    }
-    for (uint32_t t = 0; !bad && t < e->ntables; t++) {
-        static const char *const FORMS[S_PER_TABLE] = {
-            "INSERT INTO t%u(id, value) VALUES(?1, ?2)",
-            "UPDATE t%u SET value = ?2 WHERE id = ?1",
-            "DELETE FROM t%u WHERE id = ?1",
-            "SELECT value FROM t%u WHERE id = ?1",
-        };
-        for (int k = 0; !bad && k < S_PER_TABLE; k++) {
-            snprintf(sql, sizeof sql, FORMS[k], t);
-            if (sqlite3_prepare_v3(e->db, sql, -1, SQLITE_PREPARE_PERSISTENT,
-                                   &e->stmts[t * S_PER_TABLE + k], NULL) != SQLITE_OK)
-                bad = fail_db(e, sql);
-        }
-    }
+    if (!bad)
+        bad = prepare_statements(e);
     if (bad) {
         snprintf(err, errlen, "%s", e->err);
         free_engine(e);

@@ -93,6 +93,7 @@ void ops_close(ops_stream *s)
 /* Nonzero when N more bytes are available at s->pos. */
 static int have(const ops_stream *s, size_t n) { return s->size - s->pos >= n; }
 
+/* long: one case per record type of the stream, each read and checked in place */
 int ops_next(ops_stream *s, ops_record *r)
 {
     if (s->done)

@@ -66,6 +66,7 @@ static void crash_copy(const char *dir, const char *name, const unsigned char *d
     spit(wal, w, nw);
 }
 
+/* long: one WALDIO database written, its crash images read back: the steps share it */
 static void test_waldio(const char *dir)
 {
     char path[512], wal[520], copy[512];

@@ -79,6 +79,11 @@ size_t xlog_record_encode(uint8_t *out, uint64_t lsn, const uint8_t *payload, ui
 int xlog_scan(const uint8_t *nv, size_t size, xlog_record *out, int max, size_t *end,
               uint64_t *base);
 
+/* Write operation OP on TABLE, KEY (for insert and update, LEN value bytes
+** at VALUE) into OUT, which has room for it (13 bytes, 17 + LEN with a value). */
+void xlog_op_encode(uint8_t *out, int op, uint32_t table, int64_t key, const void *value,
+                    uint32_t len);
+
 /* The operation of PAYLOAD (LEN bytes) at *POS into *OP, advancing *POS.
 ** Returns 1, 0 at the end, -1 if the payload is malformed. */
 int xlog_op_next(const uint8_t *payload, uint32_t len, uint32_t *pos, xlog_op *op);
