@@ -34,8 +34,12 @@ def _state(digest: str, oracle: Sequence[str]) -> str:
     return "the oracle state after transaction " + ",".join(map(str, js))
 
 
-def judge_agree(runner: Mapping[str, Any] | None, oracle: Sequence[str],
-                recovered: int, exit_status: int | None = 0) -> Verdict:
+def judge_agree(
+    runner: Mapping[str, Any] | None,
+    oracle: Sequence[str],
+    recovered: int,
+    exit_status: int | None = 0,
+) -> Verdict:
     """REC-AGREE for one continued first crash: ``runner`` is the
     continuation's runner report (meta.json ``runner``, written right after
     its open, so also when the restart failed later), ``recovered`` the
@@ -43,23 +47,43 @@ def judge_agree(runner: Mapping[str, Any] | None, oracle: Sequence[str],
     ``exit_status`` the continuation's."""
     opened = (runner or {}).get("opened")
     if not isinstance(opened, Mapping) and exit_status:
-        return failed(INV, f"the SUT's own restart exited {exit_status} before it reported what "
-                           f"it opened, while the checkers recovered transaction {recovered}",
-                      expected=recovered, actual=None)
+        return failed(
+            INV,
+            f"the SUT's own restart exited {exit_status} before it reported what "
+            f"it opened, while the checkers recovered transaction {recovered}",
+            expected=recovered,
+            actual=None,
+        )
     if not isinstance(opened, Mapping):
-        return skipped(INV, "the continuation's runner reported no digest of its open "
-                            "(a runner without the report, or no --stats)")
+        return skipped(
+            INV,
+            "the continuation's runner reported no digest of its open "
+            "(a runner without the report, or no --stats)",
+        )
     expected = oracle[recovered]
     if "digest" not in opened:
-        return failed(INV, "the SUT's own restart could not read its database "
-                           f"({opened.get('error', 'no reason given')}), while the checkers "
-                           f"recovered transaction {recovered}",
-                      expected=recovered, actual=None)
+        return failed(
+            INV,
+            "the SUT's own restart could not read its database "
+            f"({opened.get('error', 'no reason given')}), while the checkers "
+            f"recovered transaction {recovered}",
+            expected=recovered,
+            actual=None,
+        )
     digest = str(opened["digest"])
     if digest == expected:
-        return passed(INV, f"the SUT's own open sees transaction {recovered}, as the checkers "
-                           "recovered", expected=recovered, actual=recovered)
-    return failed(INV, f"the SUT's own restart opens content {digest[:12]}, "
-                       f"{_state(digest, oracle)}, but the checkers recovered transaction "
-                       f"{recovered} ({expected[:12]}): they judged another database than the "
-                       "SUT opens", expected=recovered, actual=digest)
+        return passed(
+            INV,
+            f"the SUT's own open sees transaction {recovered}, as the checkers recovered",
+            expected=recovered,
+            actual=recovered,
+        )
+    return failed(
+        INV,
+        f"the SUT's own restart opens content {digest[:12]}, "
+        f"{_state(digest, oracle)}, but the checkers recovered transaction "
+        f"{recovered} ({expected[:12]}): they judged another database than the "
+        "SUT opens",
+        expected=recovered,
+        actual=digest,
+    )

@@ -39,19 +39,24 @@ def judge_content(digest: str, oracle: Sequence[str], acked: int, begun: int) ->
     if not js:
         why = "matches no oracle state: the content mixes transactions or is corrupt"
         return [
-            failed("DB-ATOMIC", f"recovered content {digest[:12]} {why}",
-                   expected=window, actual=None),
+            failed(
+                "DB-ATOMIC", f"recovered content {digest[:12]} {why}", expected=window, actual=None
+            ),
             skipped("DB-DURABLE", "no oracle state matches (see DB-ATOMIC)"),
             skipped("DB-PREFIX", "no oracle state matches (see DB-ATOMIC)"),
         ]
     shown = _ranges(js)
-    atomic = passed("DB-ATOMIC", f"content equals the oracle after transaction {shown}",
-                    actual=shown)
+    atomic = passed(
+        "DB-ATOMIC", f"content equals the oracle after transaction {shown}", actual=shown
+    )
     in_window = [j for j in js if acked <= j <= begun]
     if in_window:
         ok = f"transaction {in_window[-1]} recovered; acknowledged {acked}, begun {begun}"
-        return [atomic, passed("DB-DURABLE", ok, expected=window, actual=in_window[-1]),
-                passed("DB-PREFIX", ok, expected=window, actual=in_window[-1])]
+        return [
+            atomic,
+            passed("DB-DURABLE", ok, expected=window, actual=in_window[-1]),
+            passed("DB-PREFIX", ok, expected=window, actual=in_window[-1]),
+        ]
     below = [j for j in js if j < acked]
     if below and not [j for j in js if j > begun]:
         first_lost = below[-1] + 1
@@ -60,21 +65,28 @@ def judge_content(digest: str, oracle: Sequence[str], acked: int, begun: int) ->
             lost = "the set-up" if acked == 0 else f"transaction {acked}"
         return [
             atomic,
-            failed("DB-DURABLE",
-                   f"content is {_state_name(below[-1])}, but {lost} had been "
-                   "acknowledged: an acknowledged commit was lost",
-                   expected=window, actual=below[-1]),
-            passed("DB-PREFIX", "no unissued transaction visible", expected=window,
-                   actual=below[-1]),
+            failed(
+                "DB-DURABLE",
+                f"content is {_state_name(below[-1])}, but {lost} had been "
+                "acknowledged: an acknowledged commit was lost",
+                expected=window,
+                actual=below[-1],
+            ),
+            passed(
+                "DB-PREFIX", "no unissued transaction visible", expected=window, actual=below[-1]
+            ),
         ]
     above = [j for j in js if j > begun]
     return [
         atomic,
         passed("DB-DURABLE", "no acknowledged transaction lost", expected=window, actual=above[0]),
-        failed("DB-PREFIX",
-               f"content is the state after transaction {above[0]}, which had not begun "
-               f"(last begun: {begun})",
-               expected=window, actual=above[0]),
+        failed(
+            "DB-PREFIX",
+            f"content is the state after transaction {above[0]}, which had not begun "
+            f"(last begun: {begun})",
+            expected=window,
+            actual=above[0],
+        ),
     ]
 
 

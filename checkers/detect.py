@@ -40,11 +40,19 @@ def judge_detect(verdicts: list[Verdict], fault: str, touched: bool) -> Verdict:
     for inv in ("DB-ATOMIC", "DB-DURABLE", "DB-PREFIX"):
         v = by.get(inv)
         if v is not None and v.failed:
-            return failed(ID, f"{fault}: the database opened and read without error, but "
-                              f"{inv} failed: {v.explanation}: the damage was returned as data",
-                          expected="an error or the oracle state", actual=v.actual,
-                          implicated=list(v.implicated))
+            return failed(
+                ID,
+                f"{fault}: the database opened and read without error, but "
+                f"{inv} failed: {v.explanation}: the damage was returned as data",
+                expected="an error or the oracle state",
+                actual=v.actual,
+                implicated=list(v.implicated),
+            )
     if by.get("DB-ATOMIC") is None or by["DB-ATOMIC"].status != "pass":
         return skipped(ID, "the content was not judged (see DB-ATOMIC)")
-    return passed(ID, f"{fault}: the database reads as an oracle state within the acknowledged "
-                      "window: the fault changed nothing it returns", exercised=False)
+    return passed(
+        ID,
+        f"{fault}: the database reads as an oracle state within the acknowledged "
+        "window: the fault changed nothing it returns",
+        exercised=False,
+    )

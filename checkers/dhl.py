@@ -133,20 +133,35 @@ def examine_before(image: Path, data: MemIO | None = None) -> tuple[Before, bool
             digest, read_error = None, _err(e)
     with data.view() as v:
         indep = read_committed(v)
-    return Before(fcc=fcc, newest=newest, newest_size=size, newest_count=count,
-                  newest_pages=pages_with(hs, newest, data.size) if newest else (),
-                  indep_fcc=indep.fcc, indep_error=indep.error,
-                  indep_digest=digest_rows(indep.rows) if indep.rows is not None else None,
-                  indep_no_committed=tuple(sorted(indep.no_committed)),
-                  previous=previous_commit(hs, newest) if not nolog else 0,
-                  t1_missing=tuple(missing), reached=len(reached), digest=digest,
-                  read_error=read_error), nolog
+    return Before(
+        fcc=fcc,
+        newest=newest,
+        newest_size=size,
+        newest_count=count,
+        newest_pages=pages_with(hs, newest, data.size) if newest else (),
+        indep_fcc=indep.fcc,
+        indep_error=indep.error,
+        indep_digest=digest_rows(indep.rows) if indep.rows is not None else None,
+        indep_no_committed=tuple(sorted(indep.no_committed)),
+        previous=previous_commit(hs, newest) if not nolog else 0,
+        t1_missing=tuple(missing),
+        reached=len(reached),
+        digest=digest,
+        read_error=read_error,
+    ), nolog
 
 
-def examine_after(image: Path, recovered: Path, before: Before, nolog: bool, *,
-                  recover: bool = True, idempotence: bool = True,
-                  data: MemIO | None = None, work: tuple[MemIO, MemIO] | None = None
-                  ) -> After:
+def examine_after(
+    image: Path,
+    recovered: Path,
+    before: Before,
+    nolog: bool,
+    *,
+    recover: bool = True,
+    idempotence: bool = True,
+    data: MemIO | None = None,
+    work: tuple[MemIO, MemIO] | None = None,
+) -> After:
     """Recover a copy of ``image`` (in memory; ``recovered`` names it, no
     file is written) and look at the result.  ``data``: the image already in
     memory; ``work``: two buffers to reuse for the copies (the first may be
@@ -193,15 +208,26 @@ def examine_after(image: Path, recovered: Path, before: Before, nolog: bool, *,
     idem_error = None
     if idempotence and not nolog:  # run even when recovery wrote nothing: a check, not a guess
         changed, idem_error = _second_recovery(recovered, mem, again, info.page_size)
-    return After(fcc=fcc, txn_size=size, engine_fcc=info.fcc, rolled_back=bool(rec.rolled_back),
-                 integrity=integrity, digest=digest, scan_error=scan_error, above_fcc=above,
-                 count_fcc=count_fcc, fcc_pages=fcc_pages, count_newest=count_newest,
-                 idempotent_changed=changed,
-                 idempotent_error=idem_error)
+    return After(
+        fcc=fcc,
+        txn_size=size,
+        engine_fcc=info.fcc,
+        rolled_back=bool(rec.rolled_back),
+        integrity=integrity,
+        digest=digest,
+        scan_error=scan_error,
+        above_fcc=above,
+        count_fcc=count_fcc,
+        fcc_pages=fcc_pages,
+        count_newest=count_newest,
+        idempotent_changed=changed,
+        idempotent_error=idem_error,
+    )
 
 
-def _second_recovery(recovered: Path, mem: MemIO, again: MemIO, page_size: int
-                     ) -> tuple[tuple[int, ...] | None, str | None]:
+def _second_recovery(
+    recovered: Path, mem: MemIO, again: MemIO, page_size: int
+) -> tuple[tuple[int, ...] | None, str | None]:
     """Recover a copy (``again``, labelled ``<recovered>.again``) of the
     recovered image ``mem``: which pages changed."""
     again.load_copy(mem)
@@ -217,8 +243,11 @@ def _second_recovery(recovered: Path, mem: MemIO, again: MemIO, page_size: int
 def _changed_pages(a: bytes, b: bytes, page_size: int) -> tuple[int, ...]:
     """Pages (of ``page_size`` bytes; the last may be partial) that differ."""
     n = -(-max(len(a), len(b)) // page_size)
-    return tuple(p for p in range(n) if a[p * page_size: (p + 1) * page_size]
-                 != b[p * page_size: (p + 1) * page_size])
+    return tuple(
+        p
+        for p in range(n)
+        if a[p * page_size : (p + 1) * page_size] != b[p * page_size : (p + 1) * page_size]
+    )
 
 
 def examine(db_path: Path, *, blockdev: bool = False, vfs: str = "") -> DhlFacts:
@@ -234,8 +263,9 @@ def examine(db_path: Path, *, blockdev: bool = False, vfs: str = "") -> DhlFacts
     return _examine_loaded(db_path, blockdev)
 
 
-def examine_image(image: Callable[[Loadable], object], db_path: Path, *,
-                  blockdev: bool = False) -> DhlFacts:
+def examine_image(
+    image: Callable[[Loadable], object], db_path: Path, *, blockdev: bool = False
+) -> DhlFacts:
     """:func:`examine` of a database file that is not written anywhere:
     ``image(buffer)`` loads its bytes into ``buffer`` (``MemIO.load`` and
     ``MemIO.write``), and ``db_path`` only names it in messages (as if it
@@ -250,8 +280,14 @@ def _examine_loaded(db_path: Path, blockdev: bool) -> DhlFacts:
     """:func:`examine` once the image of ``db_path`` is in ``_IMAGE``."""
     _IMAGE.blockdev = _AGAIN.blockdev = blockdev
     before, nolog = examine_before(db_path, _IMAGE)
-    after = examine_after(db_path, db_path.parent / WORK / "recovered.db", before, nolog,
-                          data=_IMAGE, work=(_IMAGE, _AGAIN))
+    after = examine_after(
+        db_path,
+        db_path.parent / WORK / "recovered.db",
+        before,
+        nolog,
+        data=_IMAGE,
+        work=(_IMAGE, _AGAIN),
+    )
     return DhlFacts(exists=True, nolog=nolog, before=before, after=after)
 
 
@@ -285,8 +321,10 @@ def _readers_disagree(b: Before) -> str | None:
     if b.indep_error is not None and b.digest is not None:
         return f"the independent decoder cannot read it ({b.indep_error}) but libdhl can"
     if b.indep_digest is not None and b.digest is not None and b.indep_digest != b.digest:
-        return (f"libdhl reads content {b.digest[:12]} at FCC {b.fcc}, the independent decoder "
-                f"{b.indep_digest[:12]} at FCC {b.indep_fcc}")
+        return (
+            f"libdhl reads content {b.digest[:12]} at FCC {b.fcc}, the independent decoder "
+            f"{b.indep_digest[:12]} at FCC {b.indep_fcc}"
+        )
     return None
 
 
@@ -295,13 +333,20 @@ def judge_t1(b: Before) -> Verdict:
         return skipped("DHL-T1", f"the crash image has no readable committed state: {b.error}")
     mine = sorted(m[0] for m in b.t1_missing)
     if b.indep_error is None and mine != list(b.indep_no_committed):
-        return failed("DHL-T1", f"the two readers disagree on the reachable pages without a "
-                                f"committed slot header: libdhl {mine}, the independent decoder "
-                                f"{list(b.indep_no_committed)}",
-                      expected=list(b.indep_no_committed), actual=mine)
+        return failed(
+            "DHL-T1",
+            f"the two readers disagree on the reachable pages without a "
+            f"committed slot header: libdhl {mine}, the independent decoder "
+            f"{list(b.indep_no_committed)}",
+            expected=list(b.indep_no_committed),
+            actual=mine,
+        )
     if not b.t1_missing:
-        return passed("DHL-T1", f"all {b.reached} reachable pages keep a committed slot header "
-                                f"(FCC {b.fcc})", actual=b.reached)
+        return passed(
+            "DHL-T1",
+            f"all {b.reached} reachable pages keep a committed slot header (FCC {b.fcc})",
+            actual=b.reached,
+        )
     p, parent, t0, t1 = b.t1_missing[0]
     via = "a root pointer of the header page" if parent == 0 else f"interior page {parent}"
     more = len(b.t1_missing) - 1
@@ -310,8 +355,10 @@ def judge_t1(b: Before) -> Verdict:
         f"page {p} (reached from {via}) has no committed slot header before recovery: "
         f"slot 0 TID {_tid(t0)}, slot 1 TID {_tid(t1)}, FCC {b.fcc}; its committed version "
         f"was overwritten" + (f" ({more} more such pages)" if more > 0 else ""),
-        expected="a slot header with TID <= FCC", actual=[m[0] for m in b.t1_missing],
-        implicated=[f"page {m[0]}" for m in b.t1_missing[:MAX_LISTED]])
+        expected="a slot header with TID <= FCC",
+        actual=[m[0] for m in b.t1_missing],
+        implicated=[f"page {m[0]}" for m in b.t1_missing[:MAX_LISTED]],
+    )
 
 
 def judge_read(b: Before, oracle: Sequence[str], acked: int, begun: int) -> Verdict:
@@ -320,22 +367,39 @@ def judge_read(b: Before, oracle: Sequence[str], acked: int, begun: int) -> Verd
     w = _window(acked, begun)
     differ = _readers_disagree(b)
     if differ is not None:
-        return failed("DHL-READ", f"before recovery, the two readers disagree: {differ}",
-                      expected=w)
+        return failed(
+            "DHL-READ", f"before recovery, the two readers disagree: {differ}", expected=w
+        )
     if b.digest is None:
-        return failed("DHL-READ", f"reading the crash image through the read rule at FCC {b.fcc} "
-                                  f"(before recovery) failed: {b.read_error}",
-                      expected=w, actual=None)
+        return failed(
+            "DHL-READ",
+            f"reading the crash image through the read rule at FCC {b.fcc} "
+            f"(before recovery) failed: {b.read_error}",
+            expected=w,
+            actual=None,
+        )
     js = matching_indices(b.digest, oracle)
     ok = [j for j in js if acked <= j <= begun]
     if ok:
-        return passed("DHL-READ", f"before recovery, the read rule at FCC {b.fcc} shows the "
-                                  f"state after transaction {ok[-1]}", expected=w, actual=ok[-1])
-    seen = (f"the state after transaction {js[-1]}" if js else
-            f"content {b.digest[:12]} that matches no oracle state (a mix of transactions)")
-    return failed("DHL-READ", f"before recovery, the read rule at FCC {b.fcc} shows {seen}; "
-                              f"the committed state is transaction {w}",
-                  expected=w, actual=js[-1] if js else None)
+        return passed(
+            "DHL-READ",
+            f"before recovery, the read rule at FCC {b.fcc} shows the "
+            f"state after transaction {ok[-1]}",
+            expected=w,
+            actual=ok[-1],
+        )
+    seen = (
+        f"the state after transaction {js[-1]}"
+        if js
+        else f"content {b.digest[:12]} that matches no oracle state (a mix of transactions)"
+    )
+    return failed(
+        "DHL-READ",
+        f"before recovery, the read rule at FCC {b.fcc} shows {seen}; "
+        f"the committed state is transaction {w}",
+        expected=w,
+        actual=js[-1] if js else None,
+    )
 
 
 def judge_inv(a: After) -> Verdict:
@@ -343,14 +407,19 @@ def judge_inv(a: After) -> Verdict:
         return passed("DHL-INV", f"no slot header above FCC {a.fcc} after recovery")
     p, s, t = a.above_fcc[0]
     more = len(a.above_fcc) - 1
-    return failed("DHL-INV", f"page {p}: slot header {s} TID {t} > FCC {a.fcc} survives recovery"
-                             + (f" ({more} more)" if more > 0 else ""),
-                  expected=f"TID <= {a.fcc}", actual=[list(x) for x in a.above_fcc[:MAX_LISTED]],
-                  implicated=[f"page {x[0]}" for x in a.above_fcc[:MAX_LISTED]])
+    return failed(
+        "DHL-INV",
+        f"page {p}: slot header {s} TID {t} > FCC {a.fcc} survives recovery"
+        + (f" ({more} more)" if more > 0 else ""),
+        expected=f"TID <= {a.fcc}",
+        actual=[list(x) for x in a.above_fcc[:MAX_LISTED]],
+        implicated=[f"page {x[0]}" for x in a.above_fcc[:MAX_LISTED]],
+    )
 
 
-def by_trace(rf: RunFacts | None, tid: int, holding: Sequence[int]
-             ) -> tuple[frozenset[int], list[int]] | None:
+def by_trace(
+    rf: RunFacts | None, tid: int, holding: Sequence[int]
+) -> tuple[frozenset[int], list[int]] | None:
     """What the write trace says of transaction ``tid`` in an image whose
     pages ``holding`` carry its TID: ``(pages it wrote, those of them that
     lack its TID)`` — complete when the second is empty; None where the
@@ -370,28 +439,47 @@ def judge_count(a: After, rf: RunFacts | None = None) -> Verdict:
             f"after recovery FCC {a.fcc} records transaction size {a.txn_size} but {n} slot "
             f"headers carry TID {a.fcc} (pages {_pages(a.count_fcc) or 'none'}): the "
             f"committed transaction is {'incomplete' if n < a.txn_size else 'over-counted'}",
-            expected=a.txn_size, actual=n,
-            implicated=[f"page {p}" for p in sorted(set(a.count_fcc))[:MAX_LISTED]])
+            expected=a.txn_size,
+            actual=n,
+            implicated=[f"page {p}" for p in sorted(set(a.count_fcc))[:MAX_LISTED]],
+        )
     trace = by_trace(rf, a.fcc, a.fcc_pages)
     if trace is None:
-        return passed("CC-COUNT", f"{n} slot headers carry FCC {a.fcc}, as recorded "
-                                  "(the write trace does not know the transaction)",
-                      expected=a.txn_size, actual=n)
+        return passed(
+            "CC-COUNT",
+            f"{n} slot headers carry FCC {a.fcc}, as recorded "
+            "(the write trace does not know the transaction)",
+            expected=a.txn_size,
+            actual=n,
+        )
     wrote, missing = trace
     if missing:
-        return failed("CC-COUNT", f"after recovery transaction {a.fcc} is committed but "
-                                  f"incomplete by the write trace: it wrote pages "
-                                  f"{_pages(wrote)}, and pages {_pages(missing)} no longer carry "
-                                  f"TID {a.fcc}", expected=len(wrote), actual=n,
-                      implicated=[f"page {p}" for p in missing[:MAX_LISTED]])
+        return failed(
+            "CC-COUNT",
+            f"after recovery transaction {a.fcc} is committed but "
+            f"incomplete by the write trace: it wrote pages "
+            f"{_pages(wrote)}, and pages {_pages(missing)} no longer carry "
+            f"TID {a.fcc}",
+            expected=len(wrote),
+            actual=n,
+            implicated=[f"page {p}" for p in missing[:MAX_LISTED]],
+        )
     if len(wrote) != a.txn_size:
-        return failed("CC-COUNT", f"the commit record of transaction {a.fcc} records size "
-                                  f"{a.txn_size}, but by the write trace it wrote {len(wrote)} "
-                                  f"pages ({_pages(wrote)}): the engine counts wrongly",
-                      expected=len(wrote), actual=a.txn_size)
-    return passed("CC-COUNT", f"{n} slot headers carry FCC {a.fcc}, as recorded and as the "
-                              "write trace says the transaction wrote", expected=a.txn_size,
-                  actual=n)
+        return failed(
+            "CC-COUNT",
+            f"the commit record of transaction {a.fcc} records size "
+            f"{a.txn_size}, but by the write trace it wrote {len(wrote)} "
+            f"pages ({_pages(wrote)}): the engine counts wrongly",
+            expected=len(wrote),
+            actual=a.txn_size,
+        )
+    return passed(
+        "CC-COUNT",
+        f"{n} slot headers carry FCC {a.fcc}, as recorded and as the "
+        "write trace says the transaction wrote",
+        expected=a.txn_size,
+        actual=n,
+    )
 
 
 def judge_rollback(b: Before, a: After, rf: RunFacts | None = None) -> Verdict:
@@ -404,70 +492,109 @@ def judge_rollback(b: Before, a: After, rf: RunFacts | None = None) -> Verdict:
     trace = by_trace(rf, t, b.newest_pages)
     if trace is None:
         short_ = b.short
-        why = (f"transaction {t}'s count did not match ({b.newest_count} slot headers, "
-               f"size {b.newest_size})")
+        why = (
+            f"transaction {t}'s count did not match ({b.newest_count} slot headers, "
+            f"size {b.newest_size})"
+        )
     else:
         wrote, missing = trace
         short_ = bool(missing)
-        why = (f"transaction {t} is incomplete by the write trace (pages {_pages(missing)} of "
-               f"the {len(wrote)} it wrote lack TID {t})")
+        why = (
+            f"transaction {t} is incomplete by the write trace (pages {_pages(missing)} of "
+            f"the {len(wrote)} it wrote lack TID {t})"
+        )
     if not short_:
         if trace is not None and a.fcc < t:
-            return failed("CC-ROLLBACK", f"transaction {t} is complete by the write trace (all "
-                                         f"{len(trace[0])} pages it wrote carry TID {t}) but "
-                                         f"recovery rolled it back to FCC {a.fcc}",
-                          expected=t, actual=a.fcc)
-        return passed("CC-ROLLBACK", f"not exercised: the newest commit record (TID {t}) "
-                                     f"is complete ({b.newest_count} of {b.newest_size}): "
-                                     "nothing to roll back", exercised=False)
+            return failed(
+                "CC-ROLLBACK",
+                f"transaction {t} is complete by the write trace (all "
+                f"{len(trace[0])} pages it wrote carry TID {t}) but "
+                f"recovery rolled it back to FCC {a.fcc}",
+                expected=t,
+                actual=a.fcc,
+            )
+        return passed(
+            "CC-ROLLBACK",
+            f"not exercised: the newest commit record (TID {t}) "
+            f"is complete ({b.newest_count} of {b.newest_size}): "
+            "nothing to roll back",
+            exercised=False,
+        )
     problems = []
     if a.fcc != prev:
         problems.append(f"FCC is {a.fcc}, expected {prev} (the commit record before {t})")
     if a.txn_size != len(a.count_fcc):
-        problems.append(f"transaction size {a.txn_size} but {len(a.count_fcc)} headers carry TID "
-                        f"{a.fcc}")
+        problems.append(
+            f"transaction size {a.txn_size} but {len(a.count_fcc)} headers carry TID {a.fcc}"
+        )
     if a.count_newest:
         problems.append(f"headers of TID {t} remain on pages {_pages(a.count_newest)}")
     if not problems:
-        return passed("CC-ROLLBACK", f"{why}: recovery rolled back to FCC {a.fcc}",
-                      expected=prev, actual=a.fcc)
-    return failed("CC-ROLLBACK", f"{why} but recovery did not roll it back: "
-                                 + "; ".join(problems),
-                  expected=prev, actual=a.fcc,
-                  implicated=[f"page {p}" for p in sorted(set(a.count_newest))[:MAX_LISTED]])
+        return passed(
+            "CC-ROLLBACK",
+            f"{why}: recovery rolled back to FCC {a.fcc}",
+            expected=prev,
+            actual=a.fcc,
+        )
+    return failed(
+        "CC-ROLLBACK",
+        f"{why} but recovery did not roll it back: " + "; ".join(problems),
+        expected=prev,
+        actual=a.fcc,
+        implicated=[f"page {p}" for p in sorted(set(a.count_newest))[:MAX_LISTED]],
+    )
 
 
 def judge_mono(a: After, rf: RunFacts | None, acked: int) -> Verdict:
     """CC-MONO on one image: recovery's FCC is not below the TID of the
     last acknowledged transaction, as the write trace saw it written."""
     if rf is None:
-        return skipped("CC-MONO", "the run has no write trace to name the acknowledged "
-                                  "transactions' TIDs (see the run's trace record)")
+        return skipped(
+            "CC-MONO",
+            "the run has no write trace to name the acknowledged "
+            "transactions' TIDs (see the run's trace record)",
+        )
     w = rf.writer_at(acked)
     if w is None:
-        return passed("CC-MONO", f"not exercised: no acknowledgement of this log at or below "
-                                 f"transaction {acked}", exercised=False)
+        return passed(
+            "CC-MONO",
+            f"not exercised: no acknowledgement of this log at or below transaction {acked}",
+            exercised=False,
+        )
     if a.engine_fcc >= w:
-        return passed("CC-MONO", f"recovered FCC {a.engine_fcc} is not below TID {w}, the "
-                                 f"last acknowledged transaction's", expected=w,
-                      actual=a.engine_fcc)
-    return failed("CC-MONO", f"recovery went back to FCC {a.engine_fcc}, below TID {w} that "
-                             f"the log wrote before the acknowledgement of transaction "
-                             f"{acked}", expected=f">= {w}", actual=a.engine_fcc)
+        return passed(
+            "CC-MONO",
+            f"recovered FCC {a.engine_fcc} is not below TID {w}, the "
+            f"last acknowledged transaction's",
+            expected=w,
+            actual=a.engine_fcc,
+        )
+    return failed(
+        "CC-MONO",
+        f"recovery went back to FCC {a.engine_fcc}, below TID {w} that "
+        f"the log wrote before the acknowledgement of transaction "
+        f"{acked}",
+        expected=f">= {w}",
+        actual=a.engine_fcc,
+    )
 
 
 def judge_idempotent(a: After) -> Verdict:
     if a.idempotent_error is not None:
-        return failed("REC-IDEMPOTENT", f"recovering the recovered image failed: "
-                                        f"{a.idempotent_error}")
+        return failed(
+            "REC-IDEMPOTENT", f"recovering the recovered image failed: {a.idempotent_error}"
+        )
     if a.idempotent_changed is None:
         return skipped("REC-IDEMPOTENT", "not run")
     if not a.idempotent_changed:
         return passed("REC-IDEMPOTENT", "a second recovery changed no byte")
-    return failed("REC-IDEMPOTENT", f"a second recovery rewrote pages "
-                                    f"{_pages(a.idempotent_changed)} of the recovered image",
-                  expected=[], actual=list(a.idempotent_changed[:MAX_LISTED]),
-                  implicated=[f"page {p}" for p in a.idempotent_changed[:MAX_LISTED]])
+    return failed(
+        "REC-IDEMPOTENT",
+        f"a second recovery rewrote pages {_pages(a.idempotent_changed)} of the recovered image",
+        expected=[],
+        actual=list(a.idempotent_changed[:MAX_LISTED]),
+        implicated=[f"page {p}" for p in a.idempotent_changed[:MAX_LISTED]],
+    )
 
 
 DB_IDS = ("DB-INTEGRITY", "DB-ATOMIC", "DB-DURABLE", "DB-PREFIX")
@@ -475,8 +602,9 @@ AFTER_IDS = ("DHL-INV", "CC-COUNT", "CC-ROLLBACK", "REC-IDEMPOTENT", "CC-MONO")
 IDS = ("DB-OPEN", *DB_IDS, "DHL-T1", "DHL-READ", *AFTER_IDS)  # the per-state verdicts
 
 
-def _content_read_page_by_page(b: Before, digests: Sequence[str], acked: int, begun: int
-                               ) -> list[Verdict]:
+def _content_read_page_by_page(
+    b: Before, digests: Sequence[str], acked: int, begun: int
+) -> list[Verdict]:
     """DB-ATOMIC, DB-DURABLE and DB-PREFIX of an image the engine cannot
     open: judged on what the pages hold, read by the independent decoder
     through the read rule (what survived on storage, acknowledged records
@@ -486,45 +614,69 @@ def _content_read_page_by_page(b: Before, digests: Sequence[str], acked: int, be
         return [skipped(i, why) for i in ("DB-ATOMIC", "DB-DURABLE", "DB-PREFIX")]
     out = []
     for v in judge_content(b.indep_digest, digests, acked, begun):
-        v.explanation = (f"the database does not open; its pages read through the read rule "
-                         f"at FCC {b.indep_fcc}: {v.explanation}")
+        v.explanation = (
+            f"the database does not open; its pages read through the read rule "
+            f"at FCC {b.indep_fcc}: {v.explanation}"
+        )
         out.append(v)
     return out
 
 
-def judge(facts: DhlFacts, oracle: Oracle | Sequence[str], acked: int, begun: int, *,
-          run_facts: RunFacts | None = None) -> list[Verdict]:
+def judge(
+    facts: DhlFacts,
+    oracle: Oracle | Sequence[str],
+    acked: int,
+    begun: int,
+    *,
+    run_facts: RunFacts | None = None,
+) -> list[Verdict]:
     """Every database and image-level DHL verdict for one examined state;
     ``run_facts``: what the run's write trace says (checkers.dhl_trace)."""
     digests = oracle.digests if isinstance(oracle, Oracle) else oracle
     if not facts.exists:
         why = "the database file does not exist after recovery"
-        return [failed("DB-OPEN", why)] + [skipped(i, "database missing (see DB-OPEN)")
-                                            for i in DB_IDS + ("DHL-T1", "DHL-READ") + AFTER_IDS]
+        return [failed("DB-OPEN", why)] + [
+            skipped(i, "database missing (see DB-OPEN)")
+            for i in DB_IDS + ("DHL-T1", "DHL-READ") + AFTER_IDS
+        ]
     b, a = facts.before, facts.after
     pre = [judge_t1(b), judge_read(b, digests, acked, begun)]
     if a.error is not None or a.digest is None:
         why = a.error if a.error is not None else f"full scan failed: {a.scan_error}"
-        return [failed("DB-OPEN", f"opening (and recovering) failed: {why}"),
-                skipped("DB-INTEGRITY", "the database does not open (see DB-OPEN)"),
-                *_content_read_page_by_page(b, digests, acked, begun), *pre] + [
+        return [
+            failed("DB-OPEN", f"opening (and recovering) failed: {why}"),
+            skipped("DB-INTEGRITY", "the database does not open (see DB-OPEN)"),
+            *_content_read_page_by_page(b, digests, acked, begun),
+            *pre,
+        ] + [
             skipped(i, "recovery failed, there is no recovered image (see DB-OPEN)")
-            for i in AFTER_IDS]
-    out = [passed("DB-OPEN", f"recovered to FCC {a.engine_fcc}"
-                             + (" after rolling back an incomplete transaction"
-                                if a.rolled_back else ""))]
+            for i in AFTER_IDS
+        ]
+    out = [
+        passed(
+            "DB-OPEN",
+            f"recovered to FCC {a.engine_fcc}"
+            + (" after rolling back an incomplete transaction" if a.rolled_back else ""),
+        )
+    ]
     if a.integrity == "ok":
         out.append(passed("DB-INTEGRITY"))
     else:
-        out.append(failed("DB-INTEGRITY", f"dhl_check: {a.integrity}", expected="ok",
-                          actual=a.integrity))
+        out.append(
+            failed("DB-INTEGRITY", f"dhl_check: {a.integrity}", expected="ok", actual=a.integrity)
+        )
     out += judge_content(a.digest, digests, acked, begun)
     out += pre
     if facts.nolog:
         why = "NOLOG database: one slot header, no FCC per transaction, no recovery"
         return out + [skipped(i, why) for i in AFTER_IDS]
-    return out + [judge_inv(a), judge_count(a, run_facts), judge_rollback(b, a, run_facts),
-                  judge_idempotent(a), judge_mono(a, run_facts, acked)]
+    return out + [
+        judge_inv(a),
+        judge_count(a, run_facts),
+        judge_rollback(b, a, run_facts),
+        judge_idempotent(a),
+        judge_mono(a, run_facts, acked),
+    ]
 
 
 class DhlRunChecks:

@@ -153,17 +153,29 @@ def previous_commit(hs: Sequence[Headers], below: int) -> int:
     """The TID of the newest commit record older than ``below`` (0: none).
     TIDs need not be consecutive: after a rollback the next transaction
     takes a TID above the rolled-back one."""
-    return max((h.tid[s] for h in hs for s in range(2)
-                if 0 < h.tid[s] < below and h.commit[s] and h.pgno < pagecount_at(hs, h.tid[s])),
-               default=0)
+    return max(
+        (
+            h.tid[s]
+            for h in hs
+            for s in range(2)
+            if 0 < h.tid[s] < below and h.commit[s] and h.pgno < pagecount_at(hs, h.tid[s])
+        ),
+        default=0,
+    )
 
 
 def committed_fcc(hs: Sequence[Headers]) -> int:
     """The FCC recovery would choose from these stored headers: the newest
     commit record whose count of slot headers is complete (0: none)."""
-    cands = sorted({(h.tid[s], h.commit[s]) for h in hs for s in range(2)
-                    if h.tid[s] and h.commit[s] and h.pgno < pagecount_at(hs, h.tid[s])},
-                   reverse=True)
+    cands = sorted(
+        {
+            (h.tid[s], h.commit[s])
+            for h in hs
+            for s in range(2)
+            if h.tid[s] and h.commit[s] and h.pgno < pagecount_at(hs, h.tid[s])
+        },
+        reverse=True,
+    )
     for tid, size in cands:
         if len(pages_with(hs, tid, pagecount_at(hs, tid))) == size:
             return tid

@@ -126,16 +126,18 @@ def _fcc(image: bytes | memoryview, ps: int, ntrees: int) -> int:
     # (tid, commit) of slot 0 and slot 1 of every such page, page 0's from its meta slots
     heads = [((metas[0].tid, metas[0].commit), (metas[1].tid, metas[1].commit))] + [
         (_TID_COMMIT.unpack_from(image, p * ps), _TID_COMMIT.unpack_from(image, p * ps + SLOT_SIZE))
-        for p in range(1, npages)]
+        for p in range(1, npages)
+    ]
 
     def pagecount_at(t: int) -> int:
         s = valid(metas[0].tid, metas[1].tid, t)
         return metas[s].page_count if s >= 0 else 0
 
-    cands = {(t, c) for p, pair in enumerate(heads) for t, c in pair
-             if t and c and p < pagecount_at(t)}
+    cands = {
+        (t, c) for p, pair in enumerate(heads) for t, c in pair if t and c and p < pagecount_at(t)
+    }
     for i, (t, size) in enumerate(sorted(cands, reverse=True)[:2]):
-        count = sum(x == t for pair in heads[:min(npages, pagecount_at(t))] for x, _ in pair)
+        count = sum(x == t for pair in heads[: min(npages, pagecount_at(t))] for x, _ in pair)
         if count == size:
             return t
         if i == 1:
@@ -178,7 +180,7 @@ def _read_committed(image: bytes | memoryview) -> Reading:
             if p in seen or p >= len(image) // ps or p == 0:
                 return Reading(fcc=fcc, error=f"tree {tree}: bad or repeated page {p}")
             seen.add(p)
-            page = view[p * ps:(p + 1) * ps]  # not a copy
+            page = view[p * ps : (p + 1) * ps]  # not a copy
             s = 0 if nolog else valid(slot(page, 0).tid, slot(page, 1).tid, fcc)
             if s < 0:
                 out.no_committed.append(p)
@@ -189,11 +191,13 @@ def _read_committed(image: bytes | memoryview) -> Reading:
                 if off + REC_HDR > ps:
                     return Reading(fcc=fcc, error=f"page {p}: record {i} offset {off} out of page")
                 key, vlen = struct.unpack_from("<qH", page, off)
-                value = bytes(page[off + REC_HDR:off + REC_HDR + vlen])
+                value = bytes(page[off + REC_HDR : off + REC_HDR + vlen])
                 if h.type == INTERIOR:
                     if len(value) != 4:
-                        return Reading(fcc=fcc, error=f"page {p}: interior record {i} has a "
-                                                      f"{len(value)}-byte value")
+                        return Reading(
+                            fcc=fcc,
+                            error=f"page {p}: interior record {i} has a {len(value)}-byte value",
+                        )
                     todo.append(struct.unpack_from("<I", value)[0])
                 elif h.type == LEAF:
                     rows.append((tree, key, value))

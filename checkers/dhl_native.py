@@ -34,8 +34,18 @@ NONE = 0xFFFFFFFF
 ZEROS = (1 << 64) - 1  # RC_ZEROS: an item of zeros, not of the log
 LOG_RESIDENT = 32 << 20  # bytes of the mapped log a worker keeps resident behind its chunk
 ABI = (0, 2, 3, 5, 6)  # the engine structs the checker declares (dhl_abi_size numbers)
-ENTRY_POINTS = ("dhl_open", "dhl_close", "dhl_errmsg", "dhl_info", "dhl_recovery_info",
-                "dhl_check", "dhl_digest", "dhl_reachable", "dhl_image_headers", "dhl_valid_slot")
+ENTRY_POINTS = (
+    "dhl_open",
+    "dhl_close",
+    "dhl_errmsg",
+    "dhl_info",
+    "dhl_recovery_info",
+    "dhl_check",
+    "dhl_digest",
+    "dhl_reachable",
+    "dhl_image_headers",
+    "dhl_valid_slot",
+)
 _U32 = struct.Struct("<I")
 
 
@@ -66,17 +76,46 @@ def _load() -> C.CDLL:
         L.rc_free.restype, L.rc_free.argtypes = None, [P]
         L.rc_abi_size.restype, L.rc_abi_size.argtypes = C.c_size_t, [C.c_int]
         L.rc_examine.restype = C.c_int
-        L.rc_examine.argtypes = [P, P, u64, u64, P, P, C.c_char_p, C.c_uint32, C.c_char_p,
-                                 C.c_char_p, C.c_char_p, C.POINTER(P), C.POINTER(C.c_size_t)]
+        L.rc_examine.argtypes = [
+            P,
+            P,
+            u64,
+            u64,
+            P,
+            P,
+            C.c_char_p,
+            C.c_uint32,
+            C.c_char_p,
+            C.c_char_p,
+            C.c_char_p,
+            C.POINTER(P),
+            C.POINTER(C.c_size_t),
+        ]
         L.rc_examine_chunk.restype = C.c_int
-        L.rc_examine_chunk.argtypes = [P, P, u64, u64, P, u64, P, P, C.c_uint32, C.c_char_p,
-                                       C.c_char_p, C.c_char_p, P, P, C.POINTER(P),
-                                       C.POINTER(C.c_size_t)]
+        L.rc_examine_chunk.argtypes = [
+            P,
+            P,
+            u64,
+            u64,
+            P,
+            u64,
+            P,
+            P,
+            C.c_uint32,
+            C.c_char_p,
+            C.c_char_p,
+            C.c_char_p,
+            P,
+            P,
+            C.POINTER(P),
+            C.POINTER(C.c_size_t),
+        ]
         engine = dhl_lib()
         for i in ABI:
             if L.rc_abi_size(i) != engine.dhl_abi_size(i):
-                raise RuntimeError(f"{library_path()}: engine struct {i} size differs from "
-                                   "libdhl's (rebuild both)")
+                raise RuntimeError(
+                    f"{library_path()}: engine struct {i} size differs from libdhl's (rebuild both)"
+                )
         _lib = L
     return _lib
 
@@ -86,7 +125,7 @@ _SCALARS = struct.Struct(f"<{NSCALAR}I")
 
 
 def _groups(v: Sequence[int], k: int) -> tuple[tuple[int, ...], ...]:
-    return tuple(tuple(v[i:i + k]) for i in range(0, len(v), k))
+    return tuple(tuple(v[i : i + k]) for i in range(0, len(v), k))
 
 
 def parse_facts(blob: bytes) -> DhlFacts:
@@ -102,7 +141,7 @@ def parse_facts(blob: bytes) -> DhlFacts:
         if n == NONE:
             strs.append(None)
         else:
-            strs.append(blob[at:at + n].decode(errors="replace"))
+            strs.append(blob[at : at + n].decode(errors="replace"))
             at += n
     arrs: list[tuple[int, ...] | None] = []
     for _ in range(NARR):
@@ -114,17 +153,39 @@ def parse_facts(blob: bytes) -> DhlFacts:
             arrs.append(struct.unpack_from(f"<{n}I", blob, at))
             at += 4 * n
     assert at == len(blob), "facts layout out of step with rawcheck.c"
-    b = Before(error=strs[0], fcc=sc[0], newest=sc[1], newest_size=sc[2], newest_count=sc[3],
-               newest_pages=arrs[0], previous=sc[4],  # type: ignore[arg-type]  # ctypes/native-blob values are untyped
-               t1_missing=_groups(arrs[1], 4),  # type: ignore[arg-type]  # ctypes/native-blob values are untyped
-               reached=sc[5], digest=strs[1], read_error=strs[2], indep_fcc=sc[6],
-               indep_digest=strs[3], indep_error=strs[4],
-               indep_no_committed=arrs[2])  # type: ignore[arg-type]  # ctypes/native-blob values are untyped
-    a = After(error=strs[5], fcc=sc[7], txn_size=sc[8], engine_fcc=sc[9],
-              rolled_back=bool(sc[10]), integrity=strs[6], digest=strs[7], scan_error=strs[8],
-              above_fcc=_groups(arrs[3], 3),  # type: ignore[arg-type]  # ctypes/native-blob values are untyped
-              count_fcc=arrs[4], fcc_pages=arrs[5], count_newest=arrs[6],  # type: ignore[arg-type]  # ctypes/native-blob values are untyped
-              idempotent_changed=arrs[7], idempotent_error=strs[9])
+    b = Before(
+        error=strs[0],
+        fcc=sc[0],
+        newest=sc[1],
+        newest_size=sc[2],
+        newest_count=sc[3],
+        newest_pages=arrs[0],  # type: ignore[arg-type]  # ctypes/native-blob values are untyped
+        previous=sc[4],
+        t1_missing=_groups(arrs[1], 4),  # type: ignore[arg-type]  # ctypes/native-blob values are untyped
+        reached=sc[5],
+        digest=strs[1],
+        read_error=strs[2],
+        indep_fcc=sc[6],
+        indep_digest=strs[3],
+        indep_error=strs[4],
+        indep_no_committed=arrs[2],  # type: ignore[arg-type]  # ctypes/native-blob values are untyped
+    )
+    a = After(
+        error=strs[5],
+        fcc=sc[7],
+        txn_size=sc[8],
+        engine_fcc=sc[9],
+        rolled_back=bool(sc[10]),
+        integrity=strs[6],
+        digest=strs[7],
+        scan_error=strs[8],
+        above_fcc=_groups(arrs[3], 3),  # type: ignore[arg-type]  # ctypes/native-blob values are untyped
+        count_fcc=arrs[4],  # type: ignore[arg-type]  # ctypes/native-blob values are untyped
+        fcc_pages=arrs[5],  # type: ignore[arg-type]  # ctypes/native-blob values are untyped
+        count_newest=arrs[6],  # type: ignore[arg-type]  # ctypes/native-blob values are untyped
+        idempotent_changed=arrs[7],
+        idempotent_error=strs[9],
+    )
     return DhlFacts(exists=True, nolog=bool(sc[11]), before=b, after=a)
 
 
@@ -190,8 +251,11 @@ class NativeExaminer:
         if label is not self._label:  # one label per worker: made once
             rec = label.parent / "dhl-check" / "recovered.db"
             self._label = label
-            self._labels = (os.fsencode(label), os.fsencode(rec),
-                            os.fsencode(rec.with_name(rec.name + ".again")))
+            self._labels = (
+                os.fsencode(label),
+                os.fsencode(rec),
+                os.fsencode(rec.with_name(rec.name + ".again")),
+            )
 
     def _log_address(self, log: Path) -> tuple[int, int]:
         """The address and length of the log file ``log`` mapped (a
@@ -221,9 +285,14 @@ class NativeExaminer:
         elif lowest < self._log_kept:  # an earlier epoch again (a restart): count from there
             self._log_kept = lowest
 
-    def examine_chunk(self, size: int, used: int, log: Path,
-                      spans: Sequence[Sequence[tuple[int, int | None, int]]], label: Path
-                      ) -> list[bytes | None]:
+    def examine_chunk(
+        self,
+        size: int,
+        used: int,
+        log: Path,
+        spans: Sequence[Sequence[tuple[int, int | None, int]]],
+        label: Path,
+    ) -> list[bytes | None]:
         """:meth:`examine` of each state over the same durable image, in one
         C call: a state's overlay is given as the spans of the log file
         ``log`` to write (``harness.states.model.item_spans``: device
@@ -233,14 +302,31 @@ class NativeExaminer:
         self._set_label(label)
         logaddr, loglen = self._log_address(log)
         n = len(spans)
-        flat = [x for items in spans for o, src, k in items
-                for x in (o, ZEROS if src is None else src, k)]
+        flat = [
+            x
+            for items in spans
+            for o, src, k in items
+            for x in (o, ZEROS if src is None else src, k)
+        ]
         items = (C.c_uint64 * len(flat))(*flat)
         counts = (C.c_uint32 * n)(*(len(items_) for items_ in spans))
         rcs, lens = (C.c_int32 * n)(), (C.c_uint64 * n)()
-        rc = self.L.rc_examine_chunk(self.ctx, addr, size, used, logaddr, loglen, items, counts,
-                                     n, *self._labels, rcs, lens, C.byref(self._out),
-                                     C.byref(self._outlen))
+        rc = self.L.rc_examine_chunk(
+            self.ctx,
+            addr,
+            size,
+            used,
+            logaddr,
+            loglen,
+            items,
+            counts,
+            n,
+            *self._labels,
+            rcs,
+            lens,
+            C.byref(self._out),
+            C.byref(self._outlen),
+        )
         self.calls += n
         if rc != OK:
             raise MemoryError("rc_examine_chunk: out of memory")
@@ -255,12 +341,13 @@ class NativeExaminer:
                 self.fallbacks += 1
                 out.append(None)
                 continue
-            out.append(blob[at:at + lens[i]])
+            out.append(blob[at : at + lens[i]])
             at += lens[i]
         return out
 
-    def examine(self, size: int, used: int, writes: Sequence[tuple[int, bytes]], label: Path
-                ) -> bytes | None:
+    def examine(
+        self, size: int, used: int, writes: Sequence[tuple[int, bytes]], label: Path
+    ) -> bytes | None:
         """The serialised facts of the state whose image is the durable
         image (``size`` bytes, zero past byte ``used``) with ``writes`` on
         top, as :func:`checkers.dhl.examine_image` takes them of a block
@@ -270,9 +357,19 @@ class NativeExaminer:
         n = len(writes)
         offs = (C.c_uint64 * n)(*(o for o, _ in writes))
         lens = (C.c_uint64 * n)(*(len(d) for _, d in writes))
-        rc = self.L.rc_examine(self.ctx, addr, size, used, offs, lens,
-                               b"".join(d for _, d in writes), n, *self._labels,
-                               C.byref(self._out), C.byref(self._outlen))
+        rc = self.L.rc_examine(
+            self.ctx,
+            addr,
+            size,
+            used,
+            offs,
+            lens,
+            b"".join(d for _, d in writes),
+            n,
+            *self._labels,
+            C.byref(self._out),
+            C.byref(self._outlen),
+        )
         self.calls += 1
         if rc == FALLBACK:
             self.fallbacks += 1

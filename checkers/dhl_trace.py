@@ -120,7 +120,7 @@ class PageTrace:
                 k = min(n - pos, self.ps - inpage)
                 pg = self.page(pgno)
                 touched.setdefault(pgno, (self.headers[pgno], bytes(pg)))
-                pg[inpage:inpage + k] = data[pos:pos + k]
+                pg[inpage : inpage + k] = data[pos : pos + k]
                 pos += k
         out = []
         for pgno, (old, before) in touched.items():
@@ -147,8 +147,9 @@ class PageTrace:
         return [self.headers[p] for p in range(top + 1)]
 
 
-def judge_bytes(entry: int, pw: PageWrite, res: TraceResult, ntrees: int,
-                fcc_before: int | None) -> None:
+def judge_bytes(
+    entry: int, pw: PageWrite, res: TraceResult, ntrees: int, fcc_before: int | None
+) -> None:
     """DHL-T2 at byte level: the committed slot(s) of the page keep every
     byte they own.  The slot the write gives a new non-zero TID is the one
     being written; ``fcc_before`` (zeroing writes only) is the FCC before
@@ -162,25 +163,40 @@ def judge_bytes(entry: int, pw: PageWrite, res: TraceResult, ntrees: int,
             continue
         if new.tid[s] == 0 and o != 0:  # zeroed: an invalidation
             if fcc_before is not None and o <= fcc_before:
-                res.t2.append(Finding(entry, pw.pgno, f"page {pw.pgno}: a write zeroed slot "
-                                                      f"{s} of TID {o}, committed (FCC "
-                                                      f"{fcc_before})"))
+                res.t2.append(
+                    Finding(
+                        entry,
+                        pw.pgno,
+                        f"page {pw.pgno}: a write zeroed slot "
+                        f"{s} of TID {o}, committed (FCC "
+                        f"{fcc_before})",
+                    )
+                )
             continue
         if w and o >= w:
             continue  # not committed when W wrote: W may replace it
         what = changed_bytes(pw.before, pw.after, s, pw.pgno, ntrees)
         if what:
             by = f"transaction {w}" if w else "a write that set no TID"
-            res.t2.append(Finding(entry, pw.pgno, f"page {pw.pgno}: {by} changed bytes of the "
-                                                  f"committed slot {s} (TID {o}): "
-                                                  + ", ".join(what[:4])))
+            res.t2.append(
+                Finding(
+                    entry,
+                    pw.pgno,
+                    f"page {pw.pgno}: {by} changed bytes of the "
+                    f"committed slot {s} (TID {o}): " + ", ".join(what[:4]),
+                )
+            )
 
 
-def judge_write(entry: int, pgno: int, old: Headers, new: Headers, res: TraceResult,
-                nolog: bool) -> None:
+def judge_write(
+    entry: int, pgno: int, old: Headers, new: Headers, res: TraceResult, nolog: bool
+) -> None:
     """DHL-T2 and CC-NEXT for one page write, at slot-header level."""
-    changed = [s for s in range(2) if (old.tid[s], old.commit[s], old.aux[s])
-               != (new.tid[s], new.commit[s], new.aux[s])]
+    changed = [
+        s
+        for s in range(2)
+        if (old.tid[s], old.commit[s], old.aux[s]) != (new.tid[s], new.commit[s], new.aux[s])
+    ]
     if not changed:
         return
     w = max(new.tid[s] for s in changed)
@@ -196,34 +212,65 @@ def judge_write(entry: int, pgno: int, old: Headers, new: Headers, res: TraceRes
     where = "header page meta slot" if pgno == 0 else "slot header"
     if len(changed) == 2 and any(old.tid):
         # in NOLOG slot 1 is always zero: only slot 0 can change
-        res.t2.append(Finding(entry, pgno, f"page {pgno}: transaction {w} rewrote both slot "
-                                           f"headers (TIDs {_tid(old.tid[0])}, "
-                                           f"{_tid(old.tid[1])} before)"))
+        res.t2.append(
+            Finding(
+                entry,
+                pgno,
+                f"page {pgno}: transaction {w} rewrote both slot "
+                f"headers (TIDs {_tid(old.tid[0])}, "
+                f"{_tid(old.tid[1])} before)",
+            )
+        )
     for s in changed:
         o, v = old.tid[s], old.tid[1 - s]
         if new.tid[s] and o and new.tid[s] < o:
-            res.t2.append(Finding(entry, pgno, f"page {pgno}: {where} {s} went back from TID {o} "
-                                               f"to TID {new.tid[s]} (a stale page image)"))
+            res.t2.append(
+                Finding(
+                    entry,
+                    pgno,
+                    f"page {pgno}: {where} {s} went back from TID {o} "
+                    f"to TID {new.tid[s]} (a stale page image)",
+                )
+            )
             continue
         if o and o == pred:
-            res.next.append(Finding(entry, pgno, f"page {pgno}: transaction {w} overwrote "
-                                                 f"{where} {s} of TID {o} (its predecessor)"))
+            res.next.append(
+                Finding(
+                    entry,
+                    pgno,
+                    f"page {pgno}: transaction {w} overwrote "
+                    f"{where} {s} of TID {o} (its predecessor)",
+                )
+            )
         if o == 0 or o >= w or len(changed) == 2:
             continue  # nothing committed was there (or already reported above)
         v_committed = v != 0 and v < w
         if not v_committed:
             why = "INV" if v == 0 else f"TID {v}, uncommitted"
-            res.t2.append(Finding(entry, pgno, f"page {pgno}: transaction {w} overwrote {where} "
-                                               f"{s} (TID {o}), the only committed one — the "
-                                               f"other holds {why}"))
+            res.t2.append(
+                Finding(
+                    entry,
+                    pgno,
+                    f"page {pgno}: transaction {w} overwrote {where} "
+                    f"{s} (TID {o}), the only committed one — the "
+                    f"other holds {why}",
+                )
+            )
         elif o > v:
-            res.t2.append(Finding(entry, pgno, f"page {pgno}: transaction {w} overwrote {where} "
-                                               f"{s} (TID {o}), the valid one, and kept the "
-                                               f"older TID {v}"))
+            res.t2.append(
+                Finding(
+                    entry,
+                    pgno,
+                    f"page {pgno}: transaction {w} overwrote {where} "
+                    f"{s} (TID {o}), the valid one, and kept the "
+                    f"older TID {v}",
+                )
+            )
 
 
-def trace_pages(history: FileTrace, page_size: int, ntrees: int, nolog: bool = False
-                ) -> TraceResult:
+def trace_pages(
+    history: FileTrace, page_size: int, ntrees: int, nolog: bool = False
+) -> TraceResult:
     """Walk the file's history page by page and judge every page write."""
     res = TraceResult()
     tr = PageTrace(history, page_size, ntrees)
@@ -240,15 +287,21 @@ def trace_pages(history: FileTrace, page_size: int, ntrees: int, nolog: bool = F
             fcc = committed_fcc(tr.all_headers())
             res.fcc_at_ack.append((e.label, fcc))
             if last_fcc is not None and fcc < last_fcc[2]:
-                res.mono.append(Finding(e.entry, 0, (
-                    f"at {e.label} (entry {e.entry}) the committed FCC is {fcc}, below "
-                    f"{last_fcc[2]} at {last_fcc[0]} (entry {last_fcc[1]})")))
+                res.mono.append(
+                    Finding(
+                        e.entry,
+                        0,
+                        (
+                            f"at {e.label} (entry {e.entry}) the committed FCC is {fcc}, below "
+                            f"{last_fcc[2]} at {last_fcc[0]} (entry {last_fcc[1]})"
+                        ),
+                    )
+                )
             last_fcc = (e.label, e.entry, fcc)
             continue
         pws = tr.write(e)
         fcc_before = None
-        if not nolog and any(pw.new.tid[s] == 0 != pw.old.tid[s]
-                             for pw in pws for s in range(2)):
+        if not nolog and any(pw.new.tid[s] == 0 != pw.old.tid[s] for pw in pws for s in range(2)):
             olds = {pw.pgno: pw.old for pw in pws}
             fcc_before = committed_fcc([olds.get(h.pgno, h) for h in tr.all_headers()])
         for pw in pws:
@@ -270,29 +323,53 @@ def verdicts(res: TraceResult, nolog: bool = False) -> list[Verdict]:
     """The three trace verdicts of one run."""
     out = []
     for inv, found, ok in (
-        ("DHL-T2", res.t2, f"all {res.writes} page writes overwrote only an empty, uncommitted "
-                           "or older committed slot header"),
-        ("CC-NEXT", res.next, f"no page write of transaction T+1 overwrote a header of T "
-                              f"({res.writes} writes)"),
+        (
+            "DHL-T2",
+            res.t2,
+            f"all {res.writes} page writes overwrote only an empty, uncommitted "
+            "or older committed slot header",
+        ),
+        (
+            "CC-NEXT",
+            res.next,
+            f"no page write of transaction T+1 overwrote a header of T ({res.writes} writes)",
+        ),
     ):
         if not found:
             out.append(passed(inv, ok, actual=res.writes))
         else:
             more = f" ({len(found) - 1} more such writes)" if len(found) > 1 else ""
-            out.append(failed(inv, f"log entry {found[0].entry}: {found[0].text}{more}",
-                              actual=len(found), implicated=_entries(found)))
+            out.append(
+                failed(
+                    inv,
+                    f"log entry {found[0].entry}: {found[0].text}{more}",
+                    actual=len(found),
+                    implicated=_entries(found),
+                )
+            )
     if nolog:
         out.append(skipped("CC-MONO", "NOLOG database: no FCC per transaction"))
     elif res.mono:
         f = res.mono[0]
-        out.append(failed("CC-MONO", f.text, expected="non-decreasing",
-                          actual=[x for _, x in res.fcc_at_ack][:64],
-                          implicated=[f"entry {m.entry}" for m in res.mono[:MAX_LISTED]]))
+        out.append(
+            failed(
+                "CC-MONO",
+                f.text,
+                expected="non-decreasing",
+                actual=[x for _, x in res.fcc_at_ack][:64],
+                implicated=[f"entry {m.entry}" for m in res.mono[:MAX_LISTED]],
+            )
+        )
     else:
         fccs = [x for _, x in res.fcc_at_ack]
         span = f"{fccs[0]}..{fccs[-1]}" if fccs else "no acknowledged transaction"
-        out.append(passed("CC-MONO", f"committed FCC never decreased over {res.acks} "
-                                     f"acknowledgements ({span})", actual=len(fccs)))
+        out.append(
+            passed(
+                "CC-MONO",
+                f"committed FCC never decreased over {res.acks} acknowledgements ({span})",
+                actual=len(fccs),
+            )
+        )
     return out
 
 

@@ -50,32 +50,51 @@ class Engine:
 
 def _sqlite() -> AnyEngineChecker:
     from checkers.sqlite import CHECKER
+
     return cast(AnyEngineChecker, CHECKER)  # its facts opaque to the harness (above)
 
 
 def _dhl() -> AnyEngineChecker:
     from checkers.dhl import CHECKER
+
     return cast(AnyEngineChecker, CHECKER)
 
 
 def _xlog() -> AnyEngineChecker:
     from checkers.xlog import CHECKER
+
     return cast(AnyEngineChecker, CHECKER)
 
 
-ENGINES: dict[str, Engine] = {e.name: e for e in (
-    Engine("sqlite", _sqlite, shell=("sqlite3",), sidecar_files=True),
-    # DHL's design promises these for every mode with recovery
-    # (dhl/DESIGN.md: Theorems 1-2, counting commit, idempotent and
-    # crash-safe recovery).  NOLOG has no recovery and promises none.
-    Engine("dhl", _dhl,
-           own_invariants=("DHL-T1", "DHL-T2", "DHL-READ", "DHL-INV", "CC-COUNT", "CC-ROLLBACK",
-                           "CC-NEXT", "CC-MONO", "REC-IDEMPOTENT", "REC-CRASHSAFE"),
-           shell=("dhl", "dump")),
-    # xLog: SQLite behind an emulated NVRAM; its recovery (the NVRAM's
-    # replay) runs before SQLite's checks (checkers/xlog.py)
-    Engine("xlog", _xlog, shell=("sqlite3",), sidecar_files=True),
-)}
+ENGINES: dict[str, Engine] = {
+    e.name: e
+    for e in (
+        Engine("sqlite", _sqlite, shell=("sqlite3",), sidecar_files=True),
+        # DHL's design promises these for every mode with recovery
+        # (dhl/DESIGN.md: Theorems 1-2, counting commit, idempotent and
+        # crash-safe recovery).  NOLOG has no recovery and promises none.
+        Engine(
+            "dhl",
+            _dhl,
+            own_invariants=(
+                "DHL-T1",
+                "DHL-T2",
+                "DHL-READ",
+                "DHL-INV",
+                "CC-COUNT",
+                "CC-ROLLBACK",
+                "CC-NEXT",
+                "CC-MONO",
+                "REC-IDEMPOTENT",
+                "REC-CRASHSAFE",
+            ),
+            shell=("dhl", "dump"),
+        ),
+        # xLog: SQLite behind an emulated NVRAM; its recovery (the NVRAM's
+        # replay) runs before SQLite's checks (checkers/xlog.py)
+        Engine("xlog", _xlog, shell=("sqlite3",), sidecar_files=True),
+    )
+}
 
 
 def get_engine(name: str) -> Engine:

@@ -20,49 +20,99 @@ class Invariant:
 INVARIANTS: dict[str, Invariant] = {
     inv.id: inv
     for inv in (
-        Invariant("DB-OPEN", "corruption",
-                  "the recovered database opens and answers a full scan without error"),
-        Invariant("DB-INTEGRITY", "corruption",
-                  "SQLite integrity_check is ok / the DHL structure check passes"),
-        Invariant("DB-ATOMIC", "atomicity",
-                  "the recovered content equals the oracle state after some transaction j"),
-        Invariant("DB-DURABLE", "durability",
-                  "that j is at least the last acknowledged transaction"),
-        Invariant("DB-PREFIX", "atomicity",
-                  "j is at most the in-flight transaction (nothing never issued appears)"),
-        Invariant("FS-RECOVER", "FS",
-                  "file-system recovery succeeds with journal replay alone"),
-        Invariant("DHL-T1", "DHL-theorem",
-                  "every page reachable in the committed state has a committed slot header"),
-        Invariant("DHL-T2", "DHL-theorem",
-                  "a page write overwrites only a committed slot header older than the valid one"),
-        Invariant("DHL-READ", "DHL-theorem",
-                  "reading through greatest-TID<=FCC yields the committed oracle content"),
+        Invariant(
+            "DB-OPEN",
+            "corruption",
+            "the recovered database opens and answers a full scan without error",
+        ),
+        Invariant(
+            "DB-INTEGRITY",
+            "corruption",
+            "SQLite integrity_check is ok / the DHL structure check passes",
+        ),
+        Invariant(
+            "DB-ATOMIC",
+            "atomicity",
+            "the recovered content equals the oracle state after some transaction j",
+        ),
+        Invariant(
+            "DB-DURABLE", "durability", "that j is at least the last acknowledged transaction"
+        ),
+        Invariant(
+            "DB-PREFIX",
+            "atomicity",
+            "j is at most the in-flight transaction (nothing never issued appears)",
+        ),
+        Invariant("FS-RECOVER", "FS", "file-system recovery succeeds with journal replay alone"),
+        Invariant(
+            "DHL-T1",
+            "DHL-theorem",
+            "every page reachable in the committed state has a committed slot header",
+        ),
+        Invariant(
+            "DHL-T2",
+            "DHL-theorem",
+            "a page write overwrites only a committed slot header older than the valid one",
+        ),
+        Invariant(
+            "DHL-READ",
+            "DHL-theorem",
+            "reading through greatest-TID<=FCC yields the committed oracle content",
+        ),
         Invariant("DHL-INV", "DHL-theorem", "after recovery no slot header has TID > FCC"),
-        Invariant("CC-COUNT", "counting-commit",
-                  "after recovery the count of TID == FCC equals the transaction size"),
-        Invariant("CC-ROLLBACK", "counting-commit",
-                  "a short count makes recovery roll back to FCC-1 and invalidate FCC's headers"),
-        Invariant("CC-NEXT", "counting-commit",
-                  "a slot header of TID T is never overwritten by transaction T+1"),
-        Invariant("CC-MONO", "counting-commit",
-                  "committed FCC never decreases across acknowledged transactions"),
+        Invariant(
+            "CC-COUNT",
+            "counting-commit",
+            "after recovery the count of TID == FCC equals the transaction size",
+        ),
+        Invariant(
+            "CC-ROLLBACK",
+            "counting-commit",
+            "a short count makes recovery roll back to FCC-1 and invalidate FCC's headers",
+        ),
+        Invariant(
+            "CC-NEXT",
+            "counting-commit",
+            "a slot header of TID T is never overwritten by transaction T+1",
+        ),
+        Invariant(
+            "CC-MONO",
+            "counting-commit",
+            "committed FCC never decreases across acknowledged transactions",
+        ),
         Invariant("REC-IDEMPOTENT", "recovery", "recovering a recovered image changes nothing"),
-        Invariant("REC-CRASHSAFE", "recovery",
-                  "every crash state of recovery's own writes recovers to the same state"),
-        Invariant("REC-AGREE", "recovery",
-                  "the SUT's own restart on a crash image sees the content the checkers "
-                  "recovered from it (judged on continued first crashes)"),
-        Invariant("ERR-NOACK", "error-handling",
-                  "no transaction whose commit reported an error is acknowledged "
-                  "(unless a new attempt of it succeeded)"),
-        Invariant("ERR-ATOMIC", "error-handling",
-                  "a transaction in doubt after an error is wholly present or wholly absent"),
-        Invariant("ERR-DURABLE", "error-handling",
-                  "after an I/O error, every later acknowledged transaction survives"),
-        Invariant("CORRUPT-DETECT", "corruption",
-                  "a corrupted or misdirected database block is reported, never returned "
-                  "as data"),
+        Invariant(
+            "REC-CRASHSAFE",
+            "recovery",
+            "every crash state of recovery's own writes recovers to the same state",
+        ),
+        Invariant(
+            "REC-AGREE",
+            "recovery",
+            "the SUT's own restart on a crash image sees the content the checkers "
+            "recovered from it (judged on continued first crashes)",
+        ),
+        Invariant(
+            "ERR-NOACK",
+            "error-handling",
+            "no transaction whose commit reported an error is acknowledged "
+            "(unless a new attempt of it succeeded)",
+        ),
+        Invariant(
+            "ERR-ATOMIC",
+            "error-handling",
+            "a transaction in doubt after an error is wholly present or wholly absent",
+        ),
+        Invariant(
+            "ERR-DURABLE",
+            "error-handling",
+            "after an I/O error, every later acknowledged transaction survives",
+        ),
+        Invariant(
+            "CORRUPT-DETECT",
+            "corruption",
+            "a corrupted or misdirected database block is reported, never returned as data",
+        ),
     )
 }
 
@@ -86,6 +136,9 @@ def invariant(inv_id: str) -> Invariant:
     """The invariant with this ID (a user's ``USER:NAME`` too); a KeyError
     names an unknown ID."""
     if inv_id.startswith(USER_PREFIX) and len(inv_id) > len(USER_PREFIX):
-        return Invariant(inv_id, "user", f"the user's checker {inv_id[len(USER_PREFIX):]!r} "
-                                         "exits 0 on the recovered files")
+        return Invariant(
+            inv_id,
+            "user",
+            f"the user's checker {inv_id[len(USER_PREFIX) :]!r} exits 0 on the recovered files",
+        )
     return INVARIANTS[inv_id]

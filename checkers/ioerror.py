@@ -36,8 +36,11 @@ def judge_errors(labels: Sequence[str], content: Sequence[Verdict]) -> list[Verd
     ``content`` (DB-ATOMIC and DB-DURABLE among them when the database
     opened)."""
     by_id = {v.invariant: v for v in content}
-    return [_noack(labels), _atomic(labels, by_id.get("DB-ATOMIC")),
-            _durable(labels, by_id.get("DB-DURABLE"))]
+    return [
+        _noack(labels),
+        _atomic(labels, by_id.get("DB-ATOMIC")),
+        _durable(labels, by_id.get("DB-DURABLE")),
+    ]
 
 
 def _noack(labels: Sequence[str]) -> Verdict:
@@ -58,8 +61,12 @@ def _noack(labels: Sequence[str]) -> Verdict:
         both = errored & acked
         if both:
             k, n = min(both)
-            return failed("ERR-NOACK", f"transaction {k} (attempt {n}) was acknowledged although "
-                          "its commit reported an error", actual=k)
+            return failed(
+                "ERR-NOACK",
+                f"transaction {k} (attempt {n}) was acknowledged although "
+                "its commit reported an error",
+                actual=k,
+            )
     if not errored:
         return passed("ERR-NOACK", "no transaction failed before the crash", exercised=False)
     return passed("ERR-NOACK", "no failed transaction was acknowledged")
@@ -68,19 +75,27 @@ def _noack(labels: Sequence[str]) -> Verdict:
 def _atomic(labels: Sequence[str], atomic: Verdict | None) -> Verdict:
     """ERR-ATOMIC: after a failed transaction the content is still some
     oracle state (the in-doubt transaction wholly in or out)."""
-    failed_txns = [k for lab in labels
-                   if (k := _txn_of(parse_label(lab).name, TXN_ERROR)) is not None]
+    failed_txns = [
+        k for lab in labels if (k := _txn_of(parse_label(lab).name, TXN_ERROR)) is not None
+    ]
     if not failed_txns:
         return skipped("ERR-ATOMIC", "no transaction failed before the crash")
     k = failed_txns[-1]
     if atomic is None or atomic.status == "skip":
         return skipped("ERR-ATOMIC", "the database did not open (see DB-OPEN)")
     if atomic.failed:
-        return failed("ERR-ATOMIC", f"after transaction {k} failed, the recovered content "
-                      "matches no oracle state: a failed transaction is partly present",
-                      expected=f"{k - 1} or {k}", actual=None)
-    return passed("ERR-ATOMIC", f"transaction {k} failed; the content is whole ({atomic.actual})",
-                  actual=atomic.actual)
+        return failed(
+            "ERR-ATOMIC",
+            f"after transaction {k} failed, the recovered content "
+            "matches no oracle state: a failed transaction is partly present",
+            expected=f"{k - 1} or {k}",
+            actual=None,
+        )
+    return passed(
+        "ERR-ATOMIC",
+        f"transaction {k} failed; the content is whole ({atomic.actual})",
+        actual=atomic.actual,
+    )
 
 
 def _durable(labels: Sequence[str], durable: Verdict | None) -> Verdict:
@@ -98,15 +113,24 @@ def _durable(labels: Sequence[str], durable: Verdict | None) -> Verdict:
     if not after_fault:
         return skipped("ERR-DURABLE", "no error before the crash")
     if not acked_after:
-        return passed("ERR-DURABLE", "nothing was acknowledged after the first error",
-                      exercised=False)
+        return passed(
+            "ERR-DURABLE", "nothing was acknowledged after the first error", exercised=False
+        )
     if durable is None or durable.status == "skip" or not isinstance(durable.actual, int):
         return skipped("ERR-DURABLE", "no oracle state matches the content (see DB-ATOMIC)")
     j = durable.actual
     if j < acked_after:
-        return failed("ERR-DURABLE", f"transaction {acked_after} was acknowledged after an I/O "
-                      f"error, but the recovered content is the state after transaction {j}: "
-                      "the error was swallowed and the data lost",
-                      expected=acked_after, actual=j)
-    return passed("ERR-DURABLE", f"transaction {acked_after}, acknowledged after an I/O error, "
-                  f"survived (content after {j})", expected=acked_after, actual=j)
+        return failed(
+            "ERR-DURABLE",
+            f"transaction {acked_after} was acknowledged after an I/O "
+            f"error, but the recovered content is the state after transaction {j}: "
+            "the error was swallowed and the data lost",
+            expected=acked_after,
+            actual=j,
+        )
+    return passed(
+        "ERR-DURABLE",
+        f"transaction {acked_after}, acknowledged after an I/O error, survived (content after {j})",
+        expected=acked_after,
+        actual=j,
+    )

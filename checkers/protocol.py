@@ -43,8 +43,9 @@ class ImageExaminer(Protocol[F_co]):
     of a database file written nowhere: ``image(buffer)`` loads its bytes
     into the engine's buffer, ``db_path`` only names it in messages."""
 
-    def __call__(self, image: Callable[[Loadable], object], db_path: Path, *,
-                 blockdev: bool = False) -> F_co: ...
+    def __call__(
+        self, image: Callable[[Loadable], object], db_path: Path, *, blockdev: bool = False
+    ) -> F_co: ...
 
 
 class NativeExaminer(Protocol[F_co]):
@@ -52,16 +53,22 @@ class NativeExaminer(Protocol[F_co]):
     per state or per chunk of states) from a worker's durable image: the
     facts come serialised, equal bytes being equal facts."""
 
-    def examine(self, size: int, used: int, writes: Sequence[tuple[int, bytes]], label: Path
-                ) -> bytes | None:
+    def examine(
+        self, size: int, used: int, writes: Sequence[tuple[int, bytes]], label: Path
+    ) -> bytes | None:
         """The serialised facts of the durable image (``size`` bytes, zero
         past ``used``) with ``writes`` on top, the database named ``label``
         in messages; None: the engine's Python path must take the state."""
         ...
 
-    def examine_chunk(self, size: int, used: int, log: Path,
-                      spans: Sequence[Sequence[tuple[int, int | None, int]]], label: Path
-                      ) -> list[bytes | None]:
+    def examine_chunk(
+        self,
+        size: int,
+        used: int,
+        log: Path,
+        spans: Sequence[Sequence[tuple[int, int | None, int]]],
+        label: Path,
+    ) -> list[bytes | None]:
         """:meth:`examine` of several states, each given as spans of the log
         file ``log`` (device offset, log offset or None for zeros, length)."""
         ...
@@ -140,8 +147,9 @@ class EngineChecker(Protocol[F, R]):
         (harness/fs/README.md): DB-OPEN fails saying ``why``."""
         ...
 
-    def judge(self, facts: F, oracle: Oracle, acked: int, begun: int, *,
-              run_facts: R | None = None) -> list[Verdict]:
+    def judge(
+        self, facts: F, oracle: Oracle, acked: int, begun: int, *, run_facts: R | None = None
+    ) -> list[Verdict]:
         """The verdicts of ``facts`` against the oracle's ``acked..begun``
         window; ``run_facts``: what :attr:`run_checks` learnt from the run."""
         ...

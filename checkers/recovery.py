@@ -65,8 +65,9 @@ def _is_nolog(image: Path) -> bool:
     return False
 
 
-def capture_recovery(image: Path, workdir: Path, *, blockdev: bool = False
-                     ) -> tuple[list[IoOp], str | None]:
+def capture_recovery(
+    image: Path, workdir: Path, *, blockdev: bool = False
+) -> tuple[list[IoOp], str | None]:
     """Recover a copy of ``image`` through :class:`CaptureIO` (a block
     device's when ``blockdev``): the writes and syncs recovery issued, and
     the open error if it failed."""
@@ -97,8 +98,13 @@ def outcome(path: Path) -> Outcome:
 _STATE = MemIO()
 
 
-def outcome_of(label: Path, base: memoryview, writes: Sequence[IoOp], which: Sequence[int],
-               used: int | None = None) -> Outcome:
+def outcome_of(
+    label: Path,
+    base: memoryview,
+    writes: Sequence[IoOp],
+    which: Sequence[int],
+    used: int | None = None,
+) -> Outcome:
     """:func:`outcome` of a file named ``label`` holding ``base`` with the
     writes ``which`` of ``writes`` on it, opened in memory: the engine sees a
     regular file of that size (not a block device) that may grow, as on a
@@ -141,8 +147,7 @@ def recovery_states(ops: Sequence[IoOp], limit: int, seed: int = 0) -> Iterator[
                 continue  # = the next epoch's empty subset, or the reference itself
             if n >= limit:
                 return
-            yield RecoveryState(e, tuple(done + list(kept)),
-                                tuple(i for i in idx if i not in kept))
+            yield RecoveryState(e, tuple(done + list(kept)), tuple(i for i in idx if i not in kept))
             n += 1
         done += idx
 
@@ -184,8 +189,14 @@ def _pages(writes: Sequence[IoOp], which: Sequence[int], page_size: int) -> str:
     return ", ".join(f"page {writes[i].offset // page_size}" for i in which) or "none"
 
 
-def crashsafe_verdict(image_path: Path, workdir: Path, limit: int = DEFAULT_LIMIT, *,
-                      ops: Sequence[IoOp] | None = None, blockdev: bool = False) -> Verdict:
+def crashsafe_verdict(
+    image_path: Path,
+    workdir: Path,
+    limit: int = DEFAULT_LIMIT,
+    *,
+    ops: Sequence[IoOp] | None = None,
+    blockdev: bool = False,
+) -> Verdict:
     """REC-CRASHSAFE for one crash image: crash DHL recovery at up to
     ``limit`` points of its own writes and recover again.  ``image_path`` is
     not modified; scratch files go to ``workdir`` and are removed.
@@ -197,12 +208,14 @@ def crashsafe_verdict(image_path: Path, workdir: Path, limit: int = DEFAULT_LIMI
     try:
         return _crashsafe(image_path, workdir, limit, ops, blockdev)
     except DhlError as e:  # a broken image gets a verdict, never an exception
-        return skipped("REC-CRASHSAFE", f"the crash image cannot be opened ({e}): "
-                                        "DB-OPEN judges it")
+        return skipped(
+            "REC-CRASHSAFE", f"the crash image cannot be opened ({e}): DB-OPEN judges it"
+        )
 
 
-def _crashsafe(image_path: Path, workdir: Path, limit: int, ops: Sequence[IoOp] | None,
-               blockdev: bool) -> Verdict:
+def _crashsafe(
+    image_path: Path, workdir: Path, limit: int, ops: Sequence[IoOp] | None, blockdev: bool
+) -> Verdict:
     if _is_nolog(image_path):
         return skipped("REC-CRASHSAFE", "NOLOG database: no recovery")
     work = workdir / "rec-crashsafe"
@@ -214,8 +227,9 @@ def _crashsafe(image_path: Path, workdir: Path, limit: int, ops: Sequence[IoOp] 
                 return skipped("REC-CRASHSAFE", f"recovery itself fails: {err}")
         writes = [op for op in ops if op.kind == "write"]
         if not writes:
-            return passed("REC-CRASHSAFE", "recovery wrote nothing: it cannot be interrupted",
-                          actual=0)
+            return passed(
+                "REC-CRASHSAFE", "recovery wrote nothing: it cannot be interrupted", actual=0
+            )
         with Database(image_path, "tc", readonly=True) as db:
             ps = db.info().page_size
         data = image_path.read_bytes()
@@ -234,10 +248,16 @@ def _crashsafe(image_path: Path, workdir: Path, limit: int, ops: Sequence[IoOp] 
                     f"[{_pages(writes, st.kept, ps)}] on disk and "
                     f"[{_pages(writes, st.dropped, ps)}] lost; recovering that again gives "
                     f"{got.describe()} instead of {ref.describe()}",
-                    expected=ref.describe(), actual=got.describe(),
-                    implicated=[f"recovery write {i} (page {writes[i].offset // ps})"
-                                for i in st.dropped])
-        return passed("REC-CRASHSAFE", f"{n} crash states of recovery's {len(writes)} writes "
-                                       f"all recover to {ref.describe()}", actual=n)
+                    expected=ref.describe(),
+                    actual=got.describe(),
+                    implicated=[
+                        f"recovery write {i} (page {writes[i].offset // ps})" for i in st.dropped
+                    ],
+                )
+        return passed(
+            "REC-CRASHSAFE",
+            f"{n} crash states of recovery's {len(writes)} writes all recover to {ref.describe()}",
+            actual=n,
+        )
     finally:
         shutil.rmtree(work, ignore_errors=True)

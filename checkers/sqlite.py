@@ -40,14 +40,17 @@ class DbFacts:
 def content_key(files: Path, db_name: str) -> bytes:
     """A digest of the database and its journal/WAL as extracted: two states
     whose files are identical recover identically."""
+
     def read(name: str) -> list[bytes] | None:
         p = files / name
         return [p.read_bytes()] if p.exists() else None
+
     return content_key_of(read, db_name)
 
 
-def content_key_of(read: Callable[[str], Iterable[bytes | memoryview] | None],
-                   db_name: str) -> bytes:
+def content_key_of(
+    read: Callable[[str], Iterable[bytes | memoryview] | None], db_name: str
+) -> bytes:
     """:func:`content_key` of files not (yet) written: ``read(name)`` gives
     the file's bytes as pieces, or None when there is no such file (the
     ext4 in-process extraction gives them from the image's mapping)."""
@@ -95,8 +98,9 @@ def refused(why: str) -> DbFacts:
 IDS = ("DB-OPEN", "DB-INTEGRITY", "DB-ATOMIC", "DB-DURABLE", "DB-PREFIX")  # per state
 
 
-def judge(facts: DbFacts, oracle: Oracle, acked: int, begun: int, *,
-          run_facts: None = None) -> list[Verdict]:
+def judge(
+    facts: DbFacts, oracle: Oracle, acked: int, begun: int, *, run_facts: None = None
+) -> list[Verdict]:
     """The five database verdicts from what opening the database showed
     (``run_facts``: the engine protocol's; SQLite has no run-level facts)."""
     if not facts.exists:
@@ -114,8 +118,14 @@ def judge(facts: DbFacts, oracle: Oracle, acked: int, begun: int, *,
     if facts.integrity == "ok":
         out.append(passed("DB-INTEGRITY"))
     else:
-        out.append(failed("DB-INTEGRITY", f"PRAGMA integrity_check: {facts.integrity}",
-                          expected="ok", actual=facts.integrity))
+        out.append(
+            failed(
+                "DB-INTEGRITY",
+                f"PRAGMA integrity_check: {facts.integrity}",
+                expected="ok",
+                actual=facts.integrity,
+            )
+        )
     assert facts.digest is not None
     return out + judge_content(facts.digest, oracle.digests, acked, begun)
 

@@ -14,6 +14,12 @@ from dhl.binding import (
 )
 
 __all__ = [
-    "MODES", "Database", "DhlError", "PageInfo", "SlotHeader", "library_path", "open_db",
+    "MODES",
+    "Database",
+    "DhlError",
+    "PageInfo",
+    "SlotHeader",
+    "library_path",
+    "open_db",
     "valid_slot",
 ]

@@ -42,11 +42,37 @@ from dhl.library import (
 )
 
 __all__ = [
-    "ERRORS", "MAX_TREES", "MODES", "OPEN_CREATE", "OPEN_FDATASYNC", "OPEN_NORECOVER",
-    "OPEN_READONLY", "OPEN_TRUNCATE", "PAGE_INTERIOR", "PAGE_LEAF", "TID_INV", "CaptureIO",
-    "Counters", "Database", "DhlError", "Headers", "Info", "IoOp", "MemIO", "PageInfo", "Reached",
-    "Recovery", "SlotHeader", "file_headers", "image_headers", "lib", "library_path", "open_db",
-    "recovered_in_memory", "recovered_on_device", "valid_slot",
+    "ERRORS",
+    "MAX_TREES",
+    "MODES",
+    "OPEN_CREATE",
+    "OPEN_FDATASYNC",
+    "OPEN_NORECOVER",
+    "OPEN_READONLY",
+    "OPEN_TRUNCATE",
+    "PAGE_INTERIOR",
+    "PAGE_LEAF",
+    "TID_INV",
+    "CaptureIO",
+    "Counters",
+    "Database",
+    "DhlError",
+    "Headers",
+    "Info",
+    "IoOp",
+    "MemIO",
+    "PageInfo",
+    "Reached",
+    "Recovery",
+    "SlotHeader",
+    "file_headers",
+    "image_headers",
+    "lib",
+    "library_path",
+    "open_db",
+    "recovered_in_memory",
+    "recovered_on_device",
+    "valid_slot",
 ]
 
 
@@ -55,8 +81,8 @@ class SlotHeader:
     tid: int
     nrec: int
     free_off: int
-    commit: int   # transaction size when the slot carries the (embedded) commit record
-    type: int     # PAGE_LEAF / PAGE_INTERIOR (0 for header meta slots)
+    commit: int  # transaction size when the slot carries the (embedded) commit record
+    type: int  # PAGE_LEAF / PAGE_INTERIOR (0 for header meta slots)
     array_ok: bool
     offsets: tuple[int, ...]
 
@@ -65,7 +91,7 @@ class SlotHeader:
 class PageInfo:
     pgno: int
     is_data: bool
-    valid_slot: int          # by the read rule at the connection's FCC; -1 none
+    valid_slot: int  # by the read rule at the connection's FCC; -1 none
     slots: tuple[SlotHeader, SlotHeader]  # page 0: meta slots, nrec = page count
 
 
@@ -75,25 +101,46 @@ class Reached:
 
     pgno: int
     parent: int  # page whose committed slot points here; 0 = the header page's root pointer
-    slot: int    # slot picked by the read rule; -1 none committed; -2 committed slot impossible
+    slot: int  # slot picked by the read rule; -1 none committed; -2 committed slot impossible
 
 
 class Database:
     """One connection to a DHL database (file, block device).  Use as a
     context manager or call close()."""
 
-    def __init__(self, path: str | os.PathLike[str], mode: str = "tc", *, create: bool = False,
-                 truncate: bool = False, page_size: int = 0, ntrees: int = 0,
-                 readonly: bool = False, recover: bool = True, fdatasync: bool = False,
-                 cache_pages: int = 0, io: CaptureIO | MemIO | None = None) -> None:
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        mode: str = "tc",
+        *,
+        create: bool = False,
+        truncate: bool = False,
+        page_size: int = 0,
+        ntrees: int = 0,
+        readonly: bool = False,
+        recover: bool = True,
+        fdatasync: bool = False,
+        cache_pages: int = 0,
+        io: CaptureIO | MemIO | None = None,
+    ) -> None:
         if mode not in MODES:
             raise ValueError(f"unknown DHL mode {mode!r} (one of {', '.join(MODES)})")
         L = lib()
-        flags = ((OPEN_CREATE if create else 0) | (OPEN_TRUNCATE if truncate else 0)
-                 | (OPEN_READONLY if readonly else 0) | (0 if recover else OPEN_NORECOVER)
-                 | (OPEN_FDATASYNC if fdatasync else 0))
-        o = _Options(page_size, MODES[mode], ntrees, flags, cache_pages,
-                     C.cast(C.pointer(io.struct), C.c_void_p) if io is not None else None)
+        flags = (
+            (OPEN_CREATE if create else 0)
+            | (OPEN_TRUNCATE if truncate else 0)
+            | (OPEN_READONLY if readonly else 0)
+            | (0 if recover else OPEN_NORECOVER)
+            | (OPEN_FDATASYNC if fdatasync else 0)
+        )
+        o = _Options(
+            page_size,
+            MODES[mode],
+            ntrees,
+            flags,
+            cache_pages,
+            C.cast(C.pointer(io.struct), C.c_void_p) if io is not None else None,
+        )
         self._io = io  # keeps the callbacks alive as long as the handle
         h = C.c_void_p()
         self.mode = mode
@@ -162,8 +209,7 @@ class Database:
             self._ok(lib().dhl_get(self._handle(), tree, key, buf, len(buf), C.byref(n)))
         return buf.raw[: n.value]
 
-    def scan(self, tree: int, lo: int = -(2**63), hi: int = 2**63 - 1
-             ) -> list[tuple[int, bytes]]:
+    def scan(self, tree: int, lo: int = -(2**63), hi: int = 2**63 - 1) -> list[tuple[int, bytes]]:
         """Records with lo <= key <= hi, in key order."""
         out: list[tuple[int, bytes]] = []
 
@@ -239,11 +285,11 @@ class Database:
             if pgno != 0:
                 arr = (C.c_uint16 * 20000)()
                 n = C.c_uint32()
-                self._ok(lib().dhl_slot_offsets(self._handle(), pgno, s, arr, len(arr),
-                                                C.byref(n)))
+                self._ok(lib().dhl_slot_offsets(self._handle(), pgno, s, arr, len(arr), C.byref(n)))
                 offs = tuple(arr[: min(n.value, len(arr))])
-            slots.append(SlotHeader(x.tid, x.nrec, x.free_off, x.commit, x.type,
-                                    bool(x.array_ok), offs))
+            slots.append(
+                SlotHeader(x.tid, x.nrec, x.free_off, x.commit, x.type, bool(x.array_ok), offs)
+            )
         return PageInfo(pi.pgno, bool(pi.is_data), pi.valid_slot, (slots[0], slots[1]))
 
     def headers(self, pgno: int) -> tuple[int, int, int, int, int]:
@@ -251,8 +297,7 @@ class Database:
         valid_slot)`` as stored (page 0: the meta slots)."""
         pi = _PageInfo()
         self._ok(lib().dhl_page_info(self._handle(), pgno, C.byref(pi)))
-        return (pi.slot[0].tid, pi.slot[1].tid, pi.slot[0].commit, pi.slot[1].commit,
-                pi.valid_slot)
+        return (pi.slot[0].tid, pi.slot[1].tid, pi.slot[0].commit, pi.slot[1].commit, pi.valid_slot)
 
     def reachable(self) -> list[Reached]:
         """Every page reached from the committed roots through the read rule,
@@ -261,8 +306,7 @@ class Database:
         while True:
             pages, parents = (C.c_uint32 * cap)(), (C.c_uint32 * cap)()
             slots, n = (C.c_int32 * cap)(), C.c_uint32()
-            self._ok(lib().dhl_reachable(self._handle(), pages, parents, slots, cap,
-                                         C.byref(n)))
+            self._ok(lib().dhl_reachable(self._handle(), pages, parents, slots, cap, C.byref(n)))
             if n.value <= cap:
                 return [Reached(pages[i], parents[i], slots[i]) for i in range(n.value)]
             cap = n.value
@@ -278,8 +322,7 @@ def open_db(path: str | os.PathLike[str], mode: str = "tc", **kw: object) -> Dat
     return Database(path, mode, **kw)  # type: ignore[arg-type]  # **kw passes Database's options through
 
 
-def recovered_in_memory(image: bytes, mode: str = "tc", *, blockdev: bool = False
-                        ) -> bytes | str:
+def recovered_in_memory(image: bytes, mode: str = "tc", *, blockdev: bool = False) -> bytes | str:
     """``image`` after DHL recovery run on it in memory (as a block device's
     with ``blockdev``), or the error code when it cannot be opened."""
     mem = MemIO(image, blockdev=blockdev)

@@ -17,8 +17,12 @@ import click
 
 from dhl.binding import MODES, Database, DhlError
 
-_mode = click.option("--mode", type=click.Choice(sorted(MODES)), default=None,
-                     help="commit mode to open with (default: tc, or nolog for NOLOG files)")
+_mode = click.option(
+    "--mode",
+    type=click.Choice(sorted(MODES)),
+    default=None,
+    help="commit mode to open with (default: tc, or nolog for NOLOG files)",
+)
 
 
 def _open(path: str, mode: str | None, **kw: object) -> Database:
@@ -44,12 +48,16 @@ def dump(path: str, mode: str | None) -> None:
     """Print the header and every page's two slot headers (no recovery)."""
     with _open(path, mode, readonly=True) as db:
         i, r = db.info(), db.recovery()
-        click.echo(f"{path}: page size {i.page_size}, {i.ntrees} trees, flags {i.flags:#x}, "
-                   f"{i.page_count} pages ({i.file_pages} in the file)")
-        click.echo(f"FCC {i.fcc}, transaction size {i.txn_size}, meta slot {i.valid_meta}; "
-                   f"newest commit record {r.max_commit_tid} (size {r.max_commit_size}, "
-                   f"{r.max_commit_count} found){', rolled back' if r.rolled_back else ''}; "
-                   f"{r.invalid_headers} slot headers above the FCC")
+        click.echo(
+            f"{path}: page size {i.page_size}, {i.ntrees} trees, flags {i.flags:#x}, "
+            f"{i.page_count} pages ({i.file_pages} in the file)"
+        )
+        click.echo(
+            f"FCC {i.fcc}, transaction size {i.txn_size}, meta slot {i.valid_meta}; "
+            f"newest commit record {r.max_commit_tid} (size {r.max_commit_size}, "
+            f"{r.max_commit_count} found){', rolled back' if r.rolled_back else ''}; "
+            f"{r.invalid_headers} slot headers above the FCC"
+        )
         click.echo("roots: " + " ".join(str(i.roots[t]) for t in range(i.ntrees)))
         for p in range(int(i.file_pages)):
             pi = db.page(p)
@@ -61,8 +69,10 @@ def dump(path: str, mode: str | None) -> None:
                 else:
                     kind = {1: "leaf", 2: "interior"}.get(h.type, f"type{h.type}")
                     bad = "" if h.array_ok else " BAD"
-                    desc.append(f"{mark}slot{s} tid={h.tid} {kind} n={h.nrec} "
-                                f"free={h.free_off} commit={h.commit}{bad}")
+                    desc.append(
+                        f"{mark}slot{s} tid={h.tid} {kind} n={h.nrec} "
+                        f"free={h.free_off} commit={h.commit}{bad}"
+                    )
             click.echo(f"page {p:5d}: " + " | ".join(desc))
 
 
@@ -78,8 +88,10 @@ def check(path: str, mode: str | None) -> None:
             click.echo(f"dhl: check failed: {e}", err=True)
             sys.exit(1)
         i = db.info()
-        click.echo(f"ok: FCC {i.fcc}, {i.page_count} pages, "
-                   + ", ".join(f"tree {t}: {db.count(t)} records" for t in range(i.ntrees)))
+        click.echo(
+            f"ok: FCC {i.fcc}, {i.page_count} pages, "
+            + ", ".join(f"tree {t}: {db.count(t)} records" for t in range(i.ntrees))
+        )
 
 
 @cli.command()
@@ -89,10 +101,12 @@ def recover(path: str, mode: str | None) -> None:
     """Recover (done by every writable open) and report."""
     with _open(path, mode) as db:
         r, c = db.recovery(), db.counters()
-        click.echo(f"FCC {r.fcc} (transaction size {r.txn_size}); newest commit record "
-                   f"{r.max_commit_tid}: {r.max_commit_count}/{r.max_commit_size} slot headers"
-                   f"{' -> rolled back' if r.rolled_back else ''}; invalidated "
-                   f"{r.invalid_headers} slot headers in {c.recovered_pages} pages")
+        click.echo(
+            f"FCC {r.fcc} (transaction size {r.txn_size}); newest commit record "
+            f"{r.max_commit_tid}: {r.max_commit_count}/{r.max_commit_size} slot headers"
+            f"{' -> rolled back' if r.rolled_back else ''}; invalidated "
+            f"{r.invalid_headers} slot headers in {c.recovered_pages} pages"
+        )
 
 
 @cli.command()

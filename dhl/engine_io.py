@@ -94,8 +94,13 @@ class MemIO:
     the engine sees a block device (``struct dhl_io.blockdev``), as the
     SUT did when it ran on the raw recorded device."""
 
-    def __init__(self, image: bytes | bytearray | memoryview = b"", cap: int | None = None,
-                 *, blockdev: bool = False) -> None:
+    def __init__(
+        self,
+        image: bytes | bytearray | memoryview = b"",
+        cap: int | None = None,
+        *,
+        blockdev: bool = False,
+    ) -> None:
         self.mem = _Mem(None, 0, 0, 0, 0, int(blockdev), 0)
         self.struct = _Io()
         self._buf = bytearray()
@@ -113,11 +118,16 @@ class MemIO:
             self._arr = (C.c_char * want).from_buffer(self._buf)
             self.mem.data, self.mem.cap = C.addressof(self._arr), want
         elif self.used > keep:  # past ``used`` the buffer is zero already
-            self._buf[keep:self.used] = bytes(self.used - keep)
+            self._buf[keep : self.used] = bytes(self.used - keep)
         self.mem.size = self.mem.writes = self.mem.syncs = self.mem.hiwater = 0
 
-    def load(self, image: bytes | bytearray | memoryview, cap: int | None = None, *,
-             used: int | None = None) -> MemIO:
+    def load(
+        self,
+        image: bytes | bytearray | memoryview,
+        cap: int | None = None,
+        *,
+        used: int | None = None,
+    ) -> MemIO:
         """Replace the image by a copy of ``image``; ``used``: the bytes of
         ``image`` past it are known to be zero, and are not copied (a block
         device's image is mostly such a tail)."""

@@ -28,8 +28,9 @@ class Headers:
     aux: tuple[int, int]
 
 
-def image_headers(data: bytes, page_size: int, first_pgno: int, ntrees: int, *,
-                  nonzero: bool = False) -> list[Headers]:
+def image_headers(
+    data: bytes, page_size: int, first_pgno: int, ntrees: int, *, nonzero: bool = False
+) -> list[Headers]:
     """Decode the slot headers of the consecutive page images in ``data``
     (``len(data) // page_size`` pages, the first being ``first_pgno``) in one
     libdhl call.  With ``nonzero``, pages whose six decoded values are all 0
@@ -38,8 +39,14 @@ def image_headers(data: bytes, page_size: int, first_pgno: int, ntrees: int, *,
     return _decode_headers(data, len(data) // page_size, page_size, first_pgno, ntrees, nonzero)
 
 
-def _decode_headers(data: bytes | C.Array[C.c_char] | None, n: int, page_size: int,
-                    first_pgno: int, ntrees: int, nonzero: bool) -> list[Headers]:
+def _decode_headers(
+    data: bytes | C.Array[C.c_char] | None,
+    n: int,
+    page_size: int,
+    first_pgno: int,
+    ntrees: int,
+    nonzero: bool,
+) -> list[Headers]:
     out = (C.c_uint32 * (6 * n + 1))()
     rc = lib().dhl_image_headers(data, page_size, first_pgno, n, ntrees, out)
     if rc:
@@ -49,13 +56,21 @@ def _decode_headers(data: bytes | C.Array[C.c_char] | None, n: int, page_size: i
         # are tested one by one
         n = -(-len(bytes(out)[: 24 * n].rstrip(b"\0")) // 24)
     v = out[: 6 * n]
-    return [Headers(first_pgno + i, (v[6 * i], v[6 * i + 1]), (v[6 * i + 2], v[6 * i + 3]),
-                    (v[6 * i + 4], v[6 * i + 5]))
-            for i in range(n) if not nonzero or any(v[6 * i: 6 * i + 6])]
+    return [
+        Headers(
+            first_pgno + i,
+            (v[6 * i], v[6 * i + 1]),
+            (v[6 * i + 2], v[6 * i + 3]),
+            (v[6 * i + 4], v[6 * i + 5]),
+        )
+        for i in range(n)
+        if not nonzero or any(v[6 * i : 6 * i + 6])
+    ]
 
 
-def file_headers(path: str | os.PathLike[str], page_size: int, ntrees: int,
-                 npages: int | None = None) -> list[Headers]:
+def file_headers(
+    path: str | os.PathLike[str], page_size: int, ntrees: int, npages: int | None = None
+) -> list[Headers]:
     """The slot headers of the first ``npages`` pages (default: every whole
     page) of a database file as stored, read in chunks."""
     out: list[Headers] = []

@@ -55,8 +55,9 @@ def read_regular(path: Path, limit: int, what: str = "") -> bytes:
     try:
         size = os.fstat(fd).st_size
         if size > limit:
-            raise CrashlabError(f"{what or path}: {size} bytes, more than the {limit} a "
-                                "file of its kind may have")
+            raise CrashlabError(
+                f"{what or path}: {size} bytes, more than the {limit} a file of its kind may have"
+            )
         chunks = []
         while chunk := os.read(fd, 1 << 20):
             chunks.append(chunk)
@@ -82,8 +83,15 @@ def open_regular(path: Path | str, what: str = "") -> int:
     mode = os.fstat(fd).st_mode
     if not stat.S_ISREG(mode):
         os.close(fd)
-        kind = "a directory" if stat.S_ISDIR(mode) else "a FIFO" if stat.S_ISFIFO(mode) \
-            else "a device" if stat.S_ISBLK(mode) or stat.S_ISCHR(mode) else "a socket"
+        kind = (
+            "a directory"
+            if stat.S_ISDIR(mode)
+            else "a FIFO"
+            if stat.S_ISFIFO(mode)
+            else "a device"
+            if stat.S_ISBLK(mode) or stat.S_ISCHR(mode)
+            else "a socket"
+        )
         raise CrashlabError(f"{what or path}: is {kind}, not a regular file")
     os.set_blocking(fd, True)
     return fd

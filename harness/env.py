@@ -123,8 +123,10 @@ def work_folder(prefix: str, parent: Path | None = None) -> Path:
         parent.mkdir(parents=True, exist_ok=True)
         return Path(tempfile.mkdtemp(prefix=f"{prefix}{pid}.{_start_time(pid)}-", dir=parent))
     except OSError as e:
-        raise CrashlabError(f"{parent}: cannot make a working folder there ({cause(e)}; "
-                            f"set {TMPDIR} to another folder)") from None
+        raise CrashlabError(
+            f"{parent}: cannot make a working folder there ({cause(e)}; "
+            f"set {TMPDIR} to another folder)"
+        ) from None
 
 
 # A working folder's record of the processes its owner started in their own
@@ -225,8 +227,9 @@ def _reap_under(parent: Path) -> list[Path]:
 
 
 @contextlib.contextmanager
-def temporary_folder(prefix: str, parent: Path | None = None, *,
-                     keep: bool = False) -> Iterator[Path]:
+def temporary_folder(
+    prefix: str, parent: Path | None = None, *, keep: bool = False
+) -> Iterator[Path]:
     """A :func:`work_folder`, removed on exit (unless ``keep``, or unless
     something is still mounted or attached under it: never delete into a
     live mount; the next :func:`reap_work_folders` takes it down).  It is

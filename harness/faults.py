@@ -87,7 +87,9 @@ KINDS: dict[str, tuple[str, tuple[str, ...], tuple[str, ...], tuple[str, ...]]] 
 FLAGS = ("sticky",)  # keys without a value
 # defaults per kind (a key without one: None, or False for a flag)
 DEFAULTS: dict[str, dict[str, Value]] = {
-    "eio": {"nth": 1}, "misdirect": {"seed": 0}, "corrupt": {"seed": 0, "bits": 1},
+    "eio": {"nth": 1},
+    "misdirect": {"seed": 0},
+    "corrupt": {"seed": 0, "bits": 1},
 }
 MARK_KEYS = ("after", "at")
 SIZE_KEYS = ("left",)
@@ -114,7 +116,7 @@ class Fault:
 
     @property
     def where(self) -> str:
-        """"device", "state" or "process": the stage that injects it."""
+        """ "device", "state" or "process": the stage that injects it."""
         return KINDS[self.kind][0]
 
     def get(self, key: str) -> Value | None:
@@ -173,20 +175,25 @@ def parse_fault(text: str) -> Fault:
     head, *items = text.strip().split(",")
     kind, colon, op = head.partition(":")
     if kind not in KINDS:
-        raise CrashlabError(f"bad fault {text!r}: unknown kind {kind!r} "
-                            f"(choose from {', '.join(KINDS)})")
+        raise CrashlabError(
+            f"bad fault {text!r}: unknown kind {kind!r} (choose from {', '.join(KINDS)})"
+        )
     _, ops, keys, required = KINDS[kind]
     if ops and op not in ops:
-        raise CrashlabError(f"bad fault {text!r}: {kind} needs an operation: "
-                            + ", ".join(f"{kind}:{o}" for o in ops))
+        raise CrashlabError(
+            f"bad fault {text!r}: {kind} needs an operation: "
+            + ", ".join(f"{kind}:{o}" for o in ops)
+        )
     if not ops and colon:
         raise CrashlabError(f"bad fault {text!r}: {kind} takes no operation")
     given: dict[str, Value] = {}
     for item in items:
         key, eq, value = item.partition("=")
         if key not in keys:
-            raise CrashlabError(f"bad fault {text!r}: unknown key {key!r} for {kind} "
-                                f"(choose from {', '.join(keys)})")
+            raise CrashlabError(
+                f"bad fault {text!r}: unknown key {key!r} for {kind} "
+                f"(choose from {', '.join(keys)})"
+            )
         if key in given:
             raise CrashlabError(f"bad fault {text!r}: {key} given twice")
         if key in FLAGS:
@@ -212,8 +219,9 @@ def parse_faults(texts: str | Iterable[str]) -> tuple[Fault, ...]:
     once.  An empty text is no fault."""
     if isinstance(texts, str):
         texts = [texts]
-    return unique_faults(parse_fault(part) for text in texts for part in text.split(SEP)
-                         if part.strip())
+    return unique_faults(
+        parse_fault(part) for text in texts for part in text.split(SEP) if part.strip()
+    )
 
 
 def unique_faults(faults: Iterable[Fault]) -> tuple[Fault, ...]:

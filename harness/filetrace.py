@@ -61,8 +61,9 @@ class FileTrace:
     holes) — a continuation's base is a crash image whose file is older than
     the final map says — and the log's writes through the final map."""
 
-    def __init__(self, base: Path, log: Path, bmap: BlockMap, final: Path,
-                 base_map: BlockMap, base_size: int) -> None:
+    def __init__(
+        self, base: Path, log: Path, bmap: BlockMap, final: Path, base_map: BlockMap, base_size: int
+    ) -> None:
         self.base, self.log, self.bmap, self.final = base, log, bmap, final
         self.base_map, self.base_size = base_map, base_size
         self._fd = os.open(base, os.O_RDONLY)
@@ -78,9 +79,10 @@ class FileTrace:
 
     def read_base(self, offset: int, n: int) -> bytes:
         out = bytearray(n)
-        for dev, at, k in self.base_map.device_ranges(offset, max(0, min(n, self.base_size
-                                                                         - offset))):
-            out[at:at + k] = os.pread(self._fd, k, dev).ljust(k, b"\0")
+        for dev, at, k in self.base_map.device_ranges(
+            offset, max(0, min(n, self.base_size - offset))
+        ):
+            out[at : at + k] = os.pread(self._fd, k, dev).ljust(k, b"\0")
         return bytes(out)
 
     def events(self) -> Iterator[FileWrite | Mark]:
@@ -95,8 +97,10 @@ class FileTrace:
                 if not e.has_payload:
                     continue
                 data = reader.payload(e)
-                pieces = tuple((foff, data[at:at + n])
-                               for foff, at, n in self.bmap.pieces(e.sector * ss, len(data)))
+                pieces = tuple(
+                    (foff, data[at : at + n])
+                    for foff, at, n in self.bmap.pieces(e.sector * ss, len(data))
+                )
                 if pieces:
                     yield FileWrite(e.index, pieces)
 
@@ -158,8 +162,9 @@ def fault_targets(run: RunDir, faults: tuple[Fault, ...], work: Path) -> Spans |
     return bmap.spans if isinstance(bmap, BlockMap) else None
 
 
-def _recovered_view(fs: FileSystem, image: Path, files: Path, db_name: str
-                    ) -> tuple[BlockMap, int] | str:
+def _recovered_view(
+    fs: FileSystem, image: Path, files: Path, db_name: str
+) -> tuple[BlockMap, int] | str:
     """Recover ``image`` into ``files``: the database file's block map and
     size (0: no such file), or why it does not recover.  The map is read
     after recovery (the journal may hold the file's extents), unless

@@ -53,11 +53,13 @@ def ensure_image(fs: str) -> tuple[Path, str]:
         with open(img.with_name(img.name + ".lock"), "w") as lock:
             fcntl.flock(lock, fcntl.LOCK_EX)
             if not img.exists() or not digest_file.exists():
-                proc = subprocess.run([str(IMAGES_DIR / "build-image.sh"), fs, str(img)],
-                                      capture_output=True, text=True)
+                proc = subprocess.run(
+                    [str(IMAGES_DIR / "build-image.sh"), fs, str(img)],
+                    capture_output=True,
+                    text=True,
+                )
                 if proc.returncode != 0:
-                    raise CrashlabError(f"building the {fs} image failed: "
-                                        f"{proc.stderr.strip()}")
+                    raise CrashlabError(f"building the {fs} image failed: {proc.stderr.strip()}")
     return img, digest_file.read_text().strip()
 
 

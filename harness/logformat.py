@@ -147,8 +147,9 @@ class LogReader(AbstractContextManager["LogReader"]):
     image's size, ``harness/validate.py``).  Only a regular file is opened.
     """
 
-    def __init__(self, path: Path | str, *, salvage: bool = False,
-                 device_bytes: int | None = None) -> None:
+    def __init__(
+        self, path: Path | str, *, salvage: bool = False, device_bytes: int | None = None
+    ) -> None:
         self.path = Path(path)
         self.salvage = salvage
         self.salvaged = 0
@@ -204,8 +205,9 @@ class LogReader(AbstractContextManager["LogReader"]):
         # what neither the kernel nor crashlab writes: flags that would make
         # an entry count as one kind and act as another
         if flags & MARK and flags != MARK:
-            raise LogFormatError(self.path, offset, f"entry {index}: a mark with other flags "
-                                 f"({flag_names(flags)})")
+            raise LogFormatError(
+                self.path, offset, f"entry {index}: a mark with other flags ({flag_names(flags)})"
+            )
         if flags & DISCARD and nr_sectors == 0:
             raise LogFormatError(self.path, offset, f"entry {index}: a discard of no sectors")
         label = None
@@ -224,11 +226,17 @@ class LogReader(AbstractContextManager["LogReader"]):
         elif data_len != 0 or any(block[ENTRY.size :]):
             raise LogFormatError(self.path, offset, f"entry {index}: header padding not zero")
         entry = Entry(index, offset, sector, nr_sectors, flags, label)
-        if self.device_bytes is not None and entry.is_write and \
-                (sector + nr_sectors) * s > self.device_bytes:
+        if (
+            self.device_bytes is not None
+            and entry.is_write
+            and (sector + nr_sectors) * s > self.device_bytes
+        ):
             raise LogFormatError(
-                self.path, offset, f"entry {index}: sectors {sector}+{nr_sectors} end past the "
-                f"device ({self.device_bytes} bytes)")
+                self.path,
+                offset,
+                f"entry {index}: sectors {sector}+{nr_sectors} end past the "
+                f"device ({self.device_bytes} bytes)",
+            )
         end = entry.end_offset(s)
         if end > self.size:
             raise LogFormatError(

@@ -50,12 +50,21 @@ MUTANTS_DIR = ROOT / "tests" / "mutants"
 CATALOGUE = MUTANTS_DIR / "catalogue.toml"
 BUILD_ROOT = ROOT / "build" / "mutants"
 # What a mutant build copies: the C sources it may patch and their rules.
-SOURCES = ("Makefile", "dhl/build.mk", "dhl/include", "dhl/src", "workloads/build.mk",
-           "workloads/runner")
-TARGETS = ("dhl/build/libdhl.so", "workloads/build/crashlab-runner",
-           "workloads/build/crashlab-xlog-recover",  # xLog's recovery: the checkers'
-           "workloads/build/libcrashlab-waldiovfs.so",  # the VFS the checkers recover WALDIO with
-           "workloads/build/libcrashlab-selvfs.so")  # and open a selective SUT's database with
+SOURCES = (
+    "Makefile",
+    "dhl/build.mk",
+    "dhl/include",
+    "dhl/src",
+    "workloads/build.mk",
+    "workloads/runner",
+)
+TARGETS = (
+    "dhl/build/libdhl.so",
+    "workloads/build/crashlab-runner",
+    "workloads/build/crashlab-xlog-recover",  # xLog's recovery: the checkers'
+    "workloads/build/libcrashlab-waldiovfs.so",  # the VFS the checkers recover WALDIO with
+    "workloads/build/libcrashlab-selvfs.so",
+)  # and open a selective SUT's database with
 
 
 @dataclass(frozen=True)
@@ -87,9 +96,14 @@ def _workload(text: str) -> str:
 
 
 def _cell(d: dict[str, Any]) -> Cell:
-    return Cell(d["sut"], _workload(d["workload"]), d.get("fs", "ext4"),
-                tuple(d.get("strategies", ("prefix", "reorder"))),
-                get_sut(d["sut"]).weaknesses, faults=parse_faults(d.get("faults", ())))
+    return Cell(
+        d["sut"],
+        _workload(d["workload"]),
+        d.get("fs", "ext4"),
+        tuple(d.get("strategies", ("prefix", "reorder"))),
+        get_sut(d["sut"]).weaknesses,
+        faults=parse_faults(d.get("faults", ())),
+    )
 
 
 def catalogue() -> list[Mutant]:
@@ -97,8 +111,13 @@ def catalogue() -> list[Mutant]:
     data = tomllib.loads(CATALOGUE.read_text())
     out = []
     for name, d in data.items():
-        m = Mutant(name, d["what"], tuple(_cell(c) for c in d.get("cells", ())),
-                   d.get("harmless"), tuple(d.get("tests", ())))
+        m = Mutant(
+            name,
+            d["what"],
+            tuple(_cell(c) for c in d.get("cells", ())),
+            d.get("harmless"),
+            tuple(d.get("tests", ())),
+        )
         if not m.patch.exists():
             raise CrashlabError(f"{CATALOGUE}: mutant {name} has no {m.patch.name}")
         out.append(m)
@@ -137,15 +156,20 @@ def build(m: Mutant) -> Path:
     tmp = d.with_name(d.name + ".partial")
     shutil.rmtree(tmp, ignore_errors=True)
     copy_sources(tmp)
-    p = subprocess.run(["patch", "-p1", "--forward", "--batch", "-i", str(m.patch)], cwd=tmp,
-                       capture_output=True, text=True)
+    p = subprocess.run(
+        ["patch", "-p1", "--forward", "--batch", "-i", str(m.patch)],
+        cwd=tmp,
+        capture_output=True,
+        text=True,
+    )
     if p.returncode != 0:
-        raise CrashlabError(f"mutant {m.name}: {m.patch.name} does not apply: "
-                            f"{(p.stdout + p.stderr).strip().splitlines()[-1]}")
+        raise CrashlabError(
+            f"mutant {m.name}: {m.patch.name} does not apply: "
+            f"{(p.stdout + p.stderr).strip().splitlines()[-1]}"
+        )
     mk = subprocess.run(["make", "-s", *TARGETS], cwd=tmp, capture_output=True, text=True)
     if mk.returncode != 0:
-        raise CrashlabError(f"mutant {m.name} does not build: "
-                            f"{mk.stderr.strip().splitlines()[-1]}")
+        raise CrashlabError(f"mutant {m.name} does not build: {mk.stderr.strip().splitlines()[-1]}")
     shutil.rmtree(d, ignore_errors=True)
     os.replace(tmp, d)
     return d
@@ -180,13 +204,23 @@ def run_mutant(m: Mutant, out: Path, jobs: int) -> Outcome:
         d = build(m)
     except CrashlabError as e:
         return Outcome(m, "error", detail=str(e))
-    env = {**os.environ, DHL_LIB: str(d / TARGETS[0]), RUNNER: str(d / TARGETS[1]),
-           WALDIO_LIB: str(d / TARGETS[3]), SELVFS_LIB: str(d / TARGETS[4])}
+    env = {
+        **os.environ,
+        DHL_LIB: str(d / TARGETS[0]),
+        RUNNER: str(d / TARGETS[1]),
+        WALDIO_LIB: str(d / TARGETS[3]),
+        SELVFS_LIB: str(d / TARGETS[4]),
+    }
     if m.tests:
         return _run_tests(m, env)
     folder = out / m.name
-    p = subprocess.run([sys.executable, "-m", "harness.mutants", m.name, str(folder), str(jobs)],
-                       env=env, capture_output=True, text=True, cwd=ROOT)
+    p = subprocess.run(
+        [sys.executable, "-m", "harness.mutants", m.name, str(folder), str(jobs)],
+        env=env,
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+    )
     summary = SweepDir(folder).summary
     if p.returncode not in (0, 1) or not summary.exists():
         tail = (p.stderr.strip().splitlines() or ["no output"])[-1]
@@ -196,13 +230,22 @@ def run_mutant(m: Mutant, out: Path, jobs: int) -> Outcome:
 
 def _run_tests(m: Mutant, env: dict[str, str]) -> Outcome:
     """Killed when one of the mutant's tests fails with its libdhl and runner."""
-    p = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
-                        *m.tests], env=env, capture_output=True, text=True, cwd=ROOT)
+    p = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *m.tests],
+        env=env,
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+    )
     if p.returncode == 1:
-        failed = [line.split(" ", 1)[1].split(" - ")[0] for line in p.stdout.splitlines()
-                  if line.startswith("FAILED ")]
-        return Outcome(m, "killed", {f"test {t.split('::')[-1]}": 1 for t in failed},
-                       detail="; ".join(failed))
+        failed = [
+            line.split(" ", 1)[1].split(" - ")[0]
+            for line in p.stdout.splitlines()
+            if line.startswith("FAILED ")
+        ]
+        return Outcome(
+            m, "killed", {f"test {t.split('::')[-1]}": 1 for t in failed}, detail="; ".join(failed)
+        )
     if p.returncode == 0:
         return _judge(m, {"cells": []})
     tail = (p.stdout.strip().splitlines() or ["no output"])[-1]
@@ -215,8 +258,9 @@ def _sweep_cells(name: str, out: Path, jobs: int) -> int:
     from harness.sweep.sweep import SweepOptions, run_sweep
 
     m = next(x for x in catalogue() if x.name == name)
-    _, code = run_sweep(f"mutant-{name}", list(m.cells), out, SweepOptions(backend="fuse",
-                                                                          jobs=jobs))
+    _, code = run_sweep(
+        f"mutant-{name}", list(m.cells), out, SweepOptions(backend="fuse", jobs=jobs)
+    )
     return code
 
 

@@ -36,6 +36,7 @@ from harness.errors import CrashlabError, environment_error
 LOCK_NAME = ".crashlab.lock"
 _PID_WAIT_S = 1.0  # how long a refused writer waits for the holder to write its PID
 
+
 @dataclass
 class _Held:
     """A folder this process holds: the lock file's descriptor, how many
@@ -85,8 +86,9 @@ def _open_lock(folder: Path) -> int:
         fd = os.open(path, flags, 0o644)
     except OSError as e:
         if e.errno == errno.ELOOP:
-            raise CrashlabError(f"{path}: is a symbolic link, not crashlab's lock file "
-                                "(remove it)") from None
+            raise CrashlabError(
+                f"{path}: is a symbolic link, not crashlab's lock file (remove it)"
+            ) from None
         raise (environment_error(e, folder) or e) from None
     if not stat.S_ISREG(os.fstat(fd).st_mode):
         os.close(fd)
@@ -113,9 +115,10 @@ def _lock(folder: Path) -> int:
     except BlockingIOError:
         pid = _holder(fd)
         os.close(fd)
-        raise CrashlabError(f"{folder}: in use by another crashlab command (PID {pid}) "
-                            "writing there; wait for it to end, or choose another --out") \
-            from None
+        raise CrashlabError(
+            f"{folder}: in use by another crashlab command (PID {pid}) "
+            "writing there; wait for it to end, or choose another --out"
+        ) from None
     try:
         os.ftruncate(fd, 0)
         os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
@@ -167,6 +170,7 @@ def _first_missing(folder: Path) -> Path | None:
 def _discard_if_unused(folder: Path, disposable: set[str]) -> None:
     """Remove ``folder`` (made by this command, still locked) if nothing in
     it is a result (:func:`locked_output`)."""
+
     def unused(p: Path) -> bool:
         if p.name == LOCK_NAME or p.name in disposable:
             return True
@@ -181,8 +185,9 @@ def _discard_if_unused(folder: Path, disposable: set[str]) -> None:
             shutil.rmtree(folder)
 
 
-def refuse_results(folder: Path, names: tuple[str, ...], what: str, *, resume: bool | None,
-                   force: bool) -> None:
+def refuse_results(
+    folder: Path, names: tuple[str, ...], what: str, *, resume: bool | None, force: bool
+) -> None:
     """Refuse to write into ``folder`` when it already holds results (any of
     ``names``), unless ``force``, or ``resume`` (None: the command cannot
     resume)."""
@@ -191,6 +196,5 @@ def refuse_results(folder: Path, names: tuple[str, ...], what: str, *, resume: b
     found = next((n for n in names if os.path.lexists(folder / n)), None)
     if found is None:
         return
-    how = "--force replaces it" if resume is None else \
-        "--resume continues it, --force replaces it"
+    how = "--force replaces it" if resume is None else "--resume continues it, --force replaces it"
     raise CrashlabError(f"{folder}: already holds {what} ({found}); {how}")

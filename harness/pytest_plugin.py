@@ -48,8 +48,13 @@ class Crashlab:
         self.tmp = tmp
         self._runs = 0
 
-    def record(self, workload: Callable[[Callable[[str], None]], object], *, fs: str = "ext4",
-               backend: str = "auto") -> RunDir:
+    def record(
+        self,
+        workload: Callable[[Callable[[str], None]], object],
+        *,
+        fs: str = "ext4",
+        backend: str = "auto",
+    ) -> RunDir:
         """Record ``workload(mark)`` running in a fresh recorded file system
         (its cwd); ``mark(label)`` logs a mark in line with its writes."""
         from harness.record.backends import select_backend
@@ -69,13 +74,21 @@ class Crashlab:
         run = record(RecordRequest(cmd, out, fs=fs, backend=backend))
         status = run.meta().exit_status
         if status != 0:
-            raise AssertionError(f"the workload {qual} exited {status} while recording "
-                                 f"(see {run.meta_path})")
+            raise AssertionError(
+                f"the workload {qual} exited {status} while recording (see {run.meta_path})"
+            )
         return run
 
-    def check(self, run: RunDir, checker: Callable[[Path, dict[str, Any]], object], *,
-              strategy: str = "prefix", jobs: int = 1, fail: bool = True,
-              **options: Any) -> CheckResult:  # noqa: ANN401
+    def check(
+        self,
+        run: RunDir,
+        checker: Callable[[Path, dict[str, Any]], object],
+        *,
+        strategy: str = "prefix",
+        jobs: int = 1,
+        fail: bool = True,
+        **options: Any,
+    ) -> CheckResult:  # noqa: ANN401
         """Judge every crash state of ``run`` with ``checker(files, state)``;
         fail the test where it is violated or raises (``fail=False``: only
         return the result).  ``options``: the crash-state options
@@ -85,8 +98,11 @@ class Crashlab:
         from harness.states import Options
 
         name = checker.__name__
-        opts = CheckOptions(states=Options(strategy=strategy, **options), jobs=jobs,
-                            checkers=(PyChecker(name, checker),))
+        opts = CheckOptions(
+            states=Options(strategy=strategy, **options),
+            jobs=jobs,
+            checkers=(PyChecker(name, checker),),
+        )
         self._runs += 1
         result = check_run(run, opts, self.tmp / f"check{self._runs}")
         bad = result["violations"]
@@ -97,8 +113,10 @@ class Crashlab:
 
 
 def _describe(result: CheckResult, bad: list[Any], errors: dict[str, Any]) -> str:
-    lines = [f"crashlab: {len(bad)} violations in {result['states']['checked']} crash states "
-             f"of {result['run']} ({result['strategy']})"]
+    lines = [
+        f"crashlab: {len(bad)} violations in {result['states']['checked']} crash states "
+        f"of {result['run']} ({result['strategy']})"
+    ]
     for v in bad[:MAX_SHOWN]:
         first = (v["explanation"].splitlines() or [""])[0]
         lines.append(f"  {v['state']}: {v['invariant']}: {first}")

@@ -129,8 +129,11 @@ class RunMeta:
         out: dict[str, Any] = {}
         for f in dataclasses.fields(self):
             v = getattr(self, f.name)
-            if f.name == "extra" or (v is None and f.name in _OPTIONAL_KEYS) or (
-                    f.name in ("faults", "mount_options") and not v):
+            if (
+                f.name == "extra"
+                or (v is None and f.name in _OPTIONAL_KEYS)
+                or (f.name in ("faults", "mount_options") and not v)
+            ):
                 continue
             if f.name == "faults":
                 v = fault_specs(v)
@@ -198,9 +201,14 @@ def _typed_object(v: object, cls: Any, where: str) -> Any:  # noqa: ANN401
             kw[k] = _typed(x, hints[k], f"{where}: {k}")
         elif not has_extra:
             raise MetaTypeError(f"{where}: unknown key {quoted(k)}")
-    missing = [n for n, f in fields.items() if n not in kw and n != "extra"
-               and f.default is dataclasses.MISSING
-               and f.default_factory is dataclasses.MISSING]
+    missing = [
+        n
+        for n, f in fields.items()
+        if n not in kw
+        and n != "extra"
+        and f.default is dataclasses.MISSING
+        and f.default_factory is dataclasses.MISSING
+    ]
     if missing:
         raise MetaTypeError(f"{where}: missing key {missing[0]!r}")
     if has_extra:
@@ -216,8 +224,13 @@ def _name(hint: Any) -> str:  # noqa: ANN401
         return f"a list ({_name(typing.get_args(hint)[0])} each)"
     if typing.get_origin(hint) in (typing.Union, types.UnionType):
         return " or ".join(_name(a) for a in typing.get_args(hint))
-    return {str: "a string", int: "an integer", float: "a number", bool: "true or false",
-            type(None): "null"}.get(hint, str(hint))
+    return {
+        str: "a string",
+        int: "an integer",
+        float: "a number",
+        bool: "true or false",
+        type(None): "null",
+    }.get(hint, str(hint))
 
 
 def quoted(v: object) -> str:
@@ -227,8 +240,7 @@ def quoted(v: object) -> str:
 
 
 # written only when set: a workload run's keys, and a guest's facts
-_OPTIONAL_KEYS = ("sut", "workload", "seed", "db", "runner", "continues_at", "continues",
-                  "guest")
+_OPTIONAL_KEYS = ("sut", "workload", "seed", "db", "runner", "continues_at", "continues", "guest")
 
 
 @dataclass(frozen=True)
@@ -247,8 +259,9 @@ class RunDir:
         """meta.json, parsed strictly (:meth:`RunMeta.from_json`): a
         CrashlabError names the file and what is wrong with it."""
         try:
-            raw = read_regular(confined(self.path, META_NAME, str(self.meta_path)),
-                               META_LIMIT, str(self.meta_path))
+            raw = read_regular(
+                confined(self.path, META_NAME, str(self.meta_path)), META_LIMIT, str(self.meta_path)
+            )
         except FileNotFoundError:
             raise CrashlabError(f"{self.path}: not a run directory (no {META_NAME})") from None
         try:
@@ -293,12 +306,12 @@ class RunDir:
 class SweepDir:
     """A sweep folder: the one definition of what a sweep leaves on disk.
 
-        SWEEP/runs/<cell>/      one run folder per cell (:class:`RunDir`)
-        SWEEP/summary.json      the cells: verdict counts, expectations
-        SWEEP/violations.jsonl  every failing verdict, with its repro command
-        SWEEP/junit.xml         one test case per cell and strategy
-        SWEEP/timing.json       seconds per recording and per check
-        SWEEP/report.html, report.md, plots/   the reports (harness/report/)
+    SWEEP/runs/<cell>/      one run folder per cell (:class:`RunDir`)
+    SWEEP/summary.json      the cells: verdict counts, expectations
+    SWEEP/violations.jsonl  every failing verdict, with its repro command
+    SWEEP/junit.xml         one test case per cell and strategy
+    SWEEP/timing.json       seconds per recording and per check
+    SWEEP/report.html, report.md, plots/   the reports (harness/report/)
     """
 
     path: Path
@@ -355,6 +368,7 @@ def check_cell(cell: object, where: str) -> None:
     and its lines, the optional lists and tables -- or a CrashlabError
     naming ``where`` and the first field that is not.  (Its ``run``:
     :meth:`SweepDir.cell_run`.)"""
+
     def bad(what: str) -> CrashlabError:
         return CrashlabError(f"{where}: {what}")
 
@@ -367,20 +381,28 @@ def check_cell(cell: object, where: str) -> None:
         if not isinstance(cell[k], str):
             raise bad(f"{k} must be a string")
     states = cell["states"]
-    if not isinstance(states, dict) or not all(
-            _count(states.get(k, 0)) for k in ("checked", "folded", "generated")) \
-            or "checked" not in states or "folded" not in states:
+    if (
+        not isinstance(states, dict)
+        or not all(_count(states.get(k, 0)) for k in ("checked", "folded", "generated"))
+        or "checked" not in states
+        or "folded" not in states
+    ):
         raise bad("states must hold the counts checked and folded")
     verdicts = cell["verdicts"]
     if not isinstance(verdicts, dict) or not all(
-            isinstance(c, dict) and all(_count(n) for n in c.values())
-            for c in verdicts.values()):
+        isinstance(c, dict) and all(_count(n) for n in c.values()) for c in verdicts.values()
+    ):
         raise bad("verdicts must map invariants to counts")
     exp = cell["expectation"]
-    if not isinstance(exp, dict) or not isinstance(exp.get("ok"), bool) or not all(
-            _strings(exp.get(k, [])) for k in ("guaranteed", "must_violate_any", "broken",
-                                               "unverified", "errors", "waived")) \
-            or not isinstance(exp.get("status", ""), str):
+    if (
+        not isinstance(exp, dict)
+        or not isinstance(exp.get("ok"), bool)
+        or not all(
+            _strings(exp.get(k, []))
+            for k in ("guaranteed", "must_violate_any", "broken", "unverified", "errors", "waived")
+        )
+        or not isinstance(exp.get("status", ""), str)
+    ):
         raise bad("expectation must hold ok (true or false) and lists of lines")
     if not _strings(cell.get("faults", [])):
         raise bad("faults must be a list of strings")

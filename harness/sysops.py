@@ -23,15 +23,22 @@ from harness.errors import CrashlabError
 TOOL_ENV = {"DEBUGFS_PAGER": "__none__", "PAGER": "cat"}
 
 
-def tool(cmd: list[str], what: str, *, timeout: float = 120, stdin: str | None = None
-         ) -> subprocess.CompletedProcess[str]:
+def tool(
+    cmd: list[str], what: str, *, timeout: float = 120, stdin: str | None = None
+) -> subprocess.CompletedProcess[str]:
     """Run the tool ``cmd`` (text in and out, captured) and return how it
     went, whatever its exit status; CrashlabError naming ``what`` when the
     tool is not installed or does not finish within ``timeout`` seconds.
     The one way crashlab runs an external tool."""
     try:
-        return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout,
-                              input=stdin, env={**os.environ, **TOOL_ENV})
+        return subprocess.run(
+            cmd,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            input=stdin,
+            env={**os.environ, **TOOL_ENV},
+        )
     except FileNotFoundError:
         raise CrashlabError(f"{what}: {cmd[0]} not found (run `make setup`)") from None
     except subprocess.TimeoutExpired:
@@ -150,8 +157,11 @@ def _mounts_under(prefix: str) -> list[tuple[str, str]]:
     (a path ending in "/"), deepest first."""
     with open("/proc/self/mounts") as f:
         rows = [ln.split() for ln in f]
-    found = [(r[1].replace("\\040", " "), r[2]) for r in rows
-             if len(r) > 2 and r[1].replace("\\040", " ").startswith(prefix)]
+    found = [
+        (r[1].replace("\\040", " "), r[2])
+        for r in rows
+        if len(r) > 2 and r[1].replace("\\040", " ").startswith(prefix)
+    ]
     return sorted(found, key=lambda m: m[0].count("/"), reverse=True)
 
 
@@ -189,8 +199,9 @@ def wait_pid(proc: subprocess.Popen[bytes], timeout: float, what: str) -> int:
     except subprocess.TimeoutExpired:
         proc.kill()
         proc.wait()
-        raise CrashlabError(f"{what} (pid {proc.pid}) did not exit in {timeout:.0f} s: killed") \
-            from None
+        raise CrashlabError(
+            f"{what} (pid {proc.pid}) did not exit in {timeout:.0f} s: killed"
+        ) from None
 
 
 class Interrupted(KeyboardInterrupt):
@@ -216,8 +227,11 @@ def _on_stop_signals(handler: Handler) -> Iterator[None]:
     if threading.current_thread() is not threading.main_thread():
         yield
         return
-    old = {s: signal.signal(s, handler) for s in STOP_SIGNALS
-           if signal.getsignal(s) is not signal.SIG_IGN}
+    old = {
+        s: signal.signal(s, handler)
+        for s in STOP_SIGNALS
+        if signal.getsignal(s) is not signal.SIG_IGN
+    }
     try:
         yield
     finally:
@@ -326,8 +340,9 @@ def signals_deferred() -> Iterator[None]:
 
 
 @contextlib.contextmanager
-def loop_mounted(image: Path, mountpoint: Path, fs: str, *, options: str | None = None,
-                 direct_io: bool = False) -> Iterator[str]:
+def loop_mounted(
+    image: Path, mountpoint: Path, fs: str, *, options: str | None = None, direct_io: bool = False
+) -> Iterator[str]:
     """Attach ``image`` to a loop device and mount it on ``mountpoint``
     (which must exist); yield the device.  Unmount and detach exactly what
     was created, on success, error and SIGINT/SIGTERM alike."""

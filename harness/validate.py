@@ -54,23 +54,29 @@ def validate(run: RunDir) -> RunMeta:
     recorded = meta.log
     if recorded is None or "error" in recorded:
         why = f" ({recorded['error']})" if recorded else ""
-        raise CrashlabError(f"{run.meta_path}: no summary of the log{why}: not a run that "
-                            "can be checked")
+        raise CrashlabError(
+            f"{run.meta_path}: no summary of the log{why}: not a run that can be checked"
+        )
     device = _device_bytes(run, meta, os.stat(verified_base_for_run(run)).st_size)
     with LogReader(log, salvage=True, device_bytes=device) as reader:
         actual = dataclasses.asdict(reader.summary())
     for k, v in actual.items():
         if recorded.get(k) != v:
-            raise CrashlabError(f"{run.path}: {LOG_NAME} does not agree with {META_NAME}: "
-                                f"log {k} {quoted(v)}, meta.json's {quoted(recorded.get(k))}")
+            raise CrashlabError(
+                f"{run.path}: {LOG_NAME} does not agree with {META_NAME}: "
+                f"log {k} {quoted(v)}, meta.json's {quoted(recorded.get(k))}"
+            )
     if list(meta.marks) != actual["marks"]:
-        raise CrashlabError(f"{run.path}: {META_NAME} marks {quoted(list(meta.marks))} are not "
-                            f"the log's {quoted(actual['marks'])}")
+        raise CrashlabError(
+            f"{run.path}: {META_NAME} marks {quoted(list(meta.marks))} are not "
+            f"the log's {quoted(actual['marks'])}"
+        )
     if meta.sut is not None and meta.exit_status == 0 and meta.continues_at is None:
         missing = [m for m in ("setup-done", "workload-end") if m not in actual["marks"]]
         if missing:
-            raise CrashlabError(f"{run.path}: a finished workload run without its "
-                                f"{missing[0]!r} mark")
+            raise CrashlabError(
+                f"{run.path}: a finished workload run without its {missing[0]!r} mark"
+            )
     _VALID[key] = meta
     return meta
 
@@ -104,11 +110,17 @@ def _device_bytes(run: RunDir, meta: RunMeta, base: int) -> int:
     nv = meta.extra.get("nvram")
     if nv is None:
         return base
-    if not (isinstance(nv, dict) and set(nv) == {"offset", "bytes"}
-            and all(type(x) is int for x in nv.values())
-            and 0 < nv["offset"] <= base and 0 < nv["bytes"] <= NVRAM_LIMIT):
-        raise CrashlabError(f"{run.meta_path}: nvram {quoted(nv)} is not "
-                            f'{{"offset": <1..{base}>, "bytes": <1..{NVRAM_LIMIT}>}}')
+    if not (
+        isinstance(nv, dict)
+        and set(nv) == {"offset", "bytes"}
+        and all(type(x) is int for x in nv.values())
+        and 0 < nv["offset"] <= base
+        and 0 < nv["bytes"] <= NVRAM_LIMIT
+    ):
+        raise CrashlabError(
+            f"{run.meta_path}: nvram {quoted(nv)} is not "
+            f'{{"offset": <1..{base}>, "bytes": <1..{NVRAM_LIMIT}>}}'
+        )
     return nv["offset"] + nv["bytes"]
 
 

@@ -26,8 +26,7 @@ from harness.rundir import RunDir
 # `root` is the older name of needs_root: a test written with it still skips.
 FACILITY_MARKS = ("needs_root", "needs_fuse", "needs_qemu", "root")
 # Fixtures that bring a facility with them: a test using one needs it too.
-FIXTURE_NEEDS = {"recorded": "needs_fuse", "qemu_runs": "needs_qemu",
-                 "private_tmp": "needs_root"}
+FIXTURE_NEEDS = {"recorded": "needs_fuse", "qemu_runs": "needs_qemu", "private_tmp": "needs_root"}
 
 
 @functools.cache
@@ -121,8 +120,11 @@ def private_tmp(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Pat
 
 def _manifest(run: Path) -> dict[str, tuple[int, int]]:
     """Every file under ``run``: relative path -> (size, mtime in ns)."""
-    return {str(p.relative_to(run)): (p.stat().st_size, p.stat().st_mtime_ns)
-            for p in sorted(run.rglob("*")) if p.is_file() or p.is_symlink()}
+    return {
+        str(p.relative_to(run)): (p.stat().st_size, p.stat().st_mtime_ns)
+        for p in sorted(run.rglob("*"))
+        if p.is_file() or p.is_symlink()
+    }
 
 
 class Recordings:
@@ -136,8 +138,7 @@ class Recordings:
         self.root = root
         self.runs: dict[tuple[str, str, str, str], tuple[RunDir, dict[str, tuple[int, int]]]] = {}
 
-    def __call__(self, sut: str, workload: str, fs: str = "ext4", backend: str = "fuse"
-                 ) -> RunDir:
+    def __call__(self, sut: str, workload: str, fs: str = "ext4", backend: str = "fuse") -> RunDir:
         """The shared recording of ``sut`` running ``workload`` on ``fs``."""
         from harness.sweep.matrix import Cell
         from harness.sweep.sweep import record_cell
@@ -149,12 +150,15 @@ class Recordings:
             self.runs[key] = (run, _manifest(run.path))
         run, made = self.runs[key]
         if _manifest(run.path) != made:
-            pytest.fail(f"a test wrote into the shared recording {run.path} "
-                        f"({sut}, {workload}, {fs}): check with --out elsewhere, or copy() it")
+            pytest.fail(
+                f"a test wrote into the shared recording {run.path} "
+                f"({sut}, {workload}, {fs}): check with --out elsewhere, or copy() it"
+            )
         return run
 
-    def copy(self, dest: Path, sut: str, workload: str, fs: str = "ext4",
-             backend: str = "fuse") -> RunDir:
+    def copy(
+        self, dest: Path, sut: str, workload: str, fs: str = "ext4", backend: str = "fuse"
+    ) -> RunDir:
         """A private copy, at ``dest``, of the shared recording: the test may change it."""
         shutil.copytree(self(sut, workload, fs, backend).path, dest, symlinks=True)
         return RunDir(dest)
@@ -185,10 +189,13 @@ def qemu_runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     runs = {}
     for sut in ("sqlite-wal-full", "sqlite-delete-extra"):
         run = root / sut
-        record_workload(sut, MULTI, run, backend="qemu",
-                        final_image=root / f"{sut}.final.img",
-                        blktrace=sut == "sqlite-wal-full")
+        record_workload(
+            sut,
+            MULTI,
+            run,
+            backend="qemu",
+            final_image=root / f"{sut}.final.img",
+            blktrace=sut == "sqlite-wal-full",
+        )
         runs[sut] = run
     return runs
-
-

@@ -24,8 +24,9 @@ def _entries(log: Path) -> tuple[int, list[tuple[int, int, int, int, int]]]:
     nr_sectors, flags)."""
     with LogReader(log) as r:
         s = r.sectorsize
-        return s, [(e.offset, e.end_offset(s), e.sector, e.nr_sectors, e.flags)
-                   for e in r.entries()]
+        return s, [
+            (e.offset, e.end_offset(s), e.sector, e.nr_sectors, e.flags) for e in r.entries()
+        ]
 
 
 def _set_u64(data: bytearray, at: int, value: int) -> None:
@@ -46,6 +47,7 @@ def _log_damages(rng: random.Random, run: Path, device: int) -> Damage:
             dst = _copy_run(run, folder)
             (dst / "writes.log").write_bytes(bytes(fn(bytearray(raw))))
             return _run_command(rng_cmd, dst, folder)
+
         rng_cmd = rng.randrange(1 << 30)
         return Damage("log", what, expect, make)
 
@@ -53,11 +55,15 @@ def _log_damages(rng: random.Random, run: Path, device: int) -> Damage:
         cut = rng.randrange(0, len(raw))
         return edit(f"truncated at byte {cut}", REFUSE, lambda d: d[:cut])
     if pick == 1:
-        field_at, name = rng.choice([(0, "magic"), (8, "version"), (16, "nr_entries"),
-                                     (24, "sectorsize")])
+        field_at, name = rng.choice(
+            [(0, "magic"), (8, "version"), (16, "nr_entries"), (24, "sectorsize")]
+        )
         bit = rng.randrange(64 if field_at < 24 else 32)
-        return edit(f"bit {bit} of the super block's {name} flipped", REFUSE,
-                    lambda d: _flip(d, field_at * 8 + bit))
+        return edit(
+            f"bit {bit} of the super block's {name} flipped",
+            REFUSE,
+            lambda d: _flip(d, field_at * 8 + bit),
+        )
     if pick == 2:  # a header field of an entry: all but sector change the counts
         off, _, _, _, flags = rng.choice(ents)
         idx, name = rng.choice([(8, "nr_sectors"), (16, "flags"), (24, "data_len")])
@@ -66,57 +72,88 @@ def _log_damages(rng: random.Random, run: Path, device: int) -> Damage:
             expect = ANY  # a mark's count is not read
         else:
             expect = REFUSE
-        return edit(f"bit {bit} of {name} of the entry at {off} flipped", expect,
-                    lambda d: _flip(d, (off + idx) * 8 + bit))
+        return edit(
+            f"bit {bit} of {name} of the entry at {off} flipped",
+            expect,
+            lambda d: _flip(d, (off + idx) * 8 + bit),
+        )
     if pick == 3:  # sector field: moves a write; maybe past the device
         off, *_ = rng.choice(writes)
         bit = rng.randrange(64)
-        return edit(f"bit {bit} of the sector of the write at {off} flipped", ANY,
-                    lambda d: _flip(d, off * 8 + bit))
+        return edit(
+            f"bit {bit} of the sector of the write at {off} flipped",
+            ANY,
+            lambda d: _flip(d, off * 8 + bit),
+        )
     if pick == 4:
         off, end, *_ = rng.choice(writes)
         at = rng.randrange(off + s, end)
         return edit(f"payload byte {at} flipped", ANY, lambda d: _flip(d, at * 8 + rng_bit(at)))
     if pick == 5:
         n = rng.choice([0, 1, len(ents) // 2, len(ents) - 1, len(ents) + 1, 1 << 40, 2**64 - 1])
-        return edit(f"nr_entries set to {n}", REFUSE if n != len(ents) else ANY,
-                    lambda d: (_set_u64(d, 16, n), d)[1])
+        return edit(
+            f"nr_entries set to {n}",
+            REFUSE if n != len(ents) else ANY,
+            lambda d: (_set_u64(d, 16, n), d)[1],
+        )
     if pick == 6:  # huge DISCARD (or write) count
         off, _, sector, _, _ = rng.choice([e for e in ents if not e[4] & MARK])
         n = rng.choice([1 << 20, 1 << 32, 1 << 50, 2**64 - 1 - sector])
-        return edit(f"entry at {off} made a DISCARD of {n} sectors", REFUSE,
-                    lambda d: (_set_u64(d, off + 8, n), _set_u64(d, off + 16, DISCARD), d)[2])
+        return edit(
+            f"entry at {off} made a DISCARD of {n} sectors",
+            REFUSE,
+            lambda d: (_set_u64(d, off + 8, n), _set_u64(d, off + 16, DISCARD), d)[2],
+        )
     if pick == 7:  # a write moved past the device end
         off, _, _, nr, _ = rng.choice(writes)
         sector = device // s - rng.randrange(0, nr) + rng.randrange(0, 1 << 20)
-        return edit(f"write at {off} moved to sector {sector}", REFUSE,
-                    lambda d: (_set_u64(d, off, sector), d)[1])
+        return edit(
+            f"write at {off} moved to sector {sector}",
+            REFUSE,
+            lambda d: (_set_u64(d, off, sector), d)[1],
+        )
     if pick == 8:  # every mark removed, nr_entries rewritten
         keep = [e for e in ents if not e[4] & MARK]
-        return edit("every mark removed, the count rewritten", REFUSE if marks else ANY,
-                    lambda d: _rebuild(d, s, keep))
+        return edit(
+            "every mark removed, the count rewritten",
+            REFUSE if marks else ANY,
+            lambda d: _rebuild(d, s, keep),
+        )
     if pick == 9:  # cut short at an entry, the count rewritten (a consistent prefix)
         k = rng.randrange(1, len(ents))
-        return edit(f"cut after entry {k - 1}, nr_entries rewritten", REFUSE,
-                    lambda d: _rebuild(d, s, ents[:k]))
+        return edit(
+            f"cut after entry {k - 1}, nr_entries rewritten",
+            REFUSE,
+            lambda d: _rebuild(d, s, ents[:k]),
+        )
     if pick == 10:  # two entries swapped: the counts stay
         i, j = sorted(rng.sample(range(len(ents)), 2))
         order = list(ents)
         order[i], order[j] = order[j], order[i]
-        same_marks = [_label(raw, e, s) for e in order if e[4] & MARK] == \
-            [_label(raw, e, s) for e in ents if e[4] & MARK]
-        return edit(f"entries {i} and {j} swapped", ANY if same_marks else REFUSE,
-                    lambda d: _rebuild(d, s, order))
+        same_marks = [_label(raw, e, s) for e in order if e[4] & MARK] == [
+            _label(raw, e, s) for e in ents if e[4] & MARK
+        ]
+        return edit(
+            f"entries {i} and {j} swapped",
+            ANY if same_marks else REFUSE,
+            lambda d: _rebuild(d, s, order),
+        )
     if pick == 11:  # a flag bit set or cleared
         off, _, _, nr, flags = rng.choice(ents)
         bit = rng.choice([FLUSH, FUA, METADATA, MARK, DISCARD, 1 << rng.randrange(5, 64)])
-        return edit(f"flag {bit:#x} of the entry at {off} toggled", REFUSE,
-                    lambda d: (_set_u64(d, off + 16, flags ^ bit), d)[1])
+        return edit(
+            f"flag {bit:#x} of the entry at {off} toggled",
+            REFUSE,
+            lambda d: (_set_u64(d, off + 16, flags ^ bit), d)[1],
+        )
     if pick == 12:
         label_off = rng.choice(marks)[0] if marks else ents[0][0]
         at = label_off + ENTRY.size + rng.randrange(4)
-        return edit(f"mark label byte {at} flipped", REFUSE if marks else ANY,
-                    lambda d: _flip(d, at * 8 + rng_bit(at)))
+        return edit(
+            f"mark label byte {at} flipped",
+            REFUSE if marks else ANY,
+            lambda d: _flip(d, at * 8 + rng_bit(at)),
+        )
     if pick == 13:
         return edit("emptied", REFUSE, lambda d: b"")
     if pick == 14:  # a flipped byte anywhere (class by where it fell)
@@ -131,8 +168,9 @@ def rng_bit(at: int) -> int:
     return at % 8
 
 
-def _where_class(at: int, raw: bytes | bytearray,
-                 ents: list[tuple[int, int, int, int, int]], s: int) -> str:
+def _where_class(
+    at: int, raw: bytes | bytearray, ents: list[tuple[int, int, int, int, int]], s: int
+) -> str:
     """ANY where a flipped byte ``at`` leaves the log consistent with its
     summary: a payload, an entry's sector field, a mark's count and unused
     bytes, the super block past its checked fields; REFUSE elsewhere."""
@@ -147,7 +185,7 @@ def _where_class(at: int, raw: bytes | bytearray,
 
 
 def _label(raw: bytes | bytearray, e: tuple[int, int, int, int, int], s: int) -> bytes:
-    return bytes(raw[e[0]:e[0] + s])
+    return bytes(raw[e[0] : e[0] + s])
 
 
 def _flip(d: bytearray, bit: int) -> bytearray:
@@ -166,8 +204,9 @@ def _rebuild(d: bytearray, s: int, ents: list[tuple[int, int, int, int, int]]) -
 
 def _log_special(rng: random.Random, run: Path) -> Damage:
     """writes.log replaced by a directory, a FIFO or a symbolic link."""
-    what = rng.choice(["directory", "fifo", "symlink-out", "symlink-dev", "symlink-in",
-                       "symlink-loop"])
+    what = rng.choice(
+        ["directory", "fifo", "symlink-out", "symlink-dev", "symlink-in", "symlink-loop"]
+    )
 
     def make(folder: Path) -> list[str]:
         dst = _copy_run(run, folder)
@@ -190,6 +229,7 @@ def _log_special(rng: random.Random, run: Path) -> Damage:
         else:
             log.symlink_to("writes.log")
         return _run_command(seed, dst, folder)
+
     seed = rng.randrange(1 << 30)
     return Damage("log", f"writes.log a {what}", ANY if what == "symlink-in" else REFUSE, make)
 
@@ -197,9 +237,25 @@ def _log_special(rng: random.Random, run: Path) -> Damage:
 # --- meta.json --------------------------------------------------------------
 
 # keys whose loss changes nothing a check reads or that have a safe default
-HARMLESS_LOSS = {"backend", "backend_choice", "kernel", "command", "interrupted", "signal",
-                 "versions", "wall_time_s", "started", "guest", "mount_options", "seed",
-                 "runner", "log_order", "faults", "continues_at", "continues"}
+HARMLESS_LOSS = {
+    "backend",
+    "backend_choice",
+    "kernel",
+    "command",
+    "interrupted",
+    "signal",
+    "versions",
+    "wall_time_s",
+    "started",
+    "guest",
+    "mount_options",
+    "seed",
+    "runner",
+    "log_order",
+    "faults",
+    "continues_at",
+    "continues",
+}
 # what only the commands that judge a workload read (check, repro): the
 # others (log, states, replay) may accept a folder damaged there
 WORKLOAD_KEYS = {"sut", "workload", "db", "exit_status", "faults", "continues_at"}
@@ -218,6 +274,7 @@ def _meta_damages(rng: random.Random, run: Path) -> Damage:
             dst = _copy_run(run, folder)
             (dst / "meta.json").write_bytes(data)
             return _run_command(seed, dst, folder, check_only=key in WORKLOAD_KEYS)
+
         seed = rng.randrange(1 << 30)
         return Damage("meta", what, expect, make)
 
@@ -230,8 +287,9 @@ def _meta_damages(rng: random.Random, run: Path) -> Damage:
     if pick == 1:
         at = rng.randrange(len(text))
         bad = rng.choice([b"\xff", b"\xc3", b"\xed\xa0\x80", b"\x00"])
-        return put(f"byte {at} made {bad!r}", REFUSE,
-                   text.encode()[:at] + bad + text.encode()[at + 1:])
+        return put(
+            f"byte {at} made {bad!r}", REFUSE, text.encode()[:at] + bad + text.encode()[at + 1 :]
+        )
     if pick == 2:
         v = rng.choice([[], [meta], 0, "meta", None, True, 1e309])
         return put(f"not an object: {json.dumps(v)[:20]}", REFUSE, as_json(v))
@@ -247,9 +305,23 @@ def _meta_damages(rng: random.Random, run: Path) -> Damage:
         return put(f"{key} removed", ANY if key in HARMLESS_LOSS else REFUSE, as_json(m), key)
     if pick == 5:  # a count in the log summary or a mark changed
         m = json.loads(text)
-        key = rng.choice(["entries", "writes", "bytes_written", "flushes", "fua", "discards",
-                          "epochs", "nr_entries_super", "sectorsize", "salvaged", "metadata",
-                          "marks", "top-marks"])
+        key = rng.choice(
+            [
+                "entries",
+                "writes",
+                "bytes_written",
+                "flushes",
+                "fua",
+                "discards",
+                "epochs",
+                "nr_entries_super",
+                "sectorsize",
+                "salvaged",
+                "metadata",
+                "marks",
+                "top-marks",
+            ]
+        )
         if key == "top-marks":
             m["marks"] = m["marks"][:-1] if rng.random() < 0.5 else m["marks"] + ["txn-ack:99"]
         elif key == "marks":
@@ -258,11 +330,21 @@ def _meta_damages(rng: random.Random, run: Path) -> Damage:
             m["log"][key] += rng.choice([-1, 1, 1000])
         return put(f"log summary {key} changed", REFUSE, as_json(m))
     if pick == 6:  # paths that escape
-        key, v = rng.choice([("db", "/etc/passwd"), ("db", "../../../etc/shadow"),
-                             ("db", "a/../../b"), ("db", ""), ("db", "/"),
-                             ("db", "x\u0000y"), ("image.path", "/dev/zero"),
-                             ("image.path", "/etc/passwd"), ("image.path", "../../x"),
-                             ("continues.run", "/etc"), ("image.path", "/proc/self/mem")])
+        key, v = rng.choice(
+            [
+                ("db", "/etc/passwd"),
+                ("db", "../../../etc/shadow"),
+                ("db", "a/../../b"),
+                ("db", ""),
+                ("db", "/"),
+                ("db", "x\u0000y"),
+                ("image.path", "/dev/zero"),
+                ("image.path", "/etc/passwd"),
+                ("image.path", "../../x"),
+                ("continues.run", "/etc"),
+                ("image.path", "/proc/self/mem"),
+            ]
+        )
         m = json.loads(text)
         if key == "db":
             m["db"] = v
@@ -275,25 +357,43 @@ def _meta_damages(rng: random.Random, run: Path) -> Damage:
             expect = ANY
         return put(f"{key} = {v!r}", expect, as_json(m))
     if pick == 7:  # absurd values
-        key, v, expect = rng.choice([
-            ("fs", "zfs", REFUSE), ("log_order", "sideways", REFUSE), ("sut", "nope", REFUSE),
-            ("workload", "insert:txns=-1", REFUSE), ("workload", "garbage", REFUSE),
-            ("exit_status", 255, ANY), ("seed", -1, ANY), ("continues_at", 10**30, ANY),
-            ("faults", ["bogus"], REFUSE), ("faults", ["corrupt,seed=1"], ANY),
-            ("wall_time_s", 1e308, ANY), ("image", {"fs": "ext4", "path": "x",
-                                                     "sha256": "0" * 64}, REFUSE),
-            ("nvram", {"offset": -1, "bytes": 1 << 40}, REFUSE),
-            ("nvram", {"offset": 0}, REFUSE), ("workload", "insert:txns=100000000", ANY),
-            ("workload", "insert:txns=10**9", REFUSE)])
+        key, v, expect = rng.choice(
+            [
+                ("fs", "zfs", REFUSE),
+                ("log_order", "sideways", REFUSE),
+                ("sut", "nope", REFUSE),
+                ("workload", "insert:txns=-1", REFUSE),
+                ("workload", "garbage", REFUSE),
+                ("exit_status", 255, ANY),
+                ("seed", -1, ANY),
+                ("continues_at", 10**30, ANY),
+                ("faults", ["bogus"], REFUSE),
+                ("faults", ["corrupt,seed=1"], ANY),
+                ("wall_time_s", 1e308, ANY),
+                ("image", {"fs": "ext4", "path": "x", "sha256": "0" * 64}, REFUSE),
+                ("nvram", {"offset": -1, "bytes": 1 << 40}, REFUSE),
+                ("nvram", {"offset": 0}, REFUSE),
+                ("workload", "insert:txns=100000000", ANY),
+                ("workload", "insert:txns=10**9", REFUSE),
+            ]
+        )
         m = {**meta, key: v}
         return put(f"{key} = {json.dumps(v)[:30]}", expect, as_json(m), key)
     if pick == 8:  # nested wrong types
         m = json.loads(text)
-        where, v = rng.choice([("image", {"fs": 1, "path": "x", "sha256": "y"}),
-                               ("image", {"fs": "ext4"}), ("image", {"extra": 1}),
-                               ("log", {"entries": "many"}), ("log", {"error": "x"}),
-                               ("continues", {"run": "r"}), ("versions", {"a": 1}),
-                               ("marks", [1, 2]), ("command", "ls")])
+        where, v = rng.choice(
+            [
+                ("image", {"fs": 1, "path": "x", "sha256": "y"}),
+                ("image", {"fs": "ext4"}),
+                ("image", {"extra": 1}),
+                ("log", {"entries": "many"}),
+                ("log", {"error": "x"}),
+                ("continues", {"run": "r"}),
+                ("versions", {"a": 1}),
+                ("marks", [1, 2]),
+                ("command", "ls"),
+            ]
+        )
         m[where] = v
         return put(f"{where} = {json.dumps(v)[:30]}", REFUSE, as_json(m))
     # deep nesting / huge
@@ -303,12 +403,19 @@ def _meta_damages(rng: random.Random, run: Path) -> Damage:
 
 # meta.json's keys and their JSON types (as the recorder writes them)
 META_TYPES: dict[str, tuple[type, ...]] = {
-    **dict.fromkeys(("fs", "backend", "backend_choice", "log_order", "kernel", "started",
-                     "mount_options"), (str,)),
+    **dict.fromkeys(
+        ("fs", "backend", "backend_choice", "log_order", "kernel", "started", "mount_options"),
+        (str,),
+    ),
     **dict.fromkeys(("signal", "interrupted", "sut", "workload", "db"), (str, type(None))),
     **dict.fromkeys(("exit_status", "seed", "continues_at"), (int, type(None))),
-    "wall_time_s": (int, float), "command": (list,), "marks": (list,), "faults": (list,),
-    "versions": (dict,), "log": (dict,), "image": (dict,),
+    "wall_time_s": (int, float),
+    "command": (list,),
+    "marks": (list,),
+    "faults": (list,),
+    "versions": (dict,),
+    "log": (dict,),
+    "image": (dict,),
     **dict.fromkeys(("guest", "runner", "continues"), (dict, type(None))),
 }
 
@@ -330,10 +437,32 @@ def _type_ok(key: str, v: object) -> bool:
 
 # --- shard folders (crashlab merge, crashlab report) --------------------------
 
-CELL_FIELDS = ["sut", "workload", "fs", "strategy", "run", "states", "verdicts",
-               "expectation", "faults", "coverage"]
-RUN_PATHS = ["../x", "/etc", "runs/../../x", "runs", "runs/a/b", "", ".", "runs/nope",
-             "runs/" + "x" * 300, 7, None, ["runs/x"]]
+CELL_FIELDS = [
+    "sut",
+    "workload",
+    "fs",
+    "strategy",
+    "run",
+    "states",
+    "verdicts",
+    "expectation",
+    "faults",
+    "coverage",
+]
+RUN_PATHS = [
+    "../x",
+    "/etc",
+    "runs/../../x",
+    "runs",
+    "runs/a/b",
+    "",
+    ".",
+    "runs/nope",
+    "runs/" + "x" * 300,
+    7,
+    None,
+    ["runs/x"],
+]
 
 
 # long: one branch per kind of damage, picked by one seeded draw (the draws' order is the seed's)
@@ -353,8 +482,11 @@ def _shard_damages(rng: random.Random, shard: Path) -> Damage:
         else:
             cell[key] = v
         what = f"cell {i} {key} = {json.dumps(v)[:30]}"
-        if key in ("faults", "coverage") or (key == "verdicts" and v == {}) or (
-                key in ("sut", "workload", "fs", "strategy") and isinstance(v, str)):
+        if (
+            key in ("faults", "coverage")
+            or (key == "verdicts" and v == {})
+            or (key in ("sut", "workload", "fs", "strategy") and isinstance(v, str))
+        ):
             expect = ANY  # optional, or a value of the field's type
     elif pick == 1:
         v = rng.choice(RUN_PATHS)
@@ -362,10 +494,18 @@ def _shard_damages(rng: random.Random, shard: Path) -> Damage:
         what = f"cell run = {json.dumps(v)[:40]}"
     elif pick == 2:  # a nested count or line of the wrong type
         cell = summary["cells"][0]
-        where, v = rng.choice([("states.checked", "x"), ("states.folded", -1),
-                               ("verdicts.DB-OPEN", {"fail": "1"}), ("verdicts", []),
-                               ("expectation.ok", "yes"), ("expectation.broken", [1]),
-                               ("states.checked", True), ("verdicts.X", {"fail": 10**30})])
+        where, v = rng.choice(
+            [
+                ("states.checked", "x"),
+                ("states.folded", -1),
+                ("verdicts.DB-OPEN", {"fail": "1"}),
+                ("verdicts", []),
+                ("expectation.ok", "yes"),
+                ("expectation.broken", [1]),
+                ("states.checked", True),
+                ("verdicts.X", {"fail": 10**30}),
+            ]
+        )
         head, _, tail = where.partition(".")
         if tail:
             cell[head][tail] = v
@@ -374,11 +514,18 @@ def _shard_damages(rng: random.Random, shard: Path) -> Damage:
         what = f"cell {where} = {json.dumps(v)[:30]}"
         expect = ANY if where == "verdicts.X" else REFUSE
     elif pick == 3:
-        key, v = rng.choice([("shard", {"matrix": "m", "index": 2, "of": 1}),
-                             ("shard", {"matrix": 1, "index": 1, "of": 1}),
-                             ("shard", {"index": "1", "of": 1, "matrix": "m"}),
-                             ("shard", None), ("cells", {}), ("cells", None), ("sweep", 3),
-                             ("shard", {"matrix": "m", "index": 1, "of": 10**30})])
+        key, v = rng.choice(
+            [
+                ("shard", {"matrix": "m", "index": 2, "of": 1}),
+                ("shard", {"matrix": 1, "index": 1, "of": 1}),
+                ("shard", {"index": "1", "of": 1, "matrix": "m"}),
+                ("shard", None),
+                ("cells", {}),
+                ("cells", None),
+                ("sweep", 3),
+                ("shard", {"matrix": "m", "index": 1, "of": 10**30}),
+            ]
+        )
         summary[key] = v
         what = f"{key} = {json.dumps(v)[:40]}"
     elif pick == 4:
@@ -387,13 +534,25 @@ def _shard_damages(rng: random.Random, shard: Path) -> Damage:
         summary = None
         raw_summary = text
     elif pick == 5:  # violations.jsonl damaged
-        what = rng.choice(["violations: a line not JSON", "violations: a line a list",
-                           "violations: an extra line", "violations: not UTF-8",
-                           "violations: a FIFO"])
+        what = rng.choice(
+            [
+                "violations: a line not JSON",
+                "violations: a line a list",
+                "violations: an extra line",
+                "violations: not UTF-8",
+                "violations: a FIFO",
+            ]
+        )
     else:  # the run folder: a link out, a FIFO
-        what = rng.choice(["run folder: a symlink out", "run folder: a FIFO inside",
-                           "run folder: a symlink to /etc/passwd as meta.json",
-                           "summary.json a FIFO", "summary.json a symlink to /dev/zero"])
+        what = rng.choice(
+            [
+                "run folder: a symlink out",
+                "run folder: a FIFO inside",
+                "run folder: a symlink to /etc/passwd as meta.json",
+                "summary.json a FIFO",
+                "summary.json a symlink to /dev/zero",
+            ]
+        )
     command = rng.choice(["merge", "merge", "report"])
 
     def make(folder: Path) -> list[str]:
@@ -435,7 +594,9 @@ def _shard_damages(rng: random.Random, shard: Path) -> Damage:
 
     # (a report of a folder whose run folder or violations are damaged or
     # missing says so; it reads neither the shard's i/N nor its name's type)
-    if command == "report" and (what.startswith(("run folder", "violations", "shard =",
-                                                 "sweep =")) or what.endswith('"runs/nope"')):
+    if command == "report" and (
+        what.startswith(("run folder", "violations", "shard =", "sweep ="))
+        or what.endswith('"runs/nope"')
+    ):
         expect = ANY
     return Damage("shard", f"{command}: {what}", expect, make)

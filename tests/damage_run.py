@@ -45,7 +45,6 @@ class Outcome:
     problems: list[str] = field(default_factory=list)
 
 
-
 # --- running ----------------------------------------------------------------
 
 
@@ -60,19 +59,58 @@ def _run_command(seed: int, run: Path, folder: Path, check_only: bool = False) -
     verdicts), else states, log show/stat, replay, repro (seeded); only
     check with ``check_only``."""
     rng = random.Random(seed)
-    return rng.choice([
-        ["check", str(run), "--strategy", "prefix", "--jobs", "1", "--no-progress",
-         "--max-states", "40", "--out", str(folder / "check")]] if check_only else [
-        ["check", str(run), "--strategy", "prefix", "--jobs", "1", "--no-progress",
-         "--max-states", "40", "--out", str(folder / "check")],
-        ["check", str(run), "--strategy", "prefix", "--jobs", "1", "--no-progress",
-         "--max-states", "40", "--out", str(folder / "check")],
-        ["states", str(run), "--count"],
-        ["log", "stat", str(run)],
-        ["log", "show", str(run), "--marks-only"],
-        ["replay", str(run), "--out", str(folder / "replayed.img")],
-        ["repro", str(run), "e1.p0"],
-    ])
+    return rng.choice(
+        [
+            [
+                "check",
+                str(run),
+                "--strategy",
+                "prefix",
+                "--jobs",
+                "1",
+                "--no-progress",
+                "--max-states",
+                "40",
+                "--out",
+                str(folder / "check"),
+            ]
+        ]
+        if check_only
+        else [
+            [
+                "check",
+                str(run),
+                "--strategy",
+                "prefix",
+                "--jobs",
+                "1",
+                "--no-progress",
+                "--max-states",
+                "40",
+                "--out",
+                str(folder / "check"),
+            ],
+            [
+                "check",
+                str(run),
+                "--strategy",
+                "prefix",
+                "--jobs",
+                "1",
+                "--no-progress",
+                "--max-states",
+                "40",
+                "--out",
+                str(folder / "check"),
+            ],
+            ["states", str(run), "--count"],
+            ["log", "stat", str(run)],
+            ["log", "show", str(run), "--marks-only"],
+            ["replay", str(run), "--out", str(folder / "replayed.img")],
+            ["repro", str(run), "e1.p0"],
+        ]
+    )
+
 
 def run_damage(d: Damage, folder: Path) -> Outcome:
     """Build ``d`` in ``folder``, run the real command under the caps and
@@ -85,15 +123,25 @@ def run_damage(d: Damage, folder: Path) -> Outcome:
     (folder / "tmp").mkdir(exist_ok=True)
     t0 = time.monotonic()
     try:
-        p = subprocess.run(["prlimit", f"--as={MEMORY_CAP}", "--", str(CRASHLAB), *argv],
-                           capture_output=True, text=True, errors="replace", timeout=TIME_CAP,
-                           cwd=ROOT, env=env, stdin=subprocess.DEVNULL,
-                           start_new_session=True)
+        p = subprocess.run(
+            ["prlimit", f"--as={MEMORY_CAP}", "--", str(CRASHLAB), *argv],
+            capture_output=True,
+            text=True,
+            errors="replace",
+            timeout=TIME_CAP,
+            cwd=ROOT,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+        )
         rc, err = p.returncode, p.stderr
     except subprocess.TimeoutExpired as e:
         rc = None
-        err = (e.stderr or b"").decode(errors="replace") if isinstance(e.stderr, bytes) \
+        err = (
+            (e.stderr or b"").decode(errors="replace")
+            if isinstance(e.stderr, bytes)
             else (e.stderr or "")
+        )
     out = Outcome(d, rc, err, time.monotonic() - t0)
     if rc is None:
         out.problems.append(f"hang (killed after {TIME_CAP:.0f} s)")
@@ -139,8 +187,10 @@ def _remove(folder: Path) -> None:
 def table(outcomes: list[Outcome]) -> str:
     """Per kind: inputs, refused (exit 2), verdicts (exit 0/1), tracebacks,
     hangs, other problems, and the slowest input."""
-    lines = [f"{'kind':8} {'inputs':>6} {'refused':>7} {'verdict':>7} {'traceback':>9} "
-             f"{'hang':>4} {'problem':>7} {'max s':>6}"]
+    lines = [
+        f"{'kind':8} {'inputs':>6} {'refused':>7} {'verdict':>7} {'traceback':>9} "
+        f"{'hang':>4} {'problem':>7} {'max s':>6}"
+    ]
     for kind in KINDS:
         rows = [o for o in outcomes if o.damage.kind == kind]
         if not rows:
@@ -150,5 +200,6 @@ def table(outcomes: list[Outcome]) -> str:
             f"{sum(o.rc in (0, 1) for o in rows):7d} "
             f"{sum(any(p.startswith('traceback') for p in o.problems) for o in rows):9d} "
             f"{sum(o.rc is None for o in rows):4d} {sum(bool(o.problems) for o in rows):7d} "
-            f"{max(o.seconds for o in rows):6.1f}")
+            f"{max(o.seconds for o in rows):6.1f}"
+        )
     return "\n".join(lines)

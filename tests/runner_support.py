@@ -39,14 +39,17 @@ def runner(args: list[str], env: dict[str, str] | None = None) -> subprocess.Com
 
 def fsize_limit(limit: int) -> Callable[[], None]:
     """A preexec_fn: writes past ``limit`` bytes fail with EFBIG."""
+
     def apply() -> None:
         signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # EFBIG instead of death
         resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+
     return apply
 
 
-def fail_a_commit(sut_name: str, shm: Path) -> tuple[subprocess.CompletedProcess, int,
-                                                       WorkloadSpec]:
+def fail_a_commit(
+    sut_name: str, shm: Path
+) -> tuple[subprocess.CompletedProcess, int, WorkloadSpec]:
     """Run a workload whose database outgrows a file-size limit: the commit
     that crosses it fails.  Asserts what every engine must show — the runner
     stops (exit 3) with one line, that transaction K has txn-begin and
@@ -58,8 +61,9 @@ def fail_a_commit(sut_name: str, shm: Path) -> tuple[subprocess.CompletedProcess
     marks.touch()
     env = dict(os.environ, CRASHLAB_MARK=str(marks))
     cmd = runner_command(get_sut(sut_name), ops, shm / "db")
-    proc = subprocess.run(cmd, capture_output=True, text=True, env=env,
-                          preexec_fn=fsize_limit(200 * 1024))
+    proc = subprocess.run(
+        cmd, capture_output=True, text=True, env=env, preexec_fn=fsize_limit(200 * 1024)
+    )
     assert proc.returncode == 3, proc.stderr
     lines = marks.read_text().splitlines()
     begin, error = lines[-2:]

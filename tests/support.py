@@ -69,8 +69,7 @@ def tagged(token: str) -> list[int]:
     return found
 
 
-def interrupt_group(p: subprocess.Popen[str], what: str, timeout: float = 60
-                    ) -> tuple[str, str]:
+def interrupt_group(p: subprocess.Popen[str], what: str, timeout: float = 60) -> tuple[str, str]:
     """SIGINT to the process group of ``p`` (started in a new session), as a
     terminal's Ctrl-C; its stdout and stderr once it has ended.  The test
     fails (the group SIGKILLed) when it does not end within ``timeout`` s."""
@@ -85,8 +84,9 @@ def interrupt_group(p: subprocess.Popen[str], what: str, timeout: float = 60
 
 def crashlab(*args: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:
     """Run the installed ``crashlab`` command from the repository root."""
-    return subprocess.run([str(CRASHLAB), *args], capture_output=True, text=True,
-                          timeout=timeout, cwd=ROOT)
+    return subprocess.run(
+        [str(CRASHLAB), *args], capture_output=True, text=True, timeout=timeout, cwd=ROOT
+    )
 
 
 def build(*targets: str) -> None:
@@ -97,8 +97,10 @@ def build(*targets: str) -> None:
 def record_runs(root: Path, workloads: dict[str, str], fs: str = "ext4") -> dict[str, RunDir]:
     """One fuse recording on ``fs`` per SUT (``{sut: workload spec}``), each
     in ``root/<sut>``: the runs a test module shares."""
-    return {sut: record_cell(Cell(sut, wl, fs), root / sut, "fuse", False)
-            for sut, wl in workloads.items()}
+    return {
+        sut: record_cell(Cell(sut, wl, fs), root / sut, "fuse", False)
+        for sut, wl in workloads.items()
+    }
 
 
 def resummarize(run: Path) -> None:

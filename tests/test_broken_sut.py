@@ -24,8 +24,7 @@ def _break_header(run: RunDir) -> None:
     """The SUT's last write of the header page (page 0) wrote garbage: every
     state after it, and the final image, has no DHL header."""
     with LogReader(run.log) as r:
-        last = [e for e in r.entries() if e.nr_sectors and not e.is_discard
-                and e.sector == 0][-1]
+        last = [e for e in r.entries() if e.nr_sectors and not e.is_discard and e.sector == 0][-1]
         size = r.sectorsize
     fd = os.open(run.log, os.O_RDWR)
     try:
@@ -49,13 +48,13 @@ def test_check_and_sweep_finish_on_a_broken_sut(tmp_path: Path) -> None:
     cell = Cell("dhl-cc-raw", DHL_INSERT, "raw", ("prefix",))
     out = tmp_path / "sweep"
     shutil.copytree(run.path, out / "runs" / cell.name, ignore=shutil.ignore_patterns("check"))
-    summary, code = run_sweep("t", [cell], out, SweepOptions(backend="fuse", jobs=2),
-                              resume=True)
+    summary, code = run_sweep("t", [cell], out, SweepOptions(backend="fuse", jobs=2), resume=True)
     assert code == 1 and not summary["ok"]
     for name in ("summary.json", "violations.jsonl", "junit.xml", "report.html", "report.md"):
         assert (out / name).stat().st_size > 0, name
     assert "DB-OPEN is guaranteed but failed" in " ".join(
-        summary["cells"][0]["expectation"]["broken"])
+        summary["cells"][0]["expectation"]["broken"]
+    )
 
 
 def _zero_superblock_after(run: RunDir, label: str) -> None:
@@ -81,7 +80,8 @@ def _zero_superblock_after(run: RunDir, label: str) -> None:
 
 
 def test_a_file_system_that_does_not_recover_skips_the_database_verdicts_saying_why(
-        tmp_path: Path) -> None:
+    tmp_path: Path,
+) -> None:
     run = record_runs(tmp_path / "rec", {"sqlite-wal-full": SINGLE})["sqlite-wal-full"]
     _zero_superblock_after(run, "txn-ack:5")
     p = crashlab("check", str(run.path), "--strategy", "prefix", "--out", str(tmp_path / "c"))
@@ -90,9 +90,18 @@ def test_a_file_system_that_does_not_recover_skips_the_database_verdicts_saying_
     gone = [s for s in states if s["v"].get("FS-RECOVER") == "fail"]
     assert gone, "no state lost its file system"
     for s in gone:  # every database verdict is there, skipped with the reason
-        assert set(s["v"]) == {"FS-RECOVER", "DB-OPEN", "DB-INTEGRITY", "DB-ATOMIC",
-                               "DB-DURABLE", "DB-PREFIX"}, s["v"]
-        assert all(s["v"][i] == "skip" and "file system did not recover" in s["skip"][i]
-                   for i in s["v"] if i != "FS-RECOVER")
+        assert set(s["v"]) == {
+            "FS-RECOVER",
+            "DB-OPEN",
+            "DB-INTEGRITY",
+            "DB-ATOMIC",
+            "DB-DURABLE",
+            "DB-PREFIX",
+        }, s["v"]
+        assert all(
+            s["v"][i] == "skip" and "file system did not recover" in s["skip"][i]
+            for i in s["v"]
+            if i != "FS-RECOVER"
+        )
     result = json.loads((tmp_path / "c" / "result.json").read_text())
     assert any("file system did not recover" in why for why in result["skips"]["DB-DURABLE"])

@@ -16,7 +16,10 @@ def by_id(vs: list[Verdict]) -> dict[str, str]:
 
 def test_committed_state_in_window_passes() -> None:
     assert by_id(judge_content("s2", ORACLE, acked=2, begun=3)) == {
-        "DB-ATOMIC": "pass", "DB-DURABLE": "pass", "DB-PREFIX": "pass"}
+        "DB-ATOMIC": "pass",
+        "DB-DURABLE": "pass",
+        "DB-PREFIX": "pass",
+    }
     assert by_id(judge_content("s3", ORACLE, acked=2, begun=3))["DB-DURABLE"] == "pass"
 
 

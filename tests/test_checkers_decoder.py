@@ -46,17 +46,28 @@ def test_a_disagreement_fails_dhl_read() -> None:
     assert v.failed and "two readers disagree" in v.explanation
 
 
-
-
 @pytest.mark.needs_fuse
 def test_a_libdhl_read_rule_bug_is_caught_as_a_disagreement(tmp_path: Path) -> None:
     run = record_runs(tmp_path, {"dhl-cc-raw": DHL_INSERT}, fs="raw")["dhl-cc-raw"]
     lib = build(next(m for m in catalogue() if m.name == "dhl-read-ignores-fcc"))
-    p = subprocess.run([str(CRASHLAB), "check", str(run.path), "--strategy", "prefix",
-                        "--out", str(tmp_path / "out"), "--no-progress",
-                        "--crashsafe-sample", "0"],
-                       env={**os.environ, "DHL_LIB": str(lib / "dhl/build/libdhl.so")},
-                       capture_output=True, text=True, cwd=ROOT)
+    p = subprocess.run(
+        [
+            str(CRASHLAB),
+            "check",
+            str(run.path),
+            "--strategy",
+            "prefix",
+            "--out",
+            str(tmp_path / "out"),
+            "--no-progress",
+            "--crashsafe-sample",
+            "0",
+        ],
+        env={**os.environ, "DHL_LIB": str(lib / "dhl/build/libdhl.so")},
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+    )
     assert p.returncode == 1, p.stderr
     result = json.loads((tmp_path / "out" / "result.json").read_text())
     reads = [v for v in result["violations"] if v["invariant"] == "DHL-READ"]
@@ -79,8 +90,8 @@ def test_damaged_bytes_give_an_error_never_an_exception(tmp_path: Path) -> None:
         img = bytearray(good)
         for _ in range(rng.randrange(1, 40)):
             at = rng.randrange(4096, len(img))  # keep page 0's magic
-            img[at:at + rng.randrange(1, 600)] = rng.randbytes(rng.randrange(1, 600))
-        got = read_committed(bytes(img[:len(good)]))
+            img[at : at + rng.randrange(1, 600)] = rng.randbytes(rng.randrange(1, 600))
+        got = read_committed(bytes(img[: len(good)]))
         assert got.error is not None or got.rows is not None
 
 
@@ -102,7 +113,7 @@ def test_a_torn_interior_record_is_an_error(tmp_path: Path) -> None:
     tids = [struct.unpack_from("<I", img, META0 + s * 20)[0] for s in range(2)]
     m = valid(*tids, fcc)
     root = struct.unpack_from("<I", img, META0 + m * 20 + 16)[0]
-    page = img[root * 4096:(root + 1) * 4096]
+    page = img[root * 4096 : (root + 1) * 4096]
     s = valid(slot(page, 0).tid, slot(page, 1).tid, fcc)
     assert slot(page, s).type == 2  # interior
     (off,) = struct.unpack_from("<H", page, ARRAY + 2 * s)

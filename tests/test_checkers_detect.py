@@ -26,8 +26,10 @@ SPEC = parse_spec("insert:txns=4,ops=3,tables=3,warmup=40,seed=1")
 
 
 def test_reported_damage_holds() -> None:
-    for bad in ([failed("DB-OPEN", "disk I/O error")],
-                [passed("DB-OPEN"), failed("DB-INTEGRITY", "malformed")]):
+    for bad in (
+        [failed("DB-OPEN", "disk I/O error")],
+        [passed("DB-OPEN"), failed("DB-INTEGRITY", "malformed")],
+    ):
         v = judge_detect(bad, "corrupt: ...", touched=True)
         assert v.status == "pass" and v.exercised and "reported" in v.explanation
 
@@ -40,8 +42,13 @@ def test_damage_read_as_data_fails() -> None:
 
 
 def test_untouched_or_unchanged_is_not_exercised() -> None:
-    clean = [passed("DB-OPEN"), passed("DB-INTEGRITY"), passed("DB-ATOMIC"),
-             passed("DB-DURABLE"), passed("DB-PREFIX")]
+    clean = [
+        passed("DB-OPEN"),
+        passed("DB-INTEGRITY"),
+        passed("DB-ATOMIC"),
+        passed("DB-DURABLE"),
+        passed("DB-PREFIX"),
+    ]
     assert not judge_detect(clean, "x", touched=False).exercised
     v = judge_detect(clean, "x", touched=True)
     assert v.status == "pass" and not v.exercised
@@ -55,10 +62,10 @@ def _page_checksums_valid(db: Path) -> bool:
     data = db.read_bytes()
     size = struct.unpack(">H", data[16:18])[0]
     for off in range(0, len(data), size):
-        page = data[off:off + size]
+        page = data[off : off + size]
         s1 = s2 = 0
         for i in range(0, size - 8, 8):
-            w0, w1 = struct.unpack("<II", page[i:i + 8])
+            w0, w1 = struct.unpack("<II", page[i : i + 8])
             s1 = (s1 + w0 + s2) & 0xFFFFFFFF
             s2 = (s2 + w1 + s1) & 0xFFFFFFFF
         if page[-8:] != struct.pack("<II", s1, s2):
@@ -95,10 +102,13 @@ def _flip_a_value_bit(db: Path, out: Path, reserve: int) -> None:
     out.write_bytes(bytes(data))
 
 
-@pytest.mark.parametrize("name,detected", [("sqlite:journal=delete,sync=full", False),
-                                           ("sqlite:journal=delete,sync=full,cksum=1", True)])
-def test_a_flipped_bit_read_as_data_or_reported(dbs: dict[str, Path], tmp_path: Path,
-                                                name: str, detected: bool) -> None:
+@pytest.mark.parametrize(
+    "name,detected",
+    [("sqlite:journal=delete,sync=full", False), ("sqlite:journal=delete,sync=full,cksum=1", True)],
+)
+def test_a_flipped_bit_read_as_data_or_reported(
+    dbs: dict[str, Path], tmp_path: Path, name: str, detected: bool
+) -> None:
     sut = get_sut(name)
     oracle = Oracle(SPEC)
     db = tmp_path / "flipped.db"

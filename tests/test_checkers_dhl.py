@@ -120,8 +120,9 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Run]:
 
 
 @pytest.mark.parametrize("mode", ["tc", "cc", "tc_opt", "cc_opt"])
-def test_every_prefix_and_last_epoch_subset_passes(runs: dict[str, Run], mode: str,
-                                                   tmp_path: Path) -> None:
+def test_every_prefix_and_last_epoch_subset_passes(
+    runs: dict[str, Run], mode: str, tmp_path: Path
+) -> None:
     run = runs[mode]
     n = 0
     for upto in range(len(run.ops) + 1):
@@ -129,8 +130,15 @@ def test_every_prefix_and_last_epoch_subset_passes(runs: dict[str, Run], mode: s
             continue
         vs = judge_image(run, image(run, tmp_path / "s.db", upto), *window(run, upto))
         assert not fails(vs), (upto, [v.explanation for v in vs if v.failed])
-        assert {v.invariant for v in vs} >= {"DHL-T1", "DHL-READ", "DHL-INV", "CC-COUNT",
-                                             "CC-ROLLBACK", "REC-IDEMPOTENT", "DB-ATOMIC"}
+        assert {v.invariant for v in vs} >= {
+            "DHL-T1",
+            "DHL-READ",
+            "DHL-INV",
+            "CC-COUNT",
+            "CC-ROLLBACK",
+            "REC-IDEMPOTENT",
+            "DB-ATOMIC",
+        }
         n += 1
     # every subset of the last transaction's writes that a crash can leave:
     # any subset of one epoch (CC modes: the whole transaction); in TC modes
@@ -144,8 +152,9 @@ def test_every_prefix_and_last_epoch_subset_passes(runs: dict[str, Run], mode: s
         kept_epochs = {epoch_of[w] for w in writes if w not in skip}
         if any(epoch_of[w] < e for w in skip for e in kept_epochs):
             continue  # a write after a sync persisted, one before it did not: no crash state
-        vs = judge_image(run, image(run, tmp_path / "s.db", hi, skip), len(run.ack) - 1,
-                         len(run.ack))
+        vs = judge_image(
+            run, image(run, tmp_path / "s.db", hi, skip), len(run.ack) - 1, len(run.ack)
+        )
         assert not fails(vs), (mask, [v.explanation for v in vs if v.failed])
         judged += 1
     assert judged >= (2 ** len(writes) if mode in ("cc", "cc_opt") else len(writes))
@@ -155,8 +164,11 @@ def test_every_prefix_and_last_epoch_subset_passes(runs: dict[str, Run], mode: s
 def test_cc_short_count_is_rolled_back(runs: dict[str, Run], tmp_path: Path) -> None:
     run = runs["cc"]
     k = len(run.ack) - 1
-    data = [i for i in range(run.begin[k], run.ack[k])
-            if run.ops[i].kind == "write" and run.ops[i].offset]
+    data = [
+        i
+        for i in range(run.begin[k], run.ack[k])
+        if run.ops[i].kind == "write" and run.ops[i].offset
+    ]
     img = image(run, tmp_path / "short.db", run.ack[k], {data[0]})
     f = ck.examine(img)
     assert f.before.short and f.after.rolled_back
@@ -226,15 +238,19 @@ def test_inv_header_above_fcc_survives(runs: dict[str, Run], tmp_path: Path) -> 
     Database(rec, "cc").close()
     with Database(rec, "cc", readonly=True) as db:  # a page whose older slot is not FCC's
         fcc = db.fcc
-        pg, s = next((r.pgno, 1 - r.slot) for r in db.reachable()
-                     if db.page(r.pgno).slots[1 - r.slot].tid not in (0, fcc))
+        pg, s = next(
+            (r.pgno, 1 - r.slot)
+            for r in db.reachable()
+            if db.page(r.pgno).slots[1 - r.slot].tid not in (0, fcc)
+        )
     poke32(rec, pg * PS + s * SLOT, fcc + 1)  # recovery "forgot" to invalidate it
     before, nolog = ck.examine_before(img)
     after = ck.examine_after(img, rec, before, nolog, recover=False)
     vs = ck.judge(ck.DhlFacts(True, nolog, before, after), run.digests, 6, 6)
     inv = next(v for v in vs if v.invariant == "DHL-INV")
-    assert f"page {pg}: slot header {s} TID {fcc + 1} > FCC {fcc} survives recovery" \
-        in inv.explanation
+    assert (
+        f"page {pg}: slot header {s} TID {fcc + 1} > FCC {fcc} survives recovery" in inv.explanation
+    )
     # a second recovery repairs it: the first was not a fixpoint
     assert fails(vs) == {"DHL-INV", "REC-IDEMPOTENT"}
 
@@ -247,8 +263,9 @@ def test_count_short_after_recovery(runs: dict[str, Run], tmp_path: Path) -> Non
     Database(rec, "cc").close()
     with Database(rec, "cc", readonly=True) as db:
         fcc = db.fcc
-        pg, s = next((r.pgno, r.slot) for r in db.reachable()
-                     if db.page(r.pgno).slots[r.slot].tid == fcc)
+        pg, s = next(
+            (r.pgno, r.slot) for r in db.reachable() if db.page(r.pgno).slots[r.slot].tid == fcc
+        )
     poke32(rec, pg * PS + s * SLOT, 0)  # recovery destroyed a committed header
     before, nolog = ck.examine_before(img)
     after = ck.examine_after(img, rec, before, nolog, recover=False)
@@ -263,8 +280,11 @@ def test_count_short_after_recovery(runs: dict[str, Run], tmp_path: Path) -> Non
 def test_rollback_forgotten(runs: dict[str, Run], tmp_path: Path) -> None:
     run = runs["cc"]
     k = 6
-    data = [i for i in range(run.begin[k], run.ack[k])
-            if run.ops[i].kind == "write" and run.ops[i].offset]
+    data = [
+        i
+        for i in range(run.begin[k], run.ack[k])
+        if run.ops[i].kind == "write" and run.ops[i].offset
+    ]
     img = image(run, tmp_path / "short.db", run.ack[k], {data[-1]})
     rec = tmp_path / "rec.db"
     shutil.copy(img, rec)  # a "recovery" that wrote nothing: transaction k+1 kept
@@ -281,13 +301,17 @@ def test_rollback_forgotten(runs: dict[str, Run], tmp_path: Path) -> None:
 def test_crashsafe_broken_recovery(runs: dict[str, Run], tmp_path: Path) -> None:
     run = runs["cc"]
     k = 6
-    data = [i for i in range(run.begin[k], run.ack[k])
-            if run.ops[i].kind == "write" and run.ops[i].offset]
+    data = [
+        i
+        for i in range(run.begin[k], run.ack[k])
+        if run.ops[i].kind == "write" and run.ops[i].offset
+    ]
     img = image(run, tmp_path / "short.db", run.ack[k], {data[0]})
     ok = crashsafe_verdict(img, tmp_path)
     assert ok.status == "pass" and ok.actual > 0
     # a recovery that clears each page before writing its repaired image
     from checkers.recovery import capture_recovery
+
     ops, err = capture_recovery(img, tmp_path)
     assert err is None and ops
     bad = []
@@ -313,7 +337,9 @@ def test_db_level_on_dhl(runs: dict[str, Run], tmp_path: Path) -> None:
     junk.write_bytes(b"x" * 4096)
     vs = judge_image(run, junk, 0, 0)
     assert fails(vs) == {"DB-OPEN"} and {v.invariant for v in vs if v.status == "skip"} >= {
-        "DHL-T1", "DB-ATOMIC"}
+        "DHL-T1",
+        "DB-ATOMIC",
+    }
     assert fails(ck.judge(ck.examine(tmp_path / "missing.db"), run.digests, 0, 0)) == {"DB-OPEN"}
     # a committed key moved outside its parent's range: structure check and content
     bad = tmp_path / "key.db"
@@ -329,12 +355,13 @@ def test_db_level_on_dhl(runs: dict[str, Run], tmp_path: Path) -> None:
         f.write(struct.pack("<q", key + 100000))
     vs = judge_image(run, bad, 4, 4)
     assert {"DB-INTEGRITY", "DB-ATOMIC"} <= fails(vs)
-    assert "outside its parent's range" in next(v for v in vs
-                                               if v.invariant == "DB-INTEGRITY").explanation
+    assert (
+        "outside its parent's range"
+        in next(v for v in vs if v.invariant == "DB-INTEGRITY").explanation
+    )
 
 
-def test_nolog_mid_transaction_fails_t1_and_atomicity(runs: dict[str, Run],
-                                                      tmp_path: Path) -> None:
+def test_nolog_mid_transaction_fails_t1_and_atomicity(runs: dict[str, Run], tmp_path: Path) -> None:
     run = runs["nolog"]
     bad = set()
     for k in range(len(run.ack)):
@@ -348,8 +375,12 @@ def test_nolog_mid_transaction_fails_t1_and_atomicity(runs: dict[str, Run],
 # --- trace checkers on synthetic logs ------------------------------------------
 
 
-def write_log(run: Run, path: Path, edit: dict[int, bytes] | None = None,
-              extra: dict[int, list[IoOp]] | None = None) -> Path:
+def write_log(
+    run: Run,
+    path: Path,
+    edit: dict[int, bytes] | None = None,
+    extra: dict[int, list[IoOp]] | None = None,
+) -> Path:
     """The captured ops as a raw-device log with txn marks; ``edit`` replaces
     the data of op i, ``extra`` inserts writes before op i."""
     edit, extra = edit or {}, extra or {}
@@ -376,8 +407,9 @@ def trace(run: Run, log: Path) -> list:  # noqa: ANN001
     with Database(run.base, run.mode, readonly=True) as db:
         ntrees = db.info().ntrees
     size = run.base.stat().st_size
-    with FileTrace(run.base, log, BlockMap.identity(1 << 30), run.base,
-                   BlockMap.identity(size), size) as history:
+    with FileTrace(
+        run.base, log, BlockMap.identity(1 << 30), run.base, BlockMap.identity(size), size
+    ) as history:
         res = tr.trace_pages(history, PS, ntrees, run.mode == "nolog")
     return tr.verdicts(res, run.mode == "nolog")
 
@@ -388,8 +420,7 @@ def test_trace_passes(runs: dict[str, Run], mode: str, tmp_path: Path) -> None:
     assert not fails(vs) and len(vs) == 3 and vs[0].actual > 10
 
 
-def test_trace_nolog_overwrites_only_committed_header(runs: dict[str, Run],
-                                                      tmp_path: Path) -> None:
+def test_trace_nolog_overwrites_only_committed_header(runs: dict[str, Run], tmp_path: Path) -> None:
     vs = trace(runs["nolog"], write_log(runs["nolog"], tmp_path / "w.log"))
     t2 = next(v for v in vs if v.invariant == "DHL-T2")
     assert t2.failed and "the only committed one" in t2.explanation
@@ -409,7 +440,7 @@ def _page_write(run: Run, pred) -> int:  # noqa: ANN001
     for i, op in enumerate(run.ops):
         if op.kind != "write" or op.offset == 0:
             continue
-        old = last.get(op.offset, raw[op.offset:op.offset + PS].ljust(PS, b"\0"))
+        old = last.get(op.offset, raw[op.offset : op.offset + PS].ljust(PS, b"\0"))
         if pred(_tids(old), _tids(op.data)):
             return i
         last[op.offset] = op.data
@@ -449,8 +480,8 @@ def test_trace_cc_next_t_plus_one_overwrites_t(runs: dict[str, Run], tmp_path: P
 
     i = _page_write(run, after_predecessor)
     data = bytearray(run.ops[i].data)
-    h0, h1 = bytes(data[:SLOT]), bytes(data[SLOT:2 * SLOT])
-    data[:SLOT], data[SLOT:2 * SLOT] = h1, h0  # the new header lands in T's slot
+    h0, h1 = bytes(data[:SLOT]), bytes(data[SLOT : 2 * SLOT])
+    data[:SLOT], data[SLOT : 2 * SLOT] = h1, h0  # the new header lands in T's slot
     vs = trace(run, write_log(run, tmp_path / "w.log", edit={i: bytes(data)}))
     nxt = next(v for v in vs if v.invariant == "CC-NEXT")
     assert nxt.failed and "(its predecessor)" in nxt.explanation
@@ -490,16 +521,22 @@ def test_an_over_counted_commit_record_is_short_too() -> None:
 
 def test_tc_modes_do_not_promise_a_rollback_they_cannot_do() -> None:
     from harness.sweep.matrix import DHL_INSERT, Cell
-    for sut, promised in (("dhl-tc-raw", False), ("dhl-tc-opt-raw", False),
-                          ("dhl-cc-raw", True), ("dhl-cc-opt-raw", True)):
+
+    for sut, promised in (
+        ("dhl-tc-raw", False),
+        ("dhl-tc-opt-raw", False),
+        ("dhl-cc-raw", True),
+        ("dhl-cc-opt-raw", True),
+    ):
         exp = Cell(sut, DHL_INSERT, "raw").expectation("reorder")
         assert ("CC-ROLLBACK" in exp.guaranteed) is promised, sut
 
 
 # --- judged by the write trace, not by the engine's counting --------------------
 
-FACTS = tr.RunFacts(txn_pages={9: frozenset({0, 4}), 10: frozenset({0, 1, 2})},
-                    ack_writer={3: 9, 4: 10})
+FACTS = tr.RunFacts(
+    txn_pages={9: frozenset({0, 4}), 10: frozenset({0, 1, 2})}, ack_writer={3: 9, 4: 10}
+)
 
 
 def test_rollback_is_judged_by_the_pages_the_trace_saw_written() -> None:

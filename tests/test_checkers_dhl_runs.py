@@ -45,8 +45,9 @@ def record(scratch: Path, sut: str, fs: str = "raw") -> Path:
 
 def check(run: Path, strategy: str, *extra: str) -> dict:  # type: ignore[type-arg]  # result.json as untyped JSON
     out = run / f"check-{strategy}-{'-'.join(extra)}"
-    p = crashlab("check", str(run), "--strategy", strategy, "--no-progress", "--out", str(out),
-                 *extra)
+    p = crashlab(
+        "check", str(run), "--strategy", strategy, "--no-progress", "--out", str(out), *extra
+    )
     assert (out / "result.json").exists(), p.stderr
     return json.loads((out / "result.json").read_text())
 
@@ -63,8 +64,12 @@ def pages_per_txn(run: Path) -> int:
             if e.is_mark and e.label and e.label.startswith("txn-begin:"):
                 cur = set()
             elif e.has_payload:
-                cur |= set(range(e.sector * r.sectorsize // 4096,
-                                 (e.sector + e.nr_sectors) * r.sectorsize // 4096))
+                cur |= set(
+                    range(
+                        e.sector * r.sectorsize // 4096,
+                        (e.sector + e.nr_sectors) * r.sectorsize // 4096,
+                    )
+                )
             elif e.is_mark and e.label and e.label.startswith("txn-ack:"):
                 most = max(most, len(cur))
     return most
@@ -78,8 +83,15 @@ def test_logging_modes_hold_everything(scratch: Path, sut: str) -> None:
         res = check(run, strategy)
         assert res["states"]["checked"] > 10
         assert not failing(res), (strategy, res["violations"][:3])
-        for inv in ("DHL-T1", "DHL-READ", "DHL-INV", "CC-COUNT", "REC-IDEMPOTENT",
-                    "DB-ATOMIC", "DB-DURABLE"):
+        for inv in (
+            "DHL-T1",
+            "DHL-READ",
+            "DHL-INV",
+            "CC-COUNT",
+            "REC-IDEMPOTENT",
+            "DB-ATOMIC",
+            "DB-DURABLE",
+        ):
             assert res["verdicts"][inv]["pass"] > 0, inv
         rb = res["verdicts"]["CC-ROLLBACK"]
         exercised = rb["pass"] - rb.get("not_exercised", 0)

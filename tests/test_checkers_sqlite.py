@@ -29,8 +29,9 @@ def make_db(path: Path, rows: int = 300) -> str:
     con = sqlite3.connect(path)
     con.execute("PRAGMA page_size=4096")
     con.execute("CREATE TABLE t0(id INTEGER PRIMARY KEY, value BLOB NOT NULL)")
-    con.executemany("INSERT INTO t0 VALUES(?, ?)", [(i, b"v" * 100 + bytes([i % 256]))
-                                                    for i in range(rows)])
+    con.executemany(
+        "INSERT INTO t0 VALUES(?, ?)", [(i, b"v" * 100 + bytes([i % 256])) for i in range(rows)]
+    )
     con.commit()
     con.close()
     return sqlite_digest(path)
@@ -104,6 +105,7 @@ def test_content_key_of_pieces_is_the_files_key(tmp_path: Path) -> None:
         if data is None:
             return None
         return [memoryview(data)[:100], b"", memoryview(data)[100:]]
+
     assert content_key_of(read, "k.db") == content_key(tmp_path, "k.db") == h.digest()
 
 
@@ -147,8 +149,11 @@ def test_fs_recover_passes_on_a_clean_image(tmp_path: Path) -> None:
 def test_fs_recover_fails_when_fsck_must_repair(tmp_path: Path) -> None:
     img = _ext4_with_file(tmp_path)
     # A wrong link count: journal replay cannot fix it, fsck must.
-    subprocess.run(["debugfs", "-w", "-R", "sif /crashlab.db links_count 7", str(img)],
-                   check=True, capture_output=True)
+    subprocess.run(
+        ["debugfs", "-w", "-R", "sif /crashlab.db links_count 7", str(img)],
+        check=True,
+        capture_output=True,
+    )
     rec = recover_ext4(img, tmp_path / "out")
     v = fs_verdict(rec)
     assert v.status == "fail" and "needed fsck repairs" in v.explanation

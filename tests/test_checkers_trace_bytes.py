@@ -28,7 +28,7 @@ def _page(records: list[bytes]) -> bytes:
     top = PS
     for i, r in enumerate(records):
         top -= len(r)
-        page[top:top + len(r)] = r
+        page[top : top + len(r)] = r
         struct.pack_into("<H", page, 24 + 4 * i, top)
     struct.pack_into("<IHHHBB", page, 0, 5, len(records), top, 0, 1, 0)
     return bytes(page)
@@ -42,8 +42,6 @@ def test_footprint_is_header_offsets_and_records() -> None:
     assert (24, 26, "offset 0 of slot 0") in fp and (28, 30, "offset 1 of slot 0") in fp
     assert (PS - len(rec), PS, f"record 0 of slot 0 (offset {PS - len(rec)})") in fp
     assert slot(page, 0).nrec == 2 and slot(page, 1).tid == 0
-
-
 
 
 def _edit_committed_slot(run: RunDir) -> int:
@@ -61,7 +59,7 @@ def _edit_committed_slot(run: RunDir) -> int:
             if slot(page, s).nrec < 2:
                 continue
             a, b = 24 + 2 * s, 28 + 2 * s
-            page[a:a + 2], page[b:b + 2] = page[b:b + 2], page[a:a + 2]
+            page[a : a + 2], page[b : b + 2] = page[b : b + 2], page[a : a + 2]
             struct.pack_into("<H", page, s * 12 + 6, 0)
             fd = os.open(run.log, os.O_RDWR)
             os.pwrite(fd, bytes(page), e.offset + r.sectorsize)

@@ -25,8 +25,9 @@ pytestmark = [pytest.mark.needs_fuse, pytest.mark.needs_qemu]
 
 
 @pytest.fixture(scope="module")
-def pairs(qemu_runs: dict[str, Path], tmp_path_factory: pytest.TempPathFactory
-          ) -> dict[str, dict[str, RunDir]]:
+def pairs(
+    qemu_runs: dict[str, Path], tmp_path_factory: pytest.TempPathFactory
+) -> dict[str, dict[str, RunDir]]:
     root = tmp_path_factory.mktemp("crossval")
     out: dict[str, dict[str, RunDir]] = {}
     for sut, qrun in qemu_runs.items():

@@ -24,8 +24,9 @@ pytestmark = pytest.mark.needs_fuse
 
 @pytest.fixture(scope="module")
 def run(tmp_path_factory: pytest.TempPathFactory) -> RunDir:
-    return record_runs(tmp_path_factory.mktemp("dask"), {"dhl-cc-raw": DHL_INSERT},
-                       fs="raw")["dhl-cc-raw"]
+    return record_runs(tmp_path_factory.mktemp("dask"), {"dhl-cc-raw": DHL_INSERT}, fs="raw")[
+        "dhl-cc-raw"
+    ]
 
 
 def _files(out: Path) -> tuple[bytes, bytes]:
@@ -35,10 +36,15 @@ def _files(out: Path) -> tuple[bytes, bytes]:
 def test_a_local_cluster_checks_as_local_workers_do(run: RunDir, tmp_path: Path) -> None:
     opts = CheckOptions(states=Options(strategy="reorder"), jobs=2)
     check_run(run, opts, tmp_path / "local")
-    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
-                                  host="127.0.0.1", dashboard_address=None) as cluster:
-        dask = CheckOptions(states=Options(strategy="reorder"), jobs=2, executor="dask",
-                            scheduler=cluster.scheduler_address)
+    with distributed.LocalCluster(
+        n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1", dashboard_address=None
+    ) as cluster:
+        dask = CheckOptions(
+            states=Options(strategy="reorder"),
+            jobs=2,
+            executor="dask",
+            scheduler=cluster.scheduler_address,
+        )
         check_run(run, dask, tmp_path / "dask")
         assert _files(tmp_path / "dask") == _files(tmp_path / "local")
 

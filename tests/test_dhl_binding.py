@@ -19,8 +19,9 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, 
 from dhl import MODES, Database, DhlError, valid_slot
 from dhl.binding import library_path
 
-pytestmark = pytest.mark.skipif(not library_path().exists(),
-                                reason="libdhl.so not built (make build)")
+pytestmark = pytest.mark.skipif(
+    not library_path().exists(), reason="libdhl.so not built (make build)"
+)
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -39,7 +40,7 @@ def test_digest_matches_xxhash_on_random_records(tmp_path):
     with Database(tmp_path / "d.dhl", "cc", create=True, ntrees=3) as db:
         assert db.digest() == "0" * 32
         for _ in range(500):
-            t, k = rng.randrange(3), rng.randrange(-2**63, 2**63)
+            t, k = rng.randrange(3), rng.randrange(-(2**63), 2**63)
             v = rng.randbytes(rng.randrange(0, 1000))
             if (t, k) not in model:
                 db.insert(t, k, v)
@@ -59,8 +60,9 @@ def machine_for(mode: str, page_size: int) -> type[RuleBasedStateMachine]:
             self.dir = Path(os.environ.get("TMPDIR", "/tmp")) / f"dhl-hyp-{os.getpid()}"
             self.dir.mkdir(exist_ok=True)
             self.path = self.dir / f"{mode}-{page_size}.dhl"
-            self.db = Database(self.path, mode, create=True, truncate=True, ntrees=3,
-                               page_size=page_size)
+            self.db = Database(
+                self.path, mode, create=True, truncate=True, ntrees=3, page_size=page_size
+            )
             self.model: dict[tuple[int, int], bytes] = {}
             self.pending: dict[tuple[int, int], bytes] | None = None
 
@@ -140,8 +142,12 @@ def machine_for(mode: str, page_size: int) -> type[RuleBasedStateMachine]:
 def test_property_vs_dict_model(mode):
     for ps in (512, 4096):
         m = machine_for(mode, ps)
-        m.TestCase.settings = settings(max_examples=12, stateful_step_count=60, deadline=None,
-                                       suppress_health_check=list(HealthCheck))
+        m.TestCase.settings = settings(
+            max_examples=12,
+            stateful_step_count=60,
+            deadline=None,
+            suppress_health_check=list(HealthCheck),
+        )
         m.TestCase().runTest()
 
 
@@ -164,9 +170,9 @@ def test_syncs_and_pages_per_one_record_insert(tmp_path):
 def test_page_introspection_and_read_rule(tmp_path):
     p = tmp_path / "i.dhl"
     with Database(p, "cc", create=True) as db:
-        db.insert(0, 1, b"a" * 10)   # txn 2 creates the leaf (slot 0)
-        db.insert(0, 2, b"b" * 10)   # txn 3 writes slot 1
-        db.update(0, 1, b"c" * 10)   # txn 4 overwrites slot 0 (TID 2 < 3)
+        db.insert(0, 1, b"a" * 10)  # txn 2 creates the leaf (slot 0)
+        db.insert(0, 2, b"b" * 10)  # txn 3 writes slot 1
+        db.update(0, 1, b"c" * 10)  # txn 4 overwrites slot 0 (TID 2 < 3)
         info = db.info()
         root = info.roots[0]
         pg = db.page(root)
@@ -177,7 +183,7 @@ def test_page_introspection_and_read_rule(tmp_path):
         # the committed slot of TID 3 still points at the old version of key 1
         raw = db.read_page(root)
         old = pg.slots[1].offsets[0]
-        assert raw[old + 10: old + 20] == b"a" * 10
+        assert raw[old + 10 : old + 20] == b"a" * 10
         hdr = db.page(0)
         assert not hdr.is_data and hdr.slots[hdr.valid_slot].commit == 2
     assert valid_slot(3, 4, 3) == 0 and valid_slot(3, 4, 4) == 1
@@ -205,10 +211,10 @@ def test_bad_input_gives_clear_errors(tmp_path):
     with pytest.raises(DhlError, match="DHL_ETRUNC"):
         Database(trunc)
     bad = bytearray(data)
-    for pg in range(1, len(data) // 1024):   # every offset of every page: past the end
+    for pg in range(1, len(data) // 1024):  # every offset of every page: past the end
         for i in range(8):
             o = pg * 1024 + 24 + 4 * i
-            bad[o: o + 4] = (1020).to_bytes(2, "little") * 2
+            bad[o : o + 4] = (1020).to_bytes(2, "little") * 2
     (tmp_path / "bad.dhl").write_bytes(bytes(bad))
     with pytest.raises(DhlError, match="DHL_ECORRUPT.*page"):
         with Database(tmp_path / "bad.dhl") as db:

@@ -61,8 +61,9 @@ def _device_bytes(dev: str) -> bytes:
         return f.read()
 
 
-def _capture(dev: str, scratch: Path, mode: str, keys: range, value: bytes
-             ) -> list[tuple[int, bytes]]:
+def _capture(
+    dev: str, scratch: Path, mode: str, keys: range, value: bytes
+) -> list[tuple[int, bytes]]:
     """The page writes of one transaction inserting ``keys``, made on a copy
     of the device (a block device's, so the engine behaves as on ``dev``)."""
     copy = scratch / "copy.img"
@@ -115,10 +116,17 @@ def issue_sequence(scratch: Path, mode: str = "cc") -> dict[str, object]:
                 check = "ok"
             except Exception as e:  # noqa: BLE001 - the message is the result
                 check = str(e)
-    return {"pages1": pages1, "pages2": pages2, "keys": keys, "check": check,
-            "first_invalid": first.invalid_headers, "first_scanned": first.scanned_pages,
-            "second_rolled_back": second.rolled_back, "next_tid_after_first": first.next_tid,
-            "fcc_after_first": first.fcc}
+    return {
+        "pages1": pages1,
+        "pages2": pages2,
+        "keys": keys,
+        "check": check,
+        "first_invalid": first.invalid_headers,
+        "first_scanned": first.scanned_pages,
+        "second_rolled_back": second.rolled_back,
+        "next_tid_after_first": first.next_tid,
+        "fcc_after_first": first.fcc,
+    }
 
 
 def format_used_device(scratch: Path) -> list[int]:
@@ -139,18 +147,25 @@ def format_used_device(scratch: Path) -> list[int]:
         os.close(fd)
         Database(dev, "cc", create=True, truncate=True).close()
         data = _device_bytes(dev)
-    return [p for p in range(1, len(data) // PAGE) if any(data[p * PAGE:(p + 1) * PAGE])]
+    return [p for p in range(1, len(data) // PAGE) if any(data[p * PAGE : (p + 1) * PAGE])]
 
 
 def _with_mutant(name: str, func: str, scratch: Path) -> str:
     """Run ``func(scratch)`` of this module in a child process whose libdhl
     is mutant ``name``'s; its repr."""
     lib = build_mutant(next(m for m in catalogue() if m.name == name)) / "dhl/build/libdhl.so"
-    code = (f"import sys; sys.path.insert(0, {str(ROOT / 'tests')!r}); "
-            f"import test_dhl_blockdev as t; from pathlib import Path; "
-            f"print(repr(t.{func}(Path({str(scratch)!r}))))")
-    p = subprocess.run([sys.executable, "-c", code], env={**os.environ, "DHL_LIB": str(lib)},
-                       capture_output=True, text=True, cwd=ROOT)
+    code = (
+        f"import sys; sys.path.insert(0, {str(ROOT / 'tests')!r}); "
+        f"import test_dhl_blockdev as t; from pathlib import Path; "
+        f"print(repr(t.{func}(Path({str(scratch)!r}))))"
+    )
+    p = subprocess.run(
+        [sys.executable, "-c", code],
+        env={**os.environ, "DHL_LIB": str(lib)},
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+    )
     assert p.returncode == 0, p.stderr
     return p.stdout.strip()
 
@@ -190,8 +205,7 @@ def test_checker_recovery_equals_recovery_on_a_loop_device(tmp_path: Path) -> No
     """Every prefix and reorder state of a recorded dhl-cc-raw run: the
     checkers' in-memory, block-device recovery writes the same bytes as the
     engine recovering the crash image on a loop device."""
-    run: RunDir = record_runs(tmp_path / "runs", {"dhl-cc-raw": DHL_INSERT}, fs="raw")[
-        "dhl-cc-raw"]
+    run: RunDir = record_runs(tmp_path / "runs", {"dhl-cc-raw": DHL_INSERT}, fs="raw")["dhl-cc-raw"]
     base = verified_base_for_run(run)
     img = tmp_path / "dev.img"
     sparse_copy(base, img)
@@ -209,7 +223,8 @@ def test_checker_recovery_equals_recovery_on_a_loop_device(tmp_path: Path) -> No
                     os.close(fd)
                 data = crash.read_bytes()
                 # the same bytes, or the same error code
-                assert recovered_in_memory(data, "cc", blockdev=True) \
-                    == recovered_on_device(dev, data, "cc"), state.id
+                assert recovered_in_memory(data, "cc", blockdev=True) == recovered_on_device(
+                    dev, data, "cc"
+                ), state.id
                 compared += 1
     assert compared == seen > 500

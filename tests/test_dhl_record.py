@@ -52,10 +52,25 @@ def _record(tmp: Path, sut: str, workload: str, fs: str) -> subprocess.Completed
     parent = Path("/dev/shm") / f"crashlab-dhlrec-{os.getpid()}-{tmp.name}"
     parent.mkdir()
     try:
-        proc = subprocess.run([str(CRASHLAB), "record", "--backend", "fuse", "--fs", fs,
-                               "--sut", sut, "--workload", workload, "--out", str(tmp / "run")],
-                              capture_output=True, text=True,
-                              env=dict(os.environ, CRASHLAB_TMPDIR=str(parent)))
+        proc = subprocess.run(
+            [
+                str(CRASHLAB),
+                "record",
+                "--backend",
+                "fuse",
+                "--fs",
+                fs,
+                "--sut",
+                sut,
+                "--workload",
+                workload,
+                "--out",
+                str(tmp / "run"),
+            ],
+            capture_output=True,
+            text=True,
+            env=dict(os.environ, CRASHLAB_TMPDIR=str(parent)),
+        )
         assert _ours(parent) == [], "a loop device or mount leaked"
         assert list(parent.iterdir()) == [], "a working directory was left behind"
     finally:
@@ -116,8 +131,10 @@ def test_record_dhl_workload(tmp_path, sut, workload):
     assert _digest_after(run, fs, mode, tmp_path, f"txn-ack:{k}") == oracle.digests[k]
 
 
-@pytest.mark.parametrize(("sut", "flushes"), [("dhl-tc-raw", 2), ("dhl-cc-raw", 1),
-                                              ("dhl-cc-opt-raw", 1), ("dhl-nolog-raw", 1)])
+@pytest.mark.parametrize(
+    ("sut", "flushes"),
+    [("dhl-tc-raw", 2), ("dhl-cc-raw", 1), ("dhl-cc-opt-raw", 1), ("dhl-nolog-raw", 1)],
+)
 def test_raw_log_shows_the_commit_protocol(tmp_path, sut, flushes):
     """On the bare device nothing but the engine writes: between txn-begin:K
     and txn-ack:K the log holds exactly the protocol's flushes, each after
@@ -143,21 +160,39 @@ def test_raw_log_shows_the_commit_protocol(tmp_path, sut, flushes):
         assert seq[-1] == "F", seq
         if sut == "dhl-tc-raw":  # the header page (sector 0) alone between the two flushes
             first = seq.index("F")
-            assert seq[first + 1:] == ["W0", "F"], seq
+            assert seq[first + 1 :] == ["W0", "F"], seq
             assert seq[:first].count("W") >= 3 and "W0" not in seq[:first], seq
         if sut == "dhl-cc-opt-raw":  # header page untouched unless it changed
             assert seq.count("W") >= 3, seq
 
 
-@pytest.mark.parametrize(("sut", "fs", "needle"), [
-    ("dhl-cc-raw", "ext4", "SUT dhl-cc-raw runs on the raw device: record it with --fs raw"),
-    ("sqlite-wal-full", "raw", "SUT sqlite-wal-full needs a file system"),
-    ("dhl-cc", "raw", "SUT dhl-cc needs a file system"),
-])
+@pytest.mark.parametrize(
+    ("sut", "fs", "needle"),
+    [
+        ("dhl-cc-raw", "ext4", "SUT dhl-cc-raw runs on the raw device: record it with --fs raw"),
+        ("sqlite-wal-full", "raw", "SUT sqlite-wal-full needs a file system"),
+        ("dhl-cc", "raw", "SUT dhl-cc needs a file system"),
+    ],
+)
 def test_sut_and_fs_must_agree(tmp_path, sut, fs, needle):
-    proc = subprocess.run([str(CRASHLAB), "record", "--backend", "fuse", "--fs", fs, "--sut", sut,
-                           "--workload", "insert:txns=2", "--out", str(tmp_path / "run")],
-                          capture_output=True, text=True)
+    proc = subprocess.run(
+        [
+            str(CRASHLAB),
+            "record",
+            "--backend",
+            "fuse",
+            "--fs",
+            fs,
+            "--sut",
+            sut,
+            "--workload",
+            "insert:txns=2",
+            "--out",
+            str(tmp_path / "run"),
+        ],
+        capture_output=True,
+        text=True,
+    )
     assert proc.returncode == 2
     assert proc.stderr.startswith(f"crashlab: error: {needle}"), proc.stderr
     assert not (tmp_path / "run").exists()
@@ -169,15 +204,31 @@ def test_raw_command_gets_the_device(tmp_path):
     parent = Path("/dev/shm") / f"crashlab-dhlrec-{os.getpid()}-cmd"
     parent.mkdir()
     out = tmp_path / "run"
-    script = ('test -b "$CRASHLAB_DEV" && test -z "$CRASHLAB_MNT" && '
-              'blockdev --getsize64 "$CRASHLAB_DEV" > "$OUTFILE" && '
-              'printf x | dd of="$CRASHLAB_DEV" bs=1 seek=4096 conv=fsync status=none')
+    script = (
+        'test -b "$CRASHLAB_DEV" && test -z "$CRASHLAB_MNT" && '
+        'blockdev --getsize64 "$CRASHLAB_DEV" > "$OUTFILE" && '
+        'printf x | dd of="$CRASHLAB_DEV" bs=1 seek=4096 conv=fsync status=none'
+    )
     try:
-        proc = subprocess.run([str(CRASHLAB), "record", "--backend", "fuse", "--fs", "raw",
-                               "--out", str(out), "--", "sh", "-c", script],
-                              capture_output=True, text=True,
-                              env=dict(os.environ, CRASHLAB_TMPDIR=str(parent),
-                                       OUTFILE=str(tmp_path / "size")))
+        proc = subprocess.run(
+            [
+                str(CRASHLAB),
+                "record",
+                "--backend",
+                "fuse",
+                "--fs",
+                "raw",
+                "--out",
+                str(out),
+                "--",
+                "sh",
+                "-c",
+                script,
+            ],
+            capture_output=True,
+            text=True,
+            env=dict(os.environ, CRASHLAB_TMPDIR=str(parent), OUTFILE=str(tmp_path / "size")),
+        )
         assert _ours(parent) == []
     finally:
         for p in parent.iterdir():
@@ -198,8 +249,10 @@ def test_full_raw_device_fails_the_commit_unacknowledged(tmp_path):
     and the device recovers to the state before it."""
     proc = _record(tmp_path, "dhl-cc-raw", "insert:txns=400,size=3000", "raw")
     assert proc.returncode == 1
-    assert "commit failed (attempt 1): commit: write of page 256 failed: No space left on " \
+    assert (
+        "commit failed (attempt 1): commit: write of page 256 failed: No space left on "
         "device (DHL_EIO); stopped" in proc.stderr
+    )
     run = RunDir(tmp_path / "run")
     assert run.meta().exit_status == 3
     marks = _marks(run)

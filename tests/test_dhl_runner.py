@@ -42,8 +42,11 @@ def dhl_mode(sut_name: str) -> str:
 
 @pytest.fixture(scope="module", autouse=True)
 def _built():
-    build("workloads/build/crashlab-runner", "workloads/build/crashlab-runner-asan",
-          "dhl/build/libdhl.so")
+    build(
+        "workloads/build/crashlab-runner",
+        "workloads/build/crashlab-runner-asan",
+        "dhl/build/libdhl.so",
+    )
 
 
 @pytest.fixture
@@ -67,8 +70,14 @@ def run_clean(tmp: Path, sut_name: str, text: str, *, asan: bool = False) -> dic
     marks.touch()
     env = dict(os.environ, CRASHLAB_MARK=str(marks))
     env.pop("CRASHLAB_MARK_DM", None)
-    proc = run_workload(get_sut(sut_name), ops, tmp / "db", stats=tmp / "stats.json",
-                        runner=runner_path(asan=asan), env=env)
+    proc = run_workload(
+        get_sut(sut_name),
+        ops,
+        tmp / "db",
+        stats=tmp / "stats.json",
+        runner=runner_path(asan=asan),
+        env=env,
+    )
     assert proc.returncode == 0, proc.stderr
     assert proc.stderr == ""
     assert dhl_digest(tmp / "db", dhl_mode(sut_name)) == Oracle(spec).final
@@ -207,10 +216,16 @@ def test_bad_input_exits_nonzero_with_one_line(shm):
     base = ["--ops", str(ops), "--engine", "dhl"]
     env = {k: v for k, v in os.environ.items() if k != "CRASHLAB_DEV"}
     cases = [
-        ([*base, "--db", db, "--dhl-mode", "fast"], 1,
-         "bad DHL mode fast (choose from tc, cc, tc_opt, cc_opt, nolog)"),
-        ([*base, "--db", db, "--sync", "sometimes"], 1,
-         "bad sync call sometimes (choose from fsync, fdatasync)"),
+        (
+            [*base, "--db", db, "--dhl-mode", "fast"],
+            1,
+            "bad DHL mode fast (choose from tc, cc, tc_opt, cc_opt, nolog)",
+        ),
+        (
+            [*base, "--db", db, "--sync", "sometimes"],
+            1,
+            "bad sync call sometimes (choose from fsync, fdatasync)",
+        ),
         ([*base, "--db", db, "--page-size", "1000"], 1, "bad page size 1000"),
         ([*base, "--db-env", "CRASHLAB_DEV"], 2, "--db-env CRASHLAB_DEV: the variable is not set"),
         ([*base, "--db", db, "--db-env", "HOME"], 2, "give --db or --db-env, not both"),
@@ -226,7 +241,8 @@ def test_bad_input_exits_nonzero_with_one_line(shm):
         assert needle in lines[0], proc.stderr
         # one line; usage errors (exit 2) add the usage line
         assert len(lines) == (2 if code == 2 else 1) and lines[-1].startswith(
-            "crashlab-runner: " if code == 1 else "usage: "), proc.stderr
+            "crashlab-runner: " if code == 1 else "usage: "
+        ), proc.stderr
 
 
 def test_wrong_mode_or_page_size_for_an_existing_database(shm):
@@ -245,9 +261,9 @@ def test_db_env_names_the_database(shm):
     spec = parse_spec("delete:txns=5,warmup=10")
     ops = write_opstream(spec, shm / "ops")
     target = shm / "via-env.db"
-    cmd = runner_command(get_sut("dhl-cc-raw"), ops, None, db_env="CRASHLAB_DEV",
-                         marks=shm / "m")
-    proc = subprocess.run(cmd, capture_output=True, text=True,
-                          env=dict(os.environ, CRASHLAB_DEV=str(target)))
+    cmd = runner_command(get_sut("dhl-cc-raw"), ops, None, db_env="CRASHLAB_DEV", marks=shm / "m")
+    proc = subprocess.run(
+        cmd, capture_output=True, text=True, env=dict(os.environ, CRASHLAB_DEV=str(target))
+    )
     assert proc.returncode == 0, proc.stderr
     assert dhl_digest(target, "cc") == Oracle(spec).final

@@ -20,15 +20,29 @@ TEXT_SUFFIXES = (".md", ".py", ".c", ".h", ".toml", ".mk", ".sh", ".txt", ".j2",
 # of a template, a glob, a variable or a URL, not a path of its own.
 _PATH = re.compile(r"(?<![\w./$~:{}<>*\[@-])((?:[\w.-]+/)+[\w.-]*(?:::\w+)?)(?![\w/{}<>*\[$-])")
 # Words that stand for a name the reader chooses (RUN/meta.json, NAME.patch).
-PLACEHOLDERS = {"NAME", "RUN", "SWEEP", "DIR", "OUT", "FILE", "IMG", "STATE", "SHARD", "PATH",
-                "CMD", "R", "W"}
+PLACEHOLDERS = {
+    "NAME",
+    "RUN",
+    "SWEEP",
+    "DIR",
+    "OUT",
+    "FILE",
+    "IMG",
+    "STATE",
+    "SHARD",
+    "PATH",
+    "CMD",
+    "R",
+    "W",
+}
 # Sample texts in this file name missing paths on purpose.
 NOT_SCANNED = {"tests/test_docs.py"}
 
 
 def tracked_files() -> list[str]:
-    return subprocess.run(["git", "ls-files"], cwd=ROOT, capture_output=True, text=True,
-                          check=True).stdout.split()
+    return subprocess.run(
+        ["git", "ls-files"], cwd=ROOT, capture_output=True, text=True, check=True
+    ).stdout.split()
 
 
 def named_paths(text: str, folder: Path, root: Path = ROOT) -> list[tuple[int, str, Path]]:
@@ -57,8 +71,13 @@ def _ignored(paths: list[str], root: Path) -> set[str]:
     results, images; a path inside an ignored folder that is not there yet
     counts as ignored too."""
     asked = [q for p in paths for q in (p, p + "/x")]
-    out = subprocess.run(["git", "check-ignore", "--stdin", "-n", "-v"], cwd=root, text=True,
-                         input="\n".join(asked) + "\n", capture_output=True).stdout
+    out = subprocess.run(
+        ["git", "check-ignore", "--stdin", "-n", "-v"],
+        cwd=root,
+        text=True,
+        input="\n".join(asked) + "\n",
+        capture_output=True,
+    ).stdout
     hits = {line.partition("\t")[2] for line in out.splitlines() if not line.startswith("::")}
     return {p for p in paths if p in hits or p + "/x" in hits}
 
@@ -72,21 +91,30 @@ def missing_paths(text: str, folder: Path, root: Path = ROOT) -> list[str]:
         node = spelling.partition("::")[2]
         if not path.exists():
             absent.append((line, spelling, path))
-        elif node and not (path.is_file() and re.search(rf"^\s*(?:def|class) {node}\b",
-                                                        path.read_text(errors="replace"), re.M)):
+        elif node and not (
+            path.is_file()
+            and re.search(rf"^\s*(?:def|class) {node}\b", path.read_text(errors="replace"), re.M)
+        ):
             bad.append(f"{line}: {spelling}")
-    rel = [str(path.relative_to(root)) for _, _, path in absent
-           if path.is_relative_to(root)]
+    rel = [str(path.relative_to(root)) for _, _, path in absent if path.is_relative_to(root)]
     ignored = _ignored(rel, root) if rel else set()
-    bad += [f"{line}: {spelling}" for line, spelling, path in absent
-            if not path.is_relative_to(root) or str(path.relative_to(root)) not in ignored]
+    bad += [
+        f"{line}: {spelling}"
+        for line, spelling, path in absent
+        if not path.is_relative_to(root) or str(path.relative_to(root)) not in ignored
+    ]
     return sorted(bad, key=lambda s: (int(s.partition(":")[0]), s))
 
 
 def test_no_file_points_outside_the_repository() -> None:
     outside = re.compile(r"\.\./shared|shared/design|shared/seeds|seeds/")
-    bad = [f for f in tracked_files() if f != "tests/test_docs.py" and (ROOT / f).is_file()
-           and outside.search((ROOT / f).read_text(errors="replace"))]
+    bad = [
+        f
+        for f in tracked_files()
+        if f != "tests/test_docs.py"
+        and (ROOT / f).is_file()
+        and outside.search((ROOT / f).read_text(errors="replace"))
+    ]
     assert bad == []
 
 
@@ -94,29 +122,33 @@ def test_every_path_a_tracked_text_file_names_exists() -> None:
     bad = []
     for f in tracked_files():
         path = ROOT / f
-        if f in NOT_SCANNED or not path.is_file() or not (
-                f.endswith(TEXT_SUFFIXES) or path.name == "Makefile"):
+        if (
+            f in NOT_SCANNED
+            or not path.is_file()
+            or not (f.endswith(TEXT_SUFFIXES) or path.name == "Makefile")
+        ):
             continue
         bad += [f"{f}:{m}" for m in missing_paths(path.read_text(errors="replace"), path.parent)]
     assert bad == []
 
 
 def test_the_path_finder_finds_what_is_missing_and_nothing_else() -> None:
-    sample = "\n".join([
-        "kept: `harness/faults.py`, harness/fs/, (checkers/README.md).",    # 1: exist
-        "relative: `ext4/inproc.py` beside harness/fs",                     # 2: exists
-        "gone: `harness/nope.py`; and tests/test_docs.py::test_nope",       # 3: both missing
-        "relative, gone: ext4/nope.py",                                     # 4: missing
-        "test node: tests/test_docs.py::test_invariants_md_explains_every_id",
-        "placeholders: results/<sweep>/, RUN/check/x.json, tests/mutants/NAME.patch",
-        "globs and templates: checkers/*.py, {here}/x.toml, check/*/result.json",
-        "outside: /usr/lib/x.so, https://example.org/harness/nope.py, ~/.cache/crashlab/x",
-        "ignored: images/ext4.img, workloads/build/nothing-here, results/x/summary.json",
-        "not ours: ext/misc/cksumvfs.c, sys/stat.h",
-    ])
+    sample = "\n".join(
+        [
+            "kept: `harness/faults.py`, harness/fs/, (checkers/README.md).",  # 1: exist
+            "relative: `ext4/inproc.py` beside harness/fs",  # 2: exists
+            "gone: `harness/nope.py`; and tests/test_docs.py::test_nope",  # 3: both missing
+            "relative, gone: ext4/nope.py",  # 4: missing
+            "test node: tests/test_docs.py::test_invariants_md_explains_every_id",
+            "placeholders: results/<sweep>/, RUN/check/x.json, tests/mutants/NAME.patch",
+            "globs and templates: checkers/*.py, {here}/x.toml, check/*/result.json",
+            "outside: /usr/lib/x.so, https://example.org/harness/nope.py, ~/.cache/crashlab/x",
+            "ignored: images/ext4.img, workloads/build/nothing-here, results/x/summary.json",
+            "not ours: ext/misc/cksumvfs.c, sys/stat.h",
+        ]
+    )
     missing = missing_paths(sample, ROOT / "harness" / "fs")
-    assert missing == ["3: harness/nope.py", "3: tests/test_docs.py::test_nope",
-                       "4: ext4/nope.py"]
+    assert missing == ["3: harness/nope.py", "3: tests/test_docs.py::test_nope", "4: ext4/nope.py"]
 
 
 def test_invariants_md_explains_every_id() -> None:
@@ -140,8 +172,9 @@ def described_ids(text: str) -> set[str]:
 
 
 def test_checkers_readme_describes_every_id() -> None:
-    assert described_ids("| DB-OPEN, CC-MONO (per image) | x |\n| ERR-NOACK | |\n"
-                         "## Recovery (REC-AGREE)\nERR-ATOMIC in prose") == {
-        "DB-OPEN", "CC-MONO", "REC-AGREE"}
+    assert described_ids(
+        "| DB-OPEN, CC-MONO (per image) | x |\n| ERR-NOACK | |\n"
+        "## Recovery (REC-AGREE)\nERR-ATOMIC in prose"
+    ) == {"DB-OPEN", "CC-MONO", "REC-AGREE"}
     text = (ROOT / "checkers" / "README.md").read_text()
     assert sorted(set(INVARIANTS) - described_ids(text)) == []

@@ -15,9 +15,16 @@ from checkers.protocol import EngineChecker
 # and what only they use (DHL's facts, trace, format reader, native twin,
 # and REC-CRASHSAFE).  Shared ones (verdict, content, invariants, protocol,
 # engines) are not among them.
-ENGINE_MODULES = {"checkers.sqlite", "checkers.xlog", "checkers.dhl", "checkers.dhl_facts",
-                  "checkers.dhl_trace", "checkers.dhl_format", "checkers.dhl_native",
-                  "checkers.recovery"}
+ENGINE_MODULES = {
+    "checkers.sqlite",
+    "checkers.xlog",
+    "checkers.dhl",
+    "checkers.dhl_facts",
+    "checkers.dhl_trace",
+    "checkers.dhl_format",
+    "checkers.dhl_native",
+    "checkers.recovery",
+}
 OPTIONAL = ("content_key_of", "examine_image", "run_checks")
 
 
@@ -37,7 +44,11 @@ def test_the_harness_imports_no_engine_module() -> None:
     """harness/ asks the engine table; only checkers/ imports an engine's
     checker module (the table lazily, the engines each other's parts)."""
     graph = import_graph(ROOT, PACKAGES)
-    found = sorted((src, dst) for src, dsts in graph.items() for dst in dsts
-                   if src.startswith("harness/") and dst.removesuffix(".py").replace("/", ".")
-                   in ENGINE_MODULES)
+    found = sorted(
+        (src, dst)
+        for src, dsts in graph.items()
+        for dst in dsts
+        if src.startswith("harness/")
+        and dst.removesuffix(".py").replace("/", ".") in ENGINE_MODULES
+    )
     assert found == []

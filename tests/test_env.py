@@ -28,8 +28,11 @@ def _environment_reads(tree: ast.AST) -> list[int]:
             f = node.func
             if f.attr == "getenv" or (f.attr == "get" and ast.unparse(f.value) == "os.environ"):
                 lines.append(node.lineno)
-        if (isinstance(node, ast.Subscript) and isinstance(node.ctx, ast.Load)
-                and ast.unparse(node.value) == "os.environ"):
+        if (
+            isinstance(node, ast.Subscript)
+            and isinstance(node.ctx, ast.Load)
+            and ast.unparse(node.value) == "os.environ"
+        ):
             lines.append(node.lineno)
     return lines
 
@@ -49,12 +52,14 @@ def test_only_harness_env_reads_the_environment() -> None:
 
 
 def test_the_scan_finds_a_read() -> None:
-    assert _environment_reads(ast.parse("import os\nx = os.environ.get('A')\ny = os.getenv('B')\n"
-                                        "z = os.environ['C']\n")) == [2, 3, 4]
+    assert _environment_reads(
+        ast.parse("import os\nx = os.environ.get('A')\ny = os.getenv('B')\nz = os.environ['C']\n")
+    ) == [2, 3, 4]
 
 
-def test_work_folders_follow_crashlab_tmpdir(tmp_path: Path,
-                                             monkeypatch: pytest.MonkeyPatch) -> None:
+def test_work_folders_follow_crashlab_tmpdir(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv(env.TMPDIR, str(tmp_path))
     made = env.work_folder("crashlab-x-")
     assert made.parent == tmp_path and made.name.startswith("crashlab-x-")
@@ -67,13 +72,17 @@ def test_work_folders_follow_crashlab_tmpdir(tmp_path: Path,
 
 
 def test_reaping_takes_only_a_dead_owners_working_folders(
-        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
     monkeypatch.setenv(env.TMPDIR, str(tmp_path))
     mine = env.work_folder("crashlab-check-")
     # a child makes one and dies without removing it (as SIGKILL would)
     code = "from harness import env; print(env.work_folder('crashlab-check-'))"
-    dead = Path(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                               check=True).stdout.strip())
+    dead = Path(
+        subprocess.run(
+            [sys.executable, "-c", code], capture_output=True, text=True, check=True
+        ).stdout.strip()
+    )
     other = tmp_path / "crashlab-check-abc123"  # not of work_folder's shape: never touched
     other.mkdir()
     (dead / "w").mkdir()

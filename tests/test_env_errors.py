@@ -28,7 +28,8 @@ TINY = "insert:txns=3,ops=1,tables=1,seed=1"
 @pytest.fixture(scope="module")
 def run(tmp_path_factory: pytest.TempPathFactory) -> RunDir:
     return record_runs(tmp_path_factory.mktemp("runs"), {"sqlite-wal-full": TINY})[
-        "sqlite-wal-full"]
+        "sqlite-wal-full"
+    ]
 
 
 @contextlib.contextmanager
@@ -36,8 +37,7 @@ def tmpfs(where: Path, size: str, *, read_only: bool = False) -> Iterator[Path]:
     """A tmpfs of ``size`` mounted at ``where`` (read-only if asked: chmod
     does not stop root), unmounted afterwards."""
     where.mkdir(parents=True, exist_ok=True)
-    subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(where)],
-                   check=True)
+    subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(where)], check=True)
     try:
         if read_only:
             subprocess.run(["mount", "-o", "remount,ro", str(where)], check=True)
@@ -50,8 +50,9 @@ def crashlab(*args: str | Path, tmp: Path | None = None) -> subprocess.Completed
     env = dict(os.environ)
     if tmp is not None:
         env["CRASHLAB_TMPDIR"] = str(tmp)
-    return subprocess.run([str(CRASHLAB), *map(str, args)], capture_output=True, text=True,
-                          timeout=300, env=env)
+    return subprocess.run(
+        [str(CRASHLAB), *map(str, args)], capture_output=True, text=True, timeout=300, env=env
+    )
 
 
 def error(p: subprocess.CompletedProcess[str], code: int = 2) -> str:
@@ -63,8 +64,7 @@ def error(p: subprocess.CompletedProcess[str], code: int = 2) -> str:
 
 
 def check(run: RunDir, out: Path, tmp: Path, *more: str) -> subprocess.CompletedProcess[str]:
-    return crashlab("check", run.path, "--out", out, "--jobs", "2", "--no-progress", *more,
-                    tmp=tmp)
+    return crashlab("check", run.path, "--out", out, "--jobs", "2", "--no-progress", *more, tmp=tmp)
 
 
 def test_a_full_output_folder(run: RunDir, tmp_path: Path, private_tmp: Path) -> None:
@@ -76,15 +76,28 @@ def test_a_full_output_folder(run: RunDir, tmp_path: Path, private_tmp: Path) ->
 
 
 def test_a_sweep_into_a_full_output_folder_leaves_no_working_folder(
-        tmp_path: Path, private_tmp: Path) -> None:
+    tmp_path: Path, private_tmp: Path
+) -> None:
     # the recording's log is copied out last: that copy failing left the
     # recorder's working folder (its disk image) behind
     matrix = tmp_path / "m.toml"
-    matrix.write_text(f'[[cell]]\nsut = "sqlite-wal-full"\nworkload = "{TINY}"\n'
-                      'strategies = ["prefix"]\n')
+    matrix.write_text(
+        f'[[cell]]\nsut = "sqlite-wal-full"\nworkload = "{TINY}"\nstrategies = ["prefix"]\n'
+    )
     with tmpfs(tmp_path / "full", "64k") as full:
-        line = error(crashlab("sweep", "--matrix", matrix, "--out", full / "s", "--jobs", "1",
-                              "--no-progress", tmp=private_tmp))
+        line = error(
+            crashlab(
+                "sweep",
+                "--matrix",
+                matrix,
+                "--out",
+                full / "s",
+                "--jobs",
+                "1",
+                "--no-progress",
+                tmp=private_tmp,
+            )
+        )
         assert line.startswith(f"crashlab: error: {full}/s/runs/")
         assert line.endswith("/writes.log: no space left on the device")
         assert not list((full / "s" / "runs").glob("*/.writes.log.partial"))
@@ -93,10 +106,11 @@ def test_a_sweep_into_a_full_output_folder_leaves_no_working_folder(
 
 def test_a_read_only_output_folder(run: RunDir, tmp_path: Path, private_tmp: Path) -> None:
     with tmpfs(tmp_path / "ro", "1m", read_only=True) as ro:
-        assert error(check(run, ro, private_tmp)) == \
-            f"crashlab: error: {ro}: read-only file system"
-        assert error(check(run, ro / "new", private_tmp)) == \
-            f"crashlab: error: {ro}/new: read-only file system"
+        assert error(check(run, ro, private_tmp)) == f"crashlab: error: {ro}: read-only file system"
+        assert (
+            error(check(run, ro / "new", private_tmp))
+            == f"crashlab: error: {ro}/new: read-only file system"
+        )
     assert list(private_tmp.iterdir()) == []
 
 
@@ -104,8 +118,10 @@ def test_a_full_crashlab_tmpdir(run: RunDir, tmp_path: Path) -> None:
     with tmpfs(tmp_path / "tmp", "64k") as tmp:
         line = error(check(run, tmp_path / "c", tmp))
         assert line.startswith(f"crashlab: error: {tmp}/crashlab-check-")
-        assert line.endswith(f": no space left on the device (a working folder under {tmp}: "
-                             "set CRASHLAB_TMPDIR to another folder)")
+        assert line.endswith(
+            f": no space left on the device (a working folder under {tmp}: "
+            "set CRASHLAB_TMPDIR to another folder)"
+        )
         assert list(tmp.iterdir()) == []
     assert not (tmp_path / "c").exists()  # made for the check, nothing in it: gone
 
@@ -114,11 +130,15 @@ def test_a_read_only_or_unmakeable_crashlab_tmpdir(run: RunDir, tmp_path: Path) 
     a_file = tmp_path / "file"
     a_file.write_text("")
     with tmpfs(tmp_path / "ro", "1m", read_only=True) as ro:
-        for tmp, why in ((ro, "read-only file system"), (ro / "missing", "read-only file system"),
-                         (a_file / "tmp", "Not a directory")):
+        for tmp, why in (
+            (ro, "read-only file system"),
+            (ro / "missing", "read-only file system"),
+            (a_file / "tmp", "Not a directory"),
+        ):
             assert error(check(run, tmp_path / "c", tmp)) == (
                 f"crashlab: error: {tmp}: cannot make a working folder there ({why}; set "
-                "CRASHLAB_TMPDIR to another folder)")
+                "CRASHLAB_TMPDIR to another folder)"
+            )
             assert not (tmp_path / "c").exists()
 
 
@@ -131,12 +151,18 @@ def test_a_missing_crashlab_tmpdir_is_made(run: RunDir, tmp_path: Path) -> None:
 def test_out_naming_a_file(run: RunDir, tmp_path: Path, private_tmp: Path) -> None:
     a_file = tmp_path / "file"
     a_file.write_text("mine\n")
-    assert error(check(run, a_file, private_tmp)) == \
-        f"crashlab: error: {a_file}: exists and is not a folder"
-    assert error(crashlab("sweep", "--out", a_file, tmp=private_tmp)) == \
-        f"crashlab: error: {a_file}: exists and is not a folder"
-    assert error(check(run, a_file / "sub", private_tmp)) == \
-        f"crashlab: error: {a_file}/sub: exists and is not a folder"
+    assert (
+        error(check(run, a_file, private_tmp))
+        == f"crashlab: error: {a_file}: exists and is not a folder"
+    )
+    assert (
+        error(crashlab("sweep", "--out", a_file, tmp=private_tmp))
+        == f"crashlab: error: {a_file}: exists and is not a folder"
+    )
+    assert (
+        error(check(run, a_file / "sub", private_tmp))
+        == f"crashlab: error: {a_file}/sub: exists and is not a folder"
+    )
     assert a_file.read_text() == "mine\n"
 
 
@@ -146,14 +172,27 @@ def test_an_unreachable_scheduler(run: RunDir, tmp_path: Path, private_tmp: Path
         port = s.getsockname()[1]
     address = f"tcp://127.0.0.1:{port}"
     t0 = time.monotonic()
-    line = error(check(run, tmp_path / "c", private_tmp, "--executor", "dask",
-                       "--scheduler", address))
+    line = error(
+        check(run, tmp_path / "c", private_tmp, "--executor", "dask", "--scheduler", address)
+    )
     assert time.monotonic() - t0 < 10
-    assert line == (f"crashlab: error: --scheduler {address}: no Dask scheduler answers there "
-                    "(Connection refused)")
+    assert line == (
+        f"crashlab: error: --scheduler {address}: no Dask scheduler answers there "
+        "(Connection refused)"
+    )
     assert not (tmp_path / "c").exists()
-    line = error(crashlab("sweep", "--out", tmp_path / "s", "--executor", "dask",
-                          "--scheduler", address, tmp=private_tmp))
+    line = error(
+        crashlab(
+            "sweep",
+            "--out",
+            tmp_path / "s",
+            "--executor",
+            "dask",
+            "--scheduler",
+            address,
+            tmp=private_tmp,
+        )
+    )
     assert "no Dask scheduler answers there" in line and not (tmp_path / "s").exists()
 
 
@@ -176,12 +215,29 @@ main()
 
 
 @pytest.mark.parametrize("where", ["parent", "worker"])
-def test_a_bug_is_one_line_and_a_file(run: RunDir, tmp_path: Path, private_tmp: Path,
-                                      where: str) -> None:
-    proc = subprocess.Popen([sys.executable, "-c", BUG, where, "check", str(run.path), "--out",
-                             str(tmp_path / "c"), "--jobs", "2", "--no-progress"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT,
-                            env={**os.environ, "CRASHLAB_TMPDIR": str(private_tmp)})
+def test_a_bug_is_one_line_and_a_file(
+    run: RunDir, tmp_path: Path, private_tmp: Path, where: str
+) -> None:
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            BUG,
+            where,
+            "check",
+            str(run.path),
+            "--out",
+            str(tmp_path / "c"),
+            "--jobs",
+            "2",
+            "--no-progress",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=ROOT,
+        env={**os.environ, "CRASHLAB_TMPDIR": str(private_tmp)},
+    )
     out, err = proc.communicate(timeout=300)
     line = error(subprocess.CompletedProcess(proc.args, proc.returncode, out, err), 70)
     (saved,) = private_tmp.iterdir()  # and no working folder

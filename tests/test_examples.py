@@ -20,11 +20,12 @@ from harness.sweep.sweep import SweepOptions, run_sweep
 EXAMPLES = ROOT / "workloads" / "examples"
 
 
-def _sweep(name: str, out: Path, strategies: tuple[str, ...] | None = None
-           ) -> dict[str, dict]:
+def _sweep(name: str, out: Path, strategies: tuple[str, ...] | None = None) -> dict[str, dict]:
     """The example's matrix (``strategies``: instead of its cells' own)."""
-    cells = [dataclasses.replace(c, strategies=strategies or c.strategies)
-             for c in load_matrix(EXAMPLES / name / "crashlab.toml")]
+    cells = [
+        dataclasses.replace(c, strategies=strategies or c.strategies)
+        for c in load_matrix(EXAMPLES / name / "crashlab.toml")
+    ]
     summary, code = run_sweep(name, cells, out, SweepOptions(backend="fuse", jobs=2))
     assert code == 0, [c["expectation"] for c in summary["cells"] if not c["expectation"]["ok"]]
     out_cells: dict[str, dict] = {}
@@ -73,16 +74,16 @@ def test_lmdb_bank(tmp_path: Path) -> None:
     # metasync=False keeps the database's integrity (LMDB's documentation):
     # it loses the last transaction only; sync=False may lose and may
     # corrupt (seen: MDB_CORRUPTED in 3 prefix states of one recording)
-    assert all("was acknowledged" in v["explanation"] for v in bad
-               if v["sut"] == "lmdb-nometasync")
-    assert all("was acknowledged" in v["explanation"] or "does not open" in v["explanation"]
-               for v in bad)
+    assert all("was acknowledged" in v["explanation"] for v in bad if v["sut"] == "lmdb-nometasync")
+    assert all(
+        "was acknowledged" in v["explanation"] or "does not open" in v["explanation"] for v in bad
+    )
 
 
 def test_matrix_files_check_every_key(tmp_path: Path) -> None:
     bad = {
-        "[sut.x]\nrun = 'true'\nchecker = 'true'\ncheker = 'typo'\n[[cell]]\nsut = 'x'\n":
-            "unknown key 'cheker'",
+        "[sut.x]\nrun = 'true'\nchecker = 'true'\ncheker = 'typo'\n[[cell]]\n"
+        "sut = 'x'\n": "unknown key 'cheker'",
         "[sut.x]\nrun = 'true'\n[[cell]]\nsut = 'x'\n": "give it a `checker`",
         "[[cell]]\nsut = 'nope'\n": "unknown SUT 'nope'",
         "[[cell]]\nsut = 'sqlite-wal-full'\n": "needs a workload",
@@ -91,30 +92,30 @@ def test_matrix_files_check_every_key(tmp_path: Path) -> None:
         "[[cell]]\nsut = 'sqlite-off'\nworkload = 'MULTI'\nfs = 'zfs'\n": "unknown fs 'zfs'",
         "[cells]\n": "unknown table 'cells'",
         "[[cell]\n": "not TOML",
-        "[[cell]]\nsut = 'sqlite-off'\nworkload = 'MULTI'\nstrategies = 'prefix'\n":
-            "`strategies` must be a list of strings",
-        "[sut.x]\nrun = 'true'\nchecker = 'true'\ntimeout = 'x'\n[[cell]]\nsut = 'x'\n":
-            "positive number",
+        "[[cell]]\nsut = 'sqlite-off'\n"
+        "workload = 'MULTI'\nstrategies = 'prefix'\n": "`strategies` must be a list of strings",
+        "[sut.x]\n"
+        "run = 'true'\nchecker = 'true'\ntimeout = 'x'\n[[cell]]\nsut = 'x'\n": "positive number",
         "[sut.x]\nrun = 'true'\nchecker = 'true'\npromises = 'FS-RECOVER'\n[[cell]]\n"
         "sut = 'x'\n": "`promises` must be a list",
         "[sut.x]\nrun = 'true'\nchecker = 'true'\n[[cell]]\nsut = 'x'\n"
         "checkers = { x = 'false' }\n": "two checkers are named 'x'",
-        "[sut.x]\nrun = 'true'\nchecker = 'true'\n[[cell]]\nsut = 'x'\nworkload = 'MULTI'\n":
-            "runs its own `run` command",
+        "[sut.x]\nrun = 'true'\nchecker = 'true'\n[[cell]]\nsut = 'x'\n"
+        "workload = 'MULTI'\n": "runs its own `run` command",
         "[[cell]]\nsut = 'sqlite-off'\nworkload = 'MULTY'\n": "MULTY",
         "[[cell]]\nsut = 'dhl-cc-raw'\nworkload = 'DHL_INSERT'\n": "--fs raw",
-        "[sut.x]\nrun = 'true'\ncheckers = { 'my check' = 'true' }\n[[cell]]\nsut = 'x'\n":
-            "a name of letters",
-        "[[cell]]\nsut = 'sqlite-off'\nworkload = 'MULTI'\nfaults = ['eio']\n":
-            "cell 1: bad fault 'eio': eio needs an operation",
+        "[sut.x]\nrun = 'true'\ncheckers = { 'my check' = 'true' }\n[[cell]]\n"
+        "sut = 'x'\n": "a name of letters",
+        "[[cell]]\nsut = 'sqlite-off'\n"
+        "workload = 'MULTI'\nfaults = ['eio']\n": "cell 1: bad fault 'eio': eio needs an operation",
         "[sut.x]\nrun = 'true'\nchecker = 'true'\n[[cell]]\nsut = 'x'\n"
         "faults = ['process-crash,at=m']\n": "kills crashlab's workload runner",
-        "[[cell]]\nsut = 'sqlite-off'\nworkload = 'MULTI'\nstates = { smaple = 3 }\n":
-            "unknown states option 'smaple'",
-        "[[cell]]\nsut = 'sqlite-off'\nworkload = 'MULTI'\nstates = { sample = '3' }\n":
-            "states.sample must be int",
-        "[[cell]]\nsut = 'sqlite-off'\nworkload = 'MULTI'\nstates = { sample = 0 }\n":
-            "states: sample must be >= 1",
+        "[[cell]]\nsut = 'sqlite-off'\n"
+        "workload = 'MULTI'\nstates = { smaple = 3 }\n": "unknown states option 'smaple'",
+        "[[cell]]\nsut = 'sqlite-off'\n"
+        "workload = 'MULTI'\nstates = { sample = '3' }\n": "states.sample must be int",
+        "[[cell]]\nsut = 'sqlite-off'\n"
+        "workload = 'MULTI'\nstates = { sample = 0 }\n": "states: sample must be >= 1",
     }
     for i, (text, why) in enumerate(bad.items()):
         f = tmp_path / f"m{i}.toml"
@@ -131,8 +132,14 @@ def test_the_large_matrix_samples_large_epochs() -> None:
     assert len(cells) == 20 and {c.sut for c in cells} == {"sqlite-wal-full", "dhl-cc"}
     assert all(dict(c.states) == {"sample": 16} for c in cells)
     assert {c.workload.split(",")[0] for c in cells} == {
-        "insert:txns=1000", "update:txns=1000", "delete:txns=1000", "app:gmail",
-        "app:facebook", "app:hangout", "app:kakaotalk"}
+        "insert:txns=1000",
+        "update:txns=1000",
+        "delete:txns=1000",
+        "app:gmail",
+        "app:facebook",
+        "app:hangout",
+        "app:kakaotalk",
+    }
 
 
 def test_the_default_matrix_is_a_file_of_that_format() -> None:

@@ -15,14 +15,17 @@ from harness.sweep.expectations import Expectation as Exp
 from harness.sweep.matrix import DHL_INSERT, Cell
 from harness.sweep.sweep import SweepOptions, run_sweep
 
-V = {"DB-ATOMIC": {"pass": 10, "fail": 0, "skip": 0},
-     "DHL-T2": {"pass": 0, "fail": 0, "skip": 1},
-     "DB-DURABLE": {"pass": 8, "fail": 2, "skip": 0}}
+V = {
+    "DB-ATOMIC": {"pass": 10, "fail": 0, "skip": 0},
+    "DHL-T2": {"pass": 0, "fail": 0, "skip": 1},
+    "DB-DURABLE": {"pass": 8, "fail": 2, "skip": 0},
+}
 
 
 def test_all_skipped_is_unverified() -> None:
-    r = evaluate(Expectation(("DB-ATOMIC", "DHL-T2")), V, 10,
-                 {"DHL-T2": {"no block-to-page map for xfs": 1}})
+    r = evaluate(
+        Expectation(("DB-ATOMIC", "DHL-T2")), V, 10, {"DHL-T2": {"no block-to-page map for xfs": 1}}
+    )
     assert r.status == UNVERIFIED and not r.ok and r.broken == []
     assert "DHL-T2 is guaranteed but was judged in none of 10 states" in r.unverified[0]
     assert "no block-to-page map for xfs (1)" in r.unverified[0]
@@ -38,15 +41,23 @@ def test_never_produced_is_unverified_and_broken_wins() -> None:
 
 
 def test_junit_says_unverified(tmp_path: Path) -> None:
-    cell = {"sut": "s", "workload": "w", "fs": "xfs", "strategy": "prefix",
-            "states": {"checked": 10, "folded": 0}, "verdicts": V,
-            "expectation": {"ok": False, "status": UNVERIFIED, "broken": [],
-                            "unverified": ["DHL-T2 is guaranteed but was judged in none"]}}
+    cell = {
+        "sut": "s",
+        "workload": "w",
+        "fs": "xfs",
+        "strategy": "prefix",
+        "states": {"checked": 10, "folded": 0},
+        "verdicts": V,
+        "expectation": {
+            "ok": False,
+            "status": UNVERIFIED,
+            "broken": [],
+            "unverified": ["DHL-T2 is guaranteed but was judged in none"],
+        },
+    }
     write_junit(tmp_path / "j.xml", "t", [cell])
     fail = ET.parse(tmp_path / "j.xml").getroot().find("testcase/failure")
     assert fail is not None and fail.get("type") == "ExpectationUnverified"
-
-
 
 
 class _PromisesTrace(Cell):
@@ -64,8 +75,9 @@ def test_a_sweep_over_an_unverifiable_promise_exits_1(tmp_path: Path) -> None:
     summary, code = run_sweep("t", [cell], tmp_path / "ok", SweepOptions(backend="fuse", jobs=2))
     assert code == 0 and summary["cells"][0]["expectation"]["status"] == HELD
     wrong = _PromisesTrace(cell.sut, cell.workload, cell.fs, cell.strategies)
-    summary, code = run_sweep("t", [wrong], tmp_path / "ok", SweepOptions(backend="fuse", jobs=2),
-                              resume=True)
+    summary, code = run_sweep(
+        "t", [wrong], tmp_path / "ok", SweepOptions(backend="fuse", jobs=2), resume=True
+    )
     exp = summary["cells"][0]["expectation"]
     assert code == 1 and exp["status"] == UNVERIFIED and not summary["ok"]
     assert summary["cells"][0]["skips"]["DHL-T2"]  # with its reason

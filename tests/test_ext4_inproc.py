@@ -74,7 +74,7 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, RunDir]:
 def _masked(image: bytes) -> bytes:
     b = bytearray(image)
     for off, n in VOLATILE:
-        b[1024 + off:1024 + off + n] = bytes(n)
+        b[1024 + off : 1024 + off + n] = bytes(n)
     return bytes(b)
 
 
@@ -85,9 +85,14 @@ def _tree(d: Path) -> dict[str, tuple[object, ...]]:
     for p in [d, *sorted(d.rglob("*"))]:
         st = p.lstat()
         out[p.relative_to(d).as_posix()] = (
-            st.st_mode, st.st_uid, st.st_gid, st.st_mtime_ns,
-            None if p.is_dir() else st.st_atime_ns, st.st_size,
-            p.read_bytes() if p.is_file() else None)
+            st.st_mode,
+            st.st_uid,
+            st.st_gid,
+            st.st_mtime_ns,
+            None if p.is_dir() else st.st_atime_ns,
+            st.st_size,
+            p.read_bytes() if p.is_file() else None,
+        )
     return out
 
 
@@ -97,8 +102,9 @@ def _states(run: RunDir, strategy: str, limit: int, work: Path) -> Iterator[tupl
     sc = StateChecker(run, work, fast=False)
     try:
         with LogReader(run.log) as r:
-            for n, state in enumerate(Enumeration(r, default_window(
-                    run, Options(strategy=strategy)))):
+            for n, state in enumerate(
+                Enumeration(r, default_window(run, Options(strategy=strategy)))
+            ):
                 if n >= limit:
                     break
                 sc.image.advance(state.durable_upto)
@@ -108,8 +114,9 @@ def _states(run: RunDir, strategy: str, limit: int, work: Path) -> Iterator[tupl
         sc.close()
 
 
-def _debugfs_recovery(dbg: DebugfsSession, img: Path, out: Path, undo: Path, files: list[str]
-                      ) -> list[str] | None:
+def _debugfs_recovery(
+    dbg: DebugfsSession, img: Path, out: Path, undo: Path, files: list[str]
+) -> list[str] | None:
     """What the debugfs path does to ``img``: ``open -w -z undo``, ``jr``,
     ``rdump``, ``blocks`` of the journal and of ``files``, ``close``; for a
     crash image whose stale bitmap checksums keep debugfs from opening it
@@ -120,19 +127,23 @@ def _debugfs_recovery(dbg: DebugfsSession, img: Path, out: Path, undo: Path, fil
     said = dbg.request([f"open -w -z {undo} {img}", "jr"])
     if "bitmap checksum does not match" in said[0]:
         undo.unlink(missing_ok=True)
-        p = subprocess.run(["e2fsck", "-y", "-E", "journal_only", "-z", str(undo), str(img)],
-                           capture_output=True, timeout=120)
+        p = subprocess.run(
+            ["e2fsck", "-y", "-E", "journal_only", "-z", str(undo), str(img)],
+            capture_output=True,
+            timeout=120,
+        )
         if p.returncode & ~3:
             return None
         said = dbg.request([f"open {img}", "params"])
         said[0] = said[1] = ""
-    banner = ("Overwriting existing filesystem; this can be undone using the command:\n"
-              f"    e2undo {undo} {img}\n\n")
+    banner = (
+        "Overwriting existing filesystem; this can be undone using the command:\n"
+        f"    e2undo {undo} {img}\n\n"
+    )
     if said[0] not in ("", banner) or said[1]:
         dbg.request(["close"])
         return None
-    said = dbg.request([f"rdump / {out}", "blocks <8>", *[f"blocks /{f}" for f in files],
-                        "close"])
+    said = dbg.request([f"rdump / {out}", "blocks <8>", *[f"blocks /{f}" for f in files], "close"])
     assert said[0] == "" and said[-1] == "", said
     return said[1:-1]
 
@@ -141,13 +152,21 @@ def _blocks_of(ranges: list[tuple[int, int]], bs: int = 4096) -> set[int]:
     return {b for off, n in ranges for b in range(off // bs, (off + n - 1) // bs + 1)}
 
 
-@pytest.mark.parametrize(("sut", "strategy"), [
-    ("sqlite-wal-full", "reorder"), ("sqlite-delete-extra", "torn"),
-    ("sqlite-truncate-full", "reorder"), ("sqlite-wal-normal", "prefix"),
-    ("sqlite-off", "torn"),
-])
+@pytest.mark.parametrize(
+    ("sut", "strategy"),
+    [
+        ("sqlite-wal-full", "reorder"),
+        ("sqlite-delete-extra", "torn"),
+        ("sqlite-truncate-full", "reorder"),
+        ("sqlite-wal-normal", "prefix"),
+        ("sqlite-off", "torn"),
+    ],
+)
 def test_replayed_image_and_files_equal_debugfs(
-    runs: dict[str, RunDir], tmp_path: Path, sut: str, strategy: str,
+    runs: dict[str, RunDir],
+    tmp_path: Path,
+    sut: str,
+    strategy: str,
 ) -> None:
     """Block for block: the images differ from the crash image only where
     one of the two wrote (debugfs's undo file, the in-process path's own
@@ -168,6 +187,7 @@ def test_replayed_image_and_files_equal_debugfs(
             def want(read: FileReader, keys: list[bytes] = keys) -> bool:
                 keys.append(sqlite.content_key_of(read, db))
                 return True
+
             try:
                 got = replay_and_extract(b, fb, want_files=want)
             except Unsupported:
@@ -179,8 +199,10 @@ def test_replayed_image_and_files_equal_debugfs(
             differ = sorted(_blocks_of(written_ranges(undo)) | _blocks_of(got.written))
             with open(a, "rb") as fa_, open(b, "rb") as fb_:
                 for blk in differ:
-                    x, y = os.pread(fa_.fileno(), 4096, blk * 4096), \
-                        os.pread(fb_.fileno(), 4096, blk * 4096)
+                    x, y = (
+                        os.pread(fa_.fileno(), 4096, blk * 4096),
+                        os.pread(fb_.fileno(), 4096, blk * 4096),
+                    )
                     if blk == 0:
                         x, y = _masked(x), _masked(y)
                     assert x == y, (sid, blk)
@@ -189,29 +211,42 @@ def test_replayed_image_and_files_equal_debugfs(
             # (read after the comparison: reading moves the access times)
             assert keys == [sqlite.content_key(fb, db)], sid
             assert [int(x) for x in blocks[0].split()] == got.journal, sid
-            assert {f: [int(x) for x in s.split()] for f, s in zip(files, blocks[1:],
-                                                                  strict=True)} == got.data
+            assert {
+                f: [int(x) for x in s.split()] for f, s in zip(files, blocks[1:], strict=True)
+            } == got.data
             compared += 1
     assert compared >= 30 and declined <= compared // 4, (compared, declined)
 
 
-def _check(run: RunDir, strategy: str, out: Path, mode: str, limit: int | None,
-           monkeypatch: pytest.MonkeyPatch) -> None:
+def _check(
+    run: RunDir,
+    strategy: str,
+    out: Path,
+    mode: str,
+    limit: int | None,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     monkeypatch.setenv("CRASHLAB_RECOVERY", mode)
-    check_run(run, CheckOptions(states=Options(strategy=strategy), jobs=2, max_states=limit),
-              out)
+    check_run(run, CheckOptions(states=Options(strategy=strategy), jobs=2, max_states=limit), out)
 
 
-@pytest.mark.parametrize(("sut", "strategy", "limit"), [
-    ("sqlite-wal-full", "reorder", 150),
-    ("sqlite-delete-extra", "torn", 100),
-    ("sqlite-truncate-full", "prefix", None),
-    ("sqlite-wal-normal", "reorder", 100),
-    ("sqlite-off", "torn", 200),  # FS-RECOVER, DB-INTEGRITY, DB-ATOMIC failures
-])
+@pytest.mark.parametrize(
+    ("sut", "strategy", "limit"),
+    [
+        ("sqlite-wal-full", "reorder", 150),
+        ("sqlite-delete-extra", "torn", 100),
+        ("sqlite-truncate-full", "prefix", None),
+        ("sqlite-wal-normal", "reorder", 100),
+        ("sqlite-off", "torn", 200),  # FS-RECOVER, DB-INTEGRITY, DB-ATOMIC failures
+    ],
+)
 def test_three_paths_give_identical_verdicts(
-    runs: dict[str, RunDir], tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-    sut: str, strategy: str, limit: int | None,
+    runs: dict[str, RunDir],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    sut: str,
+    strategy: str,
+    limit: int | None,
 ) -> None:
     for mode in ("fast", "debugfs", "reference"):
         _check(runs[sut], strategy, tmp_path / mode, mode, limit, monkeypatch)
@@ -232,15 +267,16 @@ def needs_replay(runs: dict[str, RunDir], tmp_path_factory: pytest.TempPathFacto
     work = tmp_path_factory.mktemp("replay")
     for _, path in _states(runs["sqlite-wal-full"], "reorder", 40, work / "w"):
         image = path.read_bytes()
-        if struct.unpack_from("<I", image, 1024 + 0x60)[0] & 4 and \
-                len(_log_blocks(image)[2]) >= 2:
+        if struct.unpack_from("<I", image, 1024 + 0x60)[0] & 4 and len(_log_blocks(image)[2]) >= 2:
             return image
     raise AssertionError("no state with a journal to replay")
 
 
 @pytest.mark.parametrize("reason", sorted(DECLINE))
 def test_each_decline_goes_to_debugfs_unchanged(
-    needs_replay: bytes, tmp_path: Path, reason: str,
+    needs_replay: bytes,
+    tmp_path: Path,
+    reason: str,
 ) -> None:
     replayed, mutate = DECLINE[reason]
     img = bytearray(needs_replay)
@@ -272,6 +308,7 @@ def test_each_decline_goes_to_debugfs_unchanged(
         a.write_bytes(crash)
         fast = FastExt4(work, inproc=use)
         try:
+
             def rebuild() -> Path:
                 a.write_bytes(crash)
                 return a
@@ -280,8 +317,14 @@ def test_each_decline_goes_to_debugfs_unchanged(
         finally:
             fast.close()
         assert fast.stats["inproc"] == 0
-        files = {p.relative_to(work / "files").as_posix(): p.read_bytes() if p.is_file() else None
-                 for p in sorted((work / "files").rglob("*"))} if rec.ok else None
+        files = (
+            {
+                p.relative_to(work / "files").as_posix(): p.read_bytes() if p.is_file() else None
+                for p in sorted((work / "files").rglob("*"))
+            }
+            if rec.ok
+            else None
+        )
         results.append((rec.ok, rec.journal_replayed, rec.needed_repair, rec.detail, files))
     assert results[0] == results[1]
 
@@ -311,8 +354,9 @@ def test_skipped_root_entries_as_debugfs(needs_replay: bytes, tmp_path: Path) ->
         a.write_bytes(needs_replay)
         fast = FastExt4(work, skip=("crashlab.db-shm",), inproc=use)
         try:
-            rec, _ = fast.recover(a, work / "files", overlay=[], base=None,
-                                  rebuild=lambda: pytest.fail("fell back"))  # type: ignore[arg-type,return-value]  # a rebuild that must not run
+            rec, _ = fast.recover(
+                a, work / "files", overlay=[], base=None, rebuild=lambda: pytest.fail("fell back")
+            )  # type: ignore[arg-type,return-value]  # a rebuild that must not run
         finally:
             fast.close()
         assert rec.ok and fast.stats["inproc"] == int(use), fast.stats
@@ -336,6 +380,7 @@ def test_unwanted_files_are_not_written(needs_replay: bytes, tmp_path: Path) -> 
             keys.append(sqlite.content_key_of(read, "crashlab.db"))
             assert read("crashlab.db-nothing") is None
             return wanted
+
         rec = replay_and_extract(img, out, want_files=want)
         assert rec.extracted is wanted and out.exists() is wanted
         got.append((rec.replayed, rec.written, rec.journal, rec.data))
@@ -345,8 +390,7 @@ def test_unwanted_files_are_not_written(needs_replay: bytes, tmp_path: Path) -> 
     assert "crashlab.db" in got[0][3]
 
 
-def test_revoke_records_and_escaped_blocks_as_debugfs(needs_replay: bytes, tmp_path: Path
-                                                      ) -> None:
+def test_revoke_records_and_escaped_blocks_as_debugfs(needs_replay: bytes, tmp_path: Path) -> None:
     """A log written here with revoke records (of an earlier transaction's
     block, of the same transaction's, of a later one's) and an escaped
     block (its content starts with the jbd2 magic): the in-process replay
@@ -357,11 +401,14 @@ def test_revoke_records_and_escaped_blocks_as_debugfs(needs_replay: bytes, tmp_p
     img = bytearray(p.read_bytes())
     magic = struct.pack(">I", jbd2.MAGIC)
     a_, b_, c_, d_ = 9000, 9001, 9002, 9003  # free blocks of the 16384
-    _write_log(img, [
-        ([(a_, b"A" * 4096), (b_, magic + b"B" * 4092), (d_, b"D" * 4096)], []),
-        ([(c_, b"C" * 4096)], [a_, c_]),  # revokes A (older) and C (its own)
-        ([(d_, b"d" * 4096)], []),  # D written again, later
-    ])
+    _write_log(
+        img,
+        [
+            ([(a_, b"A" * 4096), (b_, magic + b"B" * 4092), (d_, b"D" * 4096)], []),
+            ([(c_, b"C" * 4096)], [a_, c_]),  # revokes A (older) and C (its own)
+            ([(d_, b"d" * 4096)], []),  # D written again, later
+        ],
+    )
     crash = bytes(img)
     a, b, undo = tmp_path / "a.img", tmp_path / "b.img", tmp_path / "u.undo"
     a.write_bytes(crash)
@@ -374,10 +421,10 @@ def test_revoke_records_and_escaped_blocks_as_debugfs(needs_replay: bytes, tmp_p
     A, B = a.read_bytes(), b.read_bytes()
     assert _masked(A) == _masked(B)
     assert _tree(tmp_path / "fa") == _tree(tmp_path / "fb")
-    assert B[a_ * 4096:(a_ + 1) * 4096] == crash[a_ * 4096:(a_ + 1) * 4096]  # revoked
-    assert B[c_ * 4096:(c_ + 1) * 4096] == crash[c_ * 4096:(c_ + 1) * 4096]  # revoked
-    assert B[b_ * 4096:(b_ + 1) * 4096] == magic + b"B" * 4092  # escaped, restored
-    assert B[d_ * 4096:(d_ + 1) * 4096] == b"d" * 4096  # the later copy
+    assert B[a_ * 4096 : (a_ + 1) * 4096] == crash[a_ * 4096 : (a_ + 1) * 4096]  # revoked
+    assert B[c_ * 4096 : (c_ + 1) * 4096] == crash[c_ * 4096 : (c_ + 1) * 4096]  # revoked
+    assert B[b_ * 4096 : (b_ + 1) * 4096] == magic + b"B" * 4092  # escaped, restored
+    assert B[d_ * 4096 : (d_ + 1) * 4096] == b"d" * 4096  # the later copy
 
 
 def _replay_undone(image: Path, out: Path, **memo: object) -> tuple[inproc.Recovered, bytes]:
@@ -389,8 +436,10 @@ def _replay_undone(image: Path, out: Path, **memo: object) -> tuple[inproc.Recov
     got = replay_and_extract(image, out, undo=undo, **memo)  # type: ignore[arg-type]  # memo holds replay's keyword memos
     fd = os.open(image, os.O_RDWR)
     try:
-        wrote = b"".join(_masked(os.pread(fd, 4096, 0)) if off < 4096 else
-                         os.pread(fd, len(old), off) for off, old in undo)
+        wrote = b"".join(
+            _masked(os.pread(fd, 4096, 0)) if off < 4096 else os.pread(fd, len(old), off)
+            for off, old in undo
+        )
         for off, old in reversed(undo):
             os.pwrite(fd, old, off)
     finally:
@@ -399,7 +448,8 @@ def _replay_undone(image: Path, out: Path, **memo: object) -> tuple[inproc.Recov
 
 
 def test_scan_memo_resumes_only_before_the_first_differing_block(
-        needs_replay: bytes, tmp_path: Path) -> None:
+    needs_replay: bytes, tmp_path: Path
+) -> None:
     """The journal scan resumes where a scan of the same durable image got
     to, before the first block that differs (replay.ScanMemo).  On a log
     of three transactions with revoke records, each journal block in turn
@@ -413,11 +463,14 @@ def test_scan_memo_resumes_only_before_the_first_differing_block(
     replay_and_extract(p, tmp_path / "r")
     img = bytearray(p.read_bytes())
     a_, b_, c_, d_ = 9000, 9001, 9002, 9003
-    _write_log(img, [
-        ([(a_, b"A" * 4096), (b_, b"B" * 4096), (d_, b"D" * 4096)], []),
-        ([(c_, b"C" * 4096)], [a_, c_]),
-        ([(d_, b"d" * 4096)], []),
-    ])
+    _write_log(
+        img,
+        [
+            ([(a_, b"A" * 4096), (b_, b"B" * 4096), (d_, b"D" * 4096)], []),
+            ([(c_, b"C" * 4096)], [a_, c_]),
+            ([(d_, b"d" * 4096)], []),
+        ],
+    )
     p.write_bytes(img)
 
     def outcome(**memo: object) -> object:
@@ -438,7 +491,7 @@ def test_scan_memo_resumes_only_before_the_first_differing_block(
     assert outcome(memo=memo, base="log", differ=[(past * 4096, 4096)]) == durable
     assert 3 in scan.replayed
     resumed, ended = set(), set()
-    for j in durable[1][first:first + 12]:
+    for j in durable[1][first : first + 12]:
         resumed.add(scan.resume_point({j}).txns)
         assert outcome(memo=memo, base="log", differ=[(j * 4096, 4096)]) == durable, j
         with open(p, "r+b") as f:  # the header zeroed: a different crash image
@@ -454,8 +507,7 @@ def test_scan_memo_resumes_only_before_the_first_differing_block(
     assert ended == {True, False}  # some zeroed headers changed the replay
 
 
-def test_memo_over_real_states_equals_no_memo(runs: dict[str, RunDir], tmp_path: Path
-                                                   ) -> None:
+def test_memo_over_real_states_equals_no_memo(runs: dict[str, RunDir], tmp_path: Path) -> None:
     """Every reorder state of a recording replayed as a worker replays it
     (one memo across states: the durable image's position and the
     overlay's ranges) writes and extracts what a replay without memo does:
@@ -477,16 +529,27 @@ def test_memo_over_real_states_equals_no_memo(runs: dict[str, RunDir], tmp_path:
                     continue
                 differ = sc.image.overlay
                 if memo.base == sc.image.position:  # where this state's scan will resume
-                    unstable = {b for off, k in differ for b in range(off // 4096,
-                                                                      (off + k - 1) // 4096 + 1)}
-                    resumed += any(v.resume_point(unstable).txns > 0 for v in memo.known.values()
-                                   if isinstance(v, replay.ScanMemo))
+                    unstable = {
+                        b
+                        for off, k in differ
+                        for b in range(off // 4096, (off + k - 1) // 4096 + 1)
+                    }
+                    resumed += any(
+                        v.resume_point(unstable).txns > 0
+                        for v in memo.known.values()
+                        if isinstance(v, replay.ScanMemo)
+                    )
                 kept = list(memo.walks)
-                got = _replay_undone(image, tmp_path / "b", memo=memo, base=sc.image.position,
-                                     differ=differ)
+                got = _replay_undone(
+                    image, tmp_path / "b", memo=memo, base=sc.image.position, differ=differ
+                )
                 walks[0] += len(memo.walks) == len(kept) and memo.walks[-1] in kept
-                assert (got[0].written, got[0].journal, got[0].data, got[1]) == \
-                    (want[0].written, want[0].journal, want[0].data, want[1]), state.id
+                assert (got[0].written, got[0].journal, got[0].data, got[1]) == (
+                    want[0].written,
+                    want[0].journal,
+                    want[0].data,
+                    want[1],
+                ), state.id
                 assert _tree(tmp_path / "a") == _tree(tmp_path / "b"), state.id
                 n += 1
     finally:
@@ -518,8 +581,11 @@ def test_kept_walk_only_for_the_same_blocks(needs_replay: bytes, tmp_path: Path)
     got, _ = _replay_undone(p, tmp_path / "c", memo=memo, base="clean", differ=differ)
     want, _ = _replay_undone(p, tmp_path / "d")
     assert _tree(tmp_path / "c") == _tree(tmp_path / "d")
-    changed = [n for n in os.listdir(tmp_path / "a")
-               if (tmp_path / "a" / n).stat().st_mtime != (tmp_path / "c" / n).stat().st_mtime]
+    changed = [
+        n
+        for n in os.listdir(tmp_path / "a")
+        if (tmp_path / "a" / n).stat().st_mtime != (tmp_path / "c" / n).stat().st_mtime
+    ]
     assert changed and len(memo.walks) == 2, changed
     assert got.data == want.data
 
@@ -534,8 +600,9 @@ def test_workers_share_clean_fsck_keys(runs: dict[str, RunDir], tmp_path: Path) 
 
     run = runs["sqlite-wal-full"]
     with LogReader(run.log) as r:
-        chunks = list(_chunks(iter(Enumeration(r, default_window(
-            run, Options(strategy="reorder")))), 0, 200))
+        chunks = list(
+            _chunks(iter(Enumeration(r, default_window(run, Options(strategy="reorder")))), 0, 200)
+        )
 
     def check(work: str, shared: Path) -> tuple[bytes, dict[str, int]]:
         sc = StateChecker(run, tmp_path / work, shared=shared)

@@ -86,16 +86,22 @@ NAMED_HEX = {"jbd2.py", "undo.py"}
 
 def _dumpe2fs(img: Path, *args: str) -> tuple[dict[str, str], str]:
     """``dumpe2fs``'s ``name: value`` lines, and its whole text."""
-    out = subprocess.run(["dumpe2fs", *args, str(img)], capture_output=True, text=True,
-                         check=True).stdout
-    return {k.strip(): v.strip() for k, v in (ln.split(":", 1) for ln in out.splitlines()
-                                             if ":" in ln)}, out
+    out = subprocess.run(
+        ["dumpe2fs", *args, str(img)], capture_output=True, text=True, check=True
+    ).stdout
+    return {
+        k.strip(): v.strip() for k, v in (ln.split(":", 1) for ln in out.splitlines() if ":" in ln)
+    }, out
 
 
 def _debugfs(img: Path, *commands: str, write: bool = False) -> str:
-    p = subprocess.run(["debugfs", *(["-w"] if write else []), "-f", "-", str(img)],
-                       input="\n".join(commands) + "\n", capture_output=True, text=True,
-                       check=True)
+    p = subprocess.run(
+        ["debugfs", *(["-w"] if write else []), "-f", "-", str(img)],
+        input="\n".join(commands) + "\n",
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     return p.stdout
 
 
@@ -114,8 +120,13 @@ def _sb(img: Path) -> bytes:
 
 def test_superblock_fields_equal_dumpe2fs(tmp_path: Path) -> None:
     img = _image(tmp_path)
-    _debugfs(img, "ssv mtime 20240102030405", "ssv lastcheck 20230102030405",
-             "ssv kbytes_written 5000000000123", write=True)
+    _debugfs(
+        img,
+        "ssv mtime 20240102030405",
+        "ssv lastcheck 20230102030405",
+        "ssv kbytes_written 5000000000123",
+        write=True,
+    )
     sb, (d, _) = _sb(img), _dumpe2fs(img, "-h")
     assert SB_MAGIC.get(sb) == int(d["Filesystem magic number"], 16)
     assert SB_REV_LEVEL.get(sb) == int(d["Filesystem revision #"].split()[0])
@@ -137,40 +148,55 @@ def test_superblock_fields_equal_dumpe2fs(tmp_path: Path) -> None:
     assert SB_BLOCK_GROUP_NR.get(sb) == 0  # the primary's (ext2fs_flush writes 0 there)
     # debugfs takes the times as local time; the seconds are those of the string
     for field, stamp in ((SB_MTIME, "20240102030405"), (SB_LASTCHECK, "20230102030405")):
-        got = subprocess.run(["date", "-d", f"@{field.get(sb)}", "+%Y%m%d%H%M%S"],
-                             capture_output=True, text=True, check=True).stdout.strip()
+        got = subprocess.run(
+            ["date", "-d", f"@{field.get(sb)}", "+%Y%m%d%H%M%S"],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
         assert got == stamp, field
     assert SB_WTIME.get(sb) != 0
     # the flags: every feature dumpe2fs names is a bit of the table's
-    names = {"has_journal": ("compat", layout.COMPAT_HAS_JOURNAL),
-             "ext_attr": ("compat", layout.COMPAT_EXT_ATTR),
-             "resize_inode": ("compat", layout.COMPAT_RESIZE_INODE),
-             "dir_index": ("compat", layout.COMPAT_DIR_INDEX),
-             "filetype": ("incompat", layout.INCOMPAT_FILETYPE),
-             "extent": ("incompat", layout.INCOMPAT_EXTENTS),
-             "64bit": ("incompat", layout.INCOMPAT_64BIT),
-             "flex_bg": ("incompat", layout.INCOMPAT_FLEX_BG),
-             "sparse_super": ("ro", layout.RO_SPARSE_SUPER),
-             "large_file": ("ro", layout.RO_LARGE_FILE),
-             "huge_file": ("ro", layout.RO_HUGE_FILE),
-             "dir_nlink": ("ro", layout.RO_DIR_NLINK),
-             "extra_isize": ("ro", layout.RO_EXTRA_ISIZE),
-             "metadata_csum": ("ro", layout.RO_METADATA_CSUM)}
+    names = {
+        "has_journal": ("compat", layout.COMPAT_HAS_JOURNAL),
+        "ext_attr": ("compat", layout.COMPAT_EXT_ATTR),
+        "resize_inode": ("compat", layout.COMPAT_RESIZE_INODE),
+        "dir_index": ("compat", layout.COMPAT_DIR_INDEX),
+        "filetype": ("incompat", layout.INCOMPAT_FILETYPE),
+        "extent": ("incompat", layout.INCOMPAT_EXTENTS),
+        "64bit": ("incompat", layout.INCOMPAT_64BIT),
+        "flex_bg": ("incompat", layout.INCOMPAT_FLEX_BG),
+        "sparse_super": ("ro", layout.RO_SPARSE_SUPER),
+        "large_file": ("ro", layout.RO_LARGE_FILE),
+        "huge_file": ("ro", layout.RO_HUGE_FILE),
+        "dir_nlink": ("ro", layout.RO_DIR_NLINK),
+        "extra_isize": ("ro", layout.RO_EXTRA_ISIZE),
+        "metadata_csum": ("ro", layout.RO_METADATA_CSUM),
+    }
     want = {"compat": 0, "incompat": 0, "ro": 0}
     for name in d["Filesystem features"].split():
         kind, bit = names[name]
         want[kind] |= bit
-    assert (layout.SB_FEATURE_COMPAT.get(sb), layout.SB_FEATURE_INCOMPAT.get(sb),
-            layout.SB_FEATURE_RO_COMPAT.get(sb)) == (want["compat"], want["incompat"],
-                                                     want["ro"])
+    assert (
+        layout.SB_FEATURE_COMPAT.get(sb),
+        layout.SB_FEATURE_INCOMPAT.get(sb),
+        layout.SB_FEATURE_RO_COMPAT.get(sb),
+    ) == (want["compat"], want["incompat"], want["ro"])
 
 
-def test_descriptor_inode_extent_dirent_and_journal_fields_equal_e2fsprogs(
-        tmp_path: Path) -> None:
+def test_descriptor_inode_extent_dirent_and_journal_fields_equal_e2fsprogs(tmp_path: Path) -> None:
     img = _image(tmp_path)
-    _debugfs(img, "write /dev/null f", "sif f uid 70001", "sif f gid 80002",
-             "sif f size 0x100000123", "sif f atime 0x11223344", "sif f mtime 0x55667788",
-             "sif f generation 0xbadcafe", write=True)
+    _debugfs(
+        img,
+        "write /dev/null f",
+        "sif f uid 70001",
+        "sif f gid 80002",
+        "sif f size 0x100000123",
+        "sif f atime 0x11223344",
+        "sif f mtime 0x55667788",
+        "sif f generation 0xbadcafe",
+        write=True,
+    )
     d, text = _dumpe2fs(img)
     fd = os.open(img, os.O_RDONLY)
     try:
@@ -184,10 +210,16 @@ def test_descriptor_inode_extent_dirent_and_journal_fields_equal_e2fsprogs(
             assert GD_INODE_TABLE_LO.get(gd) == int(table[1])
             listing = _debugfs(img, "ls -p /")
             root = fs.inode(ROOT_INO)  # its checksum verified: I_CHECKSUM_*, I_GENERATION
-            ents = [e for _, p, n in fs.extents(ROOT_INO, root)
-                    for k in range(n) for e in dir_entries(fs.read(p + k), fs.bs)]
-            want = [(int(m[1]), m[2].encode()) for m in
-                    re.finditer(r"^/(\d+)/\d+/\d+/\d+/([^/]*)/", listing, re.M)]
+            ents = [
+                e
+                for _, p, n in fs.extents(ROOT_INO, root)
+                for k in range(n)
+                for e in dir_entries(fs.read(p + k), fs.bs)
+            ]
+            want = [
+                (int(m[1]), m[2].encode())
+                for m in re.finditer(r"^/(\d+)/\d+/\d+/\d+/([^/]*)/", listing, re.M)
+            ]
             assert ents == want
             ino = next(i for i, name in ents if name == b"f")
             raw = fs.inode(ino)
@@ -198,7 +230,7 @@ def test_descriptor_inode_extent_dirent_and_journal_fields_equal_e2fsprogs(
             assert re.search(r"User:\s+70001\s+Group:\s+80002\s", stat)
             assert file_size(raw) == 0x100000123
             assert I_ATIME.get(raw) == 0x11223344 and I_MTIME.get(raw) == 0x55667788
-            assert I_GENERATION.of(raw) == (0xbadcafe).to_bytes(4, "little")
+            assert I_GENERATION.of(raw) == (0xBADCAFE).to_bytes(4, "little")
             assert f"Flags: {I_FLAGS.get(raw):#x}" in stat
             assert f"Size of extra inode fields: {I_EXTRA_ISIZE.get(raw)}" in stat
             csum = I_CHECKSUM_LO.get(raw) | I_CHECKSUM_HI.get(raw) << 16
@@ -241,14 +273,19 @@ def _hex_literals(tree: ast.Module, source: str, allow_named: bool) -> list[int]
     if allow_named:
         for node in tree.body:
             if isinstance(node, ast.Assign) and all(
-                    isinstance(t, ast.Name | ast.Tuple) for t in node.targets):
+                isinstance(t, ast.Name | ast.Tuple) for t in node.targets
+            ):
                 allowed.update(id(c) for c in ast.walk(node.value))
     lines = source.splitlines()
     out = []
     for node in ast.walk(tree):
-        if isinstance(node, ast.Constant) and isinstance(node.value, int) and \
-                id(node) not in allowed and node.end_col_offset is not None:
-            text = lines[node.lineno - 1][node.col_offset:node.end_col_offset]
+        if (
+            isinstance(node, ast.Constant)
+            and isinstance(node.value, int)
+            and id(node) not in allowed
+            and node.end_col_offset is not None
+        ):
+            text = lines[node.lineno - 1][node.col_offset : node.end_col_offset]
             if text.lower().startswith("0x"):
                 out.append(node.lineno)
     return out
@@ -259,8 +296,11 @@ def _literal_offsets(tree: ast.Module) -> list[int]:
     other than 0."""
     out = []
     for node in ast.walk(tree):
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and \
-                node.func.attr in ("unpack_from", "pack_into"):
+        if (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr in ("unpack_from", "pack_into")
+        ):
             for a in node.args:
                 if isinstance(a, ast.Constant) and isinstance(a.value, int) and a.value:
                     out.append(node.lineno)
@@ -274,15 +314,18 @@ def test_no_offset_outside_the_table() -> None:
             continue
         source = path.read_text()
         tree = ast.parse(source)
-        bad += [f"{path.name}:{n}: hex literal" for n in
-                _hex_literals(tree, source, path.name in NAMED_HEX)]
+        bad += [
+            f"{path.name}:{n}: hex literal"
+            for n in _hex_literals(tree, source, path.name in NAMED_HEX)
+        ]
         bad += [f"{path.name}:{n}: literal offset" for n in _literal_offsets(tree)]
     assert not bad, bad
 
 
 @pytest.mark.parametrize("ee_len, blocks", [(1024, 1024), (32768, 32768), (32768 + 5, 5)])
-def test_journal_extent_lengths_as_the_kernel_reads_them(tmp_path: Path, ee_len: int,
-                                                         blocks: int) -> None:
+def test_journal_extent_lengths_as_the_kernel_reads_them(
+    tmp_path: Path, ee_len: int, blocks: int
+) -> None:
     """``ext4_journal_extents`` reads an extent's length as
     ext4_ext_get_actual_len does: up to 32768 an initialised extent of that
     many blocks (32768 included), above it an unwritten one of the excess."""

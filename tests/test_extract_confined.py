@@ -74,8 +74,14 @@ def snapshot(top: Path, but: Path) -> dict[str, tuple[object, ...]]:
                 what = os.readlink(p)
             elif stat.S_ISREG(st.st_mode):
                 what = p.read_bytes()
-            out[str(p.relative_to(top))] = (stat.S_IFMT(st.st_mode), what, st.st_mode,
-                                           st.st_uid, st.st_gid, st.st_mtime_ns)
+            out[str(p.relative_to(top))] = (
+                stat.S_IFMT(st.st_mode),
+                what,
+                st.st_mode,
+                st.st_uid,
+                st.st_gid,
+                st.st_mtime_ns,
+            )
     return out
 
 
@@ -94,10 +100,18 @@ def canary(tmp_path: Path) -> Path:
 
 
 def debugfs_w(img: Path, commands: list[str]) -> None:
-    p = subprocess.run(["debugfs", "-w", "-f", "-", str(img)], input="\n".join(commands) + "\n",
-                       capture_output=True, text=True, check=True)
-    bad = [ln for ln in p.stdout.splitlines() + p.stderr.splitlines()
-           if ln and not ln.startswith(("debugfs", "Allocated inode"))]
+    p = subprocess.run(
+        ["debugfs", "-w", "-f", "-", str(img)],
+        input="\n".join(commands) + "\n",
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    bad = [
+        ln
+        for ln in p.stdout.splitlines() + p.stderr.splitlines()
+        if ln and not ln.startswith(("debugfs", "Allocated inode"))
+    ]
     assert not bad, bad
 
 
@@ -115,16 +129,18 @@ def rename_entry(img: Path, dir_ino: int, old: bytes, new: bytes) -> None:
             bs = fs.bs
             for _, phys, n in fs.extents(dir_ino, raw):
                 for b in range(phys, phys + n):
-                    blk = bytearray(mm[b * bs:(b + 1) * bs])
+                    blk = bytearray(mm[b * bs : (b + 1) * bs])
                     off = 0
                     while off < bs - 12:
                         ino, rec_len, name_len = struct.unpack_from("<IHB", blk, off)
-                        if ino and blk[off + 8:off + 8 + name_len] == old:
+                        if ino and blk[off + 8 : off + 8 + name_len] == old:
                             assert 8 + len(new) <= rec_len
                             blk[off + 6] = len(new)
-                            blk[off + 8:off + 8 + len(new)] = new
-                            struct.pack_into("<I", blk, bs - 4, crc32c(iseed, bytes(blk[:bs - 12])))
-                            mm[b * bs:(b + 1) * bs] = bytes(blk)
+                            blk[off + 8 : off + 8 + len(new)] = new
+                            struct.pack_into(
+                                "<I", blk, bs - 4, crc32c(iseed, bytes(blk[: bs - 12]))
+                            )
+                            mm[b * bs : (b + 1) * bs] = bytes(blk)
                             return
                         off += rec_len
     finally:
@@ -134,20 +150,26 @@ def rename_entry(img: Path, dir_ino: int, old: bytes, new: bytes) -> None:
 
 def ino_of(img: Path, rel: bytes) -> int:
     """The inode of ``rel`` (b"" the root), as debugfs finds it."""
-    out = subprocess.run(["debugfs", "-R", f"stat /{os.fsdecode(rel)}", str(img)],
-                         capture_output=True, text=True, check=True).stdout
+    out = subprocess.run(
+        ["debugfs", "-R", f"stat /{os.fsdecode(rel)}", str(img)],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
     return int(out.split("Inode:")[1].split()[0])
 
 
 def root_names(img: Path) -> list[str]:
     """The names in the root directory, in directory order."""
-    out = subprocess.run(["debugfs", "-R", "ls -p /", str(img)], capture_output=True,
-                         text=True, check=True).stdout
+    out = subprocess.run(
+        ["debugfs", "-R", "ls -p /", str(img)], capture_output=True, text=True, check=True
+    ).stdout
     return [ln.split("/")[5] for ln in out.splitlines() if ln.count("/") >= 6]
 
 
-def crafted(tmp_path: Path, commands: list[str],
-            renames: tuple[tuple[bytes, bytes, bytes], ...] = ()) -> Path:
+def crafted(
+    tmp_path: Path, commands: list[str], renames: tuple[tuple[bytes, bytes, bytes], ...] = ()
+) -> Path:
     """The base ext4 image written with ``commands`` and then ``renames``
     (directory, old name, new name)."""
     payload = tmp_path / "payload"
@@ -180,10 +202,12 @@ def _fast(inproc_first: bool) -> Callable[[Path, Path, Path], FsRecovery]:
         def rebuild() -> Path:
             shutil.copyfile(img, copy)
             return copy
+
         try:
             return fast.recover(rebuild(), out, overlay=[], base=None, rebuild=rebuild)[0]
         finally:
             fast.close()
+
     return run
 
 
@@ -228,8 +252,11 @@ def test_symlink_then_file_of_the_same_name(tmp_path: Path, canary: Path) -> Non
     """The reported case: a symbolic link to a host file, then a regular
     file of the same name.  rdump wrote the file's bytes through the link;
     now the link is made (the first entry wins) and never followed."""
-    img = crafted(tmp_path, [f"symlink evil {canary / 'target'}", "write PAYLOAD evim"],
-                  ((b"", b"evim", b"evil"),))
+    img = crafted(
+        tmp_path,
+        [f"symlink evil {canary / 'target'}", "write PAYLOAD evim"],
+        ((b"", b"evim", b"evil"),),
+    )
     assert root_names(img)[-2:] == ["evil", "evil"]
     for files in extract_everywhere(img, tmp_path, canary).values():
         assert os.readlink(files / "evil") == str(canary / "target")
@@ -239,9 +266,11 @@ def test_symlink_to_a_folder_then_files_under_its_name(tmp_path: Path, canary: P
     """A link to a host folder, then a file named ``d/x`` and a folder of
     the same name as the link with a file in it: nothing lands in the
     host folder."""
-    img = crafted(tmp_path, [f"symlink d {canary / 'dir'}", "write PAYLOAD dqx", "mkdir e",
-                             "write PAYLOAD e/inside"],
-                  ((b"", b"dqx", b"d/x"), (b"", b"e", b"d")))
+    img = crafted(
+        tmp_path,
+        [f"symlink d {canary / 'dir'}", "write PAYLOAD dqx", "mkdir e", "write PAYLOAD e/inside"],
+        ((b"", b"dqx", b"d/x"), (b"", b"e", b"d")),
+    )
     for files in extract_everywhere(img, tmp_path, canary).values():
         assert os.readlink(files / "d") == str(canary / "dir")
     assert not (canary / "dir" / "x").exists()
@@ -252,11 +281,16 @@ def test_names_with_dotdot_and_absolute_names(tmp_path: Path, canary: Path) -> N
     name, a regular file called ``..``: none is written anywhere."""
     up = b"../" * 24 + os.fsencode(os.path.relpath(canary, "/")) + b"/escaped"
     absolute = os.fsencode(canary / "absolute")
-    img = crafted(tmp_path, ["write PAYLOAD " + "u" * len(up),
-                             "write PAYLOAD " + "a" * len(absolute),
-                             "write PAYLOAD zz", "write PAYLOAD kept"],
-                  ((b"", b"u" * len(up), up), (b"", b"a" * len(absolute), absolute),
-                   (b"", b"zz", b"..")))
+    img = crafted(
+        tmp_path,
+        [
+            "write PAYLOAD " + "u" * len(up),
+            "write PAYLOAD " + "a" * len(absolute),
+            "write PAYLOAD zz",
+            "write PAYLOAD kept",
+        ],
+        ((b"", b"u" * len(up), up), (b"", b"a" * len(absolute), absolute), (b"", b"zz", b"..")),
+    )
     for files in extract_everywhere(img, tmp_path, canary).values():
         assert (files / "kept").read_bytes() == PAYLOAD
     assert not (canary / "escaped").exists() and not (canary / "absolute").exists()
@@ -275,9 +309,17 @@ def test_directory_loop_and_second_entries(tmp_path: Path, canary: Path) -> None
     """A folder linked into itself and two regular files of one name: the
     in-process path recursed without end (RecursionError, a crashed
     check); each folder is now written once and the first file wins."""
-    img = crafted(tmp_path, ["mkdir sub", "ln sub sub/loop", "write PAYLOAD sub/f",
-                             "write PAYLOAD dup", f"write {canary / 'target'} duq"],
-                  ((b"", b"duq", b"dup"),))
+    img = crafted(
+        tmp_path,
+        [
+            "mkdir sub",
+            "ln sub sub/loop",
+            "write PAYLOAD sub/f",
+            "write PAYLOAD dup",
+            f"write {canary / 'target'} duq",
+        ],
+        ((b"", b"duq", b"dup"),),
+    )
     for name, files in extract_everywhere(img, tmp_path, canary).items():
         assert (files / "sub" / "f").read_bytes() == PAYLOAD, name
         assert not (files / "sub" / "loop").exists(), name
@@ -289,9 +331,17 @@ def test_device_nodes_fifos_and_set_uid_bits(tmp_path: Path, canary: Path) -> No
     and a set-user-ID root file: no node is made, no mode bit beyond
     the permissions."""
     major, minor = host_disk()
-    img = crafted(tmp_path, [f"mknod disk b {major} {minor}", "mknod mem c 1 1", "mknod fifo p",
-                             "write PAYLOAD suid", "sif suid mode 0104755",
-                             f"mknod crashlab.db b {major} {minor}"])
+    img = crafted(
+        tmp_path,
+        [
+            f"mknod disk b {major} {minor}",
+            "mknod mem c 1 1",
+            "mknod fifo p",
+            "write PAYLOAD suid",
+            "sif suid mode 0104755",
+            f"mknod crashlab.db b {major} {minor}",
+        ],
+    )
     for files in extract_everywhere(img, tmp_path, canary).values():
         assert sorted(p.name for p in files.iterdir()) == ["lost+found", "suid"]
         assert stat.S_IMODE((files / "suid").stat().st_mode) == 0o755
@@ -317,9 +367,12 @@ def test_in_process_path_declines_what_it_does_not_write(tmp_path: Path) -> None
     """The in-process extraction declines (the state goes to debugfs)
     before writing anything: a second entry of a name, a directory reached
     twice."""
-    for n, (commands, renames) in enumerate([
+    for n, (commands, renames) in enumerate(
+        [
             (["write /dev/null dup", "write /dev/null duq"], ((b"", b"duq", b"dup"),)),
-            (["mkdir sub", "ln sub sub/loop"], ())]):
+            (["mkdir sub", "ln sub sub/loop"], ()),
+        ]
+    ):
         d = tmp_path / str(n)
         d.mkdir()
         img = crafted(d, commands, renames)
@@ -339,19 +392,18 @@ def shorten_last_record(img: Path, dir_ino: int, by: int) -> None:
             raw = fs.inode(dir_ino)
             bs = fs.bs
             phys = next(iter(fs.extents(dir_ino, raw)))[1]
-            blk = bytearray(mm[phys * bs:(phys + 1) * bs])
+            blk = bytearray(mm[phys * bs : (phys + 1) * bs])
             off = last = 0
             while off < bs:  # to the last record (the checksum tail's)
                 last = off
                 off += struct.unpack_from("<H", blk, off + 4)[0]
             struct.pack_into("<H", blk, last + 4, struct.unpack_from("<H", blk, last + 4)[0] - by)
-            mm[phys * bs:(phys + 1) * bs] = bytes(blk)
+            mm[phys * bs : (phys + 1) * bs] = bytes(blk)
     finally:
         os.close(fd)
 
 
-def test_a_record_short_of_its_block_is_declined_not_a_crash(tmp_path: Path,
-                                                              canary: Path) -> None:
+def test_a_record_short_of_its_block_is_declined_not_a_crash(tmp_path: Path, canary: Path) -> None:
     """A directory block whose records stop 4 bytes before its end (a
     record header there would run past the block): the in-process path and
     the tree reader decline (Unsupported), never a struct.error that ends
@@ -398,8 +450,12 @@ def test_database_or_sidecar_link_fails_db_open(tmp_path: Path, canary: Path) ->
         (files / name).write_bytes(b"")
     (files / "sub").symlink_to(canary / "dir")
     assert "sub is a symbolic link" in (links_on_way(files, "sub/inside") or "")
-    verdicts = sqlite.judge(sqlite.refused("crashlab.db-wal is a symbolic link"), None,  # type: ignore[arg-type]  # a refusal in place of facts
-                            0, 0)
+    verdicts = sqlite.judge(
+        sqlite.refused("crashlab.db-wal is a symbolic link"),
+        None,  # type: ignore[arg-type]  # a refusal in place of facts
+        0,
+        0,
+    )
     assert verdicts[0].invariant == "DB-OPEN" and verdicts[0].status == "fail"
     assert "symbolic link" in verdicts[0].explanation
 
@@ -416,8 +472,7 @@ def _mkfs(fs: str, img: Path) -> None:
 
 @pytest.mark.needs_root
 @pytest.mark.parametrize("fs", ["xfs", "btrfs"])
-def test_mounted_file_system_with_links_and_devices(fs: str, tmp_path: Path, canary: Path
-                                                    ) -> None:
+def test_mounted_file_system_with_links_and_devices(fs: str, tmp_path: Path, canary: Path) -> None:
     """A recovered xfs/btrfs holding a link to a host file and a block device
     node of a loop device holding a secret: the copy reads no device
     (mounted nodev; special files skipped) and the link stays a link."""
@@ -461,8 +516,13 @@ def test_mounted_file_system_with_links_and_devices(fs: str, tmp_path: Path, can
 # --- F2FS's archive --------------------------------------------------------------------------
 
 
-def _member(tar: tarfile.TarFile, name: str, kind: bytes = tarfile.REGTYPE, data: bytes = b"",
-            link: str = "") -> None:
+def _member(
+    tar: tarfile.TarFile,
+    name: str,
+    kind: bytes = tarfile.REGTYPE,
+    data: bytes = b"",
+    link: str = "",
+) -> None:
     info = tarfile.TarInfo(name)
     info.type, info.linkname, info.size, info.mode = kind, link, len(data), 0o4755
     tar.addfile(info, io.BytesIO(data) if data else None)
@@ -555,17 +615,24 @@ def test_crashlab_check_of_a_run_with_the_reported_case(tmp_path: Path, canary: 
     shutil.copyfile(final, img)
     payload = tmp_path / "payload"
     payload.write_bytes(PAYLOAD)
-    debugfs_w(img, [f"symlink evil {canary / 'target'}", f"write {payload} evim",
-                    f"symlink crashlab.db-wal {canary / 'dir' / 'inside'}"])
+    debugfs_w(
+        img,
+        [
+            f"symlink evil {canary / 'target'}",
+            f"write {payload} evim",
+            f"symlink crashlab.db-wal {canary / 'dir' / 'inside'}",
+        ],
+    )
     rename_entry(img, 2, b"evim", b"evil")
     assert root_names(img).count("evil") == 2
     assert _append_image(run, img, final) > 0
     before = snapshot(tmp_path, tmp_path / "runs")
     out = tmp_path / "runs" / "check"
-    p = crashlab("check", str(run.path), "--strategy", "prefix", "--no-progress", "--out",
-                 str(out))
+    p = crashlab("check", str(run.path), "--strategy", "prefix", "--no-progress", "--out", str(out))
     assert p.returncode in (0, 1), p.stderr
     assert snapshot(tmp_path, tmp_path / "runs") == before
     last = [json.loads(ln) for ln in (out / "states.jsonl").read_text().splitlines()][-1]
-    assert any(f["invariant"] == "DB-OPEN" and "crashlab.db-wal is a symbolic link" in
-               f["explanation"] for f in last.get("fail", [])), last
+    assert any(
+        f["invariant"] == "DB-OPEN" and "crashlab.db-wal is a symbolic link" in f["explanation"]
+        for f in last.get("fail", [])
+    ), last

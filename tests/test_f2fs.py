@@ -28,8 +28,9 @@ SUTS = ("sqlite-wal-full", "sqlite-delete-extra")
 @pytest.fixture(scope="module")
 def f2fs_runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, RunDir]:
     root = tmp_path_factory.mktemp("f2fs")
-    return {sut: record_workload(sut, WORKLOAD, root / sut, fs="f2fs", backend="auto")
-            for sut in SUTS}
+    return {
+        sut: record_workload(sut, WORKLOAD, root / sut, fs="f2fs", backend="auto") for sut in SUTS
+    }
 
 
 def test_image_recipe_is_reproducible(tmp_path: Path) -> None:
@@ -55,18 +56,22 @@ def test_recorded_in_the_f2fs_guest(f2fs_runs: dict[str, RunDir]) -> None:
 
 @pytest.mark.parametrize("strategy", ["prefix", "reorder"])
 @pytest.mark.needs_qemu("f2fs")
-def test_sqlite_holds_its_promises(f2fs_runs: dict[str, RunDir], strategy: str,
-                                   private_tmp: Path) -> None:
+def test_sqlite_holds_its_promises(
+    f2fs_runs: dict[str, RunDir], strategy: str, private_tmp: Path
+) -> None:
     for sut, run in f2fs_runs.items():
         res = check_run(run, options_for(strategy, CheckOptions(jobs=1)))
         n, secs = res["states"]["checked"], res["timing"]["seconds"]
-        print(f"{sut} f2fs {strategy}: {n} states in {secs:.1f} s "
-              f"({n / secs:.2f} states/s, one recovery guest, its boot included)")
+        print(
+            f"{sut} f2fs {strategy}: {n} states in {secs:.1f} s "
+            f"({n / secs:.2f} states/s, one recovery guest, its boot included)"
+        )
         assert n > 4
         assert res["verdicts"]["FS-RECOVER"]["pass"] == n  # mounted, fsck.f2fs clean
         cell = Cell(sut, WORKLOAD, "f2fs", (strategy,), get_sut(sut).weaknesses)
-        verdict = evaluate(cell.expectation(strategy), res["verdicts"], n, res.get("skips"),
-                           res.get("errors"))
+        verdict = evaluate(
+            cell.expectation(strategy), res["verdicts"], n, res.get("skips"), res.get("errors")
+        )
         assert verdict.ok, (sut, strategy, verdict)
         assert res["violations"] == []
     assert procs_mentioning(str(private_tmp)) == []  # every guest powered off

@@ -69,8 +69,11 @@ VALUES: dict[str, list[tuple[str, str]]] = {
     "bits": [("1", "1"), ("4096", "4096")],
 }
 # the defaults as the module comment of harness/faults.py documents them
-DOCUMENTED_DEFAULTS = {"eio": {"nth": "1"}, "misdirect": {"seed": "0"},
-                       "corrupt": {"seed": "0", "bits": "1"}}
+DOCUMENTED_DEFAULTS = {
+    "eio": {"nth": "1"},
+    "misdirect": {"seed": "0"},
+    "corrupt": {"seed": "0", "bits": "1"},
+}
 
 
 def spec_forms() -> list[tuple[str, str]]:
@@ -84,12 +87,17 @@ def spec_forms() -> list[tuple[str, str]]:
                 for chosen in itertools.combinations(keys, n):
                     if not set(required) <= set(chosen) or (op == "flush" and "range" in chosen):
                         continue
-                    choices = [[(k, None, None)] if k in FLAGS else
-                               [(k, t, c) for t, c in VALUES[k]] for k in chosen]
+                    choices = [
+                        [(k, None, None)] if k in FLAGS else [(k, t, c) for t, c in VALUES[k]]
+                        for k in chosen
+                    ]
                     for combo in itertools.product(*choices):
                         items = [k if t is None else f"{k}={t}" for k, t, _ in combo]
-                        canon = [k if c is None else f"{k}={c}" for k, _, c in combo
-                                 if c is None or DOCUMENTED_DEFAULTS.get(kind, {}).get(k) != c]
+                        canon = [
+                            k if c is None else f"{k}={c}"
+                            for k, _, c in combo
+                            if c is None or DOCUMENTED_DEFAULTS.get(kind, {}).get(k) != c
+                        ]
                         for order in (items, items[::-1]):
                             out.append((",".join([head, *order]), ",".join([head, *canon])))
     return out
@@ -97,8 +105,9 @@ def spec_forms() -> list[tuple[str, str]]:
 
 def test_every_spec_form_round_trips() -> None:
     forms = spec_forms()
-    assert len(forms) > 200 and {t.partition(",")[0].partition(":")[0] for t, _ in forms} \
-        == set(KINDS)
+    assert len(forms) > 200 and {t.partition(",")[0].partition(":")[0] for t, _ in forms} == set(
+        KINDS
+    )
     for text, canonical in forms:
         f = parse_fault(text)
         assert format_fault(f) == str(f) == canonical, text
@@ -111,30 +120,72 @@ def test_every_spec_form_round_trips() -> None:
 
 def test_the_typed_fault_answers_without_the_string() -> None:
     f = parse_fault("eio:write,after=txn-begin:5,range=4K-8K,sticky")
-    assert (f.where, f.get("nth"), f.get("range"), f.get("sticky")) == ("device", 1,
-                                                                        (4096, 8192), True)
+    assert (f.where, f.get("nth"), f.get("range"), f.get("sticky")) == (
+        "device",
+        1,
+        (4096, 8192),
+        True,
+    )
     assert parse_fault("eio:flush").get("sticky") is False
-    assert Fault("corrupt") == parse_fault("corrupt,seed=0,bits=1") and str(Fault("corrupt")) \
-        == "corrupt"
+    assert (
+        Fault("corrupt") == parse_fault("corrupt,seed=0,bits=1")
+        and str(Fault("corrupt")) == "corrupt"
+    )
     mixed = parse_faults("lost-flush+eio:flush+process-crash,at=x")
     assert [by_stage(mixed, w)[0].kind for w in ("state", "device", "process")] == [
-        "lost-flush", "eio", "process-crash"]
+        "lost-flush",
+        "eio",
+        "process-crash",
+    ]
 
 
 HOSTILE = [
-    "", ",", ":", "eio:", "eio:write,", "eio:write,,", "eio:write,nth=", "eio:write,=1",
-    "eio:write,nth=-1", "eio:write,nth=1e3", "eio:write,nth=0x10", "eio:write,nth= 1",
-    "eio:write,nth=1,nth=2", "corrupt,seed=\u00b2", "eio:write,nth=\u0663",  # ², Arabic 3
+    "",
+    ",",
+    ":",
+    "eio:",
+    "eio:write,",
+    "eio:write,,",
+    "eio:write,nth=",
+    "eio:write,=1",
+    "eio:write,nth=-1",
+    "eio:write,nth=1e3",
+    "eio:write,nth=0x10",
+    "eio:write,nth= 1",
+    "eio:write,nth=1,nth=2",
+    "corrupt,seed=\u00b2",
+    "eio:write,nth=\u0663",  # ², Arabic 3
     "enospc,left=1\u212a",  # the Kelvin sign, which re.IGNORECASE takes for K
     "enospc,left=\uff11",  # a full-width 1
     "corrupt,seed=" + "9" * 5000,  # beyond int()'s digit limit
-    "enospc,left=" + "9" * 5000, "enospc,left=17179869184G", "corrupt,seed=18446744073709551616",
-    "corrupt,bits=0", "corrupt,bits=4097", "enospc,left=1T", "enospc,left=-1",
-    "eio:write,range=5-5", "eio:write,range=-", "eio:write,range=1-2-3", "eio:read,range=4K",
-    "eio:write,after=", "eio:write,after=a b", "eio:write,after=x+y", "process-crash,at=a\nb",
-    "process-crash,at=" + "m" * 600, "corrupt\x00", "corrupt,seed=1\x00", "EIO:write",
-    "eio:WRITE", "lost-flush:", "misdirect,bits=1", "enospc", "process-crash",
-    "corrupt,seed", "eio:write,sticky=1", "\u202eeio:write", "eio:write,after=txn\udcff",
+    "enospc,left=" + "9" * 5000,
+    "enospc,left=17179869184G",
+    "corrupt,seed=18446744073709551616",
+    "corrupt,bits=0",
+    "corrupt,bits=4097",
+    "enospc,left=1T",
+    "enospc,left=-1",
+    "eio:write,range=5-5",
+    "eio:write,range=-",
+    "eio:write,range=1-2-3",
+    "eio:read,range=4K",
+    "eio:write,after=",
+    "eio:write,after=a b",
+    "eio:write,after=x+y",
+    "process-crash,at=a\nb",
+    "process-crash,at=" + "m" * 600,
+    "corrupt\x00",
+    "corrupt,seed=1\x00",
+    "EIO:write",
+    "eio:WRITE",
+    "lost-flush:",
+    "misdirect,bits=1",
+    "enospc",
+    "process-crash",
+    "corrupt,seed",
+    "eio:write,sticky=1",
+    "\u202eeio:write",
+    "eio:write,after=txn\udcff",
 ]
 
 
@@ -149,8 +200,27 @@ def test_fuzzed_specs_parse_and_round_trip_or_fail_in_one_line() -> None:
     """Random text over the grammar's characters (and a few traps): a spec
     that parses round-trips; any other is a one-line CrashlabError."""
     rng = random.Random(28)
-    words = [*KINDS, *(k for v in KINDS.values() for k in v[2]), "write", "flush", "read",
-             ":", ",", "=", "-", "+", "K", "G", "0", "1", "4096", "9" * 25, "\u00b2", " ", "\n"]
+    words = [
+        *KINDS,
+        *(k for v in KINDS.values() for k in v[2]),
+        "write",
+        "flush",
+        "read",
+        ":",
+        ",",
+        "=",
+        "-",
+        "+",
+        "K",
+        "G",
+        "0",
+        "1",
+        "4096",
+        "9" * 25,
+        "\u00b2",
+        " ",
+        "\n",
+    ]
     parsed = 0
     for _ in range(4000):
         text = "".join(rng.choice(words) for _ in range(rng.randint(1, 8)))
@@ -174,12 +244,14 @@ def parser_uses(root: Path) -> dict[str, list[int]]:
     for pkg in PACKAGES:
         for path in sorted((root / pkg).rglob("*.py")):
             tree = ast.parse(path.read_text(), str(path))
-            lines = [node.lineno for node in ast.walk(tree)
-                     if (isinstance(node, ast.Name) and node.id in PARSERS)
-                     or (isinstance(node, ast.Attribute) and node.attr in PARSERS)
-                     or (isinstance(node, ast.ImportFrom)
-                         and any(a.name in PARSERS for a in node.names))
-                     or (isinstance(node, ast.FunctionDef) and node.name in PARSERS)]
+            lines = [
+                node.lineno
+                for node in ast.walk(tree)
+                if (isinstance(node, ast.Name) and node.id in PARSERS)
+                or (isinstance(node, ast.Attribute) and node.attr in PARSERS)
+                or (isinstance(node, ast.ImportFrom) and any(a.name in PARSERS for a in node.names))
+                or (isinstance(node, ast.FunctionDef) and node.name in PARSERS)
+            ]
             if lines:
                 out[path.relative_to(root).as_posix()] = sorted(set(lines))
     return out
@@ -188,8 +260,9 @@ def parser_uses(root: Path) -> dict[str, list[int]]:
 def test_only_the_edges_parse_fault_specs() -> None:
     uses = parser_uses(ROOT)
     inside = {m: lines for m, lines in uses.items() if m not in EDGES}
-    assert not inside, ("fault specs parsed away from the edges (pass the parsed Fault "
-                        f"objects instead): {inside}")
+    assert not inside, (
+        f"fault specs parsed away from the edges (pass the parsed Fault objects instead): {inside}"
+    )
     stale = sorted(set(EDGES) - set(uses))
     assert not stale, f"EDGES lists modules that no longer parse fault specs: {stale}"
 
@@ -204,16 +277,18 @@ def test_meta_json_parses_its_faults_and_writes_them_canonically() -> None:
     assert "faults" not in RunMeta.from_json({"fs": "ext4"}).to_json()
 
 
-@pytest.mark.parametrize("faults,why", [
-    (["bogus"], "faults[0]: bad fault 'bogus': unknown kind"),
-    (["corrupt", 3], "faults[1]: 3 is not a fault spec"),
-    ("corrupt", "is not a list"),
-])
+@pytest.mark.parametrize(
+    "faults,why",
+    [
+        (["bogus"], "faults[0]: bad fault 'bogus': unknown kind"),
+        (["corrupt", 3], "faults[1]: 3 is not a fault spec"),
+        ("corrupt", "is not a list"),
+    ],
+)
 def test_a_bad_fault_in_meta_json_is_one_line(tmp_path: Path, faults: object, why: str) -> None:
     run = tmp_path / "run"
     run.mkdir()
-    (run / "meta.json").write_text(
-        json.dumps({"fs": "ext4", "faults": faults}))
+    (run / "meta.json").write_text(json.dumps({"fs": "ext4", "faults": faults}))
     with pytest.raises(CrashlabError) as e:
         RunDir(run).meta()
     assert why in str(e.value) and "meta.json" in str(e.value) and "\n" not in str(e.value)
@@ -226,18 +301,22 @@ def test_options_print_their_faults_only_as_json() -> None:
     assert "faults" not in Options().record() and Options().to_json()["faults"] == []
 
 
-@pytest.mark.parametrize("fault,why", [
-    ("bitrot", "unknown kind 'bitrot'"),
-    ("eio:write", "is a device fault"),
-    ("corrupt+corrupt,seed=3", "two corrupt faults"),
-    ("corrupt,seed=\u00b2", "seed must be an integer"),
-])
+@pytest.mark.parametrize(
+    "fault,why",
+    [
+        ("bitrot", "unknown kind 'bitrot'"),
+        ("eio:write", "is a device fault"),
+        ("corrupt+corrupt,seed=3", "two corrupt faults"),
+        ("corrupt,seed=\u00b2", "seed must be an integer"),
+    ],
+)
 def test_the_fault_option_refuses_in_one_line(tmp_path: Path, fault: str, why: str) -> None:
     log = tmp_path / "e.log"
     write_epochs_log(log, [2, 1])
     p = crashlab("states", str(log), "--count", "--fault", "corrupt", "--fault", fault)
     assert p.returncode == 2 and p.stderr.count("\n") == 1, p.stderr
     assert p.stderr.startswith("crashlab: error: ") and why in p.stderr
-    ok = crashlab("states", str(log), "--count", "--fault", "corrupt+lost-flush",
-                  "--fault", "corrupt,seed=0")
+    ok = crashlab(
+        "states", str(log), "--count", "--fault", "corrupt+lost-flush", "--fault", "corrupt,seed=0"
+    )
     assert ok.returncode == 0, ok.stderr

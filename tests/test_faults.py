@@ -30,31 +30,38 @@ AT_5_FAULT = parse_fault(AT_5)
 
 # --- the grammar ---------------------------------------------------------------
 
-@pytest.mark.parametrize("text,canonical", [
-    ("eio:write,after=txn-begin:5,nth=1", "eio:write,after=txn-begin:5"),
-    ("eio:flush,sticky,nth=2", "eio:flush,nth=2,sticky"),
-    ("eio:read,range=4K-1M", "eio:read,range=4096-1048576"),
-    ("enospc,left=64K", "enospc,left=65536"),
-    ("process-crash,at=txn-ack:3", "process-crash,at=txn-ack:3"),
-    ("corrupt,seed=0,bits=2", "corrupt,bits=2"),
-])
+
+@pytest.mark.parametrize(
+    "text,canonical",
+    [
+        ("eio:write,after=txn-begin:5,nth=1", "eio:write,after=txn-begin:5"),
+        ("eio:flush,sticky,nth=2", "eio:flush,nth=2,sticky"),
+        ("eio:read,range=4K-1M", "eio:read,range=4096-1048576"),
+        ("enospc,left=64K", "enospc,left=65536"),
+        ("process-crash,at=txn-ack:3", "process-crash,at=txn-ack:3"),
+        ("corrupt,seed=0,bits=2", "corrupt,bits=2"),
+    ],
+)
 def test_canonical_spelling_round_trips(text: str, canonical: str) -> None:
     f = parse_fault(text)
     assert format_fault(f) == canonical and parse_fault(canonical) == f
 
 
-@pytest.mark.parametrize("text,why", [
-    ("eio", "eio needs an operation"),
-    ("eio:erase", "eio needs an operation"),
-    ("enospc", "enospc needs left=..."),
-    ("eio:flush,range=0-4K", "a flush has no byte range"),
-    ("eio:write,nth=0", "nth must be at least 1"),
-    ("eio:write,range=8K-4K", "is empty"),
-    ("eio:write,sticky=yes", "sticky takes no value"),
-    ("eio:write,after=a,b", "unknown key 'b'"),
-    ("lost-flush:write", "takes no operation"),
-    ("bitrot", "unknown kind 'bitrot'"),
-])
+@pytest.mark.parametrize(
+    "text,why",
+    [
+        ("eio", "eio needs an operation"),
+        ("eio:erase", "eio needs an operation"),
+        ("enospc", "enospc needs left=..."),
+        ("eio:flush,range=0-4K", "a flush has no byte range"),
+        ("eio:write,nth=0", "nth must be at least 1"),
+        ("eio:write,range=8K-4K", "is empty"),
+        ("eio:write,sticky=yes", "sticky takes no value"),
+        ("eio:write,after=a,b", "unknown key 'b'"),
+        ("lost-flush:write", "takes no operation"),
+        ("bitrot", "unknown kind 'bitrot'"),
+    ],
+)
 def test_bad_faults_say_why_in_one_line(text: str, why: str) -> None:
     with pytest.raises(CrashlabError, match=why) as e:
         parse_fault(text)
@@ -70,8 +77,9 @@ def test_record_refuses_a_bad_fault_with_one_line(tmp_path: Path) -> None:
     p = crashlab("record", "--out", str(tmp_path / "run"), "--fault", "eio:nope", "--", "true")
     assert p.returncode == 2 and p.stderr.count("\n") == 1, p.stderr
     assert "eio needs an operation" in p.stderr and not (tmp_path / "run").exists()
-    p = crashlab("record", "--out", str(tmp_path / "run"), "--fault", "process-crash,at=x",
-                 "--", "true")
+    p = crashlab(
+        "record", "--out", str(tmp_path / "run"), "--fault", "process-crash,at=x", "--", "true"
+    )
     assert p.returncode == 2 and "process-crash needs --sut" in p.stderr
 
 
@@ -106,8 +114,14 @@ def test_err_atomic_fails_a_partial_transaction_after_an_error() -> None:
 
 
 def test_err_durable_fails_an_ack_after_a_fault_that_did_not_survive() -> None:
-    labels = ["txn-ack:4", "txn-begin:5", "fault:eio-write;sector=8;sectors=8", "txn-ack:5",
-              "txn-begin:6", "txn-ack:6"]
+    labels = [
+        "txn-ack:4",
+        "txn-begin:5",
+        "fault:eio-write;sector=8;sectors=8",
+        "txn-ack:5",
+        "txn-begin:6",
+        "txn-ack:6",
+    ]
     lost = _by_id(labels, [DURABLE_AT[4]])["ERR-DURABLE"]
     assert lost.failed and (lost.expected, lost.actual) == (6, 4)
     assert _by_id(labels, [DURABLE_AT[6]])["ERR-DURABLE"].status == "pass"
@@ -137,8 +151,10 @@ RUNS = {
     # no journal: a failed transaction's pages stay where they were written
     "off": ("sqlite-off", "eio:write,after=txn-begin:5,nth=2"),
 }
-WORKLOADS = {"enospc": "insert:txns=60,size=2000,seed=1",
-             "off": "insert:txns=10,ops=3,tables=3,warmup=100,seed=1"}
+WORKLOADS = {
+    "enospc": "insert:txns=60,size=2000,seed=1",
+    "off": "insert:txns=10,ops=3,tables=3,warmup=100,seed=1",
+}
 
 
 @pytest.fixture(scope="module")
@@ -250,18 +266,33 @@ def test_without_a_journal_a_failed_transaction_is_partly_there(runs: dict[str, 
     assert _counts(result, "ERR-ATOMIC")["fail"] > 0
     bad = next(f for s in states for f in s.get("fail", []) if f["invariant"] == "ERR-ATOMIC")
     assert "a failed transaction is partly present" in bad["explanation"]
-    assert "ERR-ATOMIC" not in Cell("sqlite-off", "x", faults=(AT_5_FAULT,)).expectation(
-        "prefix").guaranteed
+    assert (
+        "ERR-ATOMIC"
+        not in Cell("sqlite-off", "x", faults=(AT_5_FAULT,)).expectation("prefix").guaranteed
+    )
 
 
 @pytest.mark.needs_fuse
 def test_a_read_fault_fails_a_read_past_the_cache(tmp_path: Path) -> None:
     """Reads reach the device only on a cache miss: a direct read after the
     arming mark gets EIO, and the daemon logs where."""
-    script = ("dd if=/dev/urandom of=f bs=4k count=4 oflag=direct 2>/dev/null; "
-              "echo go > $CRASHLAB_MARK; dd if=f of=/dev/null bs=4k iflag=direct")
-    p = crashlab("record", "--backend", "fuse", "--out", str(tmp_path / "run"),
-                 "--fault", "eio:read,after=go", "--", "sh", "-c", script)
+    script = (
+        "dd if=/dev/urandom of=f bs=4k count=4 oflag=direct 2>/dev/null; "
+        "echo go > $CRASHLAB_MARK; dd if=f of=/dev/null bs=4k iflag=direct"
+    )
+    p = crashlab(
+        "record",
+        "--backend",
+        "fuse",
+        "--out",
+        str(tmp_path / "run"),
+        "--fault",
+        "eio:read,after=go",
+        "--",
+        "sh",
+        "-c",
+        script,
+    )
     assert p.returncode == 1 and "Input/output error" in p.stderr, p.stderr
     marks = RunDir(tmp_path / "run").meta().marks
     assert marks[0] == "go" and marks[1].startswith("fault:eio-read;sector=")
@@ -269,9 +300,19 @@ def test_a_read_fault_fails_a_read_past_the_cache(tmp_path: Path) -> None:
 
 @pytest.mark.needs_fuse
 def test_no_fault_fired_is_said(tmp_path: Path) -> None:
-    p = crashlab("record", "--backend", "fuse", "--out", str(tmp_path / "run"),
-                 "--fault", "eio:write,after=never-written", "--", "sh", "-c", "echo x > f")
+    p = crashlab(
+        "record",
+        "--backend",
+        "fuse",
+        "--out",
+        str(tmp_path / "run"),
+        "--fault",
+        "eio:write,after=never-written",
+        "--",
+        "sh",
+        "-c",
+        "echo x > f",
+    )
     assert p.returncode == 0, p.stderr
     assert "warning: no eio fault fired" in p.stderr
     assert fault_specs(RunDir(tmp_path / "run").meta().faults) == ["eio:write,after=never-written"]
-

@@ -43,8 +43,9 @@ def test_btrfs_image_builds_with_digest(tmp_path: Path) -> None:
         return
     held = tmp_path / "held.img"
     build("btrfs", held)
-    dev = subprocess.run(["losetup", "-f", "--show", "-r", str(held)], check=True,
-                         capture_output=True, text=True).stdout.strip()
+    dev = subprocess.run(
+        ["losetup", "-f", "--show", "-r", str(held)], check=True, capture_output=True, text=True
+    ).stdout.strip()
     try:
         build("btrfs", tmp_path / "b.img")
     finally:
@@ -54,7 +55,8 @@ def test_btrfs_image_builds_with_digest(tmp_path: Path) -> None:
 def test_unknown_fs_rejected(tmp_path: Path) -> None:
     p = subprocess.run(
         [str(IMAGES_DIR / "build-image.sh"), "zfs", str(tmp_path / "z.img")],
-        capture_output=True, text=True,
+        capture_output=True,
+        text=True,
     )
     assert p.returncode == 2 and "unknown file system 'zfs'" in p.stderr
     assert not (tmp_path / "z.img").exists()

@@ -71,15 +71,18 @@ def test_a_swallowed_interrupt_is_raised_at_the_next_safe_point() -> None:
 
 @pytest.fixture(scope="module")
 def run(tmp_path_factory: pytest.TempPathFactory) -> RunDir:
-    return record_runs(tmp_path_factory.mktemp("interrupt"), {
-        "sqlite-delete-extra": "insert:txns=4,ops=3,tables=2,warmup=50,seed=1",
-    })["sqlite-delete-extra"]
+    return record_runs(
+        tmp_path_factory.mktemp("interrupt"),
+        {
+            "sqlite-delete-extra": "insert:txns=4,ops=3,tables=2,warmup=50,seed=1",
+        },
+    )["sqlite-delete-extra"]
 
 
-def _check(run: RunDir, out: Path, on_progress: Callable[[int, int], None] | None = None
-           ) -> None:
-    check_run(run, CheckOptions(states=Options(strategy="reorder"), jobs=2), out,
-              on_progress=on_progress)
+def _check(run: RunDir, out: Path, on_progress: Callable[[int, int], None] | None = None) -> None:
+    check_run(
+        run, CheckOptions(states=Options(strategy="reorder"), jobs=2), out, on_progress=on_progress
+    )
 
 
 def _no_worker_left() -> None:
@@ -95,8 +98,9 @@ def _no_worker_left() -> None:
 @pytest.mark.needs_fuse
 @pytest.mark.parametrize("point", ["workers forked", "handler threads started"])
 @pytest.mark.usefixtures("private_tmp")
-def test_sigint_while_the_pool_starts(run: RunDir, tmp_path: Path, point: str,
-                                      monkeypatch: pytest.MonkeyPatch) -> None:
+def test_sigint_while_the_pool_starts(
+    run: RunDir, tmp_path: Path, point: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The interrupt escaped Pool() before the with-block: its workers were
     never terminated, and its thread went on forking new ones while the
     interpreter exited (the check hung, or left orphaned workers)."""
@@ -126,8 +130,9 @@ def test_sigint_while_the_pool_starts(run: RunDir, tmp_path: Path, point: str,
 
 @pytest.mark.needs_fuse
 @pytest.mark.usefixtures("private_tmp")
-def test_a_worker_stopped_before_it_set_its_handlers(run: RunDir, tmp_path: Path,
-                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_worker_stopped_before_it_set_its_handlers(
+    run: RunDir, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """SIGINT right after the workers were forked; they are slow to set
     their own handlers.  Pool.terminate's SIGTERM reached a worker while
     it still had the parent's handler (the one deferring signals while
@@ -179,8 +184,9 @@ def _kill_children() -> list[int]:
 
 @pytest.mark.needs_fuse
 @pytest.mark.usefixtures("private_tmp")
-def test_sigint_while_the_work_folder_is_removed(run: RunDir, tmp_path: Path,
-                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+def test_sigint_while_the_work_folder_is_removed(
+    run: RunDir, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Interrupting rmtree left half the work folder behind."""
     rmtree = shutil.rmtree
 
@@ -200,8 +206,7 @@ def test_sigint_while_the_work_folder_is_removed(run: RunDir, tmp_path: Path,
 @pytest.mark.needs_fuse
 @swallowed
 @pytest.mark.usefixtures("private_tmp")
-def test_an_interrupt_swallowed_in_a_del_still_stops_the_check(run: RunDir,
-                                                               tmp_path: Path) -> None:
+def test_an_interrupt_swallowed_in_a_del_still_stops_the_check(run: RunDir, tmp_path: Path) -> None:
     """An exception raised in a __del__ or weakref callback is dropped:
     the check ran on and wrote its result."""
     with pytest.raises(KeyboardInterrupt):
@@ -223,9 +228,15 @@ def _ctrl_c_at(args: list[str], delay: float, private_tmp: Path) -> tuple[int, s
     stdout and stderr once it is gone, and check that nothing is left."""
     token = uuid.uuid4().hex
     env = {**os.environ, "CRASHLAB_TMPDIR": str(private_tmp), "CRASHLAB_TEST_TOKEN": token}
-    p = subprocess.Popen(["env", "--default-signal=INT", str(CRASHLAB), *args], cwd=ROOT,
-                         env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                         start_new_session=True)
+    p = subprocess.Popen(
+        ["env", "--default-signal=INT", str(CRASHLAB), *args],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
     time.sleep(delay)
     out, err = interrupt_group(p, f"crashlab {' '.join(args)} (SIGINT after {delay} s)")
     deadline = time.monotonic() + 5
@@ -250,8 +261,9 @@ def _assert_quiet_stop(rc: int, err: str, finished: bool, what: str) -> str:
     return "finished"
 
 
-def _sweep(args: Callable[[int], list[str]], private_tmp: Path,
-           finished: Callable[[int, str], bool]) -> dict[str, int]:
+def _sweep(
+    args: Callable[[int], list[str]], private_tmp: Path, finished: Callable[[int, str], bool]
+) -> dict[str, int]:
     """Ctrl-C at each of DELAYS (``args(i)``, ``finished(i, stdout)`` for
     the i-th); how many runs ended which way."""
     seen: dict[str, int] = {}
@@ -264,20 +276,31 @@ def _sweep(args: Callable[[int], list[str]], private_tmp: Path,
 
 @pytest.mark.slow
 def test_ctrl_c_during_start_up_of_version(private_tmp: Path) -> None:
-    seen = _sweep(lambda i: ["--version"], private_tmp,
-                  lambda i, out: out.startswith("crashlab, version"))
+    seen = _sweep(
+        lambda i: ["--version"], private_tmp, lambda i, out: out.startswith("crashlab, version")
+    )
     assert seen.get("interrupted", 0) > 0, seen  # the sweep did reach the imports
 
 
 @pytest.mark.slow
 @pytest.mark.needs_fuse
 @pytest.mark.parametrize("command", ["check", "states"])
-def test_ctrl_c_during_start_up_of_a_command(run: RunDir, private_tmp: Path, tmp_path: Path,
-                                             command: str) -> None:
+def test_ctrl_c_during_start_up_of_a_command(
+    run: RunDir, private_tmp: Path, tmp_path: Path, command: str
+) -> None:
     def args(i: int) -> list[str]:
         if command == "check":
-            return ["check", str(run.path), "--strategy", "reorder", "--jobs", "2",
-                    "--no-progress", "--out", str(tmp_path / f"out{i}")]
+            return [
+                "check",
+                str(run.path),
+                "--strategy",
+                "reorder",
+                "--jobs",
+                "2",
+                "--no-progress",
+                "--out",
+                str(tmp_path / f"out{i}"),
+            ]
         return ["states", str(run.path), "--strategy", "reorder"]
 
     def finished(i: int, out: str) -> bool:

@@ -48,24 +48,42 @@ PACKAGES = ("harness", "workloads", "checkers", "dhl")
 # Bottom first.  A path ending in "/" is a folder (everything under it).
 LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("engine", ("dhl/",)),  # the DHL engine: imports nothing of harness
-    ("ground", ("harness/__init__.py", "harness/logformat.py", "harness/marks.py",
-                "harness/faults.py", "harness/sysops.py", "harness/errors.py",
-                "harness/atomic.py", "harness/env.py", "harness/outlock.py",
-                "harness/confine.py")),
+    (
+        "ground",
+        (
+            "harness/__init__.py",
+            "harness/logformat.py",
+            "harness/marks.py",
+            "harness/faults.py",
+            "harness/sysops.py",
+            "harness/errors.py",
+            "harness/atomic.py",
+            "harness/env.py",
+            "harness/outlock.py",
+            "harness/confine.py",
+        ),
+    ),
     ("states", ("harness/states/",)),
     ("materialize", ("harness/materialize/",)),
     ("vm", ("harness/qemu/",)),  # the qemu guest runner: below fs and record, which use it
     ("fs", ("harness/fs/", "harness/explain/")),
-    ("record", ("harness/record/", "harness/images.py", "harness/rundir.py", "harness/validate.py",
-                "harness/filetrace.py")),
+    (
+        "record",
+        (
+            "harness/record/",
+            "harness/images.py",
+            "harness/rundir.py",
+            "harness/validate.py",
+            "harness/filetrace.py",
+        ),
+    ),
     ("workloads", ("workloads/",)),
     ("checkers", ("checkers/",)),
     ("check", ("harness/check/",)),
     ("report", ("harness/report/", "harness/paper/")),
     # the sweep drives record, check and report in turn: it sits above them
     ("sweep", ("harness/sweep/",)),
-    ("face", ("harness/cli/", "harness/bench/", "harness/mutants.py",
-              "harness/pytest_plugin.py")),
+    ("face", ("harness/cli/", "harness/bench/", "harness/mutants.py", "harness/pytest_plugin.py")),
 )
 
 # (from layer, to layer, why): imports that must never exist, as the design
@@ -87,8 +105,7 @@ NEVER: tuple[tuple[str, str, str], ...] = (
 )
 
 # What exists today and is fixed elsewhere: finding -> why it is still here.
-KNOWN: dict[tuple[str, ...], str] = {
-}
+KNOWN: dict[tuple[str, ...], str] = {}
 
 
 # --- the Python import graph ------------------------------------------------
@@ -114,12 +131,13 @@ def _base(module: str, is_package: bool, node: ast.ImportFrom) -> str:
     parts = module.split(".")
     if not is_package:
         parts.pop()
-    parts = parts[:len(parts) - (node.level - 1)]
+    parts = parts[: len(parts) - (node.level - 1)]
     return ".".join(parts + ([node.module] if node.module else []))
 
 
-def _imported_names(module: str, is_package: bool, tree: ast.AST
-                    ) -> Iterable[tuple[str, bool, int]]:
+def _imported_names(
+    module: str, is_package: bool, tree: ast.AST
+) -> Iterable[tuple[str, bool, int]]:
     """``(dotted name, may be a module's member, line)`` of every import."""
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
@@ -129,10 +147,16 @@ def _imported_names(module: str, is_package: bool, tree: ast.AST
             base = _base(module, is_package, node)
             for alias in node.names:
                 yield f"{base}.{alias.name}", True, node.lineno
-        elif (isinstance(node, ast.Call) and node.args
-              and isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str)
-              and (getattr(node.func, "attr", None) == "import_module"
-                   or getattr(node.func, "id", None) in ("import_module", "__import__"))):
+        elif (
+            isinstance(node, ast.Call)
+            and node.args
+            and isinstance(node.args[0], ast.Constant)
+            and isinstance(node.args[0].value, str)
+            and (
+                getattr(node.func, "attr", None) == "import_module"
+                or getattr(node.func, "id", None) in ("import_module", "__import__")
+            )
+        ):
             yield node.args[0].value, False, node.lineno
 
 
@@ -220,9 +244,11 @@ def unit_of(path: str) -> str:
     return "/".join(parts[:2]) + "/" if len(parts) > 2 else path
 
 
-def findings(graph: Mapping[str, Mapping[str, int]],
-             layers: Sequence[tuple[str, Sequence[str]]] = LAYERS,
-             never: Sequence[tuple[str, str, str]] = NEVER) -> dict[tuple[str, ...], str]:
+def findings(
+    graph: Mapping[str, Mapping[str, int]],
+    layers: Sequence[tuple[str, Sequence[str]]] = LAYERS,
+    never: Sequence[tuple[str, str, str]] = NEVER,
+) -> dict[tuple[str, ...], str]:
     """Everything wrong with ``graph`` under the plan: finding -> text.
     ("up", a, b): a imports b of a higher layer; ("never", a, b): an import
     the plan forbids; ("circle", *files) and ("unit circle", *units);
@@ -242,8 +268,10 @@ def findings(graph: Mapping[str, Mapping[str, int]],
             if rank[lb] > rank[la]:
                 out[("up", src, dst)] = f"{src}:{line} ({la}) imports {dst} ({lb}), a higher layer"
             if (la, lb) in forbidden:
-                out[("never", src, dst)] = (f"{src}:{line} ({la}) imports {dst} ({lb}): "
-                                            f"never {la} -> {lb}: {forbidden[(la, lb)]}")
+                out[("never", src, dst)] = (
+                    f"{src}:{line} ({la}) imports {dst} ({lb}): "
+                    f"never {la} -> {lb}: {forbidden[(la, lb)]}"
+                )
     for comp in circles(graph):
         out[("circle", *comp)] = "modules import each other: " + ", ".join(comp)
     units: dict[str, set[str]] = {}
@@ -254,10 +282,15 @@ def findings(graph: Mapping[str, Mapping[str, int]],
     for comp in circles(units):
         if not any(u.endswith("/") for u in comp):
             continue  # files alone: the circle of modules above
-        ties = sorted(f"{s} -> {d}" for s, ts in graph.items() for d in ts
-                      if unit_of(s) in comp and unit_of(d) in comp and unit_of(s) != unit_of(d))
-        out[("unit circle", *comp)] = ("folders import each other: " + ", ".join(comp)
-                                       + " (" + "; ".join(ties) + ")")
+        ties = sorted(
+            f"{s} -> {d}"
+            for s, ts in graph.items()
+            for d in ts
+            if unit_of(s) in comp and unit_of(d) in comp and unit_of(s) != unit_of(d)
+        )
+        out[("unit circle", *comp)] = (
+            "folders import each other: " + ", ".join(comp) + " (" + "; ".join(ties) + ")"
+        )
     return out
 
 
@@ -273,7 +306,7 @@ def c_unit_graph(src: Path) -> dict[str, set[str]]:
     owner = {}
     for unit, text in texts.items():
         for m in _C_DEF.finditer(text):
-            rest = text[m.end():]
+            rest = text[m.end() :]
             if not re.match(r"[^;{]*\)\s*\{", rest):
                 continue  # a prototype, not a definition
             owner[m.group(1)] = unit
@@ -289,8 +322,9 @@ def c_unit_graph(src: Path) -> dict[str, set[str]]:
 # --- the tests ---------------------------------------------------------------
 
 
-def against_known(found: Mapping[tuple[str, ...], str], known: Mapping[tuple[str, ...], str]
-                  ) -> tuple[list[str], list[str]]:
+def against_known(
+    found: Mapping[tuple[str, ...], str], known: Mapping[tuple[str, ...], str]
+) -> tuple[list[str], list[str]]:
     """What is found and not known, and what is known and no longer found."""
     new = [text for key, text in sorted(found.items()) if key not in known]
     gone = [f"{' '.join(key)} ({why})" for key, why in known.items() if key not in found]
@@ -300,8 +334,9 @@ def against_known(found: Mapping[tuple[str, ...], str], known: Mapping[tuple[str
 def test_layers_one_way_and_no_circle() -> None:
     new, gone = against_known(findings(import_graph(ROOT, PACKAGES)), KNOWN)
     assert not new, "imports against the layer plan:\n" + "\n".join(new)
-    assert not gone, ("KNOWN entries that no longer occur (strike them from KNOWN):\n"
-                      + "\n".join(gone))
+    assert not gone, "KNOWN entries that no longer occur (strike them from KNOWN):\n" + "\n".join(
+        gone
+    )
 
 
 def test_dhl_units_call_one_way() -> None:
@@ -322,15 +357,22 @@ SAMPLE_LAYERS = (("low", ("pkg/low/",)), ("high", ("pkg/high/", "pkg/__init__.py
 
 
 def _sample(tmp_path: Path, files: Mapping[str, str]) -> dict[tuple[str, ...], str]:
-    base = {"pkg/__init__.py": "", "pkg/low/__init__.py": "", "pkg/high/__init__.py": "",
-            "pkg/low/a.py": "import os\n", "pkg/low/b.py": "from pkg.low import a\n",
-            "pkg/high/c.py": "from pkg.low.a import thing\nfrom . import d\n",
-            "pkg/high/d.py": "from ..low import b\n", "pkg/high/e.py": ""}
+    base = {
+        "pkg/__init__.py": "",
+        "pkg/low/__init__.py": "",
+        "pkg/high/__init__.py": "",
+        "pkg/low/a.py": "import os\n",
+        "pkg/low/b.py": "from pkg.low import a\n",
+        "pkg/high/c.py": "from pkg.low.a import thing\nfrom . import d\n",
+        "pkg/high/d.py": "from ..low import b\n",
+        "pkg/high/e.py": "",
+    }
     for rel, text in {**base, **files}.items():
         (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / rel).write_text(text)
-    return findings(import_graph(tmp_path, ["pkg"]), SAMPLE_LAYERS,
-                    (("low", "high", "low knows no high"),))
+    return findings(
+        import_graph(tmp_path, ["pkg"]), SAMPLE_LAYERS, (("low", "high", "low knows no high"),)
+    )
 
 
 def test_sample_house_is_clean(tmp_path: Path) -> None:
@@ -343,19 +385,30 @@ def test_sample_house_is_clean(tmp_path: Path) -> None:
 
 def test_sample_upward_import_in_a_function_fails(tmp_path: Path) -> None:
     found = _sample(tmp_path, {"pkg/low/a.py": "def f():\n    from pkg.high import e\n"})
-    assert set(found) == {("up", "pkg/low/a.py", "pkg/high/e.py"),
-                          ("never", "pkg/low/a.py", "pkg/high/e.py"),
-                          ("unit circle", "pkg/high/", "pkg/low/")}  # high/ imports low/
-    assert "pkg/low/a.py:2 (low) imports pkg/high/e.py (high)" in found[
-        ("up", "pkg/low/a.py", "pkg/high/e.py")]
+    assert set(found) == {
+        ("up", "pkg/low/a.py", "pkg/high/e.py"),
+        ("never", "pkg/low/a.py", "pkg/high/e.py"),
+        ("unit circle", "pkg/high/", "pkg/low/"),
+    }  # high/ imports low/
+    assert (
+        "pkg/low/a.py:2 (low) imports pkg/high/e.py (high)"
+        in found[("up", "pkg/low/a.py", "pkg/high/e.py")]
+    )
 
 
 def test_sample_type_checking_import_counts(tmp_path: Path) -> None:
-    found = _sample(tmp_path, {"pkg/low/a.py": "from typing import TYPE_CHECKING\n"
-                                               "if TYPE_CHECKING:\n    from ..high.e import X\n"})
-    assert set(found) == {("up", "pkg/low/a.py", "pkg/high/e.py"),
-                          ("never", "pkg/low/a.py", "pkg/high/e.py"),
-                          ("unit circle", "pkg/high/", "pkg/low/")}  # high/ imports low/
+    found = _sample(
+        tmp_path,
+        {
+            "pkg/low/a.py": "from typing import TYPE_CHECKING\n"
+            "if TYPE_CHECKING:\n    from ..high.e import X\n"
+        },
+    )
+    assert set(found) == {
+        ("up", "pkg/low/a.py", "pkg/high/e.py"),
+        ("never", "pkg/low/a.py", "pkg/high/e.py"),
+        ("unit circle", "pkg/high/", "pkg/low/"),
+    }  # high/ imports low/
 
 
 def test_sample_circle_fails(tmp_path: Path) -> None:
@@ -366,10 +419,15 @@ def test_sample_circle_fails(tmp_path: Path) -> None:
 def test_sample_circle_of_folders_fails(tmp_path: Path) -> None:
     """Two folders of one layer that import each other, without a circle
     of modules (one of the imports by ``importlib.import_module``)."""
-    for rel, text in {"pkg/__init__.py": "", "pkg/p/__init__.py": "", "pkg/q/__init__.py": "",
-                      "pkg/p/a.py": "import pkg.q.b\n", "pkg/q/b.py": "", "pkg/p/d.py": "",
-                      "pkg/q/c.py": "import importlib\nimportlib.import_module('pkg.p.d')\n",
-                      }.items():
+    for rel, text in {
+        "pkg/__init__.py": "",
+        "pkg/p/__init__.py": "",
+        "pkg/q/__init__.py": "",
+        "pkg/p/a.py": "import pkg.q.b\n",
+        "pkg/q/b.py": "",
+        "pkg/p/d.py": "",
+        "pkg/q/c.py": "import importlib\nimportlib.import_module('pkg.p.d')\n",
+    }.items():
         (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / rel).write_text(text)
     found = findings(import_graph(tmp_path, ["pkg"]), (("one", ("pkg/",)),), ())
@@ -387,14 +445,18 @@ def test_sample_known_list_only_shrinks(tmp_path: Path) -> None:
     circle = ("circle", "pkg/low/a.py", "pkg/low/b.py")
     assert against_known(found, {circle: "fixed later"}) == ([], [])
     assert against_known({}, {circle: "fixed later"}) == (
-        [], ["circle pkg/low/a.py pkg/low/b.py (fixed later)"])
+        [],
+        ["circle pkg/low/a.py pkg/low/b.py (fixed later)"],
+    )
 
 
 def test_c_rule_sees_a_circle(tmp_path: Path) -> None:
-    (tmp_path / "a.c").write_text("/* dhl_b() in a comment */\nint dhl_a(void)\n{\n"
-                                  "    return dhl_b();\n}\n")
+    (tmp_path / "a.c").write_text(
+        "/* dhl_b() in a comment */\nint dhl_a(void)\n{\n    return dhl_b();\n}\n"
+    )
     (tmp_path / "b.c").write_text(
-        'int dhl_a(void);\nint dhl_b(void)\n{\n    return 1;\n}\n'
-        'static int dhl_c(void)\n{\n    return dhl_a() + 0 * "dhl_a(";\n}\n')
+        "int dhl_a(void);\nint dhl_b(void)\n{\n    return 1;\n}\n"
+        'static int dhl_c(void)\n{\n    return dhl_a() + 0 * "dhl_a(";\n}\n'
+    )
     assert c_unit_graph(tmp_path) == {"a.c": {"b.c"}, "b.c": {"a.c"}}
     assert circles(c_unit_graph(tmp_path)) == [("a.c", "b.c")]

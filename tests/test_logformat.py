@@ -71,12 +71,18 @@ def test_summary_counts(tmp_path: Path) -> None:
 @given(
     st.lists(
         st.one_of(
-            st.tuples(st.just("w"), st.integers(0, 2**40), st.integers(1, 9), st.sampled_from(
-                [0, lf.FUA, lf.METADATA, lf.FLUSH | lf.FUA])),
+            st.tuples(
+                st.just("w"),
+                st.integers(0, 2**40),
+                st.integers(1, 9),
+                st.sampled_from([0, lf.FUA, lf.METADATA, lf.FLUSH | lf.FUA]),
+            ),
             st.tuples(st.just("f")),
             st.tuples(st.just("d"), st.integers(0, 2**40), st.integers(1, 2**20)),
-            st.tuples(st.just("m"), st.text(min_size=1, max_size=40).filter(
-                lambda t: 0 < len(t.encode()) <= 480)),
+            st.tuples(
+                st.just("m"),
+                st.text(min_size=1, max_size=40).filter(lambda t: 0 < len(t.encode()) <= 480),
+            ),
         ),
         max_size=30,
     ),

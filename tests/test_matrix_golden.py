@@ -60,8 +60,10 @@ def expectations() -> dict[str, list[dict]]:
             per = {}
             for strategy in cell.strategies:
                 e = cell.expectation(strategy)
-                per[strategy] = {"guaranteed": list(e.guaranteed),
-                                 "must_violate_any": list(e.must_violate_any)}
+                per[strategy] = {
+                    "guaranteed": list(e.guaranteed),
+                    "must_violate_any": list(e.must_violate_any),
+                }
             rows.append({"cell": cell.name, "expect": per})
         out[name] = rows
     return out
@@ -120,15 +122,19 @@ def sut_keys(tree: ast.AST) -> list[tuple[int, str]]:
 
 
 def test_no_sut_name_is_a_key_in_the_sweep():
-    found = {f"{p.name}:{line}: {name}"
-             for p in sorted((ROOT / "harness" / "sweep").glob("*.py"))
-             for line, name in sut_keys(ast.parse(p.read_text()))}
+    found = {
+        f"{p.name}:{line}: {name}"
+        for p in sorted((ROOT / "harness" / "sweep").glob("*.py"))
+        for line, name in sut_keys(ast.parse(p.read_text()))
+    }
     assert found == set()
 
 
 def test_the_key_finder_finds_them():
-    tree = ast.parse('UNSAFE = {"sqlite-off": ()}\nx = d["dhl-cc"]\n'
-                     'y = s == "sqlite:journal=wal,sync=full"\nz = {"MULTI": 1}')
+    tree = ast.parse(
+        'UNSAFE = {"sqlite-off": ()}\nx = d["dhl-cc"]\n'
+        'y = s == "sqlite:journal=wal,sync=full"\nz = {"MULTI": 1}'
+    )
     assert sut_keys(tree) == [(1, "sqlite-off"), (2, "dhl-cc"), (3, "sqlite:journal=wal,sync=full")]
 
 

@@ -51,8 +51,13 @@ def test_registered_for_f2fs_and_its_own_runner() -> None:
         check_sut_fs(sut, "f2fs")
         with pytest.raises(CrashlabError, match="runs only on f2fs"):
             check_sut_fs(sut, "ext4")
-    assert set(get_sut("maw").promises) == {"DB-OPEN", "DB-INTEGRITY", "DB-ATOMIC",
-                                           "DB-DURABLE", "DB-PREFIX"}
+    assert set(get_sut("maw").promises) == {
+        "DB-OPEN",
+        "DB-INTEGRITY",
+        "DB-ATOMIC",
+        "DB-DURABLE",
+        "DB-PREFIX",
+    }
     assert "DB-ATOMIC" in get_sut("maw-noioctl").may_violate
     assert get_sut("maw-full").may_violate == ("DB-DURABLE",)
     assert not any(c.sut.startswith("maw") for c in matrix("nightly"))
@@ -66,14 +71,18 @@ def test_registered_for_f2fs_and_its_own_runner() -> None:
 SMALL = "insert:txns=4,ops=3,tables=3,warmup=20,seed=1"
 
 
-def _run(runner: str, args: list[str], db_digest: list[str] | None = None
-         ) -> subprocess.CompletedProcess:
+def _run(
+    runner: str, args: list[str], db_digest: list[str] | None = None
+) -> subprocess.CompletedProcess:
     """Run ``runner`` on SMALL in a tmpfs folder; with ``db_digest`` the
     database's digest as the checkers read it is appended."""
     with shm_dir("crashlab-maw-") as d:
         ops = write_opstream(parse_spec(SMALL), d / "ops")
-        proc = subprocess.run([str(BUILD_DIR / runner), "--ops", str(ops), "--db",
-                               str(d / "x.db"), *args], capture_output=True, text=True)
+        proc = subprocess.run(
+            [str(BUILD_DIR / runner), "--ops", str(ops), "--db", str(d / "x.db"), *args],
+            capture_output=True,
+            text=True,
+        )
         if db_digest is not None and proc.returncode == 0:
             db_digest.append(sqlite_digest(d / "x.db"))
         return proc
@@ -98,8 +107,9 @@ def test_batch_atomic_refuses_what_cannot_be_atomic() -> None:
 @pytest.fixture(scope="module")
 def maw_runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, RunDir]:
     root = tmp_path_factory.mktemp("maw")
-    return {sut: record_workload(sut, WORKLOAD, root / sut, fs="f2fs", backend="qemu")
-            for sut in SUTS}
+    return {
+        sut: record_workload(sut, WORKLOAD, root / sut, fs="f2fs", backend="qemu") for sut in SUTS
+    }
 
 
 @pytest.mark.needs_qemu("f2fs")
@@ -155,8 +165,9 @@ def test_prefix_states(maw_runs: dict[str, RunDir], private_tmp: Path) -> None:
         print(f"{sut} prefix: {n} states, {json.dumps(res['verdicts'])}")
         assert n > 10 and res["verdicts"]["FS-RECOVER"]["pass"] == n
         cell = Cell(sut, WORKLOAD, "f2fs", ("prefix",), get_sut(sut).weaknesses)
-        verdict = evaluate(cell.expectation("prefix"), res["verdicts"], n, res.get("skips"),
-                           res.get("errors"))
+        verdict = evaluate(
+            cell.expectation("prefix"), res["verdicts"], n, res.get("skips"), res.get("errors")
+        )
         assert verdict.ok, (sut, verdict)
         if sut == "maw":
             assert res["violations"] == []

@@ -50,8 +50,9 @@ def _states(out: Path) -> list[dict[str, Any]]:
     return [json.loads(x) for x in (out / "states.jsonl").read_text().splitlines()]
 
 
-def test_continuation_starts_after_the_recovered_transaction(runs: dict[str, RunDir],
-                                                            tmp_path: Path) -> None:
+def test_continuation_starts_after_the_recovered_transaction(
+    runs: dict[str, RunDir], tmp_path: Path
+) -> None:
     run = runs["dhl-cc-raw"]
     result = _check(run, "multicrash", tmp_path / "mc")
     mc = result["multicrash"]
@@ -69,8 +70,12 @@ def test_continuation_starts_after_the_recovered_transaction(runs: dict[str, Run
     firsts = {c["state"]: c for c in mc["continuations"]}
     for s in states:
         first = s["id"].split("/")[0]
-        assert s["acked"] >= json.loads((run.path / "multicrash" / first / "meta.json")
-                                        .read_text())["continues"]["acked"]
+        assert (
+            s["acked"]
+            >= json.loads((run.path / "multicrash" / first / "meta.json").read_text())["continues"][
+                "acked"
+            ]
+        )
         assert first in firsts
     assert result["violations"] == []
 
@@ -94,15 +99,17 @@ def test_composed_ids_resolve_and_repro(runs: dict[str, RunDir], tmp_path: Path)
     first = sid.split("/")[0]
     (tmp_path / "f").mkdir()
     r = reproduce(locate(run.path, first), tmp_path / "f")
-    agree = [json.loads(x)["v"] for x in (tmp_path / "mc" / "run.jsonl").read_text().splitlines()
-             if json.loads(x)["id"] == first]
+    agree = [
+        json.loads(x)["v"]
+        for x in (tmp_path / "mc" / "run.jsonl").read_text().splitlines()
+        if json.loads(x)["id"] == first
+    ]
     assert [{v.invariant: v.status} for v in r.verdicts if v.invariant == "REC-AGREE"] == agree
     bad = crashlab("repro", str(run.path), "e99.p0/e1.p0")
     assert bad.returncode == 2 and "no multicrash continuation" in bad.stderr
 
 
-def test_a_lossy_sut_shows_it_at_the_second_crash(runs: dict[str, RunDir],
-                                                   tmp_path: Path) -> None:
+def test_a_lossy_sut_shows_it_at_the_second_crash(runs: dict[str, RunDir], tmp_path: Path) -> None:
     result = _check(runs["sqlite-off"], "multicrash", tmp_path / "off")
     fails = {k: v["fail"] for k, v in result["verdicts"].items() if v["fail"]}
     assert fails.get("DB-ATOMIC", 0) > 0
@@ -116,8 +123,9 @@ def test_safe_suts_hold_after_two_crashes(runs: dict[str, RunDir], tmp_path: Pat
         assert result["violations"] == [], (sut, result["violations"][:2])
 
 
-def test_recovery_crash_records_the_recovery_writes(runs: dict[str, RunDir],
-                                                    tmp_path: Path) -> None:
+def test_recovery_crash_records_the_recovery_writes(
+    runs: dict[str, RunDir], tmp_path: Path
+) -> None:
     run = runs["sqlite-delete-extra"]
     result = _check(run, "recovery-crash", tmp_path / "rc")
     assert result["violations"] == []
@@ -145,9 +153,15 @@ def test_checking_again_gives_the_same_states(runs: dict[str, RunDir], tmp_path:
     times)."""
     run = runs["dhl-cc-raw"]
     a = _check(run, "multicrash", tmp_path / "a")
-    b = check_run(run, options_for("multicrash", CheckOptions(
-        states=Options(), jobs=1, composite=Composite(backend="fuse"))), tmp_path / "b",
-        resume=True)
+    b = check_run(
+        run,
+        options_for(
+            "multicrash",
+            CheckOptions(states=Options(), jobs=1, composite=Composite(backend="fuse")),
+        ),
+        tmp_path / "b",
+        resume=True,
+    )
     assert [s["id"] for s in _states(tmp_path / "a")] == [s["id"] for s in _states(tmp_path / "b")]
     assert a["verdicts"] == b["verdicts"]
     shutil.rmtree(run.path / "multicrash")
@@ -157,7 +171,8 @@ def test_checking_again_gives_the_same_states(runs: dict[str, RunDir], tmp_path:
 
 
 def test_a_continuation_of_an_ext4_dhl_run_reads_its_base_through_its_own_map(
-        tmp_path: Path) -> None:
+    tmp_path: Path,
+) -> None:
     """A continuation's base is a crash image whose database file is shorter
     than the run's final file: a block of the final map can hold data the
     base's file does not own yet (written, its extent not committed).  Read
@@ -166,9 +181,15 @@ def test_a_continuation_of_an_ext4_dhl_run_reads_its_base_through_its_own_map(
     base's own map, every continuation holds."""
     wl = "update:txns=4,ops=6,tables=3,size=400,order=rand,warmup=30,seed=1"
     run = record_cell(Cell("dhl-cc", wl, "ext4"), tmp_path / "run", "fuse", False)
-    opts = options_for("multicrash", CheckOptions(
-        states=Options(), jobs=1, crashsafe_sample=1,
-        composite=Composite(then="prefix", max_first=3)))
+    opts = options_for(
+        "multicrash",
+        CheckOptions(
+            states=Options(),
+            jobs=1,
+            crashsafe_sample=1,
+            composite=Composite(then="prefix", max_first=3),
+        ),
+    )
     result = check_run(run, opts, tmp_path / "out")
     assert result["states"]["checked"] > 50
     assert result["violations"] == [], result["violations"][:2]

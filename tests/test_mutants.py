@@ -25,16 +25,26 @@ def test_every_patch_has_an_entry_and_every_entry_a_patch() -> None:
 @pytest.mark.parametrize("name", sorted(p.stem for p in MUTANTS_DIR.glob("*.patch")))
 def test_patch_applies_to_todays_sources(name: str, tmp_path: Path) -> None:
     copy_sources(tmp_path)
-    p = subprocess.run(["patch", "-p1", "--dry-run", "--forward", "--batch", "-i",
-                        str(MUTANTS_DIR / f"{name}.patch")], cwd=tmp_path, capture_output=True,
-                       text=True)
+    p = subprocess.run(
+        [
+            "patch",
+            "-p1",
+            "--dry-run",
+            "--forward",
+            "--batch",
+            "-i",
+            str(MUTANTS_DIR / f"{name}.patch"),
+        ],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+    )
     assert p.returncode == 0, p.stdout + p.stderr
     assert "offset" not in p.stdout and "fuzz" not in p.stdout, p.stdout  # refresh the patch
 
 
 def test_mutant_cells_are_default_cells() -> None:
-    default = {(c.sut, c.workload, c.fs, c.faults): set(c.strategies)
-               for c in matrix("default")}
+    default = {(c.sut, c.workload, c.fs, c.faults): set(c.strategies) for c in matrix("default")}
     for m in catalogue():
         for c in m.cells:
             key = (c.sut, c.workload, c.fs, c.faults)

@@ -30,8 +30,12 @@ def test_must_violate_is_possible(cell, tmp_path: Path) -> None:
     run = record_cell(cell, tmp_path / "run", "fuse", False)
     for strategy in cell.strategies:
         result = check_run(run, options_for(strategy, CheckOptions(jobs=2)), tmp_path / strategy)
-        exp = evaluate(cell.expectation(strategy), result["verdicts"],
-                       result["states"]["checked"], result.get("skips"))
+        exp = evaluate(
+            cell.expectation(strategy),
+            result["verdicts"],
+            result["states"]["checked"],
+            result.get("skips"),
+        )
         assert not [b for b in exp.broken if "found none" in b], (cell.sut, cell.fs, exp.broken)
 
 
@@ -50,9 +54,13 @@ def test_the_nightly_matrix_covers_every_sqlite_combination() -> None:
     """Each of the 24 journal x sync combinations has a MULTI cell on ext4
     with prefix, reorder and torn, under its alias or its grammar name, and
     the sqlite-grid matrix runs each once by its grammar name."""
-    covered = {get_sut(c.sut).canonical for c in matrix("nightly")
-               if c.fs == "ext4" and c.workload == MULTI
-               and {"prefix", "reorder", "torn"} <= set(c.strategies)}
+    covered = {
+        get_sut(c.sut).canonical
+        for c in matrix("nightly")
+        if c.fs == "ext4"
+        and c.workload == MULTI
+        and {"prefix", "reorder", "torn"} <= set(c.strategies)
+    }
     assert set(sqlite_grid()) <= covered
     grid = matrix("sqlite-grid")
     assert [c.sut for c in grid] == list(sqlite_grid())

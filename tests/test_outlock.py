@@ -40,8 +40,12 @@ def holder(tmp_path: Path) -> Iterator[tuple[Path, subprocess.Popen[str]]]:
     """A child process that holds the lock of ``tmp_path/held`` until its
     stdin closes."""
     folder = tmp_path / "held"
-    proc = subprocess.Popen([sys.executable, "-c", HOLD, str(folder)], stdin=subprocess.PIPE,
-                            stdout=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", HOLD, str(folder)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     assert proc.stdout is not None and proc.stdout.readline() == "locked\n"
     try:
         yield folder, proc
@@ -54,7 +58,8 @@ def holder(tmp_path: Path) -> Iterator[tuple[Path, subprocess.Popen[str]]]:
 @pytest.fixture(scope="module")
 def run(tmp_path_factory: pytest.TempPathFactory) -> RunDir:
     return record_runs(tmp_path_factory.mktemp("runs"), {"sqlite-wal-full": TINY})[
-        "sqlite-wal-full"]
+        "sqlite-wal-full"
+    ]
 
 
 @pytest.fixture(scope="module")
@@ -66,8 +71,9 @@ def state(run: RunDir, tmp_path_factory: pytest.TempPathFactory) -> str:
 
 
 def crashlab(*args: str | Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([str(CRASHLAB), *map(str, args)], capture_output=True, text=True,
-                          timeout=300)
+    return subprocess.run(
+        [str(CRASHLAB), *map(str, args)], capture_output=True, text=True, timeout=300
+    )
 
 
 def one_line(p: subprocess.CompletedProcess[str], code: int = 2) -> str:
@@ -83,8 +89,11 @@ def ids(states: Path) -> list[str]:
 
 def test_a_held_folder_is_refused_with_the_holders_pid(holder) -> None:
     folder, proc = holder
-    with pytest.raises(CrashlabError, match=f"in use by another crashlab command "
-                                            rf"\(PID {proc.pid}\)"):
+    with pytest.raises(
+        CrashlabError,
+        match=f"in use by another crashlab command "
+        rf"\(PID {proc.pid}\)",
+    ):
         with locked_output(folder):
             pass
     assert (folder / LOCK_NAME).read_text() == f"{proc.pid}\n"
@@ -117,8 +126,13 @@ def test_the_lock_is_reentrant_and_forked_children_do_not_keep_it(tmp_path: Path
         assert ready.wait(10)
     try:
         # the holder let go; its forked child, still alive, must not hold the lock
-        p = subprocess.run([sys.executable, "-c", HOLD, str(folder)], input="",
-                           capture_output=True, text=True, timeout=30)
+        p = subprocess.run(
+            [sys.executable, "-c", HOLD, str(folder)],
+            input="",
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
         assert p.returncode == 0 and p.stdout == "locked\n", p.stderr
     finally:
         child.kill()
@@ -138,21 +152,23 @@ def test_a_symlinked_lock_file_is_refused_not_followed(tmp_path: Path) -> None:
 
 
 @pytest.mark.needs_fuse
-def test_every_writer_of_a_held_folder_is_refused_at_once(run: RunDir, state: str,
-                                                          holder) -> None:
+def test_every_writer_of_a_held_folder_is_refused_at_once(run: RunDir, state: str, holder) -> None:
     folder, proc = holder
     runs = run.path.parent
-    for args in (["check", run.path, "--out", folder, "--resume", "--jobs", "1"],
-                 ["sweep", "--matrix", "default", "--out", folder, "--resume"],
-                 ["merge", "--out", folder, runs],
-                 ["repro", run.path, state, "--out", folder],
-                 ["record", "--backend", "fuse", "--out", folder, "--", "true"]):
+    for args in (
+        ["check", run.path, "--out", folder, "--resume", "--jobs", "1"],
+        ["sweep", "--matrix", "default", "--out", folder, "--resume"],
+        ["merge", "--out", folder, runs],
+        ["repro", run.path, state, "--out", folder],
+        ["record", "--backend", "fuse", "--out", folder, "--", "true"],
+    ):
         p = crashlab(*args)
         # (record says first which backend it records with)
         assert p.returncode == 2 and "Traceback" not in p.stderr, p.stderr
         line = p.stderr.strip().splitlines()[-1]
-        assert line.startswith(f"crashlab: error: {folder}: in use by another crashlab "
-                               f"command (PID {proc.pid})"), args
+        assert line.startswith(
+            f"crashlab: error: {folder}: in use by another crashlab command (PID {proc.pid})"
+        ), args
     assert sorted(p.name for p in folder.iterdir()) == [LOCK_NAME]
 
 
@@ -163,8 +179,10 @@ def test_out_onto_a_checks_results_needs_resume_or_force(run: RunDir, tmp_path: 
     first = ids(out / "states.jsonl")
     before = (out / "states.jsonl").stat().st_mtime_ns
     line = one_line(crashlab("check", run.path, "--out", out, "--jobs", "1"))
-    assert line == (f"crashlab: error: {out}: already holds a check (result.json); "
-                    "--resume continues it, --force replaces it")
+    assert line == (
+        f"crashlab: error: {out}: already holds a check (result.json); "
+        "--resume continues it, --force replaces it"
+    )
     assert (out / "states.jsonl").stat().st_mtime_ns == before
     for flag in ("--resume", "--force"):
         p = crashlab("check", run.path, "--out", out, "--jobs", "1", flag)
@@ -174,13 +192,13 @@ def test_out_onto_a_checks_results_needs_resume_or_force(run: RunDir, tmp_path: 
 
 
 @pytest.mark.needs_fuse
-def test_out_onto_a_sweep_merge_or_repro_needs_force(run: RunDir, state: str,
-                                                     tmp_path: Path) -> None:
+def test_out_onto_a_sweep_merge_or_repro_needs_force(
+    run: RunDir, state: str, tmp_path: Path
+) -> None:
     swept = tmp_path / "s"
     (swept / "runs").mkdir(parents=True)
     line = one_line(crashlab("sweep", "--matrix", "default", "--out", swept))
-    assert line.endswith("already holds a sweep (runs); --resume continues it, --force "
-                         "replaces it")
+    assert line.endswith("already holds a sweep (runs); --resume continues it, --force replaces it")
     merged = tmp_path / "m"
     merged.mkdir()
     (merged / "summary.json").write_text("{}")
@@ -195,8 +213,12 @@ def test_out_onto_a_sweep_merge_or_repro_needs_force(run: RunDir, state: str,
 
 def _race(*commands: list[str | Path]) -> list[subprocess.CompletedProcess[str]]:
     """Start ``commands`` at once; their outcomes."""
-    procs = [subprocess.Popen([str(CRASHLAB), *map(str, c)], stdout=subprocess.PIPE,
-                              stderr=subprocess.PIPE, text=True) for c in commands]
+    procs = [
+        subprocess.Popen(
+            [str(CRASHLAB), *map(str, c)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        )
+        for c in commands
+    ]
     out = []
     for c, p in zip(commands, procs, strict=True):
         stdout, stderr = p.communicate(timeout=300)
@@ -227,14 +249,23 @@ def test_two_sweeps_into_one_out_at_once(tmp_path: Path, private_tmp: Path) -> N
     matrix.write_text(MATRIX)
     for i in range(2):
         out = tmp_path / f"s{i}"
-        cmd: list[str | Path] = ["sweep", "--matrix", matrix, "--out", out, "--jobs", "1",
-                                 "--no-progress"]
+        cmd: list[str | Path] = [
+            "sweep",
+            "--matrix",
+            matrix,
+            "--out",
+            out,
+            "--jobs",
+            "1",
+            "--no-progress",
+        ]
         results = _race(cmd, cmd)
         # one sweeps; the other is refused, while the first runs or after it
         assert sorted(p.returncode for p in results) == [0, 2], [p.stderr for p in results]
         line = one_line(max(results, key=lambda p: p.returncode))
-        assert "in use by another crashlab command (PID " in line \
-            or "already holds a sweep" in line, line
+        assert (
+            "in use by another crashlab command (PID " in line or "already holds a sweep" in line
+        ), line
         summary = json.loads((out / "summary.json").read_text())
         (cell,) = summary["cells"]
         (states,) = (out / cell["run"] / "check").glob("*/states.jsonl")

@@ -25,8 +25,7 @@ QUICK = ("WAL", "OFF_OPT", "DHL_CC", "MVBT")  # in the table's order
 @pytest.fixture(scope="module")
 def quick_page(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("paper") / "out"
-    p = crashlab("paper", "--quick", "--systems", ",".join(QUICK), "--out", str(out),
-                 timeout=300)
+    p = crashlab("paper", "--quick", "--systems", ",".join(QUICK), "--out", str(out), timeout=300)
     assert p.returncode == 0, p.stderr
     return out
 
@@ -51,8 +50,7 @@ def test_quick_run_writes_every_file(quick_page: Path) -> None:
         assert rows["OFF_OPT"]["volume_why"].startswith("SUT 'off-opt' not registered")
     assert paper["fig10"]["kinds"]["insert"]["1"]["WAL"]["best"] == 1.0
     assert paper["fig10"]["kinds"]["update"]["2"]["DHL_CC"]["min"] > 0
-    for name in ("paper.md", "paper.html", "plots/fig10.png", "plots/fig8.png",
-                 "plots/syncs.png"):
+    for name in ("paper.md", "paper.html", "plots/fig10.png", "plots/fig8.png", "plots/syncs.png"):
         assert (quick_page / name).stat().st_size > 0, name
     # no temporary file left by an atomic write (the output lock stays: harness/outlock.py)
     assert [p.name for p in quick_page.rglob(".*.*")] == [LOCK_NAME]
@@ -68,17 +66,25 @@ def test_page_in_headless_chromium(quick_page: Path, tmp_path: Path) -> None:
         browser = pw.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
         try:
             page = browser.new_page()
-            page.on("console", lambda m: problems.append(f"console {m.type}: {m.text}")
-                    if m.type in ("error", "warning") else None)
+            page.on(
+                "console",
+                lambda m: (
+                    problems.append(f"console {m.type}: {m.text}")
+                    if m.type in ("error", "warning")
+                    else None
+                ),
+            )
             page.on("pageerror", lambda e: problems.append(f"page error: {e}"))
             page.on("requestfailed", lambda r: problems.append(f"request failed: {r.url}"))
             page.goto((quick_page / "paper.html").as_uri(), wait_until="load")
             shot = tmp_path / "paper.png"
             page.screenshot(path=str(shot), full_page=True)
-            rows = page.eval_on_selector_all("#systems tbody tr",
-                                             "rs => rs.map(r => r.dataset.system)")
+            rows = page.eval_on_selector_all(
+                "#systems tbody tr", "rs => rs.map(r => r.dataset.system)"
+            )
             images = page.eval_on_selector_all(
-                "img", "is => is.map(i => i.complete && i.naturalWidth > 0)")
+                "img", "is => is.map(i => i.complete && i.naturalWidth > 0)"
+            )
         finally:
             browser.close()
     assert problems == []
@@ -98,12 +104,29 @@ def test_normalise_pairs_each_repeat_with_the_baselines() -> None:
         throughput.normalise({"WAL": [0.0]}, "WAL")
 
 
-def _vol(db: float, log: float, journal: float, meta: float = 0.0, other: float = 0.0,
-         commits: float = 1.0, syncs: float = 1.0) -> dict:
-    kb = {"database file": db, "log file": log, "ext4 journal": journal,
-          "ext4 metadata": meta, "other": other}
-    return {"kb": kb, "total_kb": sum(kb.values()), "jbd2_commits": commits,
-            "runner_syncs": syncs, "split": True}
+def _vol(
+    db: float,
+    log: float,
+    journal: float,
+    meta: float = 0.0,
+    other: float = 0.0,
+    commits: float = 1.0,
+    syncs: float = 1.0,
+) -> dict:
+    kb = {
+        "database file": db,
+        "log file": log,
+        "ext4 journal": journal,
+        "ext4 metadata": meta,
+        "other": other,
+    }
+    return {
+        "kb": kb,
+        "total_kb": sum(kb.values()),
+        "jbd2_commits": commits,
+        "runner_syncs": syncs,
+        "split": True,
+    }
 
 
 def test_sentence_names_the_region_that_differs() -> None:
@@ -130,8 +153,12 @@ def test_table_rows_without_a_measurement_say_why() -> None:
     rows = compare.table_rows({"WAL": _vol(0, 8, 20)}, {"OFF": "SUT 'x' not registered"})
     by = {(r.source, r.mode): r for r in rows}
     assert len(rows) == len(papers.PAPER_IO)
-    assert by[(papers.WALDIO, "WAL")].ours == {"data_kb": 8, "journal_kb": 20, "total_kb": 28,
-                                               "syncs": 1.0}
+    assert by[(papers.WALDIO, "WAL")].ours == {
+        "data_kb": 8,
+        "journal_kb": 20,
+        "total_kb": 28,
+        "syncs": 1.0,
+    }
     assert by[(papers.WALDIO, "OFF")].ours is None
     assert by[(papers.WALDIO, "OFF")].sentence == "SUT 'x' not registered"
     assert by[(papers.MAW, "PERSIST")].sentence == "not selected (--systems)"
@@ -144,14 +171,18 @@ def test_fig8_sentence_against_the_thesis_text() -> None:
     assert s == "log file 8 KB against 8; jbd2 71% of the total against 68%"
     opt = papers.thesis_fig8("WAL_OPT")
     assert opt is not None
-    assert compare.fig8_sentence(opt, _vol(0, 8, 0), None) == \
-        "OFF_OPT is not measured here, so no ratio"
+    assert (
+        compare.fig8_sentence(opt, _vol(0, 8, 0), None)
+        == "OFF_OPT is not measured here, so no ratio"
+    )
     assert compare.fig8_sentence(opt, _vol(0, 8, 0), 4.0).startswith("2.0x OFF_OPT's total")
     tc, tc_opt = papers.thesis_fig8("DHL_TC"), papers.thesis_fig8("DHL_TC_OPT")
     assert tc is not None and tc_opt is not None
     assert "as DHL_TC_OPT and DHL_CC_OPT do here" in compare.fig8_sentence(tc, _vol(8, 0, 2), None)
-    assert compare.fig8_sentence(tc_opt, _vol(4, 0, 2), None) == \
-        "database file 4 KB against 4; log file 0 KB against 0"
+    assert (
+        compare.fig8_sentence(tc_opt, _vol(4, 0, 2), None)
+        == "database file 4 KB against 4; log file 0 KB against 0"
+    )
 
 
 def test_unregistered_and_unbuilt_systems_say_why(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -164,8 +195,9 @@ def test_unregistered_and_unbuilt_systems_say_why(monkeypatch: pytest.MonkeyPatc
     # a SUT that names a guest-only file system (Sut.needs_fs) is recorded in a guest
     import workloads.suts
 
-    monkeypatch.setattr(workloads.suts, "get_sut",
-                        lambda name: SimpleNamespace(name=name, needs_fs="f2fs"))
+    monkeypatch.setattr(
+        workloads.suts, "get_sut", lambda name: SimpleNamespace(name=name, needs_fs="f2fs")
+    )
     maw = resolve(systems.BY_KEY["MAW"])
     assert maw.measured and maw.fs == "f2fs" and maw.guest_only
 
@@ -201,11 +233,27 @@ def test_claims_are_checked_against_the_medians() -> None:
     def pt(m: float) -> dict:
         return {"best": m, "median": m, "min": m, "max": m}
 
-    fig10 = {"systems": ["WAL", "DHL_CC", "DHL_TC", "WAL_OPT", "DASH"],
-             "kinds": {"insert": {"1": {"WAL": pt(1), "DHL_CC": pt(1.5), "DHL_TC": pt(1.2),
-                                        "WAL_OPT": pt(1.8), "DASH": pt(0.5)},
-                                  "2": {"WAL": pt(1), "DHL_CC": pt(1.3), "DHL_TC": pt(0.9),
-                                        "WAL_OPT": pt(1.1), "DASH": pt(0.6)}}}}
+    fig10 = {
+        "systems": ["WAL", "DHL_CC", "DHL_TC", "WAL_OPT", "DASH"],
+        "kinds": {
+            "insert": {
+                "1": {
+                    "WAL": pt(1),
+                    "DHL_CC": pt(1.5),
+                    "DHL_TC": pt(1.2),
+                    "WAL_OPT": pt(1.8),
+                    "DASH": pt(0.5),
+                },
+                "2": {
+                    "WAL": pt(1),
+                    "DHL_CC": pt(1.3),
+                    "DHL_TC": pt(0.9),
+                    "WAL_OPT": pt(1.1),
+                    "DASH": pt(0.6),
+                },
+            }
+        },
+    }
     claims = {c["claim"].split()[0]: c["here"] for c in _claims(fig10)}
     # DASH below WAL is allowed by the claim; DHL_TC at 2 ops is not
     assert claims["other"] == "not everywhere: 1 of 6 points below WAL: DHL_TC insert ops=2 (0.90)"
@@ -230,8 +278,7 @@ def test_guest_only_system_is_recorded_in_a_guest(tmp_path: Path) -> None:
 
 
 @pytest.mark.needs_root
-def test_throughput_mounts_a_file_system_per_mount_options(monkeypatch: pytest.MonkeyPatch
-                                                           ) -> None:
+def test_throughput_mounts_a_file_system_per_mount_options(monkeypatch: pytest.MonkeyPatch) -> None:
     """A SUT with ``mount_options`` (the agreed Sut field) runs on its own
     mount with them; the others share the plain one."""
     seen: list[str | None] = []
@@ -243,8 +290,14 @@ def test_throughput_mounts_a_file_system_per_mount_options(monkeypatch: pytest.M
 
     monkeypatch.setattr(throughput, "loop_mounted", spy)
     # selective journaling: a real SUT that needs ext4 mounted data=journal
-    points, failed = throughput.measure({"WAL": "sqlite-wal-full", "SEL": "selective"},
-                                        baseline="WAL", txns=2, ops=(1,), repeats=1,
-                                        device="tmpfs", kinds=("insert",))
+    points, failed = throughput.measure(
+        {"WAL": "sqlite-wal-full", "SEL": "selective"},
+        baseline="WAL",
+        txns=2,
+        ops=(1,),
+        repeats=1,
+        device="tmpfs",
+        kinds=("insert",),
+    )
     assert failed == {} and sorted(seen, key=str) == [None, "data=journal"]
     assert points["insert"][1]["SEL"].ops_per_s[0] > 0

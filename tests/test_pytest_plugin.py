@@ -15,7 +15,7 @@ from support import ROOT
 
 pytestmark = pytest.mark.needs_fuse
 
-TEAM_TEST = '''
+TEAM_TEST = """
 import os
 
 
@@ -58,15 +58,28 @@ def test_safe(crashlab):
 
 def test_broken(crashlab):
     crashlab.check(crashlab.record(broken), counter_kept)
-'''
+"""
 
 
 def test_a_teams_pytest_test_catches_the_missing_directory_sync(tmp_path: Path) -> None:
     (tmp_path / "test_team.py").write_text(TEAM_TEST)
     junit = tmp_path / "junit.xml"
-    p = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
-                        f"--junitxml={junit}", str(tmp_path / "test_team.py")],
-                       capture_output=True, text=True, cwd=tmp_path, timeout=600)
+    p = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            f"--junitxml={junit}",
+            str(tmp_path / "test_team.py"),
+        ],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        timeout=600,
+    )
     assert p.returncode == 1, p.stdout + p.stderr
     assert "1 failed, 1 passed" in p.stdout, p.stdout
     assert "USER:counter_kept: counter is" in p.stdout
@@ -75,15 +88,35 @@ def test_a_teams_pytest_test_catches_the_missing_directory_sync(tmp_path: Path) 
     assert cases["test_safe"].find("failure") is None
     assert "violations in" in cases["test_broken"].find("failure").get("message", "")
     # the same under pytest-xdist: two worker processes record at once
-    p = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-n", "2",
-                        str(tmp_path / "test_team.py")],
-                       capture_output=True, text=True, cwd=tmp_path, timeout=600)
+    p = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            "-n",
+            "2",
+            str(tmp_path / "test_team.py"),
+        ],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        timeout=600,
+    )
     assert p.returncode == 1 and "1 failed, 1 passed" in p.stdout, p.stdout + p.stderr
 
 
 def test_the_plugin_is_registered() -> None:
-    p = subprocess.run([sys.executable, "-m", "pytest", "--fixtures", "-q",
-                        str(ROOT / "tests" / "test_env.py")],
-                       capture_output=True, text=True, cwd=ROOT, timeout=120)
-    assert "crashlab -- harness/pytest_plugin.py" in p.stdout or \
-        "crashlab [function scope] -- harness/pytest_plugin.py" in p.stdout, p.stdout[-2000:]
+    p = subprocess.run(
+        [sys.executable, "-m", "pytest", "--fixtures", "-q", str(ROOT / "tests" / "test_env.py")],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=120,
+    )
+    assert (
+        "crashlab -- harness/pytest_plugin.py" in p.stdout
+        or "crashlab [function scope] -- harness/pytest_plugin.py" in p.stdout
+    ), p.stdout[-2000:]

@@ -32,8 +32,11 @@ LONG_UPDATES = "update:txns=100,ops=6,tables=3,size=400,order=rand,warmup=30,see
 
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, RunDir]:
-    return record_runs(tmp_path_factory.mktemp("rawfast"),
-                       {"dhl-cc-raw": DHL_INSERT, "dhl-nolog-raw": MULTI}, fs="raw")
+    return record_runs(
+        tmp_path_factory.mktemp("rawfast"),
+        {"dhl-cc-raw": DHL_INSERT, "dhl-nolog-raw": MULTI},
+        fs="raw",
+    )
 
 
 def _files(out: Path) -> tuple[bytes, bytes]:
@@ -41,8 +44,9 @@ def _files(out: Path) -> tuple[bytes, bytes]:
 
 
 @pytest.mark.parametrize("sut, strategy", CASES)
-def test_the_fast_raw_path_gives_the_file_paths_verdicts(runs: dict[str, RunDir], tmp_path: Path,
-                                                         sut: str, strategy: str) -> None:
+def test_the_fast_raw_path_gives_the_file_paths_verdicts(
+    runs: dict[str, RunDir], tmp_path: Path, sut: str, strategy: str
+) -> None:
     run = runs[sut]
     checker = StateChecker(run, tmp_path / "w")
     assert isinstance(checker.path, NativePath)  # the default: native facts
@@ -62,8 +66,9 @@ def test_the_fast_raw_path_gives_the_file_paths_verdicts(runs: dict[str, RunDir]
 
 
 @pytest.mark.parametrize("sut, strategy", CASES)
-def test_the_native_facts_are_the_python_checkers(runs: dict[str, RunDir], tmp_path: Path,
-                                                  sut: str, strategy: str) -> None:
+def test_the_native_facts_are_the_python_checkers(
+    runs: dict[str, RunDir], tmp_path: Path, sut: str, strategy: str
+) -> None:
     """Every state's facts, from the C call and from checkers/dhl.py's
     examine_image on the same image, field by field."""
     run = runs[sut]
@@ -76,8 +81,9 @@ def test_the_native_facts_are_the_python_checkers(runs: dict[str, RunDir], tmp_p
             sc.image.advance(state.durable_upto)
             writes = list(state.extents(sc.image.reader))
             blob = native.examine(sc.image.size, sc.image.data_end, writes, label)
-            py = dhl.examine_image(lambda buf, w=writes: sc.image.load_state(buf, w),
-                                   label, blockdev=True)
+            py = dhl.examine_image(
+                lambda buf, w=writes: sc.image.load_state(buf, w), label, blockdev=True
+            )
             if blob is None:  # a case the Python path takes (none in these runs)
                 fallbacks.append(state.id)
                 continue
@@ -91,8 +97,9 @@ def test_the_native_facts_are_the_python_checkers(runs: dict[str, RunDir], tmp_p
 
 
 @pytest.mark.parametrize("sut, strategy", CASES)
-def test_one_call_per_chunk_gives_each_states_own_facts(runs: dict[str, RunDir], tmp_path: Path,
-                                                        sut: str, strategy: str) -> None:
+def test_one_call_per_chunk_gives_each_states_own_facts(
+    runs: dict[str, RunDir], tmp_path: Path, sut: str, strategy: str
+) -> None:
     """The worker's chunk call (overlays read from the log in C) gives every
     state the facts its own call gives; the log spans are the extents."""
     from harness.check.check import _chunks
@@ -110,16 +117,20 @@ def test_one_call_per_chunk_gives_each_states_own_facts(runs: dict[str, RunDir],
             sc.image.advance(chunk[0].durable_upto)
             spans, extents = [], []
             for s in chunk:
-                spans.append([x for w, u in s.program()
-                              for x in item_spans(s.epoch.writes[w], u, reader.sectorsize)])
+                spans.append(
+                    [
+                        x
+                        for w, u in s.program()
+                        for x in item_spans(s.epoch.writes[w], u, reader.sectorsize)
+                    ]
+                )
                 extents.append(list(s.extents(reader)))
-                assert [(o, bytes(n) if src is None else log[src:src + n])
-                        for o, src, n in spans[-1]] == extents[-1], s.id
-            got = native.examine_chunk(sc.image.size, sc.image.data_end, run.log, spans,
-                                       label)
+                assert [
+                    (o, bytes(n) if src is None else log[src : src + n]) for o, src, n in spans[-1]
+                ] == extents[-1], s.id
+            got = native.examine_chunk(sc.image.size, sc.image.data_end, run.log, spans, label)
             for s, blob, writes in zip(chunk, got, extents, strict=True):
-                assert blob == native.examine(sc.image.size, sc.image.data_end, writes,
-                                              label), s.id
+                assert blob == native.examine(sc.image.size, sc.image.data_end, writes, label), s.id
                 compared += blob is not None
     sc.close()
     assert compared > 200
@@ -136,8 +147,9 @@ def _log_resident_kib(log: Path) -> int:
     return total
 
 
-def test_the_log_stays_mapped_but_not_resident(tmp_path: Path,
-                                               monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_log_stays_mapped_but_not_resident(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """A worker lets go of the mapped log's pages behind its chunks: with
     a 16 KiB allowance, what of a 3 MB log stays resident is bounded
     whatever the check has read, and every line is the one the whole
@@ -162,5 +174,8 @@ def test_the_log_stays_mapped_but_not_resident(tmp_path: Path,
     released, peak = lines(StateChecker(run, tmp_path / "b"))
     assert released == whole
     size_kib = run.log.stat().st_size >> 10
-    assert size_kib > 2000 and whole_peak > size_kib // 2 and peak < size_kib // 8, \
-        (whole_peak, peak, size_kib)
+    assert size_kib > 2000 and whole_peak > size_kib // 2 and peak < size_kib // 8, (
+        whole_peak,
+        peak,
+        size_kib,
+    )

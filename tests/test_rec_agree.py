@@ -46,8 +46,19 @@ def test_judge_compares_the_restart_with_the_checkers_content() -> None:
     assert judge_agree(None, oracle, 0).status == "skip"
 
 
-@pytest.mark.parametrize("sut", ["sqlite-delete-extra", "sqlite-wal-full", "dash", "waldio",
-                                 "selective", "xlog", "dhl-cc", "dhl-cc-opt"])
+@pytest.mark.parametrize(
+    "sut",
+    [
+        "sqlite-delete-extra",
+        "sqlite-wal-full",
+        "dash",
+        "waldio",
+        "selective",
+        "xlog",
+        "dhl-cc",
+        "dhl-cc-opt",
+    ],
+)
 def test_runner_digest_of_its_open_equals_the_oracles(sut: str, tmp_path: Path) -> None:
     """Cross-test of the C and the Python digest: the runner (its ASan+UBSan
     build) restarted past the end (--from-txn) reports, through the SUT's
@@ -58,7 +69,9 @@ def test_runner_digest_of_its_open_equals_the_oracles(sut: str, tmp_path: Path) 
     db, stats, asan = tmp_path / "db", tmp_path / "stats.json", runner_path(asan=True)
     subprocess.run(runner_command(s, ops, db, marks=tmp_path / "m", runner=asan), check=True)
     again = runner_command(s, ops, db, marks=tmp_path / "m", stats=stats, runner=asan) + [
-        "--from-txn", "99"]
+        "--from-txn",
+        "99",
+    ]
     subprocess.run(again, check=True)
     assert json.loads(stats.read_text())["opened"] == {"digest": Oracle(spec).final}
 
@@ -67,8 +80,9 @@ def test_a_first_run_reports_no_restart(tmp_path: Path) -> None:
     s, spec = get_sut("sqlite-wal-full"), parse_spec(W)
     ops = write_opstream(spec, tmp_path / "w.ops")
     stats = tmp_path / "stats.json"
-    subprocess.run(runner_command(s, ops, tmp_path / "db", marks=tmp_path / "m", stats=stats),
-                   check=True)
+    subprocess.run(
+        runner_command(s, ops, tmp_path / "db", marks=tmp_path / "m", stats=stats), check=True
+    )
     assert "opened" not in json.loads(stats.read_text())
 
 
@@ -84,14 +98,29 @@ def test_a_restart_that_fails_later_still_reports_what_it_opened(tmp_path: Path)
     assert json.loads(stats.read_text()) == {"opened": {"digest": Oracle(spec).final}}
 
 
-
-
 def _agree(run: RunDir, out: Path, env: dict[str, str]) -> dict:
     """``crashlab check --strategy recovery-crash`` of ``run`` under
     ``env``: its result.json and its REC-AGREE records."""
-    p = subprocess.run([str(CRASHLAB), "check", str(run.path), "--strategy", "recovery-crash",
-                        "--then", "prefix", "--max-first", "2", "--out", str(out)],
-                       capture_output=True, text=True, cwd=ROOT, env=env, timeout=600)
+    p = subprocess.run(
+        [
+            str(CRASHLAB),
+            "check",
+            str(run.path),
+            "--strategy",
+            "recovery-crash",
+            "--then",
+            "prefix",
+            "--max-first",
+            "2",
+            "--out",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env=env,
+        timeout=600,
+    )
     assert p.returncode in (0, 1) and "Traceback" not in p.stderr, p.stderr
     result = json.loads((out / "result.json").read_text())
     lines = [json.loads(x) for x in (out / "run.jsonl").read_text().splitlines()]
@@ -100,8 +129,7 @@ def _agree(run: RunDir, out: Path, env: dict[str, str]) -> dict:
 
 
 @pytest.mark.needs_fuse
-def test_rec_agree_fails_alone_when_the_restart_opens_another_database(
-        tmp_path: Path) -> None:
+def test_rec_agree_fails_alone_when_the_restart_opens_another_database(tmp_path: Path) -> None:
     """DASH's recovery is its open, which the checkers do not run: with the
     mutant's runner the restart reads a unit from the shadow, while every
     crash state of the continuation still passes (recovery-crash runs no
@@ -120,10 +148,16 @@ def test_rec_agree_fails_alone_when_the_restart_opens_another_database(
     fails = {v["invariant"] for v in bad["violations"]}
     assert fails == {"REC-AGREE"}, bad["violations"]
     assert any(r["v"] == {"REC-AGREE": "fail"} for r in bad["agree"])
-    assert all(r["id"] in {c["state"] for c in bad["multicrash"]["continuations"]}
-               for r in bad["agree"])
+    assert all(
+        r["id"] in {c["state"] for c in bad["multicrash"]["continuations"]} for r in bad["agree"]
+    )
     # repro of that first crash shows the disagreement beside its own verdicts
     first = next(r["id"] for r in bad["agree"] if r["v"] == {"REC-AGREE": "fail"})
-    p = subprocess.run([str(CRASHLAB), "repro", str(copy.path), first], capture_output=True,
-                       text=True, cwd=ROOT, timeout=600)
+    p = subprocess.run(
+        [str(CRASHLAB), "repro", str(copy.path), first],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=600,
+    )
     assert p.returncode == 1 and "REC-AGREE" in p.stdout, p.stdout + p.stderr

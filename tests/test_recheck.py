@@ -33,7 +33,6 @@ sys.modules["recheck"] = recheck  # its dataclasses look their module up
 _spec.loader.exec_module(recheck)
 
 
-
 def test_first_difference_names_the_line_and_where_it_differs() -> None:
     assert recheck.first_difference(b"a\nb\n", b"a\nb\n") is None
     assert recheck.first_difference(b"a\nb\nc\n", b"a\nB\nc\n") == "line 2: -b +B"
@@ -44,15 +43,18 @@ def test_first_difference_names_the_line_and_where_it_differs() -> None:
     # a long line is shown around its first differing character
     old, new = b"x" * 500 + b"pass" + b"y" * 500, b"x" * 500 + b"fail" + b"y" * 500
     got = recheck.first_difference(old, new)
-    assert got == (f"line 1: -...{'x' * 50}pass{'y' * 46}... "
-                   f"+...{'x' * 50}fail{'y' * 46}...")
+    assert got == (f"line 1: -...{'x' * 50}pass{'y' * 46}... +...{'x' * 50}fail{'y' * 46}...")
 
 
 def test_unknown_options_are_refused() -> None:
-    opts = recheck.rebuild_options({"strategy": "torn", "faults": ["corrupt"], "fsck": False},
-                                   jobs=1)
-    assert (opts.states.strategy, opts.states.faults, opts.fsck) == ("torn", (Fault("corrupt"),),
-                                                                     False)
+    opts = recheck.rebuild_options(
+        {"strategy": "torn", "faults": ["corrupt"], "fsck": False}, jobs=1
+    )
+    assert (opts.states.strategy, opts.states.faults, opts.fsck) == (
+        "torn",
+        (Fault("corrupt"),),
+        False,
+    )
     with pytest.raises(CrashlabError, match="new_knob: unknown to this code"):
         recheck.rebuild_options({"strategy": "prefix", "new_knob": 1}, jobs=1)
 
@@ -65,19 +67,27 @@ def _tree(root: Path) -> dict[str, tuple[int, float, bytes]]:
         if p.is_file():
             st = p.stat()
             big = p.suffix in (".img", ".log")
-            out[str(p.relative_to(root))] = (st.st_size, st.st_mtime, b"" if big else
-                                             p.read_bytes())
+            out[str(p.relative_to(root))] = (
+                st.st_size,
+                st.st_mtime,
+                b"" if big else p.read_bytes(),
+            )
     return out
 
 
 def _run_tool(sweep: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, str(TOOL), str(sweep), "--jobs", "2"],
-                          capture_output=True, text=True, timeout=600)
+    return subprocess.run(
+        [sys.executable, str(TOOL), str(sweep), "--jobs", "2"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
 
 
 @pytest.mark.needs_fuse
-@pytest.mark.skipif(shutil.which("unshare") is None,
-                    reason="needs unshare (a private mount namespace)")
+@pytest.mark.skipif(
+    shutil.which("unshare") is None, reason="needs unshare (a private mount namespace)"
+)
 def test_recheck_a_real_sweep(tmp_path: Path, private_tmp: Path) -> None:
     sweep = tmp_path / "sweep"
     cell = Cell("sqlite-wal-full", SINGLE, "ext4", ("prefix", "multicrash"))
@@ -101,13 +111,20 @@ def test_recheck_a_real_sweep(tmp_path: Path, private_tmp: Path) -> None:
     nested = sorted((run / "multicrash").glob("*/check-then/states.jsonl"))[0]
     text = nested.read_text()
     nested.write_text(text.replace('"pass"', '"fail"', 1))
-    plain = run / "check" / next(d.name for d in (run / "check").iterdir()
-                                 if d.name.startswith("prefix-")) / "result.json"
+    plain = (
+        run
+        / "check"
+        / next(d.name for d in (run / "check").iterdir() if d.name.startswith("prefix-"))
+        / "result.json"
+    )
     plain.write_text(plain.read_text().replace('"checked": ', '"checked": 1', 1))
     p = _run_tool(sweep)
     assert p.returncode == 1, p.stdout + p.stderr
-    diffs = dict(x.removeprefix("DIFFERENT ").split(": ", 1) for x in p.stdout.splitlines()
-                 if x.startswith("DIFFERENT"))
+    diffs = dict(
+        x.removeprefix("DIFFERENT ").split(": ", 1)
+        for x in p.stdout.splitlines()
+        if x.startswith("DIFFERENT")
+    )
     assert sorted(diffs) == sorted(str(f.relative_to(sweep)) for f in (nested, plain))
     got = diffs[str(nested.relative_to(sweep))]
     assert got.startswith("line 1: -") and '"fail"' in got and '"pass"' in got.split(" +")[1]

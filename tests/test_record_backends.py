@@ -80,7 +80,8 @@ def test_record_rejects_bad_input(tmp_path):
 def test_cli_errors_are_one_line(tmp_path):
     proc = subprocess.run(
         [str(CRASHLAB), "record", "--backend", "dm", "--out", str(tmp_path / "r"), "--", "true"],
-        capture_output=True, text=True,
+        capture_output=True,
+        text=True,
     )
     if DmBackend.available()[0]:
         pytest.skip("dm is available here")
@@ -94,21 +95,40 @@ def test_cli_record_exit_codes_and_extra_meta(tmp_path, monkeypatch):
     parent = Path("/dev/shm") / f"crashlab-cli-{os.getpid()}"
     env = {**os.environ, "CRASHLAB_TMPDIR": str(parent)}
     ok = subprocess.run(
-        [str(CRASHLAB), "record", "--out", str(tmp_path / "ok"), "--", "sh", "-c",
-         'test "$PWD" = "$CRASHLAB_MNT" && echo hi > $CRASHLAB_MARK'],
-        capture_output=True, text=True, env=env,
+        [
+            str(CRASHLAB),
+            "record",
+            "--out",
+            str(tmp_path / "ok"),
+            "--",
+            "sh",
+            "-c",
+            'test "$PWD" = "$CRASHLAB_MNT" && echo hi > $CRASHLAB_MARK',
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
     )
     assert ok.returncode == 0, ok.stderr
     assert "recording with backend fuse" in ok.stderr
     bad = subprocess.run(
         [str(CRASHLAB), "record", "--out", str(tmp_path / "bad"), "--", "false"],
-        capture_output=True, text=True, env=env,
+        capture_output=True,
+        text=True,
+        env=env,
     )
     assert bad.returncode == 1
     assert "exited with status 1" in bad.stderr
     monkeypatch.setenv("CRASHLAB_TMPDIR", str(parent))
-    run = record(RecordRequest(["true"], tmp_path / "x", backend="fuse", extra_meta={"seed": 7},
-                               env={"PATH": os.environ["PATH"]}))
+    run = record(
+        RecordRequest(
+            ["true"],
+            tmp_path / "x",
+            backend="fuse",
+            extra_meta={"seed": 7},
+            env={"PATH": os.environ["PATH"]},
+        )
+    )
     assert run.meta().seed == 7 and run.meta().marks == ()
     parent.rmdir()
 
@@ -142,6 +162,7 @@ def test_daemon_that_fails_to_start(tmp_path, monkeypatch):
     with pytest.raises(CrashlabError, match="logfuse did not start"):
         record(RecordRequest(["true"], tmp_path / "r", backend="fuse"))
     assert list(parent.iterdir()) == []
-    assert str(parent) not in subprocess.run(["losetup", "-a"], capture_output=True,
-                                             text=True).stdout
+    assert (
+        str(parent) not in subprocess.run(["losetup", "-a"], capture_output=True, text=True).stdout
+    )
     parent.rmdir()

@@ -118,8 +118,9 @@ def test_ext4_sqlite_log(tmp_path, tmpdir_env, mode):
     # The database in the final image holds the 12 rows.
     db = tmp_path / "db"
     subprocess.run(["debugfs", "-R", f"dump /db {db}", str(final)], capture_output=True, check=True)
-    rows = subprocess.run(["sqlite3", str(db), "select count(*) from t"], capture_output=True,
-                          text=True, check=True).stdout
+    rows = subprocess.run(
+        ["sqlite3", str(db), "select count(*) from t"], capture_output=True, text=True, check=True
+    ).stdout
     assert rows.strip() == "12"
 
 
@@ -160,8 +161,9 @@ def test_mark_channel_rules(tmp_path, tmpdir_env):
 
 def test_failing_command_still_leaves_a_run(tmp_path, tmpdir_env):
     out = tmp_path / "run"
-    run = record(RecordRequest(["sh", "-c", "echo before > $CRASHLAB_MARK; exit 7"], out,
-                               backend="fuse"))
+    run = record(
+        RecordRequest(["sh", "-c", "echo before > $CRASHLAB_MARK; exit 7"], out, backend="fuse")
+    )
     meta = run.meta().to_json()
     assert meta["exit_status"] == 7 and meta["marks"] == ["before"]
     with pytest.raises(CrashlabError, match="already holds a recorded run"):
@@ -201,8 +203,7 @@ def test_attach_sets_and_restores_loop_queue(tmp_path, tmpdir_env, monkeypatch):
     assert calls[1] == (dev_name, previous, {"nomerges": "2", "max_sectors_kb": "1024"})
     for name, value in previous.items():
         assert (queue / name).read_text().strip() == value
-    assert str(work) not in subprocess.run(["losetup", "-a"], capture_output=True,
-                                           text=True).stdout
+    assert str(work) not in subprocess.run(["losetup", "-a"], capture_output=True, text=True).stdout
     with LogReader(work / "log") as r:
         kinds = [("mark" if e.is_mark else "flush" if e.is_flush else "write") for e in r]
     assert kinds[-2:] == ["flush", "mark"] and "write" in kinds
@@ -228,8 +229,7 @@ def _attached_work(root: Path) -> tuple[Path, Path]:
 def _nothing_left(work: Path) -> None:
     """Nothing mounted or attached under ``work``; then remove it."""
     assert str(work) not in Path("/proc/mounts").read_text()
-    assert str(work) not in subprocess.run(["losetup", "-a"], capture_output=True,
-                                           text=True).stdout
+    assert str(work) not in subprocess.run(["losetup", "-a"], capture_output=True, text=True).stdout
     shutil.rmtree(work)
 
 
@@ -262,6 +262,8 @@ def test_a_mount_that_stays_busy_is_detached_and_its_daemon_ended(tmpdir_env, mo
     with contextlib.suppress(OSError):  # its file system is gone
         held.close()
     daemon_pid = int((work / "owned-processes").read_text().split()[1])
-    assert not Path(f"/proc/{daemon_pid}").exists() or \
-        Path(f"/proc/{daemon_pid}/stat").read_text().split()[2] == "Z"
+    assert (
+        not Path(f"/proc/{daemon_pid}").exists()
+        or Path(f"/proc/{daemon_pid}/stat").read_text().split()[2] == "Z"
+    )
     _nothing_left(work)

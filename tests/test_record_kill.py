@@ -54,8 +54,7 @@ def test_recorder_interrupted(tmp_path, private_tmp, sig):
     out = tmp_path / "run"
     script = PRELUDE + f"touch {started}; sleep 60"
     proc = subprocess.Popen(
-        [str(CRASHLAB), "record", "--backend", "fuse", "--out", str(out), "--", "sh", "-c",
-         script],
+        [str(CRASHLAB), "record", "--backend", "fuse", "--out", str(out), "--", "sh", "-c", script],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -102,8 +101,14 @@ def test_interrupt_while_the_command_starts(tmp_path, private_tmp, monkeypatch, 
     script = PRELUDE + "(sleep 60) & sleep 60"
     t0 = time.monotonic()
     with pytest.raises(Interrupted) as caught:
-        record(RecordRequest(["sh", "-c", script], tmp_path / "run", backend="fuse",
-                             env={**os.environ, "CRASHLAB_TEST_TOKEN": token}))
+        record(
+            RecordRequest(
+                ["sh", "-c", script],
+                tmp_path / "run",
+                backend="fuse",
+                env={**os.environ, "CRASHLAB_TEST_TOKEN": token},
+            )
+        )
     assert time.monotonic() - t0 < 20
     assert caught.value.signum == sig
     assert tagged(token) == [], "the workload outlived the interrupted recording"
@@ -120,9 +125,20 @@ def test_recorder_killed_outright_is_reaped(tmp_path, private_tmp):
     script = PRELUDE + f"touch {started}; sleep 600"
     token = f"reap-{os.getpid()}-{time.monotonic_ns()}"
     proc = subprocess.Popen(
-        [str(CRASHLAB), "record", "--backend", "fuse", "--out", str(tmp_path / "run"), "--",
-         "sh", "-c", script],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        [
+            str(CRASHLAB),
+            "record",
+            "--backend",
+            "fuse",
+            "--out",
+            str(tmp_path / "run"),
+            "--",
+            "sh",
+            "-c",
+            script,
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
         env={**os.environ, "CRASHLAB_TEST_TOKEN": token},
     )
     deadline = time.monotonic() + 30
@@ -150,16 +166,28 @@ def test_a_killed_workload_recording_is_reaped_by_the_next_command(tmp_path, pri
     # takes down what is mounted under them and removes them.
     token = f"wl-{os.getpid()}-{time.monotonic_ns()}"
     proc = subprocess.Popen(
-        [str(CRASHLAB), "record", "--backend", "fuse", "--sut", "sqlite-wal-full",
-         "--workload", "insert:txns=1000000,ops=1,tables=1,seed=1", "--out",
-         str(tmp_path / "run")],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        [
+            str(CRASHLAB),
+            "record",
+            "--backend",
+            "fuse",
+            "--sut",
+            "sqlite-wal-full",
+            "--workload",
+            "insert:txns=1000000,ops=1,tables=1,seed=1",
+            "--out",
+            str(tmp_path / "run"),
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
         env={**os.environ, "CRASHLAB_TEST_TOKEN": token},
     )
     try:
         deadline = time.monotonic() + 30
-        while not any(in_use_under(d) for d in private_tmp.iterdir()) or \
-                len(list(private_tmp.iterdir())) < 2:
+        while (
+            not any(in_use_under(d) for d in private_tmp.iterdir())
+            or len(list(private_tmp.iterdir())) < 2
+        ):
             assert proc.poll() is None and time.monotonic() < deadline, "no workload ran"
             time.sleep(0.05)
         time.sleep(0.5)  # the workload is writing
@@ -172,8 +200,9 @@ def test_a_killed_workload_recording_is_reaped_by_the_next_command(tmp_path, pri
     log = tmp_path / "x.log"
     with LogWriter(log) as w:
         w.mark("m")
-    p = subprocess.run([str(CRASHLAB), "log", "stat", str(log)], capture_output=True,
-                       text=True, timeout=120)
+    p = subprocess.run(
+        [str(CRASHLAB), "log", "stat", str(log)], capture_output=True, text=True, timeout=120
+    )
     assert p.returncode == 0, p.stderr
     assert list(private_tmp.iterdir()) == []
     assert in_use_under(private_tmp) == [] and tagged(token) == []

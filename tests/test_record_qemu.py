@@ -59,8 +59,10 @@ def test_the_kernels_log_reads_back(qemu_runs: dict[str, Path]) -> None:
         assert meta["backend"] == "qemu" and meta["log_order"] == "dm-log-writes"
         guest = meta["guest"]
         assert meta["kernel"] == guest["release"]
-        assert all(re.fullmatch(r"[0-9a-f]{64}", guest[k])
-                   for k in ("kernel_sha256", "initramfs_sha256", "job_sha256"))
+        assert all(
+            re.fullmatch(r"[0-9a-f]{64}", guest[k])
+            for k in ("kernel_sha256", "initramfs_sha256", "job_sha256")
+        )
         # the initramfs is byte-reproducible: built again, same digest
         modules = get_fs("ext4").guest_modules
         assert base_archive(guest_kernel(modules), modules).sha256 == guest["initramfs_sha256"]
@@ -83,14 +85,15 @@ def test_every_txn_ack_follows_its_flush(qemu_runs: dict[str, Path]) -> None:
                 k = e.label.split(":")[1]
                 flushes = [j for j in range(begun[k], i) if entries[j].is_flush]
                 assert flushes, f"{sut}: txn-ack:{k} without a flush since txn-begin:{k}"
-                tail = entries[flushes[-1] + 1:i]
+                tail = entries[flushes[-1] + 1 : i]
                 assert all(t.is_mark or t.is_fua for t in tail), f"{sut}: txn-ack:{k}"
                 acks += 1
         assert acks == TXNS
 
 
 def test_replay_to_a_mark_gives_the_acknowledged_database(
-        qemu_runs: dict[str, Path], tmp_path: Path) -> None:
+    qemu_runs: dict[str, Path], tmp_path: Path
+) -> None:
     """replay-log's --end-mark semantics: entries up to and including the
     mark.  At ``txn-ack:K`` the recovered database is the oracle's after K;
     replayed to the end, the image is the guest's final image byte for byte."""
@@ -101,8 +104,9 @@ def test_replay_to_a_mark_gives_the_acknowledged_database(
             p = crashlab("replay", str(run), "--end-mark", f"txn-ack:{k}", "-o", str(img))
             assert p.returncode == 0, p.stderr
             out = tmp_path / f"{sut}-{k}"
-            rec = get_fs("ext4").recover(img, out, workdir=tmp_path / f"w-{sut}-{k}",
-                                         db_name="crashlab.db")
+            rec = get_fs("ext4").recover(
+                img, out, workdir=tmp_path / f"w-{sut}-{k}", db_name="crashlab.db"
+            )
             assert rec.ok, rec.detail
             assert sqlite_digest(out / "crashlab.db") == oracle.digests[k], (sut, k)
         end = tmp_path / f"{sut}-end.img"
@@ -128,8 +132,12 @@ def test_states_follow_the_kernels_log_order(qemu_runs: dict[str, Path]) -> None
             if any(k > d and not entries[k].is_fua for d in lost_fua for k in kept):
                 found.append(s.id)
         assert found, "no state keeps a non-FUA write past a lost FUA write"
-        completion = {s.id for s in Enumeration(
-            r, Options(strategy="reorder", dedup=False, log_order="completion"))}
+        completion = {
+            s.id
+            for s in Enumeration(
+                r, Options(strategy="reorder", dedup=False, log_order="completion")
+            )
+        }
         assert not set(found) & completion
         with pytest.raises(CrashlabError, match="FUA write"):
             state_from_id(r, found[0])
@@ -170,8 +178,7 @@ def test_check_holds_for_correct_sqlite(qemu_runs: dict[str, Path], strategy: st
 
 
 @pytest.mark.needs_qemu
-def test_a_failing_guest_is_one_line_and_leaves_nothing(
-        private_tmp: Path, tmp_path: Path) -> None:
+def test_a_failing_guest_is_one_line_and_leaves_nothing(private_tmp: Path, tmp_path: Path) -> None:
     """A base image with no file system: the guest's mount fails; the error
     names it, and no run folder, qemu process or working file is left."""
     zeros = tmp_path / "zeros.img"
@@ -185,8 +192,8 @@ def test_a_failing_guest_is_one_line_and_leaves_nothing(
 
 @pytest.mark.needs_qemu
 def test_a_hung_guest_is_killed_and_its_console_kept(
-        private_tmp: Path, tmp_path: Path,
-        monkeypatch: pytest.MonkeyPatch) -> None:
+    private_tmp: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("CRASHLAB_QEMU_TIMEOUT", "20")
     out = tmp_path / "run"
     t0 = time.monotonic()
@@ -204,9 +211,12 @@ def test_a_hung_guest_is_killed_and_its_console_kept(
 def test_ctrl_c_stops_the_guest(private_tmp: Path, tmp_path: Path) -> None:
     """SIGINT while the guest runs: qemu is killed by its PID, exit 130."""
     out = tmp_path / "run"
-    proc = subprocess.Popen([str(CRASHLAB), "record", "--backend", "qemu", "--out", str(out),
-                             "--", "sleep", "600"], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, env=os.environ.copy())
+    proc = subprocess.Popen(
+        [str(CRASHLAB), "record", "--backend", "qemu", "--out", str(out), "--", "sleep", "600"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=os.environ.copy(),
+    )
     deadline = time.monotonic() + 60
     while not [p for p in procs_mentioning(str(private_tmp)) if p != proc.pid]:
         assert time.monotonic() < deadline and proc.poll() is None, "qemu never started"

@@ -41,18 +41,20 @@ def test_spread_order_starts_inside_the_run(tmp_path: Path) -> None:
     p.write_text(p.read_text().rstrip("\n"))  # a last line without its newline counts
     assert sorted(spread_ids(p)) == sorted(f"s{i}" for i in range(16))
     big = tmp_path / "big.jsonl"  # longer than one read of the counting pass
-    big.write_text("".join(json.dumps({"id": f"s{i}", "pad": "x" * 300}) + "\n"
-                           for i in range(5000)))
+    big.write_text(
+        "".join(json.dumps({"id": f"s{i}", "pad": "x" * 300}) + "\n" for i in range(5000))
+    )
     assert spread_ids(big, 2) == ["s4096", "s2048"]  # 13-bit reversal of 1, 2
-
-
 
 
 @pytest.mark.needs_fuse
 def test_sampled_states_are_ones_whose_recovery_writes(tmp_path: Path) -> None:
     run = record_runs(tmp_path, {"dhl-cc-raw": DHL_INSERT}, fs="raw")["dhl-cc-raw"]
-    result = check_run(run, CheckOptions(states=Options(strategy="reorder"), jobs=2,
-                                         crashsafe_sample=4), tmp_path / "out")
+    result = check_run(
+        run,
+        CheckOptions(states=Options(strategy="reorder"), jobs=2, crashsafe_sample=4),
+        tmp_path / "out",
+    )
     assert result["crashsafe"]["states"] == 4
     recs = [json.loads(x) for x in (tmp_path / "out" / "run.jsonl").read_text().splitlines()]
     sampled = [r for r in recs if "REC-CRASHSAFE" in r["v"]]

@@ -24,8 +24,10 @@ def test_report_regenerates(tmp_path):
     p = crashlab("report", str(tmp_path / "s"), "--per-group", "2")
     assert p.returncode == 0, p.stderr
     printed = p.stdout.split()
-    assert printed == [str(tmp_path / "s" / n) for n in
-                       ("report.html", "report.md", "plots/violations.png", "plots/io_cost.png")]
+    assert printed == [
+        str(tmp_path / "s" / n)
+        for n in ("report.html", "report.md", "plots/violations.png", "plots/io_cost.png")
+    ]
     assert "broke an expectation" in p.stderr
     md = (tmp_path / "s" / "report.md").read_text()
     assert "weak-sut: 7 violations (first 2 shown)" in md
@@ -40,11 +42,14 @@ def test_not_a_sweep_folder(tmp_path):
     assert not (tmp_path / "report.html").exists()
 
 
-@pytest.mark.parametrize("summary, fragment", [
-    ("{not json", "corrupt JSON"),
-    ('{"sweep": "x"}', "no cells list"),
-    ('{"cells": [{"sut": "a"}]}', "cell 0 lacks workload"),
-])
+@pytest.mark.parametrize(
+    "summary, fragment",
+    [
+        ("{not json", "corrupt JSON"),
+        ('{"sweep": "x"}', "no cells list"),
+        ('{"cells": [{"sut": "a"}]}', "cell 0 lacks workload"),
+    ],
+)
 def test_bad_summary(tmp_path, summary, fragment):
     (tmp_path / "summary.json").write_text(summary)
     one_error(crashlab("report", str(tmp_path)), fragment)

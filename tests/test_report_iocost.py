@@ -13,8 +13,10 @@ from harness.rundir import ImageRef, RunMeta
 
 
 def test_journal_extents_from_super_block():
-    assert ext4_journal_extents(ext4_super()) == [(100 * BLOCK, 110 * BLOCK),
-                                                  (200 * BLOCK, 220 * BLOCK)]
+    assert ext4_journal_extents(ext4_super()) == [
+        (100 * BLOCK, 110 * BLOCK),
+        (200 * BLOCK, 220 * BLOCK),
+    ]
 
 
 def test_journal_extents_unknown_when_not_resolvable():
@@ -25,9 +27,11 @@ def test_journal_extents_unknown_when_not_resolvable():
 
 def test_run_cost_counts_window_journal_flushes_tail(tmp_path):
     want = write_log(tmp_path / "writes.log", txns=3)
-    meta = RunMeta(fs="ext4",
-                   log={"marks": ["setup-done", *[f"txn-ack:{i}" for i in (1, 2, 3)]]},
-                   runner={"transactions": 3, "workload": {"fsyncs": 6, "bytes_written": 3000}})
+    meta = RunMeta(
+        fs="ext4",
+        log={"marks": ["setup-done", *[f"txn-ack:{i}" for i in (1, 2, 3)]]},
+        runner={"transactions": 3, "workload": {"fsyncs": 6, "bytes_written": 3000}},
+    )
     cost = run_cost(tmp_path, meta)
     assert cost.txns == 3
     assert cost.window_bytes == want["window"]

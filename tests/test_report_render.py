@@ -175,15 +175,17 @@ def test_enumeration_and_cells_sections(sweep):
     md = (root / "report.md").read_text()
     tables = md_tables(md)
     opts = [t for t in tables if t[0] == ["option", "value", "meaning"]]
-    assert {r[1] for t in opts for r in t if r[0] == "`strategy`"} == {'`"prefix"`',
-                                                                     '`"reorder"`'}
+    assert {r[1] for t in opts for r in t if r[0] == "`strategy`"} == {'`"prefix"`', '`"reorder"`'}
     # only the options that shape a strategy's states are listed for it
     prefix = next(t for t in opts if ["`strategy`", '`"prefix"`'] == t[2][:2])
     assert not any(r[0] in ("`max_drop`", "`tear_unit`") for r in prefix)
     reorder = next(t for t in opts if ["`strategy`", '`"reorder"`'] == t[2][:2])
     assert any(r[0] == "`max_drop`" and r[1] == "`2`" for r in reorder)
-    assert any(r[0] == "cells" and "safe-sut [prefix]" in r[1] and "weak-sut [prefix]" in r[1]
-               for t in opts for r in t)
+    assert any(
+        r[0] == "cells" and "safe-sut [prefix]" in r[1] and "weak-sut [prefix]" in r[1]
+        for t in opts
+        for r in t
+    )
     cells = next(t for t in tables if "generated" in t[0])
     row = dict(zip(cells[0], next(r for r in cells[2:] if r[3] == "reorder"), strict=True))
     assert (row["generated"], row["folded"], row["checked"]) == ("125", "5", "120")

@@ -21,8 +21,9 @@ SINGLE = "insert:txns=2,ops=1,tables=1,seed=1"
 MULTI = "insert:txns=2,ops=3,tables=3,warmup=10,seed=1"
 
 
-def ext4_super(extents: list[tuple[int, int, int]] = JOURNAL_EXTENTS, *, depth: int = 0,
-               magic: int = 0xEF53) -> bytes:
+def ext4_super(
+    extents: list[tuple[int, int, int]] = JOURNAL_EXTENTS, *, depth: int = 0, magic: int = 0xEF53
+) -> bytes:
     """1024 bytes of an ext4 super block: 4 KiB blocks, journal inode 8,
     s_jnl_blocks = an extent root holding ``extents``."""
     sb = bytearray(1024)
@@ -32,8 +33,9 @@ def ext4_super(extents: list[tuple[int, int, int]] = JOURNAL_EXTENTS, *, depth: 
     sb[0xFD] = 1
     struct.pack_into("<HHHH", sb, 0x10C, 0xF30A, len(extents), 4, depth)
     for i, (lblk, length, pblk) in enumerate(extents):
-        struct.pack_into("<IHHI", sb, 0x10C + 12 + 12 * i, lblk, length, pblk >> 32,
-                         pblk & 0xFFFFFFFF)
+        struct.pack_into(
+            "<IHHI", sb, 0x10C + 12 + 12 * i, lblk, length, pblk >> 32, pblk & 0xFFFFFFFF
+        )
     return bytes(sb)
 
 
@@ -57,33 +59,65 @@ def write_log(path: Path, *, with_super: bool = True, txns: int = 2) -> dict[str
         w.mark("workload-end")
         w.write(600 * 8, b"t" * BLOCK)  # unmount tail
         w.flush()
-    return {"window": txns * 6 * BLOCK, "journal": txns * 3 * BLOCK, "flushes": txns,
-            "tail": BLOCK, "txns": txns}
+    return {
+        "window": txns * 6 * BLOCK,
+        "journal": txns * 3 * BLOCK,
+        "flushes": txns,
+        "tail": BLOCK,
+        "txns": txns,
+    }
 
 
 def verdicts(checked: int, fails: dict[str, int]) -> dict[str, dict[str, int]]:
-    return {i: {"pass": checked - fails.get(i, 0), "fail": fails.get(i, 0), "skip": 0}
-            for i in INVS}
+    return {
+        i: {"pass": checked - fails.get(i, 0), "fail": fails.get(i, 0), "skip": 0} for i in INVS
+    }
 
 
 def options(strategy: str) -> dict[str, Any]:
-    return {"strategy": strategy, "window_start": "setup-done", "window_end": None,
-            "max_exhaustive": 10, "max_drop": 2, "sample": None, "seed": 0, "tear_unit": 512,
-            "torn_pattern": "prefix", "max_tears": 32, "max_subset_blocks": 8, "dedup": True,
-            "max_states": None, "fsck": True}
+    return {
+        "strategy": strategy,
+        "window_start": "setup-done",
+        "window_end": None,
+        "max_exhaustive": 10,
+        "max_drop": 2,
+        "sample": None,
+        "seed": 0,
+        "tear_unit": 512,
+        "torn_pattern": "prefix",
+        "max_tears": 32,
+        "max_subset_blocks": 8,
+        "dedup": True,
+        "max_states": None,
+        "fsck": True,
+    }
 
 
-def violation(root: Path, run: str, sut: str, workload: str, strategy: str, inv: str,
-              state: str, **extra: Any) -> dict[str, Any]:  # noqa: ANN401
-    return {"sut": sut, "workload": workload, "fs": "ext4", "strategy": strategy,
-            "state": state, "invariant": inv, "status": "fail", "category": "atomicity",
-            "explanation": extra.pop("explanation", f"{inv} failed in {state}"),
-            "expected": "1", "actual": "0", "dropped": [3], "torn": [],
-            "repro": f"crashlab repro {root / run} {state}", **extra}
+def violation(
+    root: Path, run: str, sut: str, workload: str, strategy: str, inv: str, state: str, **extra: Any
+) -> dict[str, Any]:  # noqa: ANN401
+    return {
+        "sut": sut,
+        "workload": workload,
+        "fs": "ext4",
+        "strategy": strategy,
+        "state": state,
+        "invariant": inv,
+        "status": "fail",
+        "category": "atomicity",
+        "explanation": extra.pop("explanation", f"{inv} failed in {state}"),
+        "expected": "1",
+        "actual": "0",
+        "dropped": [3],
+        "torn": [],
+        "repro": f"crashlab repro {root / run} {state}",
+        **extra,
+    }
 
 
-def make_sweep(root: Path, *, broken: bool = True, many: int = 7,
-               explanation: str | None = None) -> dict[str, Any]:
+def make_sweep(
+    root: Path, *, broken: bool = True, many: int = 7, explanation: str | None = None
+) -> dict[str, Any]:
     """Write the sweep; return what a correct report must show.
 
     Cells: ``safe-sut`` (guarantees everything; with ``broken`` it fails
@@ -97,55 +131,135 @@ def make_sweep(root: Path, *, broken: bool = True, many: int = 7,
         d = root / run
         d.mkdir(parents=True)
         expected_log[sut] = write_log(d / "writes.log")
-        cmd = ["/x/crashlab-runner", "--ops", "w.ops", "--db", "crashlab.db", "--engine",
-               "sqlite", "--journal-mode", "DELETE" if sut == "weak-sut" else "WAL",
-               "--synchronous", "FULL", "--page-size", "4096"]
-        meta = {"sut": sut, "workload": MULTI if sut == "safe-sut" else SINGLE, "fs": "ext4",
-                "command": cmd, "exit_status": 0,
-                "log": {"entries": 20, "writes": 8, "bytes_written": 40960, "flushes": 4,
-                        "marks": ["setup-done", "txn-begin:1", "txn-ack:1", "txn-begin:2",
-                                  "txn-ack:2", "workload-end"]},
-                "image": {"fs": "ext4", "path": "/nonexistent/ext4.img", "sha256": "0"}}
+        cmd = [
+            "/x/crashlab-runner",
+            "--ops",
+            "w.ops",
+            "--db",
+            "crashlab.db",
+            "--engine",
+            "sqlite",
+            "--journal-mode",
+            "DELETE" if sut == "weak-sut" else "WAL",
+            "--synchronous",
+            "FULL",
+            "--page-size",
+            "4096",
+        ]
+        meta = {
+            "sut": sut,
+            "workload": MULTI if sut == "safe-sut" else SINGLE,
+            "fs": "ext4",
+            "command": cmd,
+            "exit_status": 0,
+            "log": {
+                "entries": 20,
+                "writes": 8,
+                "bytes_written": 40960,
+                "flushes": 4,
+                "marks": [
+                    "setup-done",
+                    "txn-begin:1",
+                    "txn-ack:1",
+                    "txn-begin:2",
+                    "txn-ack:2",
+                    "workload-end",
+                ],
+            },
+            "image": {"fs": "ext4", "path": "/nonexistent/ext4.img", "sha256": "0"},
+        }
         if sut == "weak-sut":
-            meta["runner"] = {"transactions": 2, "workload": {"fsyncs": 8, "bytes_written": 10240,
-                                                              "writes": 6}}
+            meta["runner"] = {
+                "transactions": 2,
+                "workload": {"fsyncs": 8, "bytes_written": 10240, "writes": 6},
+            }
         (d / "meta.json").write_text(json.dumps(meta))
     cells = []
     viols = []
     safe_fails = 2 if broken else 0
     for strategy, checked in (("prefix", 30), ("reorder", 120)):
         fails = {"DB-ATOMIC": safe_fails} if strategy == "prefix" and safe_fails else {}
-        exp = {"guaranteed": GUARANTEED, "must_violate_any": [], "ok": not fails,
-               "broken": [f"DB-ATOMIC is guaranteed but failed in {safe_fails} of {checked} "
-                          "states"] if fails else []}
-        cells.append({"sut": "safe-sut", "workload": MULTI, "fs": "ext4", "strategy": strategy,
-                      "run": runs["safe-sut"],
-                      "states": {"checked": checked, "generated": checked + 5, "folded": 5},
-                      "verdicts": verdicts(checked, fails), "expectation": exp})
+        exp = {
+            "guaranteed": GUARANTEED,
+            "must_violate_any": [],
+            "ok": not fails,
+            "broken": [f"DB-ATOMIC is guaranteed but failed in {safe_fails} of {checked} states"]
+            if fails
+            else [],
+        }
+        cells.append(
+            {
+                "sut": "safe-sut",
+                "workload": MULTI,
+                "fs": "ext4",
+                "strategy": strategy,
+                "run": runs["safe-sut"],
+                "states": {"checked": checked, "generated": checked + 5, "folded": 5},
+                "verdicts": verdicts(checked, fails),
+                "expectation": exp,
+            }
+        )
         if fails:
             for k in range(safe_fails):
-                viols.append(violation(root, runs["safe-sut"], "safe-sut", MULTI, strategy,
-                                       "DB-ATOMIC", f"e{k + 4}.p1",
-                                       **({"explanation": explanation} if explanation else {})))
+                viols.append(
+                    violation(
+                        root,
+                        runs["safe-sut"],
+                        "safe-sut",
+                        MULTI,
+                        strategy,
+                        "DB-ATOMIC",
+                        f"e{k + 4}.p1",
+                        **({"explanation": explanation} if explanation else {}),
+                    )
+                )
     weak_guaranteed = [g for g in GUARANTEED if g != "DB-DURABLE"]
-    cells.append({"sut": "weak-sut", "workload": SINGLE, "fs": "ext4", "strategy": "prefix",
-                  "run": runs["weak-sut"], "states": {"checked": 40, "generated": 50, "folded": 10},
-                  "verdicts": verdicts(40, {"DB-DURABLE": many}),
-                  "expectation": {"guaranteed": weak_guaranteed,
-                                  "must_violate_any": ["DB-DURABLE"], "ok": True, "broken": []}})
+    cells.append(
+        {
+            "sut": "weak-sut",
+            "workload": SINGLE,
+            "fs": "ext4",
+            "strategy": "prefix",
+            "run": runs["weak-sut"],
+            "states": {"checked": 40, "generated": 50, "folded": 10},
+            "verdicts": verdicts(40, {"DB-DURABLE": many}),
+            "expectation": {
+                "guaranteed": weak_guaranteed,
+                "must_violate_any": ["DB-DURABLE"],
+                "ok": True,
+                "broken": [],
+            },
+        }
+    )
     for k in range(many):
-        viols.append(violation(root, runs["weak-sut"], "weak-sut", SINGLE, "prefix", "DB-DURABLE",
-                               f"e{k + 10}.p0"))
+        viols.append(
+            violation(
+                root, runs["weak-sut"], "weak-sut", SINGLE, "prefix", "DB-DURABLE", f"e{k + 10}.p0"
+            )
+        )
     for i, c in enumerate(cells):
         check = root / c["run"] / "check" / f"{c['strategy']}-{i:08x}"
         check.mkdir(parents=True, exist_ok=True)
-        (check / "result.json").write_text(json.dumps(
-            {"strategy": c["strategy"], "states": c["states"], "verdicts": c["verdicts"],
-             "options": options(c["strategy"]), "violations": []}))
+        (check / "result.json").write_text(
+            json.dumps(
+                {
+                    "strategy": c["strategy"],
+                    "states": c["states"],
+                    "verdicts": c["verdicts"],
+                    "options": options(c["strategy"]),
+                    "violations": [],
+                }
+            )
+        )
     summary = {"sweep": "synthetic", "ok": not broken, "cells": cells}
     (root / "summary.json").write_text(json.dumps(summary))
     (root / "violations.jsonl").write_text("".join(json.dumps(v) + "\n" for v in viols))
-    (root / "timing.json").write_text(json.dumps(
-        {Path(runs["safe-sut"]).name: {"record_s": 0.2, "prefix": 1.5, "reorder": 6.0},
-         Path(runs["weak-sut"]).name: {"record_s": 0.2, "prefix": 2.0}}))
+    (root / "timing.json").write_text(
+        json.dumps(
+            {
+                Path(runs["safe-sut"]).name: {"record_s": 0.2, "prefix": 1.5, "reorder": 6.0},
+                Path(runs["weak-sut"]).name: {"record_s": 0.2, "prefix": 2.0},
+            }
+        )
+    )
     return {"summary": summary, "violations": viols, "log": expected_log, "runs": runs}

@@ -39,8 +39,9 @@ def checked(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[RunDir,
     out = {}
     for sut, wl in (("sqlite-delete-full", DURABLE_WL), ("sqlite-off", ATOMIC_WL)):
         run = record_runs(root, {sut: wl})[sut]
-        result = check_run(run, CheckOptions(states=Options(strategy="prefix"), jobs=2),
-                           root / f"{sut}-check")
+        result = check_run(
+            run, CheckOptions(states=Options(strategy="prefix"), jobs=2), root / f"{sut}-check"
+        )
         out[sut] = (run, result)
     return out
 
@@ -49,8 +50,9 @@ def repro(cmd: str | list[str], *extra: str) -> subprocess.CompletedProcess[str]
     """Run a repro command line as a violation record spells it."""
     argv = shlex.split(cmd) if isinstance(cmd, str) else cmd
     assert argv[0] == "crashlab"
-    return subprocess.run([str(CRASHLAB), *argv[1:], *extra], capture_output=True, text=True,
-                          timeout=120)
+    return subprocess.run(
+        [str(CRASHLAB), *argv[1:], *extra], capture_output=True, text=True, timeout=120
+    )
 
 
 def _violation(result: dict[str, Any], invariant: str) -> dict[str, Any]:
@@ -59,8 +61,9 @@ def _violation(result: dict[str, Any], invariant: str) -> dict[str, Any]:
     return found[0]
 
 
-def test_durable_violation_reproduces(checked: dict[str, Any], tmp_path: Path,
-                                      private_tmp: Path) -> None:
+def test_durable_violation_reproduces(
+    checked: dict[str, Any], tmp_path: Path, private_tmp: Path
+) -> None:
     """(private_tmp: repro's work folder; afterwards no loop device, mount or
     process may refer to it.)"""
     _, result = checked["sqlite-delete-full"]
@@ -77,8 +80,9 @@ def test_durable_violation_reproduces(checked: dict[str, Any], tmp_path: Path,
     for name in ("crash.img", "recovered.img", "files/crashlab.db"):
         assert (tmp_path / "out" / name).is_file(), name
     # the kept crash image is the state before recovery: it differs from the recovered one
-    assert (tmp_path / "out" / "crash.img").read_bytes() != \
-        (tmp_path / "out" / "recovered.img").read_bytes()
+    assert (tmp_path / "out" / "crash.img").read_bytes() != (
+        tmp_path / "out" / "recovered.img"
+    ).read_bytes()
 
 
 def test_explanation_names_journal_blocks_and_journal_records(checked: dict[str, Any]) -> None:
@@ -127,14 +131,18 @@ def test_passing_state_exits_zero(checked: dict[str, Any], tmp_path: Path) -> No
     assert "FAIL" not in p.stdout and "PASS DB-ATOMIC" in p.stdout
 
 
-@pytest.mark.parametrize("state_id, message", [
-    ("e1.x", "state"),
-    ("e9999.p0", "no epoch 9999"),
-    ("e3.p99", "no write"),
-    ("e3.k0,0", "state"),
-])
-def test_bad_state_ids(checked: dict[str, Any], state_id: str, message: str,
-                       tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    "state_id, message",
+    [
+        ("e1.x", "state"),
+        ("e9999.p0", "no epoch 9999"),
+        ("e3.p99", "no write"),
+        ("e3.k0,0", "state"),
+    ],
+)
+def test_bad_state_ids(
+    checked: dict[str, Any], state_id: str, message: str, tmp_path: Path
+) -> None:
     run, _ = checked["sqlite-off"]
     p = repro(["crashlab", "repro", str(run.path), state_id, "--out", str(tmp_path / "o")])
     assert p.returncode == 2
@@ -155,16 +163,16 @@ KINDS = {
 
 
 @pytest.mark.parametrize("kind", sorted(KINDS))
-def test_reproduce_gives_the_checks_verdicts(checked: dict[str, Any], kind: str,
-                                             tmp_path: Path) -> None:
+def test_reproduce_gives_the_checks_verdicts(
+    checked: dict[str, Any], kind: str, tmp_path: Path
+) -> None:
     """A state of each kind (a failing one where the check found one): the
     library's Repro has the verdicts the check wrote for it in
     states.jsonl, explanations and all; the CLI's --json is the Repro's
     JSON and the bytes of the repro.json it keeps."""
     run, _ = checked["sqlite-off"]
     check_run(run, CheckOptions(states=KINDS[kind], jobs=2), tmp_path / "check")
-    lines = [json.loads(x) for x in (tmp_path / "check" / "states.jsonl").read_text()
-             .splitlines()]
+    lines = [json.loads(x) for x in (tmp_path / "check" / "states.jsonl").read_text().splitlines()]
     line = next((s for s in reversed(lines) if "fail" in s), lines[-1])
     assert {"prefix": ".p", "reorder": ".k", "torn": ".t", "corrupt": ".c"}[kind] in line["id"]
     target = locate(run.path, line["id"])
@@ -174,12 +182,16 @@ def test_reproduce_gives_the_checks_verdicts(checked: dict[str, Any], kind: str,
     assert {v.invariant: v.status for v in r.verdicts} == line["v"]
     assert [v.to_json() for v in r.verdicts if v.failed] == line.get("fail", [])
     assert r.explanation.state_id == line["id"]
-    p = repro(["crashlab", "repro", str(run.path), line["id"], "--json",
-               "--out", str(tmp_path / "cli")])
+    p = repro(
+        ["crashlab", "repro", str(run.path), line["id"], "--json", "--out", str(tmp_path / "cli")]
+    )
     assert p.returncode == (1 if r.failed else 0), p.stderr
     assert json.loads(p.stdout) == json.loads(json.dumps(r.to_json()))
-    assert p.stdout.encode() == (tmp_path / "cli" / "repro.json").read_bytes() \
+    assert (
+        p.stdout.encode()
+        == (tmp_path / "cli" / "repro.json").read_bytes()
         == (tmp_path / "lib" / "repro.json").read_bytes()
+    )
 
 
 def test_json_goes_without_shell(checked: dict[str, Any], tmp_path: Path) -> None:
@@ -197,8 +209,7 @@ def test_bad_runs(tmp_path: Path) -> None:
     assert len(p.stderr.strip().splitlines()) == 1
 
 
-def test_shell_without_terminal_prints_the_command(checked: dict[str, Any],
-                                                   tmp_path: Path) -> None:
+def test_shell_without_terminal_prints_the_command(checked: dict[str, Any], tmp_path: Path) -> None:
     run, result = checked["sqlite-off"]
     v = _violation(result, "DB-ATOMIC")
     p = repro(v["repro"], "--out", str(tmp_path / "s"), "--shell")
@@ -209,10 +220,18 @@ def test_shell_without_terminal_prints_the_command(checked: dict[str, Any],
 def test_xfs_writes_are_mapped_by_xfs_db(tmp_path: Path, private_tmp: Path) -> None:
     """xfs: the recovered image is asked through xfs_db (no root for the
     explanation itself); a database write is named down to its page."""
-    run = record_cell(Cell("sqlite-off", "insert:txns=3,ops=1,tables=1,seed=1", "xfs"),
-                      tmp_path / "xfs", "fuse", False)
-    ids = subprocess.run([str(CRASHLAB), "states", str(run.path), "--strategy", "prefix"],
-                         capture_output=True, text=True, check=True).stdout.split()
+    run = record_cell(
+        Cell("sqlite-off", "insert:txns=3,ops=1,tables=1,seed=1", "xfs"),
+        tmp_path / "xfs",
+        "fuse",
+        False,
+    )
+    ids = subprocess.run(
+        [str(CRASHLAB), "states", str(run.path), "--strategy", "prefix"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split()
     text = ""
     for sid in [i for i in ids if i.endswith(".p0")][-6:]:
         p = repro(["crashlab", "repro", str(run.path), sid, "--all-writes"])

@@ -28,14 +28,20 @@ pytestmark = pytest.mark.needs_fuse
 
 @pytest.fixture(scope="module")
 def run(tmp_path_factory: pytest.TempPathFactory) -> RunDir:
-    return record_runs(tmp_path_factory.mktemp("killed"), {"dhl-cc-raw": DHL_INSERT},
-                       fs="raw")["dhl-cc-raw"]
+    return record_runs(tmp_path_factory.mktemp("killed"), {"dhl-cc-raw": DHL_INSERT}, fs="raw")[
+        "dhl-cc-raw"
+    ]
 
 
 def _crashlab(args: list[str], private_tmp: Path, token: str = "") -> subprocess.Popen[str]:
     env = {**os.environ, "CRASHLAB_TMPDIR": str(private_tmp), "CRASHLAB_TEST_TOKEN": token}
-    return subprocess.Popen([str(CRASHLAB), *args, "--no-progress"], env=env, text=True,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    return subprocess.Popen(
+        [str(CRASHLAB), *args, "--no-progress"],
+        env=env,
+        text=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
 
 
 def _finish(proc: subprocess.Popen[str]) -> None:
@@ -60,8 +66,7 @@ def _kill_when_checking(proc: subprocess.Popen[str], states: Path, token: str) -
     return states.read_bytes().count(b"\n")
 
 
-def test_killed_check_resumes_identically(run: RunDir, tmp_path: Path, private_tmp: Path
-                                          ) -> None:
+def test_killed_check_resumes_identically(run: RunDir, tmp_path: Path, private_tmp: Path) -> None:
     args = ["check", str(run.path), "--strategy", "reorder", "--jobs", "2"]
     _finish(_crashlab([*args, "--out", str(tmp_path / "ref")], private_tmp))
     ref = tmp_path / "ref"
@@ -69,8 +74,9 @@ def test_killed_check_resumes_identically(run: RunDir, tmp_path: Path, private_t
 
     out = tmp_path / "killed"
     token = uuid.uuid4().hex
-    kept = _kill_when_checking(_crashlab([*args, "--out", str(out)], private_tmp, token),
-                               out / STATES_NAME, token)
+    kept = _kill_when_checking(
+        _crashlab([*args, "--out", str(out)], private_tmp, token), out / STATES_NAME, token
+    )
     assert 300 <= kept < total
     assert not (out / RESULT_NAME).exists()
     assert [p.name for p in private_tmp.iterdir()]  # the dead client's folder is still there
@@ -81,14 +87,18 @@ def test_killed_check_resumes_identically(run: RunDir, tmp_path: Path, private_t
     # private_tmp's teardown asserts it is empty: the resume reaped the folder
 
 
-def test_resume_refuses_another_checks_folder(run: RunDir, tmp_path: Path,
-                                              private_tmp: Path) -> None:
+def test_resume_refuses_another_checks_folder(
+    run: RunDir, tmp_path: Path, private_tmp: Path
+) -> None:
     out = tmp_path / "c"
-    _finish(_crashlab(["check", str(run.path), "--strategy", "prefix", "--out", str(out)],
-                      private_tmp))
+    _finish(
+        _crashlab(["check", str(run.path), "--strategy", "prefix", "--out", str(out)], private_tmp)
+    )
     (out / RESULT_NAME).unlink()  # as if interrupted
-    p = _crashlab(["check", str(run.path), "--strategy", "reorder", "--out", str(out),
-                   "--resume"], private_tmp)
+    p = _crashlab(
+        ["check", str(run.path), "--strategy", "reorder", "--out", str(out), "--resume"],
+        private_tmp,
+    )
     _, err = p.communicate(timeout=60)
     assert p.returncode == 2
     assert err.startswith("crashlab: error: ") and err.count("\n") == 1, err
@@ -97,8 +107,10 @@ def test_resume_refuses_another_checks_folder(run: RunDir, tmp_path: Path,
 
 def test_killed_dask_sweep_resumes_identically(tmp_path: Path, private_tmp: Path) -> None:
     matrix = tmp_path / "m.toml"
-    matrix.write_text('[[cell]]\nsut = "dhl-cc-raw"\nworkload = "DHL_INSERT"\nfs = "raw"\n'
-                      'strategies = ["prefix", "reorder"]\n')
+    matrix.write_text(
+        '[[cell]]\nsut = "dhl-cc-raw"\nworkload = "DHL_INSERT"\nfs = "raw"\n'
+        'strategies = ["prefix", "reorder"]\n'
+    )
     out = tmp_path / "sweep"
     args = ["sweep", "--matrix", str(matrix), "--jobs", "2", "--executor", "dask"]
     token = uuid.uuid4().hex
@@ -121,5 +133,4 @@ def test_killed_dask_sweep_resumes_identically(tmp_path: Path, private_tmp: Path
     assert (ref / "summary.json").read_bytes() == (out / "summary.json").read_bytes()
     for got in (out / "runs").rglob(RESULT_NAME):
         want = ref / got.relative_to(out)
-        assert got.read_bytes().replace(str(out).encode(), str(ref).encode()) \
-            == want.read_bytes()
+        assert got.read_bytes().replace(str(out).encode(), str(ref).encode()) == want.read_bytes()

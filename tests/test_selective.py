@@ -59,8 +59,12 @@ def runs() -> Iterator[dict[str, RunDir]]:
     root = Path("/dev/shm") / f"crashlab-selective-{os.getpid()}"
     try:
         out = record_runs(root / "small", {"selective": SMALL, "selective-ordered": SMALL})
-        out |= {f"{k}-large": v for k, v in record_runs(
-            root / "large", {"selective": LARGE, "selective-fsonly": LARGE}).items()}
+        out |= {
+            f"{k}-large": v
+            for k, v in record_runs(
+                root / "large", {"selective": LARGE, "selective-fsonly": LARGE}
+            ).items()
+        }
         yield out
     finally:
         shutil.rmtree(root, ignore_errors=True)
@@ -86,7 +90,10 @@ def test_both_paths_and_the_mount(runs: dict[str, RunDir]) -> None:
     assert sel["fs_journal_txns"] > 0 and sel["sqlite_journal_txns"] > 0, sel
     # the large transactions and the set-up (page 1's schema) took SQLite's
     assert runs["selective-large"].meta().runner["selective"] == {
-        "max_pages": 1, "fs_journal_txns": 0, "sqlite_journal_txns": 3}
+        "max_pages": 1,
+        "fs_journal_txns": 0,
+        "sqlite_journal_txns": 3,
+    }
     assert runs["selective-fsonly-large"].meta().runner["selective"]["sqlite_journal_txns"] == 0
     assert runs["selective-ordered"].meta().mount_options == ""
     assert "mount_options" not in json.loads(runs["selective-ordered"].meta_path.read_text())
@@ -105,8 +112,7 @@ def _digest(files: Path, work: Path, vfs: str, *, journal: bool = True) -> str |
         return None
 
 
-def test_checker_and_sut_open_crash_images_alike(runs: dict[str, RunDir],
-                                                 tmp_path: Path) -> None:
+def test_checker_and_sut_open_crash_images_alike(runs: dict[str, RunDir], tmp_path: Path) -> None:
     """Stock SQLite and the SUT's VFS read the same content on sampled
     prefix states (hot journals included, some rolling back pages already
     written), a content of the oracle; and the SUT itself, reopening such a
@@ -146,8 +152,11 @@ def test_checker_and_sut_open_crash_images_alike(runs: dict[str, RunDir],
     ops = write_opstream(spec, tmp_path / "workload.ops")
     for files, digest in rolled_back[:2]:
         first = min(oracle.indices(digest)) + 1
-        p = subprocess.run([*runner_command(get_sut("selective"), ops, files / DB_NAME),
-                            "--from-txn", str(first)], capture_output=True, text=True)
+        p = subprocess.run(
+            [*runner_command(get_sut("selective"), ops, files / DB_NAME), "--from-txn", str(first)],
+            capture_output=True,
+            text=True,
+        )
         assert p.returncode == 0, p.stderr
         assert sqlite_digest(files / DB_NAME) == oracle.digests[-1]
 
@@ -168,11 +177,21 @@ def test_broken_variants_are_caught(runs: dict[str, RunDir], tmp_path: Path) -> 
 
 
 def test_only_on_ext4(tmp_path: Path) -> None:
-    p = crashlab("record", "--sut", "selective", "--workload", SMALL, "--fs", "xfs",
-                 "--out", str(tmp_path / "x"))
+    p = crashlab(
+        "record",
+        "--sut",
+        "selective",
+        "--workload",
+        SMALL,
+        "--fs",
+        "xfs",
+        "--out",
+        str(tmp_path / "x"),
+    )
     assert p.returncode == 2
-    assert p.stderr.strip() == ("crashlab: error: SUT selective runs only on ext4: record it "
-                                "with --fs ext4")
+    assert p.stderr.strip() == (
+        "crashlab: error: SUT selective runs only on ext4: record it with --fs ext4"
+    )
     cells = [c for c in matrix("nightly") if c.sut.startswith("selective")]
     assert {c.sut for c in cells} == {"selective", "selective-fsonly", "selective-ordered"}
     assert {c.fs for c in cells} == {"ext4"}
@@ -189,8 +208,9 @@ def test_hot_journal_mutant_is_killed_by_its_recorded_cell() -> None:
     assert "killed" in p.stdout and "DB-OPEN" in p.stdout, p.stdout
 
 
-def test_checkers_load_the_library_the_environment_names(tmp_path: Path,
-                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+def test_checkers_load_the_library_the_environment_names(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     shim = vfs.SHIMS[vfs.SELECTIVE_VFS]
     monkeypatch.setenv(shim.env, str(tmp_path / "mutant.so"))
     assert vfs.library(shim.name) == tmp_path / "mutant.so"

@@ -41,9 +41,12 @@ SCRIPTS = ("images/build-image.sh", "harness/fuse/ctest.sh", "harness/setup/setu
 
 # slow: it rebuilds the whole C tree under -H/--trace (minutes), so not in
 # the unit tier of `make check`; `make test` runs it
-pytestmark = [pytest.mark.slow,
-              pytest.mark.skipif(shutil.which("dpkg-query") is None,
-                                 reason="not a Debian system: set-up uses apt-get")]
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(
+        shutil.which("dpkg-query") is None, reason="not a Debian system: set-up uses apt-get"
+    ),
+]
 
 
 def listed_packages() -> list[str]:
@@ -57,17 +60,23 @@ def listed_packages() -> list[str]:
 def _installed() -> dict[str, dict[str, str]]:
     """Installed packages: name -> fields Depends, Pre-Depends, Provides,
     Essential, Priority."""
-    fmt = "${Package}\t${db:Status-Abbrev}\t${Essential}\t${Priority}\t" \
-          "${Depends}\t${Pre-Depends}\t${Provides}\n"
-    out = subprocess.run(["dpkg-query", "-W", "-f", fmt], capture_output=True, text=True,
-                         check=True).stdout
+    fmt = (
+        "${Package}\t${db:Status-Abbrev}\t${Essential}\t${Priority}\t"
+        "${Depends}\t${Pre-Depends}\t${Provides}\n"
+    )
+    out = subprocess.run(
+        ["dpkg-query", "-W", "-f", fmt], capture_output=True, text=True, check=True
+    ).stdout
     pkgs: dict[str, dict[str, str]] = {}
     for line in out.splitlines():
         name, status, essential, priority, dep, predep, provides = line.split("\t")
         if status.startswith("ii"):
-            pkgs[name] = {"essential": essential, "priority": priority,
-                          "depends": ", ".join(x for x in (dep, predep) if x),
-                          "provides": provides}
+            pkgs[name] = {
+                "essential": essential,
+                "priority": priority,
+                "depends": ", ".join(x for x in (dep, predep) if x),
+                "provides": provides,
+            }
     return pkgs
 
 
@@ -124,10 +133,14 @@ def owners(files: Iterable[Path]) -> dict[Path, str | None]:
                 candidates.add(c[4:])
             else:
                 candidates.add("/usr" + c)
-        out = subprocess.run(["dpkg-query", "-S", *sorted(candidates)], capture_output=True,
-                             text=True).stdout
-        found = [line.split(":")[0].split(",")[0].strip() for line in out.splitlines()
-                 if not line.startswith("diversion")]
+        out = subprocess.run(
+            ["dpkg-query", "-S", *sorted(candidates)], capture_output=True, text=True
+        ).stdout
+        found = [
+            line.split(":")[0].split(",")[0].strip()
+            for line in out.splitlines()
+            if not line.startswith("diversion")
+        ]
         result[f] = found[0] if found else None
     return result
 
@@ -138,13 +151,17 @@ def owners(files: Iterable[Path]) -> dict[Path, str | None]:
 def build_commands() -> list[list[str]]:
     """The compile and link commands of ``make build``, as make would run
     them now."""
-    out = subprocess.run(["make", "-n", "-B", "build"], cwd=ROOT, capture_output=True,
-                         text=True, check=True).stdout
+    out = subprocess.run(
+        ["make", "-n", "-B", "build"], cwd=ROOT, capture_output=True, text=True, check=True
+    ).stdout
     cmds = []
     for line in out.replace("\\\n", " ").splitlines():
         words = shlex.split(line)
-        if words and Path(words[0]).name in ("cc", "gcc") or (
-                words and re.fullmatch(r"(gcc|clang)(-\d+)?", Path(words[0]).name)):
+        if (
+            words
+            and Path(words[0]).name in ("cc", "gcc")
+            or (words and re.fullmatch(r"(gcc|clang)(-\d+)?", Path(words[0]).name))
+        ):
             cmds.append(words)
     assert cmds, "make -n -B build printed no compiler command"
     return cmds
@@ -163,8 +180,11 @@ def files_the_build_opens(tmp: Path) -> set[Path]:
         p = subprocess.run([*cmd, *extra], cwd=ROOT, capture_output=True, text=True)
         assert p.returncode == 0, f"{' '.join(cmd)}: {p.stderr[-2000:]}"
         for line in (p.stdout + p.stderr).splitlines():
-            m = re.match(r"^\.+ (/\S+)$", line) or re.match(r"^(/\S+)$", line.strip()) \
+            m = (
+                re.match(r"^\.+ (/\S+)$", line)
+                or re.match(r"^(/\S+)$", line.strip())
                 or re.match(r"^-l\S+ \((/\S+)\)$", line.strip())
+            )
             if m:
                 opened.add(Path(m.group(1)))
             elif line.strip().startswith("/") and "(" in line:  # archive(member)
@@ -173,9 +193,12 @@ def files_the_build_opens(tmp: Path) -> set[Path]:
 
 
 def built_binaries() -> list[Path]:
-    found = [p for d in ("dhl/build", "workloads/build", "harness/build")
-             for p in (ROOT / d).rglob("*") if p.is_file() and (p.stat().st_mode & 0o111
-                                                               or p.suffix == ".so")]
+    found = [
+        p
+        for d in ("dhl/build", "workloads/build", "harness/build")
+        for p in (ROOT / d).rglob("*")
+        if p.is_file() and (p.stat().st_mode & 0o111 or p.suffix == ".so")
+    ]
     assert found, "nothing built: run make build"
     return found
 
@@ -210,8 +233,10 @@ def _words_sh(text: str) -> set[str]:
         line = line.split(" #")[0] if not line.lstrip().startswith("#") else ""
         for part in re.split(r"[;|&(]|\$\(|\bthen\b|\bdo\b|\belse\b", line):
             toks = part.split()
-            while toks and (re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*=\S*", toks[0])
-                            or toks[0] in ("env", "exec", "!", "timeout", "faketime")):
+            while toks and (
+                re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*=\S*", toks[0])
+                or toks[0] in ("env", "exec", "!", "timeout", "faketime")
+            ):
                 if toks[0] == "faketime":
                     words.add("faketime")
                     toks = toks[3:]  # faketime -f "clock" CMD
@@ -233,8 +258,13 @@ def programs_run() -> set[str]:
         recipes = [ln[1:] for ln in mk.read_text().splitlines() if ln.startswith("\t")]
         words |= _words_sh("\n".join(recipes))
     words -= NOT_PROGRAMS
-    return {w for w in words if re.fullmatch(r"[a-z][a-z0-9._+-]*", w) and shutil.which(w)
-            and shutil.which(w).startswith(SYSTEM_DIRS)}  # type: ignore[union-attr]  # filtered to found programs
+    return {
+        w
+        for w in words
+        if re.fullmatch(r"[a-z][a-z0-9._+-]*", w)
+        and shutil.which(w)
+        and shutil.which(w).startswith(SYSTEM_DIRS)
+    }  # type: ignore[union-attr]  # filtered to found programs
 
 
 # --- the tests --------------------------------------------------------------
@@ -243,14 +273,21 @@ def programs_run() -> set[str]:
 def _assert_provided(files: dict[str, Path]) -> None:
     closure = fresh_machine_closure()
     own = owners(files.values())
-    unowned = {what: str(f) for what, f in files.items() if own[f] is None
-               and str(f).startswith(SYSTEM_DIRS) and not str(f).startswith("/etc/")}
-    lacking = {what: f"{files[what]} ({own[files[what]]})" for what in files
-               if own[files[what]] is not None and own[files[what]] not in closure}
+    unowned = {
+        what: str(f)
+        for what, f in files.items()
+        if own[f] is None and str(f).startswith(SYSTEM_DIRS) and not str(f).startswith("/etc/")
+    }
+    lacking = {
+        what: f"{files[what]} ({own[files[what]]})"
+        for what in files
+        if own[files[what]] is not None and own[files[what]] not in closure
+    }
     assert not unowned, f"system files no Debian package owns (installed by hand?): {unowned}"
     assert not lacking, (
         "used by the project but not installed by set-up on a fresh machine (add the package "
-        f"to harness/setup/apt-packages.txt): {lacking}")
+        f"to harness/setup/apt-packages.txt): {lacking}"
+    )
 
 
 def test_the_listed_packages_are_real_and_installed() -> None:
@@ -263,8 +300,20 @@ def test_every_program_the_project_runs_comes_with_set_up() -> None:
     progs = programs_run()
     # The ones the project cannot work without must have been found, or the
     # scan itself is broken.
-    for must in ("losetup", "debugfs", "e2fsck", "mkfs.ext4", "mkfs.xfs", "mkfs.btrfs",
-                 "fusermount3", "sqlite3", "mount", "umount", "faketime", "cc"):
+    for must in (
+        "losetup",
+        "debugfs",
+        "e2fsck",
+        "mkfs.ext4",
+        "mkfs.xfs",
+        "mkfs.btrfs",
+        "fusermount3",
+        "sqlite3",
+        "mount",
+        "umount",
+        "faketime",
+        "cc",
+    ):
         assert must in progs, f"the scan did not find {must}"
     _assert_provided({p: Path(shutil.which(p) or p) for p in progs})
 

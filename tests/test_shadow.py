@@ -52,8 +52,7 @@ def _fails(result: dict) -> dict[str, int]:
 
 
 @pytest.mark.parametrize("strategy", ["prefix", "reorder"])
-def test_dash_holds_every_promise(runs: dict[str, RunDir], tmp_path: Path,
-                                  strategy: str) -> None:
+def test_dash_holds_every_promise(runs: dict[str, RunDir], tmp_path: Path, strategy: str) -> None:
     result = _check(runs["dash"], strategy, tmp_path / "c")
     assert _fails(result) == {}
     for inv in DB:  # every promise judged, none skipped throughout
@@ -129,8 +128,9 @@ def test_dash_open_trusts_shadow_mutant_is_killed() -> None:
     assert "killed" in p.stdout and "DB-ATOMIC" in p.stdout, p.stdout
 
 
-def test_every_prefix_state_continues_from_what_the_checker_judged(runs: dict[str, RunDir],
-                                                                  tmp_path: Path) -> None:
+def test_every_prefix_state_continues_from_what_the_checker_judged(
+    runs: dict[str, RunDir], tmp_path: Path
+) -> None:
     """In every prefix state of the dash run, the SUT restarted on the same
     files (the runner through the DASH VFS: its open is DASH's recovery)
     continues from the transaction j the checker judged the database to

@@ -54,8 +54,18 @@ def test_two_shards_merge_into_the_unsharded_sweep(tmp_path: Path) -> None:
     matrix.write_text(MATRIX)
     shards = [tmp_path / "shard-1", tmp_path / "shard-2"]
     for i, out in enumerate(shards, 1):
-        p = crashlab("sweep", "--matrix", str(matrix), "--shard", f"{i}/2", "--jobs", "2",
-                     "--out", str(out), "--no-progress")
+        p = crashlab(
+            "sweep",
+            "--matrix",
+            str(matrix),
+            "--shard",
+            f"{i}/2",
+            "--jobs",
+            "2",
+            "--out",
+            str(out),
+            "--no-progress",
+        )
         assert p.returncode == (1 if i == 2 else 0), p.stderr  # dhl-tc-raw is in shard 2
     merged = tmp_path / "merged"
     p = crashlab("merge", "--out", str(merged), *map(str, shards))
@@ -68,8 +78,17 @@ def test_two_shards_merge_into_the_unsharded_sweep(tmp_path: Path) -> None:
         shutil.copytree(s / "runs", ref / "runs", dirs_exist_ok=True)
     for check_dir in (ref / "runs").glob("*/check"):
         shutil.rmtree(check_dir)
-    p = crashlab("sweep", "--matrix", str(matrix), "--jobs", "2", "--out", str(ref), "--resume",
-                 "--no-progress")
+    p = crashlab(
+        "sweep",
+        "--matrix",
+        str(matrix),
+        "--jobs",
+        "2",
+        "--out",
+        str(ref),
+        "--resume",
+        "--no-progress",
+    )
     assert p.returncode == 1, p.stderr
 
     for name in ("summary.json", "junit.xml"):
@@ -77,17 +96,19 @@ def test_two_shards_merge_into_the_unsharded_sweep(tmp_path: Path) -> None:
     got = (merged / "violations.jsonl").read_text()
     assert got.count("\n") > 0 and str(shards[0]) not in got
     assert got.replace(str(merged), str(ref)) == (ref / "violations.jsonl").read_text()
-    reorder = json.loads(next(merged.glob("runs/dhl-nolog-raw*/check/reorder-*/result.json"))
-                         .read_text())
+    reorder = json.loads(
+        next(merged.glob("runs/dhl-nolog-raw*/check/reorder-*/result.json")).read_text()
+    )
     assert reorder["options"]["sample"] == 4 and reorder["options"]["max_exhaustive"] == 3
     # a complete report: the runs (their logs, for the I/O cost) are linked in
     report = (merged / "report.md").read_text()
     assert "BROKEN" in report and "incomplete" not in report
 
     for args, message in (
-            ([str(shards[0])], "missing 2/2"),
-            ([str(shards[0]), str(shards[0])], "twice 1/2"),
-            ([str(shards[0]), str(ref)], "not a shard")):
+        ([str(shards[0])], "missing 2/2"),
+        ([str(shards[0]), str(shards[0])], "twice 1/2"),
+        ([str(shards[0]), str(ref)], "not a shard"),
+    ):
         p = crashlab("merge", "--out", str(tmp_path / "bad"), *args)
         assert p.returncode == 2 and message in p.stderr, p.stderr
         assert p.stderr.startswith("crashlab: error: ") and p.stderr.count("\n") == 1

@@ -27,13 +27,19 @@ pytestmark = pytest.mark.needs_fuse
 @pytest.fixture(scope="module")
 def run(tmp_path_factory: pytest.TempPathFactory) -> RunDir:
     return record_runs(tmp_path_factory.mktemp("sigterm"), {"sqlite-delete-extra": MULTI})[
-        "sqlite-delete-extra"]
+        "sqlite-delete-extra"
+    ]
 
 
 def _start(args: list[str], private_tmp: Path, token: str) -> subprocess.Popen[str]:
     env = {**os.environ, "CRASHLAB_TMPDIR": str(private_tmp), "CRASHLAB_TEST_TOKEN": token}
-    return subprocess.Popen([str(CRASHLAB), *args, "--no-progress"], env=env, text=True,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    return subprocess.Popen(
+        [str(CRASHLAB), *args, "--no-progress"],
+        env=env,
+        text=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
 
 
 def _terminate_when(proc: subprocess.Popen[str], ready: Callable[[], bool]) -> str:
@@ -68,23 +74,31 @@ def _assert_stopped_cleanly(proc: subprocess.Popen[str], err: str, token: str) -
 def _has_states(folder: Path) -> Callable[[], bool]:
     def ready() -> bool:
         return any(p.stat().st_size > 0 for p in folder.rglob("states.jsonl"))
+
     return ready
 
 
-def test_sigterm_stops_check_and_resume_completes(run: RunDir, tmp_path: Path,
-                                                  private_tmp: Path) -> None:
+def test_sigterm_stops_check_and_resume_completes(
+    run: RunDir, tmp_path: Path, private_tmp: Path
+) -> None:
     token = uuid.uuid4().hex
     args = ["check", str(run.path), "--strategy", "reorder", "--jobs", "2"]
-    ref = subprocess.run([str(CRASHLAB), *args, "--out", str(tmp_path / "ref"), "--no-progress"],
-                         capture_output=True, text=True)
+    ref = subprocess.run(
+        [str(CRASHLAB), *args, "--out", str(tmp_path / "ref"), "--no-progress"],
+        capture_output=True,
+        text=True,
+    )
     assert ref.returncode == 0, ref.stderr
     out = tmp_path / "int"
     proc = _start([*args, "--out", str(out)], private_tmp, token)
     err = _terminate_when(proc, _has_states(out))
     _assert_stopped_cleanly(proc, err, token)
     assert not (out / "result.json").exists()
-    resumed = subprocess.run([str(CRASHLAB), *args, "--out", str(out), "--resume",
-                              "--no-progress"], capture_output=True, text=True)
+    resumed = subprocess.run(
+        [str(CRASHLAB), *args, "--out", str(out), "--resume", "--no-progress"],
+        capture_output=True,
+        text=True,
+    )
     assert resumed.returncode == 0, resumed.stderr
     assert (out / "result.json").read_bytes() == (tmp_path / "ref" / "result.json").read_bytes()
     assert (out / "states.jsonl").read_bytes() == (tmp_path / "ref" / "states.jsonl").read_bytes()
@@ -103,25 +117,39 @@ def _one_cell_shard(sut: str) -> str:
 def _recording(private_tmp: Path) -> Callable[[], bool]:
     def ready() -> bool:  # a recorder's working folder exists: daemon, loop, mount up
         return any(p.name.startswith("crashlab-rec-") for p in private_tmp.iterdir())
+
     return ready
 
 
 @pytest.mark.parametrize("phase", ["record", "check"])
-def test_sigterm_stops_sweep_and_resume_completes(tmp_path: Path, private_tmp: Path,
-                                                  phase: str) -> None:
+def test_sigterm_stops_sweep_and_resume_completes(
+    tmp_path: Path, private_tmp: Path, phase: str
+) -> None:
     token = uuid.uuid4().hex
     out = tmp_path / "sweep"
     # the cell's multicrash strategies kept small: one first crash, prefix states
-    args = ["sweep", "--shard", _one_cell_shard("sqlite-delete-extra"), "--jobs", "2",
-            "--max-first", "1", "--then", "prefix", "--out", str(out)]
+    args = [
+        "sweep",
+        "--shard",
+        _one_cell_shard("sqlite-delete-extra"),
+        "--jobs",
+        "2",
+        "--max-first",
+        "1",
+        "--then",
+        "prefix",
+        "--out",
+        str(out),
+    ]
     proc = _start(args, private_tmp, token)
     ready = _recording(private_tmp) if phase == "record" else _has_states(out)
     err = _terminate_when(proc, ready)
     _assert_stopped_cleanly(proc, err, token)
     assert not (out / "summary.json").exists()
 
-    resumed = subprocess.run([str(CRASHLAB), *args, "--resume", "--no-progress"],
-                             capture_output=True, text=True)
+    resumed = subprocess.run(
+        [str(CRASHLAB), *args, "--resume", "--no-progress"], capture_output=True, text=True
+    )
     assert resumed.returncode == 0, resumed.stderr
     summary = (out / "summary.json").read_bytes()
     # The reference: the same recording checked from scratch.
@@ -129,8 +157,12 @@ def test_sigterm_stops_sweep_and_resume_completes(tmp_path: Path, private_tmp: P
     shutil.copytree(out / "runs", ref / "runs")
     for check_dir in (ref / "runs").glob("*/check"):
         shutil.rmtree(check_dir)
-    again = subprocess.run([str(CRASHLAB), *args[:-1], str(ref), "--resume", "--no-progress"],
-                           capture_output=True, text=True)
+    again = subprocess.run(
+        [str(CRASHLAB), *args[:-1], str(ref), "--resume", "--no-progress"],
+        capture_output=True,
+        text=True,
+    )
     assert again.returncode == 0, again.stderr
-    assert (ref / "summary.json").read_bytes().replace(str(ref).encode(), str(out).encode()) \
-        == summary
+    assert (ref / "summary.json").read_bytes().replace(
+        str(ref).encode(), str(out).encode()
+    ) == summary

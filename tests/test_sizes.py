@@ -37,8 +37,7 @@ MAX_FUNCTION = 80
 SUFFIXES = (".py", ".c", ".h")
 
 # (kind, path[, function]): why it is still over the limit.
-KNOWN: dict[tuple[str, ...], str] = {
-}
+KNOWN: dict[tuple[str, ...], str] = {}
 
 _REASON = re.compile(r"^\s*(?:#|//|/?\*+)\s*long:\s*\S")
 
@@ -120,12 +119,14 @@ def findings(root: Path, files: Iterable[str]) -> dict[tuple[str, ...], str]:
             if length > MAX_FUNCTION and not reason:
                 found[("function", rel, name)] = (
                     f"{rel}:{line} {name}: {length} lines (at most {MAX_FUNCTION}, or a"
-                    " `long:` reason in the comment just above it)")
+                    " `long:` reason in the comment just above it)"
+                )
     return found
 
 
-def against_known(found: Mapping[tuple[str, ...], str], known: Mapping[tuple[str, ...], str]
-                  ) -> tuple[list[str], list[str]]:
+def against_known(
+    found: Mapping[tuple[str, ...], str], known: Mapping[tuple[str, ...], str]
+) -> tuple[list[str], list[str]]:
     """What is found and not known, and what is known and no longer found."""
     new = [text for key, text in sorted(found.items()) if key not in known]
     gone = [f"{' '.join(key)} ({why})" for key, why in known.items() if key not in found]
@@ -140,8 +141,9 @@ def test_no_file_or_function_over_the_limits() -> None:
     assert sum(f.endswith(".c") for f in files) > 10, "no C file read: the rule reads nothing"
     new, gone = against_known(findings(ROOT, files), KNOWN)
     assert not new, "over the size limits:\n" + "\n".join(new)
-    assert not gone, ("KNOWN entries that no longer occur (strike them from KNOWN):\n"
-                      + "\n".join(gone))
+    assert not gone, "KNOWN entries that no longer occur (strike them from KNOWN):\n" + "\n".join(
+        gone
+    )
 
 
 # --- the checks can fail: a few files in tmp_path --------------------------------
@@ -158,21 +160,29 @@ def _write(tmp_path: Path, files: Mapping[str, str]) -> dict[tuple[str, ...], st
 
 
 def test_sample_long_file_fails(tmp_path: Path) -> None:
-    found = _write(tmp_path, {"ok.py": "x = 1\n" * 600, "big.h": "/* x */\n" * 601,
-                              "notes.txt": "x\n" * 900})
+    found = _write(
+        tmp_path, {"ok.py": "x = 1\n" * 600, "big.h": "/* x */\n" * 601, "notes.txt": "x\n" * 900}
+    )
     assert set(found) == {("file", "big.h")}
     assert found[("file", "big.h")] == "big.h: 601 lines (at most 600)"
 
 
 def test_sample_long_python_function_needs_a_reason(tmp_path: Path) -> None:
     bare = "def ok():\n" + _body(79) + "\n\ndef f():\n" + _body(80)
-    reasoned = ("# a docstring-like comment\n# long: one case per option\n@dec\n"
-                "def g():\n" + _body(80))
+    reasoned = "# a docstring-like comment\n# long: one case per option\n@dec\ndef g():\n" + _body(
+        80
+    )
     nested = "class C:\n    def m(self):\n        def inner():\n" + _body(80, " " * 12)
-    found = _write(tmp_path, {"a.py": bare, "b.py": reasoned, "c.py": nested,
-                              "d.py": "# long:\ndef h():\n" + _body(80)})
-    assert set(found) == {("function", "a.py", "f"), ("function", "c.py", "m"),
-                          ("function", "c.py", "inner"), ("function", "d.py", "h")}
+    found = _write(
+        tmp_path,
+        {"a.py": bare, "b.py": reasoned, "c.py": nested, "d.py": "# long:\ndef h():\n" + _body(80)},
+    )
+    assert set(found) == {
+        ("function", "a.py", "f"),
+        ("function", "c.py", "m"),
+        ("function", "c.py", "inner"),
+        ("function", "d.py", "h"),
+    }
     assert found[("function", "a.py", "f")].startswith("a.py:83 f: 81 lines")
 
 
@@ -180,12 +190,22 @@ def test_sample_long_c_function_needs_a_reason(tmp_path: Path) -> None:
     def fn(head: str, n: int) -> str:
         return head + "\n{\n" + _body(n - 3 - head.count("\n")) + "}\n"
 
-    text = ("struct s {\n" + _body(90) + "};\n\n"
-            + fn("static int ok(void)", 80) + "\n"
-            + fn("static int f(int a,\n             int b)", 81) + "\n"
-            + "/* long: a flat table of cases */\n" + fn("int g(void)", 90) + "\n"
-            + "/*\n** a comment\n** long: one case per option\n*/\n" + fn("int h(void)", 90)
-            + "\n/* no reason here */\n" + fn("int k(void)", 90))
+    text = (
+        "struct s {\n"
+        + _body(90)
+        + "};\n\n"
+        + fn("static int ok(void)", 80)
+        + "\n"
+        + fn("static int f(int a,\n             int b)", 81)
+        + "\n"
+        + "/* long: a flat table of cases */\n"
+        + fn("int g(void)", 90)
+        + "\n"
+        + "/*\n** a comment\n** long: one case per option\n*/\n"
+        + fn("int h(void)", 90)
+        + "\n/* no reason here */\n"
+        + fn("int k(void)", 90)
+    )
     found = _write(tmp_path, {"a.c": text})
     assert set(found) == {("function", "a.c", "f"), ("function", "a.c", "k")}
     assert found[("function", "a.c", "f")].startswith("a.c:175 f: 81 lines")

@@ -47,8 +47,19 @@ def runs() -> Iterator[dict[str, RunDir]]:
 def check(run: RunDir, *args: str, strategy: str = "prefix") -> dict:  # type: ignore[type-arg]  # result.json as untyped JSON
     out = run.path / "check" / f"{strategy}-{'-'.join(args).replace('/', '_')}"
     # --force: two tests check the same run with the same faults into one folder
-    p = crashlab("check", str(run.path), "--strategy", strategy, "-j", "2", "--no-progress",
-                 "--out", str(out), "--force", *args)
+    p = crashlab(
+        "check",
+        str(run.path),
+        "--strategy",
+        strategy,
+        "-j",
+        "2",
+        "--no-progress",
+        "--out",
+        str(out),
+        "--force",
+        *args,
+    )
     assert p.returncode in (0, 1), p.stderr
     return json.loads((out / "result.json").read_text())
 
@@ -62,11 +73,20 @@ def exercised_passes(result: dict, inv: str) -> int:  # type: ignore[type-arg]  
     return c.get("pass", 0) - c.get("not_exercised", 0)
 
 
-def held(run: RunDir, sut: str, result: dict, faults: tuple[str, ...],  # type: ignore[type-arg]  # result.json as untyped JSON
-         must: tuple[str, ...] = ()) -> bool:
+def held(
+    run: RunDir,
+    sut: str,
+    result: dict,
+    faults: tuple[str, ...],  # type: ignore[type-arg]  # result.json as untyped JSON
+    must: tuple[str, ...] = (),
+) -> bool:
     cell = Cell(sut, MULTI, "ext4", ("prefix",), must, faults=parse_faults(faults))
-    return evaluate(cell.expectation("prefix"), result["verdicts"], result["states"]["checked"],
-                    result.get("skips")).ok
+    return evaluate(
+        cell.expectation("prefix"),
+        result["verdicts"],
+        result["states"]["checked"],
+        result.get("skips"),
+    ).ok
 
 
 def test_corrupt_plain_sqlite_fails_detection_the_checksum_vfs_holds(runs) -> None:

@@ -14,9 +14,20 @@ def test_states_command(tmp_path):
     write_epochs_log(log, [2, 3])
     res = crashlab("states", str(log), "--strategy", "reorder", "--no-dedup")
     assert res.returncode == 0
-    assert res.stdout.split() == ["e0.p0", "e0.p1", "e0.p2", "e0.k1",
-                                  "e1.p0", "e1.p1", "e1.p2", "e1.p3",
-                                  "e1.k1-2", "e1.k0,2", "e1.k2", "e1.k1"]
+    assert res.stdout.split() == [
+        "e0.p0",
+        "e0.p1",
+        "e0.p2",
+        "e0.k1",
+        "e1.p0",
+        "e1.p1",
+        "e1.p2",
+        "e1.p3",
+        "e1.k1-2",
+        "e1.k0,2",
+        "e1.k2",
+        "e1.k1",
+    ]
     assert "12 states (12 generated, 0 folded) over 2 epochs" in res.stderr
     res = crashlab("states", str(log), "--strategy", "torn", "--count")
     assert res.returncode == 0 and res.stdout.startswith("torn: 42 states")  # (2+1+2*7) + (3+1+3*7)

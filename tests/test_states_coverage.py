@@ -89,7 +89,7 @@ def test_sampler_draws_every_size_seeded_and_distinct(tmp_path: Path) -> None:
     opts = dict(strategy="reorder", sample=230, seed=3)
     got, _ = _enumerate(log, **opts)
     n = 24
-    drawn = [k for k, _ in got if k.epoch == 1][n + 1:]  # after the n+1 prefixes
+    drawn = [k for k, _ in got if k.epoch == 1][n + 1 :]  # after the n+1 prefixes
     assert len(drawn) == 230 and len({k.kept for k in drawn}) == 230
     sizes = Counter(k.kept.bit_count() for k in drawn)
     assert set(sizes) == set(range(1, n))  # every size of kept set, not only ~n/2
@@ -123,7 +123,7 @@ def test_torn_reorder_states_are_valid_and_look_up(tmp_path: Path, fua_every: in
     middle = 0
     for key, sid in torn:
         check_valid(epochs[key.epoch], key)
-        (w, _units), = key.torn
+        ((w, _units),) = key.torn
         middle += key.kept >> (w + 1) != 0  # a later write persisted, this one torn
         with LogReader(log) as r:
             assert state_from_id(r, sid).key == key

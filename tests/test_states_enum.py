@@ -103,7 +103,10 @@ def test_deterministic_across_processes_and_hash_seeds(epochs_log):
         env = {**os.environ, "PYTHONHASHSEED": seed}
         res = subprocess.run(
             [sys.executable, "-c", code, str(epochs_log)],
-            capture_output=True, text=True, env=env, check=True,
+            capture_output=True,
+            text=True,
+            env=env,
+            check=True,
         )
         outs.append(json.loads(res.stdout))
     assert outs[0] == outs[1] and len(outs[0]) > 100
@@ -260,8 +263,10 @@ def test_window_is_a_filter_on_cuts(epochs_log):
         a = next(e.index for e in r.entries() if e.label == "txn-begin:3")
         b = next(e.index for e in r.entries() if e.label == "txn-ack:5")
         win = Enumeration(
-            r, Options(strategy="reorder", dedup=False, window_start="txn-begin:3",
-                       window_end="txn-ack:5")
+            r,
+            Options(
+                strategy="reorder", dedup=False, window_start="txn-begin:3", window_end="txn-ack:5"
+            ),
         )
         got = [s.id for s in win]
     assert got == [s.id for s in full if s.cut.hi > a and s.cut.lo <= b]
@@ -275,7 +280,11 @@ def test_lookup_returns_every_enumerated_state(epochs_log):
                 continue
             t = state_from_id(r, s.id)
             assert (t.key, t.cut, t.kept_entries, t.torn_entries) == (
-                s.key, s.cut, s.kept_entries, s.torn_entries)
+                s.key,
+                s.cut,
+                s.kept_entries,
+                s.torn_entries,
+            )
 
 
 @pytest.mark.parametrize(
@@ -398,7 +407,8 @@ def test_brute_force_counts(tmp_path, program):
         n = len(fuas)
         full = (1 << n) - 1
         want = {
-            m for m in valid_subsets(fuas)
+            m
+            for m in valid_subsets(fuas)
             if n <= 2 or m & (m + 1) == 0 or bin(full & ~m).count("1") <= k
         }
         assert got == want
@@ -416,7 +426,10 @@ def test_brute_force_drop_sets_are_combinations():
     for n in range(0, 9):
         for k in range(0, n + 1):
             full = (1 << n) - 1
-            seen = {full & ~sum(1 << w for w in d) for i in range(k + 1)
-                    for d in combinations(range(n), i)}
+            seen = {
+                full & ~sum(1 << w for w in d)
+                for i in range(k + 1)
+                for d in combinations(range(n), i)
+            }
             seen |= {(1 << m) - 1 for m in range(n + 1)}
             assert len(seen) == drop_k(n, k)

@@ -39,8 +39,17 @@ def test_lost_flush_merges_each_flush_in_turn(log: Path) -> None:
     got = states(log, strategy="prefix", faults=parse_faults("lost-flush"))
     # epochs 0-1, 1-2, 2-3 merged; in order only the prefixes that stop
     # inside the first epoch lose a write to the lost flush
-    assert [s.id for s in got] == ["e0-1.p0", "e0-1.p1", "e0-1.p2", "e1-2.p0", "e1-2.p1",
-                                   "e2-3.p0", "e2-3.p1", "e2-3.p2", "e2-3.p3"]
+    assert [s.id for s in got] == [
+        "e0-1.p0",
+        "e0-1.p1",
+        "e0-1.p2",
+        "e1-2.p0",
+        "e1-2.p1",
+        "e2-3.p0",
+        "e2-3.p1",
+        "e2-3.p2",
+        "e2-3.p3",
+    ]
     for s in got:
         assert s.key.last == s.epoch.index + 1 and s.epoch.lost_flushes
         assert loses_to_flush(s.epoch, s.key.kept, s.cut.hi)
@@ -52,8 +61,11 @@ def test_lost_flush_cut_acknowledges_after_the_flush(log: Path) -> None:
     """Epoch i is transaction i+1, acknowledged after its flush: with the
     flush lost, a state missing epoch 1's writes may crash after txn 2 was
     acknowledged — a durability loss the device caused."""
-    s = next(s for s in states(log, strategy="prefix", faults=parse_faults("lost-flush"))
-             if s.id == "e1-2.p0")
+    s = next(
+        s
+        for s in states(log, strategy="prefix", faults=parse_faults("lost-flush"))
+        if s.id == "e1-2.p0"
+    )
     assert s.cut.acked == 2 and s.durable_upto == s.epoch.start
     assert not s.kept_entries
 
@@ -138,7 +150,7 @@ def _expected(base: bytes, reader: LogReader, state: State) -> bytes:
         off = state.key.misdirect[1] * 512 if entry.index == victim else entry.sector * 512
         for u in range(len(data) // 512):
             if units == -1 or units >> u & 1:
-                img[off + u * 512:off + (u + 1) * 512] = data[u * 512:(u + 1) * 512]
+                img[off + u * 512 : off + (u + 1) * 512] = data[u * 512 : (u + 1) * 512]
 
     for entry in reader.entries():
         if entry.index < state.durable_upto and entry.is_write:
@@ -155,8 +167,7 @@ def _expected(base: bytes, reader: LogReader, state: State) -> bytes:
 
 
 @pytest.mark.parametrize("strategy", ["prefix", "reorder", "torn"])
-def test_faulted_images_are_what_the_faults_say(log: Path, tmp_path: Path,
-                                                strategy: str) -> None:
+def test_faulted_images_are_what_the_faults_say(log: Path, tmp_path: Path, strategy: str) -> None:
     base = tmp_path / "base.img"
     data = _base(base)
     faults = parse_faults(["lost-flush", "misdirect", "corrupt,bits=3"])
@@ -180,8 +191,9 @@ def test_faulted_images_are_what_the_faults_say(log: Path, tmp_path: Path,
                 from harness.materialize import misdirect_extents
 
                 img.advance(s.durable_upto)
-                path = img.scratch([*s.extents(img.reader),
-                                    *misdirect_extents(img.reader, base, s)], s.flips())
+                path = img.scratch(
+                    [*s.extents(img.reader), *misdirect_extents(img.reader, base, s)], s.flips()
+                )
                 assert path.read_bytes() == want, s.id
     finally:
         img.close()

@@ -39,8 +39,9 @@ def dm_log(tmp_path: Path) -> Path:
 
 def _ids(log: Path, order: str) -> set[str]:
     with LogReader(log) as r:
-        return {s.id for s in Enumeration(r, Options(strategy="reorder", dedup=False,
-                                                     log_order=order))}
+        return {
+            s.id for s in Enumeration(r, Options(strategy="reorder", dedup=False, log_order=order))
+        }
 
 
 def test_b_without_fuad_is_a_state_only_in_dm_order(dm_log: Path) -> None:

@@ -97,11 +97,19 @@ def keys(draw):
     last = draw(st.one_of(st.none(), st.integers(min_value=epoch + 1, max_value=epoch + 3)))
     mis = None
     if draw(st.booleans()):
-        mis = (draw(st.integers(min_value=0, max_value=10**9)),
-               draw(st.integers(min_value=0, max_value=(1 << 40) - 1)))
-    cor = draw(st.one_of(st.none(), st.tuples(st.integers(min_value=0, max_value=(1 << 40) - 1),
-                                              st.integers(min_value=1,
-                                                          max_value=(1 << 4096) - 1))))
+        mis = (
+            draw(st.integers(min_value=0, max_value=10**9)),
+            draw(st.integers(min_value=0, max_value=(1 << 40) - 1)),
+        )
+    cor = draw(
+        st.one_of(
+            st.none(),
+            st.tuples(
+                st.integers(min_value=0, max_value=(1 << 40) - 1),
+                st.integers(min_value=1, max_value=(1 << 4096) - 1),
+            ),
+        )
+    )
     return StateKey(epoch, kept, torn, last, mis, cor)
 
 

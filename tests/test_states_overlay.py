@@ -245,8 +245,9 @@ def test_incremental_digest_matches_definition(tmp_path, program, strategy, fact
     write_ops(log, program)
     with LogReader(log) as r:
         content = None
-        for s in Enumeration(r, Options(strategy=strategy, dedup=False, torn_pattern="subset",
-                                        tear_unit=1024)):
+        for s in Enumeration(
+            r, Options(strategy=strategy, dedup=False, torn_pattern="subset", tear_unit=1024)
+        ):
             if content is None or content.epoch is not s.epoch:
                 content = EpochContent(r, s.epoch)
                 content.direct_factor = factor

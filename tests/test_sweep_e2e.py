@@ -34,12 +34,15 @@ CRASHLAB = Path(sys.executable).with_name("crashlab")
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, RunDir]:
     """One recording per SUT, shared by the tests of this module."""
-    return record_runs(tmp_path_factory.mktemp("runs"), {
-        "sqlite-wal-full": MULTI,
-        "sqlite-delete-extra": MULTI,
-        "sqlite-off": MULTI,
-        "sqlite-delete-full": SINGLE,
-    })
+    return record_runs(
+        tmp_path_factory.mktemp("runs"),
+        {
+            "sqlite-wal-full": MULTI,
+            "sqlite-delete-extra": MULTI,
+            "sqlite-off": MULTI,
+            "sqlite-delete-full": SINGLE,
+        },
+    )
 
 
 def check(run: RunDir, strategy: str, out: Path, **kw: Any) -> dict[str, Any]:  # noqa: ANN401
@@ -53,8 +56,9 @@ def fails(result: dict[str, Any]) -> dict[str, int]:
 
 @pytest.mark.parametrize("sut", ["sqlite-wal-full", "sqlite-delete-extra"])
 @pytest.mark.parametrize("strategy", ["prefix", "reorder"])
-def test_safe_suts_have_no_violations(runs: dict[str, RunDir], sut: str, strategy: str,
-                                      tmp_path: Path) -> None:
+def test_safe_suts_have_no_violations(
+    runs: dict[str, RunDir], sut: str, strategy: str, tmp_path: Path
+) -> None:
     result = check(runs[sut], strategy, tmp_path)
     assert result["states"]["checked"] >= 30
     assert fails(result) == {}
@@ -91,8 +95,9 @@ def test_delete_full_loses_an_acknowledged_commit(runs: dict[str, RunDir], tmp_p
     assert "acknowledged commit was lost" in v["explanation"]
 
 
-def test_check_is_deterministic_for_any_worker_count(runs: dict[str, RunDir],
-                                                      tmp_path: Path) -> None:
+def test_check_is_deterministic_for_any_worker_count(
+    runs: dict[str, RunDir], tmp_path: Path
+) -> None:
     a = check(runs["sqlite-off"], "reorder", tmp_path / "a", jobs=1)
     b = check(runs["sqlite-off"], "reorder", tmp_path / "b", jobs=2)
     states_a, states_b = (tmp_path / d / STATES_NAME for d in "ab")
@@ -101,8 +106,9 @@ def test_check_is_deterministic_for_any_worker_count(runs: dict[str, RunDir],
     assert a == b
 
 
-def test_interrupted_check_resumes_to_the_same_result(runs: dict[str, RunDir], tmp_path: Path,
-                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+def test_interrupted_check_resumes_to_the_same_result(
+    runs: dict[str, RunDir], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     work_parent = tmp_path / "work"
     work_parent.mkdir()
     monkeypatch.setenv("CRASHLAB_TMPDIR", str(work_parent))
@@ -137,9 +143,12 @@ def test_sweep_expectations_decide_the_exit_code(runs: dict[str, RunDir], tmp_pa
     for sut in ("sqlite-wal-full", "sqlite-delete-full"):
         cell_dir = out / "runs" / Cell(sut, MULTI if sut == "sqlite-wal-full" else SINGLE).name
         shutil.copytree(runs[sut].path, cell_dir)
-    held = [Cell("sqlite-wal-full", MULTI, strategies=("prefix",)),
-            Cell("sqlite-delete-full", SINGLE, strategies=("prefix",),
-                 must_violate_any=("DB-DURABLE",))]
+    held = [
+        Cell("sqlite-wal-full", MULTI, strategies=("prefix",)),
+        Cell(
+            "sqlite-delete-full", SINGLE, strategies=("prefix",), must_violate_any=("DB-DURABLE",)
+        ),
+    ]
     summary, code = run_sweep("t", held, out, SweepOptions(backend="fuse", jobs=2), resume=True)
     assert code == 0 and summary["ok"]
     junit = (out / "junit.xml").read_text()
@@ -148,8 +157,9 @@ def test_sweep_expectations_decide_the_exit_code(runs: dict[str, RunDir], tmp_pa
     assert lines and all(json.loads(x)["invariant"] == "DB-DURABLE" for x in lines)
 
     # An unsafe SUT that shows nothing breaks its expectation: exit code 1.
-    broken = [Cell("sqlite-wal-full", MULTI, strategies=("prefix",),
-                   must_violate_any=("DB-ATOMIC",))]
+    broken = [
+        Cell("sqlite-wal-full", MULTI, strategies=("prefix",), must_violate_any=("DB-ATOMIC",))
+    ]
     summary, code = run_sweep("t", broken, out, SweepOptions(backend="fuse", jobs=2), resume=True)
     assert code == 1 and not summary["ok"]
     assert "found none" in summary["cells"][0]["expectation"]["broken"][0]
@@ -158,8 +168,9 @@ def test_sweep_expectations_decide_the_exit_code(runs: dict[str, RunDir], tmp_pa
 
 def test_resumed_sweep_gives_the_same_summary(runs: dict[str, RunDir], tmp_path: Path) -> None:
     out = tmp_path / "sweep"
-    cell = Cell("sqlite-off", MULTI, strategies=("prefix", "reorder"),
-                must_violate_any=("DB-ATOMIC",))
+    cell = Cell(
+        "sqlite-off", MULTI, strategies=("prefix", "reorder"), must_violate_any=("DB-ATOMIC",)
+    )
     shutil.copytree(runs["sqlite-off"].path, out / "runs" / cell.name)
     first, _ = run_sweep("t", [cell], out, SweepOptions(backend="fuse", jobs=2), resume=True)
     text = (out / "summary.json").read_text()
@@ -192,14 +203,17 @@ def test_bad_options_exit_2(args: list[str], message: str) -> None:
 
 
 @pytest.mark.parametrize("fs", ["xfs", "btrfs"])
-def test_xfs_and_btrfs_states_recover_by_mount(fs: str, tmp_path: Path,
-                                               private_tmp: Path) -> None:
+def test_xfs_and_btrfs_states_recover_by_mount(fs: str, tmp_path: Path, private_tmp: Path) -> None:
     """xfs/btrfs replay their logs only in the kernel: each state is
     recovered by a loop mount (root), which leaves nothing behind (the
     private_tmp fixture holds that no loop device, mount or process refers
     to this test's working folders afterwards)."""
-    run = record_cell(Cell("sqlite-wal-full", "insert:txns=4,ops=3,tables=3,warmup=100", fs),
-                      tmp_path / "run", "fuse", False)
+    run = record_cell(
+        Cell("sqlite-wal-full", "insert:txns=4,ops=3,tables=3,warmup=100", fs),
+        tmp_path / "run",
+        "fuse",
+        False,
+    )
     result = check(run, "prefix", tmp_path / "check")
     assert result["states"]["checked"] >= 20
     assert fails(result) == {}
@@ -224,7 +238,8 @@ def test_dhl_run_level_checks_are_wired(tmp_path: Path) -> None:
     run_lines = (tmp_path / "cc-check" / "run.jsonl").read_text().splitlines()
     assert json.loads(run_lines[0])["id"] == "trace" and len(run_lines) == 4
     assert result["states"]["checked"] == len(
-        (tmp_path / "cc-check" / STATES_NAME).read_text().splitlines())
+        (tmp_path / "cc-check" / STATES_NAME).read_text().splitlines()
+    )
 
     nolog = record_cell(Cell("dhl-nolog-raw", wl, "raw"), tmp_path / "nolog", "fuse", False)
     result = check_run(nolog, opts, tmp_path / "nolog-check")

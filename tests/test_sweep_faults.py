@@ -31,12 +31,15 @@ def test_faults_key_is_parsed_canonically(tmp_path: Path) -> None:
     assert cell.name.endswith("--corrupt-seed2-misdirect")
 
 
-@pytest.mark.parametrize(("line", "why"), [
-    ('faults = "corrupt"', "must be a list of strings"),
-    ('faults = ["rot"]', "unknown kind 'rot'"),
-    ('faults = ["corrupt", "corrupt,seed=1"]', "two corrupt faults"),
-    ('faults = ["corrupt"]\nstrategies = ["multicrash"]', "not to multicrash"),
-])
+@pytest.mark.parametrize(
+    ("line", "why"),
+    [
+        ('faults = "corrupt"', "must be a list of strings"),
+        ('faults = ["rot"]', "unknown kind 'rot'"),
+        ('faults = ["corrupt", "corrupt,seed=1"]', "two corrupt faults"),
+        ('faults = ["corrupt"]\nstrategies = ["multicrash"]', "not to multicrash"),
+    ],
+)
 def test_bad_faults_are_one_line_errors(tmp_path: Path, line: str, why: str) -> None:
     with pytest.raises(CrashlabError, match=why) as e:
         load_matrix(write(tmp_path, line))
@@ -44,16 +47,18 @@ def test_bad_faults_are_one_line_errors(tmp_path: Path, line: str, why: str) -> 
 
 
 def promised(sut: str, faults: tuple[str, ...], fs: str = "ext4") -> tuple[str, ...]:
-    return Cell(sut, MULTI, fs, ("prefix",), faults=parse_faults(faults)).expectation(
-        "prefix").guaranteed
+    return (
+        Cell(sut, MULTI, fs, ("prefix",), faults=parse_faults(faults))
+        .expectation("prefix")
+        .guaranteed
+    )
 
 
 def test_promises_under_each_fault() -> None:
     assert "CORRUPT-DETECT" not in promised("sqlite-delete-extra", ("corrupt",))
     assert "CORRUPT-DETECT" in promised(CKSUM, ("corrupt",))
     # a SUT that loses acknowledged data by itself is not held to detection
-    assert "CORRUPT-DETECT" not in promised("sqlite:journal=delete,sync=full,cksum=1",
-                                            ("corrupt",))
+    assert "CORRUPT-DETECT" not in promised("sqlite:journal=delete,sync=full,cksum=1", ("corrupt",))
     assert "CORRUPT-DETECT" not in promised(CKSUM, ("misdirect",))
     assert "CORRUPT-DETECT" not in promised(CKSUM, ("corrupt", "lost-flush"))
     assert promised("sqlite-wal-full", ("lost-flush",)) == ("DB-PREFIX",)
@@ -61,8 +66,10 @@ def test_promises_under_each_fault() -> None:
     assert "FS-RECOVER" not in promised(CKSUM, ("corrupt",), "xfs")  # no block map to aim by
     dhl = Cell("dhl-cc-raw", MULTI, "raw", ("prefix",), faults=parse_faults("corrupt"))
     assert dhl.expectation("prefix").guaranteed == ("DB-PREFIX", "DHL-T2", "CC-NEXT")
-    assert promised("sqlite-delete-extra", ()) == Cell("sqlite-delete-extra", MULTI).expectation(
-        "prefix").guaranteed
+    assert (
+        promised("sqlite-delete-extra", ())
+        == Cell("sqlite-delete-extra", MULTI).expectation("prefix").guaranteed
+    )
 
 
 def test_every_fault_guarantee_is_cited() -> None:
@@ -76,8 +83,11 @@ def test_every_fault_guarantee_is_cited() -> None:
 def test_the_nightly_matrix_has_every_state_fault_on_every_family() -> None:
     cells = [c for c in matrix("nightly") if c.state_faults]
     assert {(c.sut, tuple(fault_specs(c.faults))) for c in cells} == {
-        (sut, (fault,)) for fault in STATE_FAULTS for sut, _ in FAULT_SUTS}
+        (sut, (fault,)) for fault in STATE_FAULTS for sut, _ in FAULT_SUTS
+    }
     assert all(c.strategies == ("prefix", "reorder") for c in cells)
     default = [c for c in matrix("default") if c.state_faults]
     assert [(c.sut, fault_specs(c.faults)) for c in default] == [
-        ("sqlite-delete-extra", ["corrupt"]), (CKSUM, ["corrupt"])]
+        ("sqlite-delete-extra", ["corrupt"]),
+        (CKSUM, ["corrupt"]),
+    ]

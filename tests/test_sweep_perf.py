@@ -63,8 +63,9 @@ def test_restored_scratch_equals_a_full_copy(tmp_path: Path) -> None:
             want = ref.scratch(state.extents(ref.reader)).read_bytes()
             assert got == want, state.id
             # what a recovery would do: write somewhere and say so
-            ranges = [(rng.randrange(0, 48 * 4096 - 5000), rng.randrange(1, 5000))
-                      for _ in range(3)]
+            ranges = [
+                (rng.randrange(0, 48 * 4096 - 5000), rng.randrange(1, 5000)) for _ in range(3)
+            ]
             fd = os.open(img.scratch_path, os.O_WRONLY)
             for off, ln in ranges:
                 os.pwrite(fd, os.urandom(ln), off)
@@ -84,8 +85,9 @@ def test_undo_file_names_every_byte_debugfs_wrote(tmp_path: Path) -> None:
     payload = tmp_path / "payload"
     payload.write_bytes(os.urandom(50_000))
     with DebugfsSession() as dbg:
-        out = dbg.request([f"open -w -z {undo} {img}", "mkdir d", f"write {payload} d/f",
-                           "mkdir e", "close"])
+        out = dbg.request(
+            [f"open -w -z {undo} {img}", "mkdir d", f"write {payload} d/f", "mkdir e", "close"]
+        )
     assert out[0].startswith("Overwriting existing filesystem") and out[1] == "", out
     assert "Allocated inode" in out[2] and out[3:] == ["", ""], out
     after = img.read_bytes()
@@ -93,10 +95,10 @@ def test_undo_file_names_every_byte_debugfs_wrote(tmp_path: Path) -> None:
     assert ranges
     covered = bytearray(len(after))
     for off, n in ranges:
-        covered[off:off + n] = b"\1" * n
-    changed = [i for i in range(0, len(after), 512) if before[i:i + 512] != after[i:i + 512]]
+        covered[off : off + n] = b"\1" * n
+    changed = [i for i in range(0, len(after), 512) if before[i : i + 512] != after[i : i + 512]]
     assert changed
-    assert all(covered[i:i + 512] == b"\1" * 512 for i in changed)
+    assert all(covered[i : i + 512] == b"\1" * 512 for i in changed)
 
 
 def test_debugfs_session_ends_on_close_error_and_kill() -> None:
@@ -120,10 +122,11 @@ def test_debugfs_session_ends_on_close_error_and_kill() -> None:
 def test_debugfs_dies_with_its_parent(tmp_path: Path) -> None:
     """A worker killed outright (SIGKILL: no cleanup runs) takes its debugfs
     with it."""
-    code = ("import sys, time; from harness.fs.ext4.debugfs import DebugfsSession; "
-            "d = DebugfsSession(); print(d.pid, flush=True); time.sleep(60)")
-    p = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True,
-                         cwd=ROOT)
+    code = (
+        "import sys, time; from harness.fs.ext4.debugfs import DebugfsSession; "
+        "d = DebugfsSession(); print(d.pid, flush=True); time.sleep(60)"
+    )
+    p = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True, cwd=ROOT)
     assert p.stdout is not None
     child = int(p.stdout.readline())
     assert alive(child)
@@ -141,35 +144,52 @@ def test_debugfs_dies_with_its_parent(tmp_path: Path) -> None:
 
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, RunDir]:
-    return record_runs(tmp_path_factory.mktemp("perfruns"), {
-        "sqlite-off": "insert:txns=5,ops=3,tables=2,warmup=50,seed=1",
-        "sqlite-delete-extra": "insert:txns=4,ops=3,tables=2,warmup=50,seed=1",
-    })
+    return record_runs(
+        tmp_path_factory.mktemp("perfruns"),
+        {
+            "sqlite-off": "insert:txns=5,ops=3,tables=2,warmup=50,seed=1",
+            "sqlite-delete-extra": "insert:txns=4,ops=3,tables=2,warmup=50,seed=1",
+        },
+    )
 
 
-def _check(run: RunDir, strategy: str, out: Path, mode: str, max_states: int | None,
-           monkeypatch: pytest.MonkeyPatch) -> dict[str, object]:
+def _check(
+    run: RunDir,
+    strategy: str,
+    out: Path,
+    mode: str,
+    max_states: int | None,
+    monkeypatch: pytest.MonkeyPatch,
+) -> dict[str, object]:
     monkeypatch.setenv("CRASHLAB_RECOVERY", mode)
     opts = CheckOptions(states=Options(strategy=strategy), jobs=2, max_states=max_states)
     return check_run(run, opts, out)
 
 
-@pytest.mark.parametrize(("sut", "strategy", "limit"), [
-    ("sqlite-off", "torn", None),  # FS-RECOVER, DB-INTEGRITY, DB-ATOMIC failures
-    ("sqlite-off", "reorder", None),
-    ("sqlite-delete-extra", "reorder", 400),
-])
+@pytest.mark.parametrize(
+    ("sut", "strategy", "limit"),
+    [
+        ("sqlite-off", "torn", None),  # FS-RECOVER, DB-INTEGRITY, DB-ATOMIC failures
+        ("sqlite-off", "reorder", None),
+        ("sqlite-delete-extra", "reorder", 400),
+    ],
+)
 @pytest.mark.needs_fuse
 def test_fast_recovery_gives_the_reference_verdicts(
-    runs: dict[str, RunDir], tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-    sut: str, strategy: str, limit: int | None,
+    runs: dict[str, RunDir],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    sut: str,
+    strategy: str,
+    limit: int | None,
 ) -> None:
     fast = _check(runs[sut], strategy, tmp_path / "fast", "fast", limit, monkeypatch)
     ref = _check(runs[sut], strategy, tmp_path / "ref", "reference", limit, monkeypatch)
     fast_states = (tmp_path / "fast" / STATES_NAME).read_bytes()
     assert fast_states == (tmp_path / "ref" / STATES_NAME).read_bytes()
-    assert (tmp_path / "fast" / RESULT_NAME).read_bytes() == \
-        (tmp_path / "ref" / RESULT_NAME).read_bytes()
+    assert (tmp_path / "fast" / RESULT_NAME).read_bytes() == (
+        tmp_path / "ref" / RESULT_NAME
+    ).read_bytes()
     fast.pop("timing"), ref.pop("timing")
     assert fast == ref
     if strategy == "torn":  # the fallback to the reference path was exercised
@@ -179,7 +199,8 @@ def test_fast_recovery_gives_the_reference_verdicts(
 
 @pytest.mark.needs_fuse
 def test_interrupted_check_leaves_no_debugfs_and_no_folder(
-    runs: dict[str, RunDir], tmp_path: Path,
+    runs: dict[str, RunDir],
+    tmp_path: Path,
 ) -> None:
     """Ctrl-C (SIGINT to the whole process group, as a terminal sends it)
     in the middle of a 2-worker check: the check stops with the interrupt
@@ -203,9 +224,15 @@ def test_interrupted_check_leaves_no_debugfs_and_no_folder(
         "on_progress=lambda g, c: (print(c, flush=True), time.sleep(60)))"
     )
     env = {**os.environ, "CRASHLAB_TMPDIR": str(work), token.split("=")[0]: token.split("=")[1]}
-    p = subprocess.Popen([sys.executable, "-c", code, str(runs["sqlite-delete-extra"].path),
-                          str(tmp_path / "out")], cwd=ROOT, env=env, stdout=subprocess.PIPE,
-                         stderr=subprocess.PIPE, text=True, start_new_session=True)
+    p = subprocess.Popen(
+        [sys.executable, "-c", code, str(runs["sqlite-delete-extra"].path), str(tmp_path / "out")],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
     assert p.stdout is not None
     assert p.stdout.readline().strip().isdigit()  # a first chunk is done, the workers run
     assert len(tagged(token)) >= 3  # parent, 2 workers (+ debugfs)
@@ -223,8 +250,9 @@ def test_interrupted_check_leaves_no_debugfs_and_no_folder(
 @pytest.mark.needs_fuse
 @pytest.mark.parametrize("sut", ["sqlite-delete-extra", "sqlite-off"])
 @pytest.mark.parametrize("mode", ["fast", "debugfs"])
-def test_fast_path_is_taken(runs: dict[str, RunDir], tmp_path: Path, sut: str, mode: str,
-                            monkeypatch: pytest.MonkeyPatch) -> None:
+def test_fast_path_is_taken(
+    runs: dict[str, RunDir], tmp_path: Path, sut: str, mode: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The parity above is not parity by fallback: nearly every state goes
     the fast way (sqlite-off's crash images often need e2fsck's replay
     first on the debugfs path: stale bitmap checksums), full copies are

@@ -53,8 +53,7 @@ sys.exit(1)
 def _record(tmp: Path, name: str, dirsync: bool) -> RunDir:
     script = tmp / f"{name}.sh"
     script.write_text(WORKLOAD.format(dirsync="sync ." if dirsync else ": no directory sync"))
-    p = crashlab("record", "--backend", "fuse", "--out", str(tmp / name), "--", "sh",
-                 str(script))
+    p = crashlab("record", "--backend", "fuse", "--out", str(tmp / name), "--", "sh", str(script))
     assert p.returncode == 0, p.stderr
     return RunDir(tmp / name)
 
@@ -63,16 +62,19 @@ def _record(tmp: Path, name: str, dirsync: bool) -> RunDir:
 def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, RunDir]:
     tmp = tmp_path_factory.mktemp("user")
     (tmp / "check_counter.py").write_text(CHECKER)
-    return {"tmp": tmp, "safe": _record(tmp, "safe", True),  # type: ignore[dict-item]  # a mixed dict of paths and runs
-            "nodirsync": _record(tmp, "nodirsync", False)}
+    return {
+        "tmp": tmp,
+        "safe": _record(tmp, "safe", True),  # type: ignore[dict-item]  # a mixed dict of paths and runs
+        "nodirsync": _record(tmp, "nodirsync", False),
+    }
 
 
-def _check(run: RunDir, out: Path, *checker: str, strategy: str = "prefix"
-           ) -> tuple[subprocess.CompletedProcess[str], dict]:
+def _check(
+    run: RunDir, out: Path, *checker: str, strategy: str = "prefix"
+) -> tuple[subprocess.CompletedProcess[str], dict]:
     args = [a for c in checker for a in ("--checker", c)]
     p = crashlab("check", str(run.path), "--strategy", strategy, "--out", str(out), *args)
-    result = json.loads((out / "result.json").read_text()) if (out / "result.json").exists() \
-        else {}
+    result = json.loads((out / "result.json").read_text()) if (out / "result.json").exists() else {}
     return p, result
 
 
@@ -95,14 +97,18 @@ def test_a_missing_directory_sync_is_caught_and_reproduced(runs: dict, tmp_path:
     v = r["violations"][0]
     assert v["invariant"] == "USER:counter" and v["category"] == "user"
     assert "was acknowledged" in v["explanation"]
-    repro = subprocess.run(shlex.split(v["repro"].replace("crashlab", str(crashlab_path()), 1)),
-                           capture_output=True, text=True)
+    repro = subprocess.run(
+        shlex.split(v["repro"].replace("crashlab", str(crashlab_path()), 1)),
+        capture_output=True,
+        text=True,
+    )
     assert repro.returncode == 1
     assert f"FAIL USER:counter  {v['explanation']}" in repro.stdout
 
 
 def crashlab_path() -> Path:
     from support import CRASHLAB
+
     return CRASHLAB
 
 
@@ -115,8 +121,20 @@ def test_a_bad_checker_is_an_error_never_a_pass(runs: dict, tmp_path: Path) -> N
     }
     for name, (spec, why) in cases.items():
         out = tmp_path / name
-        p = crashlab("check", str(runs["safe"].path), "--strategy", "prefix", "--out", str(out),
-                     "--checker", spec, "--checker-timeout", "0.5", "--max-states", "6")
+        p = crashlab(
+            "check",
+            str(runs["safe"].path),
+            "--strategy",
+            "prefix",
+            "--out",
+            str(out),
+            "--checker",
+            spec,
+            "--checker-timeout",
+            "0.5",
+            "--max-states",
+            "6",
+        )
         assert p.returncode == 1, (name, p.stderr)
         r = json.loads((out / "result.json").read_text())
         inv = f"USER:{spec.split('=')[0]}"
@@ -140,8 +158,10 @@ def test_garbage_output_is_shown_as_such(runs: dict, tmp_path: Path) -> None:
 def test_the_checker_sees_the_state_its_marks_and_payloads(runs: dict, tmp_path: Path) -> None:
     dump = tmp_path / "dumps"
     dump.mkdir()
-    spec = (f"dump=cp \"$CRASHLAB_STATE_JSON\" {dump}/\"$CRASHLAB_STATE\".json && "
-            "test \"$PWD\" = \"$CRASHLAB_FILES\" && test -d \"$CRASHLAB_RUN\"")
+    spec = (
+        f'dump=cp "$CRASHLAB_STATE_JSON" {dump}/"$CRASHLAB_STATE".json && '
+        'test "$PWD" = "$CRASHLAB_FILES" && test -d "$CRASHLAB_RUN"'
+    )
     p, r = _check(runs["safe"], tmp_path / "d", spec)
     assert p.returncode == 0, p.stderr
     facts = [json.loads(f.read_text()) for f in sorted(dump.iterdir())]
@@ -171,21 +191,44 @@ def test_contract_holes_are_closed(runs: dict, tmp_path: Path) -> None:
     # a recovery command that is not there, a checker that dies with a
     # traceback (exit 1, nothing on stdout): checker errors, not violations
     for name, extra, why in (
-            ("rec", ["--checker-recover", "no-such-recovery-tool ."], "exited 127"),
-            ("tb", [], "ZeroDivisionError")):
+        ("rec", ["--checker-recover", "no-such-recovery-tool ."], "exited 127"),
+        ("tb", [], "ZeroDivisionError"),
+    ):
         spec = "rec=true" if name == "rec" else "tb=python3 -c '1/0'"
         out = tmp_path / name
-        p = crashlab("check", safe, "--strategy", "prefix", "--max-states", "4", "--out",
-                     str(out), "--checker", spec, *extra)
+        p = crashlab(
+            "check",
+            safe,
+            "--strategy",
+            "prefix",
+            "--max-states",
+            "4",
+            "--out",
+            str(out),
+            "--checker",
+            spec,
+            *extra,
+        )
         res = json.loads((out / "result.json").read_text())
         inv = f"USER:{name}"
         assert p.returncode == 1 and res["verdicts"][inv]["error"] == 4, (name, res["verdicts"])
         assert res["violations"] == [] and any(why in w for w in res["errors"][inv]), name
     # a background child of the checker does not outlive it, nor stall it
     nap = f"sleep 300.{uuid.uuid4().int % 10**9}"  # a command line no one else runs
-    p = crashlab("check", safe, "--strategy", "prefix", "--max-states", "3", "--out",
-                 str(tmp_path / "bg"), "--checker-timeout", "20",
-                 "--checker", f"bg={nap} & exit 0")
+    p = crashlab(
+        "check",
+        safe,
+        "--strategy",
+        "prefix",
+        "--max-states",
+        "3",
+        "--out",
+        str(tmp_path / "bg"),
+        "--checker-timeout",
+        "20",
+        "--checker",
+        f"bg={nap} & exit 0",
+    )
     assert p.returncode == 0, p.stderr
     assert not [ln for ln in _ps() if ln.strip() == nap]
     # repro shows an errored checker instead of crashing

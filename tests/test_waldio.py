@@ -46,8 +46,10 @@ def test_the_sut_promises_what_wal_full_promises() -> None:
     normal = get_sut("sqlite:journal=wal,sync=normal,waldio=8")
     assert normal.promises == get_sut("sqlite-wal-normal").promises
     # every WALDIO rule decides something
-    configs = [parse_sqlite_name(f"sqlite:journal=wal,sync={s},waldio=8")
-               for s in ("off", "normal", "full", "extra")]
+    configs = [
+        parse_sqlite_name(f"sqlite:journal=wal,sync={s},waldio=8")
+        for s in ("off", "normal", "full", "extra")
+    ]
     used = {rule_for(c, i) for c in configs for i in ("DB-OPEN", "DB-DURABLE")}
     assert set(WALDIO_RULES) <= used
 
@@ -63,15 +65,15 @@ def _frames(wal: bytes) -> list[tuple[int, int, bytes]]:
     s = [c1, c2]
     out = []
     for k in range(1, len(wal) // BLK):
-        blk = wal[k * BLK:(k + 1) * BLK]
-        fh = blk[BLK - FHDR:]
+        blk = wal[k * BLK : (k + 1) * BLK]
+        fh = blk[BLK - FHDR :]
         pgno, commit, f1, f2, k1, k2 = struct.unpack(">6I", fh)
         if (f1, f2) != (salt1, salt2):
             break
-        page = blk[:BLK - FHDR] + bytes(FHDR)
+        page = blk[: BLK - FHDR] + bytes(FHDR)
         data = fh[:8] + page
         for i in range(0, len(data), 8):
-            w0, w1 = struct.unpack("<2I", data[i:i + 8])
+            w0, w1 = struct.unpack("<2I", data[i : i + 8])
             s[0] = (s[0] + w0 + s[1]) & 0xFFFFFFFF
             s[1] = (s[1] + w1 + s[0]) & 0xFFFFFFFF
         assert (k1, k2) == tuple(s), f"frame {k - 1}: checksum chain broken"
@@ -92,8 +94,7 @@ def crash_image(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Oracle]
     return d, Oracle(spec)
 
 
-def test_the_wal_is_aligned_blocks_with_embedded_headers(
-        crash_image: tuple[Path, Oracle]) -> None:
+def test_the_wal_is_aligned_blocks_with_embedded_headers(crash_image: tuple[Path, Oracle]) -> None:
     d, _ = crash_image
     wal = (d / "crashlab.db-wal").read_bytes()
     assert len(wal) >= (1 + 100) * BLK  # pre-allocated
@@ -107,8 +108,9 @@ def test_the_wal_is_aligned_blocks_with_embedded_headers(
 def test_a_transaction_is_one_aligned_write_and_one_sync(tmp_path: Path) -> None:
     spec = parse_spec("insert:txns=6,ops=1,tables=1,warmup=0,seed=1")
     ops = write_opstream(spec, tmp_path / "w.ops")
-    cmd = runner_command(get_sut("waldio"), ops, tmp_path / "x.db", marks=tmp_path / "m",
-                         stats=tmp_path / "s.json")
+    cmd = runner_command(
+        get_sut("waldio"), ops, tmp_path / "x.db", marks=tmp_path / "m", stats=tmp_path / "s.json"
+    )
     p = subprocess.run(cmd, capture_output=True, text=True)
     assert p.returncode == 0, p.stderr
     w = json.loads((tmp_path / "s.json").read_text())["workload"]
@@ -116,8 +118,9 @@ def test_a_transaction_is_one_aligned_write_and_one_sync(tmp_path: Path) -> None
     assert w["bytes_written"] == 6 * BLK  # one frame, one block each
 
 
-def test_the_checker_opens_through_the_vfs(crash_image: tuple[Path, Oracle],
-                                           tmp_path: Path) -> None:
+def test_the_checker_opens_through_the_vfs(
+    crash_image: tuple[Path, Oracle], tmp_path: Path
+) -> None:
     """The checker's path is the SUT's: through the VFS the crash image
     recovers every acknowledged transaction; through SQLite's default VFS
     the same files recover none of the WAL's frames."""
@@ -171,8 +174,9 @@ def test_a_recovered_state_needs_the_vfs(run: RunDir, tmp_path: Path) -> None:
 
 
 @pytest.mark.needs_fuse
-def test_the_vfs_without_its_sync_is_caught(tmp_path: Path,
-                                            monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_vfs_without_its_sync_is_caught(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The mutant waldio-no-group-sync (tests/mutants/): its commits sit in
     the device's cache when acknowledged, and reorder states lose them."""
     m = next(m for m in catalogue() if m.name == "waldio-no-group-sync")
@@ -184,17 +188,20 @@ def test_the_vfs_without_its_sync_is_caught(tmp_path: Path,
     assert result["verdicts"]["DB-DURABLE"]["fail"] > 0
 
 
-@pytest.mark.parametrize("name", ["sqlite:journal=wal,sync=normal,waldio=8",
-                                  "sqlite:journal=wal,sync=full,waldio=8"])
-def test_a_small_wal_overwritten_from_its_start_reaches_the_oracle(tmp_path: Path,
-                                                                    name: str) -> None:
+@pytest.mark.parametrize(
+    "name", ["sqlite:journal=wal,sync=normal,waldio=8", "sqlite:journal=wal,sync=full,waldio=8"]
+)
+def test_a_small_wal_overwritten_from_its_start_reaches_the_oracle(
+    tmp_path: Path, name: str
+) -> None:
     """8 frames: checkpointed and restarted from its first block many times,
     with transactions larger than the file (it grows) and larger than one
     write (gmail's set-up), under the ASan runner."""
     spec = parse_spec("app:gmail,txns=8,warmup=200,seed=1")
     ops = write_opstream(spec, tmp_path / "w.ops")
-    cmd = runner_command(get_sut(name), ops, tmp_path / "x.db", marks=tmp_path / "m",
-                         runner=runner_path(asan=True))
+    cmd = runner_command(
+        get_sut(name), ops, tmp_path / "x.db", marks=tmp_path / "m", runner=runner_path(asan=True)
+    )
     p = subprocess.run(cmd, capture_output=True, text=True)
     assert p.returncode == 0 and p.stderr == "", p.stderr
     assert sqlite_digest(tmp_path / "x.db", WALDIO_VFS) == Oracle(spec).final

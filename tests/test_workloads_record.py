@@ -41,18 +41,34 @@ def _db_after(base: Path, log: Path, tmp: Path, end_mark: str | None) -> str:
     return sqlite_digest(files / DB_NAME)
 
 
-@pytest.mark.parametrize(("sut", "workload"), [
-    ("sqlite-delete-extra", "update:txns=12,ops=2,order=rand,warmup=30,seed=9"),
-    ("sqlite-wal-full", "app:kakaotalk,txns=15,warmup=20"),
-])
+@pytest.mark.parametrize(
+    ("sut", "workload"),
+    [
+        ("sqlite-delete-extra", "update:txns=12,ops=2,order=rand,warmup=30,seed=9"),
+        ("sqlite-wal-full", "app:kakaotalk,txns=15,warmup=20"),
+    ],
+)
 def test_record_workload(tmp_path, sut, workload):
     parent = Path("/dev/shm") / f"crashlab-wltest-{os.getpid()}-{tmp_path.name}"
     parent.mkdir()
     out = tmp_path / "run"
-    proc = subprocess.run([str(CRASHLAB), "record", "--backend", "fuse", "--sut", sut,
-                           "--workload", workload, "--out", str(out)],
-                          capture_output=True, text=True,
-                          env=dict(os.environ, CRASHLAB_TMPDIR=str(parent)))
+    proc = subprocess.run(
+        [
+            str(CRASHLAB),
+            "record",
+            "--backend",
+            "fuse",
+            "--sut",
+            sut,
+            "--workload",
+            workload,
+            "--out",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        env=dict(os.environ, CRASHLAB_TMPDIR=str(parent)),
+    )
     assert proc.returncode == 0, proc.stderr
     assert _ours(parent) == [], "a loop device or mount leaked"
     assert list(parent.iterdir()) == [], "a working directory was left behind"

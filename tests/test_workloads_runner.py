@@ -61,8 +61,15 @@ def run_clean(tmp: Path, sut_name: str, text: str, *, asan: bool = False) -> dic
     marks.touch()  # CRASHLAB_MARK names an existing control file
     env = dict(os.environ, CRASHLAB_MARK=str(marks))
     env.pop("CRASHLAB_MARK_DM", None)
-    proc = run_workload(get_sut(sut_name), ops, tmp / "db", stats=tmp / "stats.json",
-                        latency=tmp / "lat.tsv", runner=runner_path(asan=asan), env=env)
+    proc = run_workload(
+        get_sut(sut_name),
+        ops,
+        tmp / "db",
+        stats=tmp / "stats.json",
+        latency=tmp / "lat.tsv",
+        runner=runner_path(asan=asan),
+        env=env,
+    )
     assert proc.returncode == 0, proc.stderr
     assert proc.stderr == ""
     assert sqlite_digest(tmp / "db") == Oracle(spec).final
@@ -93,10 +100,17 @@ def test_every_grammar_sut_reaches_the_oracle(shm, sut_name, text):
     stats = run_clean(shm, sut_name, text)
     c = get_sut(sut_name).config
     assert c is not None
-    assert (stats["journal_mode"], stats["synchronous"], stats["page_size"]) == \
-        (c.journal.upper(), c.sync.upper(), c.page)
-    assert (stats["locking_mode"], stats["wal_autocheckpoint"], stats["journal_size_limit"],
-            stats["wal_prealloc"]) == (c.locking.upper(), c.autockpt, c.jlimit, c.walopt)
+    assert (stats["journal_mode"], stats["synchronous"], stats["page_size"]) == (
+        c.journal.upper(),
+        c.sync.upper(),
+        c.page,
+    )
+    assert (
+        stats["locking_mode"],
+        stats["wal_autocheckpoint"],
+        stats["journal_size_limit"],
+        stats["wal_prealloc"],
+    ) == (c.locking.upper(), c.autockpt, c.jlimit, c.walopt)
 
 
 def test_syncs_the_derived_rules_rest_on(shm):
@@ -107,11 +121,16 @@ def test_syncs_the_derived_rules_rest_on(shm):
     DELETE zeroes and syncs the journal instead of unlinking it (no directory
     sync), and WAL+EXTRA syncs as WAL+FULL does."""
     per = {}
-    for name in ("sqlite:journal=truncate,sync=normal", "sqlite:journal=truncate,sync=full",
-                 "sqlite:journal=persist,sync=normal", "sqlite:journal=memory,sync=normal",
-                 "sqlite:journal=off,sync=normal", "sqlite:journal=wal,sync=extra",
-                 "sqlite:journal=delete,sync=full,locking=exclusive",
-                 "sqlite:journal=wal,sync=off"):
+    for name in (
+        "sqlite:journal=truncate,sync=normal",
+        "sqlite:journal=truncate,sync=full",
+        "sqlite:journal=persist,sync=normal",
+        "sqlite:journal=memory,sync=normal",
+        "sqlite:journal=off,sync=normal",
+        "sqlite:journal=wal,sync=extra",
+        "sqlite:journal=delete,sync=full,locking=exclusive",
+        "sqlite:journal=wal,sync=off",
+    ):
         d = shm / name.replace(":", "-").replace(",", "-")
         d.mkdir()
         per[name] = run_clean(d, name, "insert:txns=20")["workload"]
@@ -147,8 +166,14 @@ def test_sync_counts_follow_the_sut(shm):
     with WAL+NORMAL, one more directory sync per commit with EXTRA."""
     text = "insert:txns=20"
     per = {}
-    for name in ("sqlite-delete-full", "sqlite-delete-extra", "sqlite-delete-off",
-                 "sqlite-wal-full", "sqlite-wal-normal", "sqlite-persist-full"):
+    for name in (
+        "sqlite-delete-full",
+        "sqlite-delete-extra",
+        "sqlite-delete-off",
+        "sqlite-wal-full",
+        "sqlite-wal-normal",
+        "sqlite-persist-full",
+    ):
         d = shm / name
         d.mkdir()
         per[name] = run_clean(d, name, text)["workload"]
@@ -199,24 +224,51 @@ def test_bad_input_exits_nonzero_with_one_line(shm):
     cases = [
         ([], 2, "--ops FILE is required"),
         (["--ops", str(ops)], 2, "--db PATH is required"),
-        (["--ops", str(ops), "--db", str(shm / "db"), "--engine", "oracle"], 2,
-         "unknown engine oracle (choose from sqlite, dhl, xlog)"),
-        (["--ops", str(ops), "--db", str(shm / "db"), "--journal-mode", "FAST"], 1,
-         "bad journal mode FAST (choose from DELETE, TRUNCATE, PERSIST, WAL, MEMORY, OFF)"),
-        (["--ops", str(ops), "--db", str(shm / "db"), "--synchronous", "MAYBE"], 1,
-         "choose from OFF, NORMAL, FULL, EXTRA"),
-        (["--ops", str(ops), "--db", str(shm / "db"), "--page-size", "1000"], 1,
-         "bad page size 1000"),
-        (["--ops", str(ops), "--db", str(shm / "db"), "--locking-mode", "SHARED"], 1,
-         "bad locking mode SHARED (choose from NORMAL, EXCLUSIVE)"),
-        (["--ops", str(ops), "--db", str(shm / "db"), "--wal-prealloc", "10"], 1,
-         "--wal-prealloc needs journal mode WAL, not DELETE"),
-        (["--ops", str(ops), "--db", str(shm / "db"), "--wal-prealloc", "0"], 2,
-         "bad --wal-prealloc 0 (an integer, 1..65536)"),
-        (["--ops", str(ops), "--db", str(shm / "db"), "--wal-autocheckpoint", "-1"], 2,
-         "bad --wal-autocheckpoint -1"),
-        (["--ops", str(ops), "--db", str(shm / "db"), "--journal-size-limit", "x"], 2,
-         "bad --journal-size-limit x"),
+        (
+            ["--ops", str(ops), "--db", str(shm / "db"), "--engine", "oracle"],
+            2,
+            "unknown engine oracle (choose from sqlite, dhl, xlog)",
+        ),
+        (
+            ["--ops", str(ops), "--db", str(shm / "db"), "--journal-mode", "FAST"],
+            1,
+            "bad journal mode FAST (choose from DELETE, TRUNCATE, PERSIST, WAL, MEMORY, OFF)",
+        ),
+        (
+            ["--ops", str(ops), "--db", str(shm / "db"), "--synchronous", "MAYBE"],
+            1,
+            "choose from OFF, NORMAL, FULL, EXTRA",
+        ),
+        (
+            ["--ops", str(ops), "--db", str(shm / "db"), "--page-size", "1000"],
+            1,
+            "bad page size 1000",
+        ),
+        (
+            ["--ops", str(ops), "--db", str(shm / "db"), "--locking-mode", "SHARED"],
+            1,
+            "bad locking mode SHARED (choose from NORMAL, EXCLUSIVE)",
+        ),
+        (
+            ["--ops", str(ops), "--db", str(shm / "db"), "--wal-prealloc", "10"],
+            1,
+            "--wal-prealloc needs journal mode WAL, not DELETE",
+        ),
+        (
+            ["--ops", str(ops), "--db", str(shm / "db"), "--wal-prealloc", "0"],
+            2,
+            "bad --wal-prealloc 0 (an integer, 1..65536)",
+        ),
+        (
+            ["--ops", str(ops), "--db", str(shm / "db"), "--wal-autocheckpoint", "-1"],
+            2,
+            "bad --wal-autocheckpoint -1",
+        ),
+        (
+            ["--ops", str(ops), "--db", str(shm / "db"), "--journal-size-limit", "x"],
+            2,
+            "bad --journal-size-limit x",
+        ),
         (["--ops", str(ops), "--db", str(shm / "db"), "--bogus"], 2, "unknown or incomplete"),
         (["--ops", str(shm / "missing"), "--db", str(shm / "db")], 2, "No such file"),
     ]
@@ -242,8 +294,9 @@ def test_runner_refuses_a_stream_that_disagrees_with_the_database(shm):
     assert "txn 0: insert" in proc.stderr and "UNIQUE" in proc.stderr
 
 
-@pytest.mark.parametrize("sut_name", ["sqlite-delete-full", "sqlite-wal-full",
-                                      "sqlite-truncate-full"])
+@pytest.mark.parametrize(
+    "sut_name", ["sqlite-delete-full", "sqlite-wal-full", "sqlite-truncate-full"]
+)
 def test_failed_commit_is_never_acknowledged(shm, sut_name):
     """A file-size limit makes the commit that grows the database past it
     fail (EFBIG): the runner stops with a commit error, that transaction has

@@ -121,8 +121,13 @@ def test_no_warmup_means_no_setup_transaction():
 
 def test_operations_target_existing_rows():
     """Every update/delete/select names a live row, every insert a new key."""
-    for text in ["update:order=rand,txns=300", "delete:order=rand,txns=300", "app:gmail,txns=60",
-                 "app:facebook,txns=300,warmup=0", "app:kakaotalk,txns=300,warmup=1"]:
+    for text in [
+        "update:order=rand,txns=300",
+        "delete:order=rand,txns=300",
+        "app:gmail,txns=60",
+        "app:facebook,txns=300,warmup=0",
+        "app:kakaotalk,txns=300,warmup=1",
+    ]:
         setup, txns = generate(parse_spec(text))
         live: set[tuple[int, int]] = set()
         for txn in [setup, *txns]:

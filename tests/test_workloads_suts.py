@@ -31,9 +31,18 @@ from workloads.suts import (
     sqlite_grid,
 )
 
-REQUIRED = ["sqlite-delete-full", "sqlite-delete-extra", "sqlite-delete-normal",
-            "sqlite-delete-off", "sqlite-truncate-full", "sqlite-persist-full",
-            "sqlite-wal-full", "sqlite-wal-normal", "sqlite-memory", "sqlite-off"]
+REQUIRED = [
+    "sqlite-delete-full",
+    "sqlite-delete-extra",
+    "sqlite-delete-normal",
+    "sqlite-delete-off",
+    "sqlite-truncate-full",
+    "sqlite-persist-full",
+    "sqlite-wal-full",
+    "sqlite-wal-normal",
+    "sqlite-memory",
+    "sqlite-off",
+]
 
 
 def test_registry_has_the_baselines():
@@ -92,8 +101,10 @@ def test_derived_guarantees_reproduce_the_hand_typed_ones(alias):
     sut = get_sut(alias)
     was = BEFORE[alias]
     assert [list(o) for o in sut.runner_options] == was["runner_options"]
-    assert [{"invariant": g.invariant, "promised": g.promised, "rule": g.rule,
-             "source": g.source} for g in sut.guarantees] == was["guarantees"]
+    assert [
+        {"invariant": g.invariant, "promised": g.promised, "rule": g.rule, "source": g.source}
+        for g in sut.guarantees
+    ] == was["guarantees"]
 
 
 @pytest.mark.parametrize("alias", sorted(SQLITE_ALIASES))
@@ -115,8 +126,13 @@ DERIVED = {
     "memory": ("P", "DP", "DP", "DP"),
     "off": ("P", "DP", "DP", "DP"),
 }
-LETTER = {"DB-OPEN": "O", "DB-INTEGRITY": "I", "DB-ATOMIC": "A", "DB-DURABLE": "D",
-          "DB-PREFIX": "P"}
+LETTER = {
+    "DB-OPEN": "O",
+    "DB-INTEGRITY": "I",
+    "DB-ATOMIC": "A",
+    "DB-DURABLE": "D",
+    "DB-PREFIX": "P",
+}
 
 
 def _letters(sut) -> str:
@@ -126,8 +142,9 @@ def _letters(sut) -> str:
 def test_the_grid_is_every_journal_and_sync():
     names = sqlite_grid()
     assert len(names) == len(set(names)) == len(JOURNALS) * len(SYNCS) == 24
-    got = {j: tuple(_letters(get_sut(f"sqlite:journal={j},sync={s}")) for s in SYNCS)
-           for j in JOURNALS}
+    got = {
+        j: tuple(_letters(get_sut(f"sqlite:journal={j},sync={s}")) for s in SYNCS) for j in JOURNALS
+    }
     assert got == DERIVED
 
 
@@ -140,9 +157,16 @@ def test_every_combination_is_a_cited_sut(name):
         assert g.rule and g.source
         assert rule_for(sut.config, g.invariant).text == g.rule
     assert sut.mode == sut.config.journal
-    assert sut.runner_args()[:8] == ["--engine", "sqlite", "--journal-mode",
-                                     sut.config.journal.upper(), "--synchronous",
-                                     sut.config.sync.upper(), "--page-size", "4096"]
+    assert sut.runner_args()[:8] == [
+        "--engine",
+        "sqlite",
+        "--journal-mode",
+        sut.config.journal.upper(),
+        "--synchronous",
+        sut.config.sync.upper(),
+        "--page-size",
+        "4096",
+    ]
 
 
 def test_every_rule_decides_something():
@@ -187,42 +211,61 @@ def test_the_new_combinations_say_why():
 
 
 def test_any_spelling_gets_the_canonical_name():
-    assert get_sut("sqlite:sync=NORMAL, journal=Truncate").name == \
-        "sqlite:journal=truncate,sync=normal"
+    assert (
+        get_sut("sqlite:sync=NORMAL, journal=Truncate").name
+        == "sqlite:journal=truncate,sync=normal"
+    )
     full = "sqlite:journal=wal,sync=full,page=8192,autockpt=10,locking=exclusive,jlimit=0"
-    assert get_sut("sqlite:jlimit=0,locking=EXCLUSIVE,autockpt=10,page=8192,sync=full,"
-                   "journal=wal").name == full
-    assert get_sut("sqlite:journal=wal,sync=full,page=4096,autockpt=1000,locking=normal,"
-                   "jlimit=-1").name == "sqlite:journal=wal,sync=full"
+    assert (
+        get_sut(
+            "sqlite:jlimit=0,locking=EXCLUSIVE,autockpt=10,page=8192,sync=full,journal=wal"
+        ).name
+        == full
+    )
+    assert (
+        get_sut(
+            "sqlite:journal=wal,sync=full,page=4096,autockpt=1000,locking=normal,jlimit=-1"
+        ).name
+        == "sqlite:journal=wal,sync=full"
+    )
     walopt = get_sut("sqlite:journal=wal,sync=full,walopt=100")
     assert walopt.name == "sqlite:journal=wal,sync=full,walopt=100"
     assert ("--wal-prealloc", "100") in walopt.runner_options
     assert ("--wal-autocheckpoint", "100") in walopt.runner_options
 
 
-@pytest.mark.parametrize("name, why", [
-    ("sqlite:", "is not KEY=VALUE"),
-    ("sqlite:journal=wal", "sync= is required"),
-    ("sqlite:sync=full", "journal= is required"),
-    ("sqlite:journal=fast,sync=full", "journal=fast (choose from delete, truncate, persist, "
-                                      "wal, memory, off)"),
-    ("sqlite:journal=wal,sync=maybe", "sync=maybe (choose from off, normal, full, extra)"),
-    ("sqlite:journal=wal,sync=full,sync=off", "sync given twice"),
-    ("sqlite:journal=wal,sync=full,speed=fast", "unknown key 'speed'"),
-    ("sqlite:journal=wal,sync=full,page=1000", "page=1000 (a power of two, 512..65536)"),
-    ("sqlite:journal=wal,sync=full,page=big", "page=big is not an integer"),
-    ("sqlite:journal=wal,sync=full,locking=shared", "locking=shared (choose from normal, "
-                                                    "exclusive)"),
-    ("sqlite:journal=delete,sync=full,autockpt=10", "autockpt is for journal=wal only"),
-    ("sqlite:journal=wal,sync=full,autockpt=-1", "autockpt=-1"),
-    ("sqlite:journal=truncate,sync=full,jlimit=0", "jlimit is for a journal that outlives"),
-    ("sqlite:journal=delete,sync=full,jlimit=0", "jlimit is for a journal that outlives"),
-    ("sqlite:journal=persist,sync=full,jlimit=-2", "jlimit=-2"),
-    ("sqlite:journal=persist,sync=full,walopt=10", "walopt=N (1 <= N <= 65536) is for "
-                                                   "journal=wal only"),
-    ("sqlite:journal=wal,sync=full,walopt=10,autockpt=20", "walopt sets the checkpoint"),
-    ("sqlite:journal=wal,sync=full,walopt=10,jlimit=0", "walopt sets the checkpoint"),
-])
+@pytest.mark.parametrize(
+    "name, why",
+    [
+        ("sqlite:", "is not KEY=VALUE"),
+        ("sqlite:journal=wal", "sync= is required"),
+        ("sqlite:sync=full", "journal= is required"),
+        (
+            "sqlite:journal=fast,sync=full",
+            "journal=fast (choose from delete, truncate, persist, wal, memory, off)",
+        ),
+        ("sqlite:journal=wal,sync=maybe", "sync=maybe (choose from off, normal, full, extra)"),
+        ("sqlite:journal=wal,sync=full,sync=off", "sync given twice"),
+        ("sqlite:journal=wal,sync=full,speed=fast", "unknown key 'speed'"),
+        ("sqlite:journal=wal,sync=full,page=1000", "page=1000 (a power of two, 512..65536)"),
+        ("sqlite:journal=wal,sync=full,page=big", "page=big is not an integer"),
+        (
+            "sqlite:journal=wal,sync=full,locking=shared",
+            "locking=shared (choose from normal, exclusive)",
+        ),
+        ("sqlite:journal=delete,sync=full,autockpt=10", "autockpt is for journal=wal only"),
+        ("sqlite:journal=wal,sync=full,autockpt=-1", "autockpt=-1"),
+        ("sqlite:journal=truncate,sync=full,jlimit=0", "jlimit is for a journal that outlives"),
+        ("sqlite:journal=delete,sync=full,jlimit=0", "jlimit is for a journal that outlives"),
+        ("sqlite:journal=persist,sync=full,jlimit=-2", "jlimit=-2"),
+        (
+            "sqlite:journal=persist,sync=full,walopt=10",
+            "walopt=N (1 <= N <= 65536) is for journal=wal only",
+        ),
+        ("sqlite:journal=wal,sync=full,walopt=10,autockpt=20", "walopt sets the checkpoint"),
+        ("sqlite:journal=wal,sync=full,walopt=10,jlimit=0", "walopt sets the checkpoint"),
+    ],
+)
 def test_a_bad_grammar_name_is_one_clear_line(name, why):
     with pytest.raises(CrashlabError) as e:
         get_sut(name)
@@ -255,8 +298,10 @@ SHOWN = {(): "-", ("DB-ATOMIC", "DB-INTEGRITY", "DB-OPEN"): "A", ("DB-DURABLE",)
 
 
 def test_the_grid_weaknesses_are_derived():
-    got = {j: tuple(SHOWN[get_sut(f"sqlite:journal={j},sync={s}").weaknesses] for s in SYNCS)
-           for j in JOURNALS}
+    got = {
+        j: tuple(SHOWN[get_sut(f"sqlite:journal={j},sync={s}").weaknesses] for s in SYNCS)
+        for j in JOURNALS
+    }
     assert got == WEAK
     every_weakness = {w.shows for w in WEAKNESSES}
     assert every_weakness == {k for k in SHOWN if k}  # each table row matters
@@ -282,8 +327,11 @@ def test_exclusive_delete_loses_the_weakness_it_no_longer_has():
 
 
 def test_the_hand_named_weaknesses():
-    assert get_sut("dhl-nolog").weaknesses == get_sut("dhl-nolog-raw").weaknesses == (
-        "DB-ATOMIC", "DB-OPEN", "DB-INTEGRITY")
+    assert (
+        get_sut("dhl-nolog").weaknesses
+        == get_sut("dhl-nolog-raw").weaknesses
+        == ("DB-ATOMIC", "DB-OPEN", "DB-INTEGRITY")
+    )
     assert get_sut("maw-full").weaknesses == ("DB-DURABLE",)
     assert "DB-ATOMIC" in get_sut("maw-noioctl").weaknesses
     assert "DB-DURABLE" in get_sut("dash-rename-first").weaknesses
@@ -306,8 +354,11 @@ def test_torn_waived():
 
 @pytest.mark.parametrize("kind", ["lost-flush", "misdirect", "corrupt"])
 def test_a_fault_weakness_is_never_promised_under_the_fault(kind):
-    for sut in [*SUTS.values(), *(get_sut(n) for n in sqlite_grid()),
-                get_sut("sqlite:journal=delete,sync=extra,cksum=1")]:
+    for sut in [
+        *SUTS.values(),
+        *(get_sut(n) for n in sqlite_grid()),
+        get_sut("sqlite:journal=delete,sync=extra,cksum=1"),
+    ]:
         waived, added = promised_under(sut, (kind,))
         under = {i for i in sut.promises if i not in waived} | set(added)
         assert not set(fault_weaknesses(sut, kind)) & under, (sut.name, kind)

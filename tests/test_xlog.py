@@ -67,8 +67,9 @@ def _check(run: RunDir, strategy: str, out: Path, **comp: Any) -> dict[str, Any]
 
 def test_record_format_unit_test_under_asan() -> None:
     build("workloads/build/test_xlog")
-    proc = subprocess.run([str(ROOT / "workloads/build/test_xlog")], capture_output=True,
-                          text=True, timeout=120)
+    proc = subprocess.run(
+        [str(ROOT / "workloads/build/test_xlog")], capture_output=True, text=True, timeout=120
+    )
     assert proc.returncode == 0, proc.stderr
     assert "test_xlog: ok" in proc.stdout
 
@@ -87,8 +88,11 @@ def test_nvram_is_fua_writes_after_the_disk(runs: dict[str, RunDir], tmp_path: P
                 continue
             at = e.sector * r.sectorsize
             if at >= offset:
-                assert e.is_fua and not e.is_flush and at + e.nr_sectors * r.sectorsize <= \
-                    offset + size
+                assert (
+                    e.is_fua
+                    and not e.is_flush
+                    and at + e.nr_sectors * r.sectorsize <= offset + size
+                )
                 nv_writes += 1
             elif e.is_fua:
                 fua_elsewhere += 1
@@ -102,8 +106,7 @@ def test_nvram_is_fua_writes_after_the_disk(runs: dict[str, RunDir], tmp_path: P
     files = tmp_path / "files"
     files.mkdir()
     (tmp_path / "w").mkdir()
-    rec = get_fs(meta.fs).recover(image, files, workdir=tmp_path / "w", db_name=meta.db,
-                                  fsck=False)
+    rec = get_fs(meta.fs).recover(image, files, workdir=tmp_path / "w", db_name=meta.db, fsck=False)
     assert rec.ok
     db = files / str(meta.db)
     (files / (str(meta.db) + NVRAM_SUFFIX)).write_bytes(read_nvram(image, region))
@@ -152,9 +155,16 @@ def test_checker_opens_as_the_sut_does(runs: dict[str, RunDir], tmp_path: Path) 
                 before = nv.read_bytes()
                 facts = xlog_checker.examine(db)  # the checker's path, on files/
                 cmd = runner_command(sut, ops, sut_dir / str(meta.db)) + [
-                    "--from-txn", str(spec.txns + 1)]
-                proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120,
-                                      env={"CRASHLAB_NVRAM": str(nv), "PATH": "/usr/bin:/bin"})
+                    "--from-txn",
+                    str(spec.txns + 1),
+                ]
+                proc = subprocess.run(
+                    cmd,
+                    capture_output=True,
+                    text=True,
+                    timeout=120,
+                    env={"CRASHLAB_NVRAM": str(nv), "PATH": "/usr/bin:/bin"},
+                )
                 assert proc.returncode == 0, proc.stderr
                 assert sqlite_digest(sut_dir / str(meta.db)) == facts.digest, state.id
                 compared += 1
@@ -178,13 +188,20 @@ def test_multi_holds(runs: dict[str, RunDir], tmp_path: Path, strategy: str) -> 
     # first kept): the CRC rejects it, and its transaction was in flight
     run = runs["MULTI"]
     offset = nvram_region(run.meta().extra)[0]  # type: ignore[index]  # the run's extra names an nvram region
-    ids = [json.loads(x)["id"] for x in (tmp_path / strategy / "states.jsonl").read_text()
-           .splitlines()]
+    ids = [
+        json.loads(x)["id"] for x in (tmp_path / strategy / "states.jsonl").read_text().splitlines()
+    ]
     with LogReader(run.log) as r:
         entries = list(r.entries())
-        torn_nv = [i for i in ids if ".t" in i and any(
-            entries[e].sector * r.sectorsize >= offset
-            for e, _ in state_from_id(r, i, run.meta().log_order).torn_entries)]
+        torn_nv = [
+            i
+            for i in ids
+            if ".t" in i
+            and any(
+                entries[e].sector * r.sectorsize >= offset
+                for e, _ in state_from_id(r, i, run.meta().log_order).torn_entries
+            )
+        ]
     assert torn_nv, "no torn NVRAM write was checked"
 
 
@@ -214,8 +231,9 @@ def test_crash_during_nvram_replay_holds(runs: dict[str, RunDir], tmp_path: Path
 
 
 @pytest.mark.needs_fuse
-def test_volatile_nvram_loses_acknowledged_transactions(runs: dict[str, RunDir],
-                                                        tmp_path: Path) -> None:
+def test_volatile_nvram_loses_acknowledged_transactions(
+    runs: dict[str, RunDir], tmp_path: Path
+) -> None:
     src = runs["MULTI"]
     broken = tmp_path / "no-fua"
     broken.mkdir()
@@ -239,11 +257,13 @@ def test_backends_without_nvram_refuse(tmp_path: Path, monkeypatch: pytest.Monke
 
     for name in ("dm", "qemu"):
         cls = backends.BACKENDS[name]
-        monkeypatch.setattr(recorder, "select_backend",
-                            lambda _b, _fs, cls=cls: (cls(), "asked for"))
+        monkeypatch.setattr(
+            recorder, "select_backend", lambda _b, _fs, cls=cls: (cls(), "asked for")
+        )
         with pytest.raises(CrashlabError, match=f"the {name} backend has no emulated NVRAM"):
-            recorder.record(recorder.RecordRequest(["true"], tmp_path / name,
-                                                   nvram=XLOG_NVRAM_BYTES))
+            recorder.record(
+                recorder.RecordRequest(["true"], tmp_path / name, nvram=XLOG_NVRAM_BYTES)
+            )
         assert not (tmp_path / name).exists()
 
 

@@ -35,34 +35,52 @@ DOC_HW = "https://www.sqlite.org/atomiccommit.html#hardware_assumptions"
 DOC_CKSUM = "https://www.sqlite.org/cksumvfs.html; workloads/runner/cksumvfs.h"
 DOC_DHL = "DHL thesis §III; dhl/DESIGN.md"
 
-_FSYNC = ("SQLite 'assumes that the flush or fsync will not return until all pending write "
-          "operations for the file that is being flushed have completed ... It opens SQLite up "
-          "to the possibility of database corruption following a power loss in the middle of "
-          "a commit' when flush is broken (atomic commit, Hardware Assumptions)")
-_DHL_FSYNC = ("DHL orders its commit with fsync (TC: pages, fsync, commit record, fsync; CC: "
-              "pages and commit record, then one fsync that makes them durable) and recovers "
-              "from what the device kept; a FLUSH that persisted nothing leaves a commit whose "
-              "pages, or an acknowledged transaction, are not on disk")
-_BITS = ("SQLite 'assumes that the detection and/or correction of bit errors ... is the "
-         "responsibility of the underlying hardware and operating system. SQLite does not add "
-         "any redundancy to the database file for the purpose of detecting corruption or I/O "
-         "errors. SQLite assumes that the data it reads is exactly the same data that it "
-         "previously wrote.' (atomic commit, Hardware Assumptions)")
-_DHL_BITS = ("DHL pages and commit records carry no checksum (dhl/FORMAT.md): recovery and "
-             "the read rule trust the slot headers and records they find")
-_CKSUM = ("the checksum VFS 'will return an SQLITE_IOERR_DATA error if a page is encountered "
-          "that contains an invalid checksum': every whole page read from the database or its "
-          "WAL is verified (cksumvfs.h), so flipped bits are an error, never data")
-_CKSUM_MIS = ("the checksum VFS's checksum covers only the page's own bytes, not its page "
-              "number or version: a misdirected page is valid where it lands and the page "
-              "meant to be overwritten stays valid and old (cksumvfs.h, what it cannot detect)")
-_DETECTED = ("detection is an error opening or reading the database (DB-OPEN) or a failed "
-             "structure check: the damaged database is not expected to open clean")
-_PREFIX = ("a state fault changes where and whether issued writes persist, never adds one: "
-           "nothing of an unissued transaction can appear")
-_WRONG_PLACE = ("SQLite assumes the disk writes a sector where it was told ('We assume that "
-                "disk is written in chunks which we call a sector'; atomic commit, Hardware "
-                "Assumptions) and reads back what it wrote there")
+_FSYNC = (
+    "SQLite 'assumes that the flush or fsync will not return until all pending write "
+    "operations for the file that is being flushed have completed ... It opens SQLite up "
+    "to the possibility of database corruption following a power loss in the middle of "
+    "a commit' when flush is broken (atomic commit, Hardware Assumptions)"
+)
+_DHL_FSYNC = (
+    "DHL orders its commit with fsync (TC: pages, fsync, commit record, fsync; CC: "
+    "pages and commit record, then one fsync that makes them durable) and recovers "
+    "from what the device kept; a FLUSH that persisted nothing leaves a commit whose "
+    "pages, or an acknowledged transaction, are not on disk"
+)
+_BITS = (
+    "SQLite 'assumes that the detection and/or correction of bit errors ... is the "
+    "responsibility of the underlying hardware and operating system. SQLite does not add "
+    "any redundancy to the database file for the purpose of detecting corruption or I/O "
+    "errors. SQLite assumes that the data it reads is exactly the same data that it "
+    "previously wrote.' (atomic commit, Hardware Assumptions)"
+)
+_DHL_BITS = (
+    "DHL pages and commit records carry no checksum (dhl/FORMAT.md): recovery and "
+    "the read rule trust the slot headers and records they find"
+)
+_CKSUM = (
+    "the checksum VFS 'will return an SQLITE_IOERR_DATA error if a page is encountered "
+    "that contains an invalid checksum': every whole page read from the database or its "
+    "WAL is verified (cksumvfs.h), so flipped bits are an error, never data"
+)
+_CKSUM_MIS = (
+    "the checksum VFS's checksum covers only the page's own bytes, not its page "
+    "number or version: a misdirected page is valid where it lands and the page "
+    "meant to be overwritten stays valid and old (cksumvfs.h, what it cannot detect)"
+)
+_DETECTED = (
+    "detection is an error opening or reading the database (DB-OPEN) or a failed "
+    "structure check: the damaged database is not expected to open clean"
+)
+_PREFIX = (
+    "a state fault changes where and whether issued writes persist, never adds one: "
+    "nothing of an unissued transaction can appear"
+)
+_WRONG_PLACE = (
+    "SQLite assumes the disk writes a sector where it was told ('We assume that "
+    "disk is written in chunks which we call a sector'; atomic commit, Hardware "
+    "Assumptions) and reads back what it wrote there"
+)
 
 
 def _durable(sut: Sut) -> bool:
@@ -112,8 +130,10 @@ def promised_under(sut: Sut, kinds: tuple[str, ...]) -> tuple[tuple[str, ...], t
                 waived.add(g.invariant)
     if "misdirect" in kinds or "lost-flush" in kinds:
         added.discard(DETECT)  # a misdirected or lost page is not detected
-    return (tuple(i for i in DB_INVARIANTS if i in waived and i in sut.promises),
-            tuple(sorted(added)))
+    return (
+        tuple(i for i in DB_INVARIANTS if i in waived and i in sut.promises),
+        tuple(sorted(added)),
+    )
 
 
 def fault_weaknesses(sut: Sut, kind: str) -> tuple[str, ...]:

@@ -33,8 +33,16 @@ VERSION = 1
 HEADER = struct.Struct("<8sIIII")
 
 BEGIN, INSERT, UPDATE, DELETE, SELECT, COMMIT, MARK, END = range(1, 9)
-OP_NAMES = {BEGIN: "BEGIN", INSERT: "INSERT", UPDATE: "UPDATE", DELETE: "DELETE",
-            SELECT: "SELECT", COMMIT: "COMMIT", MARK: "MARK", END: "END"}
+OP_NAMES = {
+    BEGIN: "BEGIN",
+    INSERT: "INSERT",
+    UPDATE: "UPDATE",
+    DELETE: "DELETE",
+    SELECT: "SELECT",
+    COMMIT: "COMMIT",
+    MARK: "MARK",
+    END: "END",
+}
 
 _U32 = struct.Struct("<I")
 _TK = struct.Struct("<Iq")  # table, key

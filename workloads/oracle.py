@@ -114,9 +114,12 @@ def sqlite_digest(db_path: Path | str, vfs: str = "") -> str:
         raise CrashlabError(f"{path}: no such database")
     con = connect(path, vfs)
     try:
-        names = [r[0] for r in con.execute(
-            "SELECT name FROM sqlite_master WHERE type='table' AND name NOT LIKE 'sqlite_%'"
-        )]
+        names = [
+            r[0]
+            for r in con.execute(
+                "SELECT name FROM sqlite_master WHERE type='table' AND name NOT LIKE 'sqlite_%'"
+            )
+        ]
         total = 0
         for name in names:
             m = _TABLE_NAME.fullmatch(name)

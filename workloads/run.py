@@ -82,8 +82,9 @@ def run_workload(sut: Sut, ops: Path, db: Path, **kwargs: Any) -> subprocess.Com
     """Run the runner to completion (see :func:`runner_command` for kwargs;
     ``env`` is passed to the process).  Output is captured, not checked."""
     env = kwargs.pop("env", None)
-    return subprocess.run(runner_command(sut, ops, db, **kwargs), capture_output=True, text=True,
-                          env=env)
+    return subprocess.run(
+        runner_command(sut, ops, db, **kwargs), capture_output=True, text=True, env=env
+    )
 
 
 def workload_meta(sut: Sut, spec: WorkloadSpec) -> dict[str, Any]:
@@ -105,8 +106,10 @@ def spec_from_meta(meta: RunMeta) -> tuple[Sut, WorkloadSpec]:
         first = meta.continues_at or 1
         if acked != list(range(first, spec.txns + 1)):
             span = f"{acked[0]}..{acked[-1]} ({len(acked)})" if acked else "none"
-            raise CrashlabError(f"meta.json: the marks acknowledge transactions {span}, but "
-                                f"the workload runs {first}..{spec.txns}")
+            raise CrashlabError(
+                f"meta.json: the marks acknowledge transactions {span}, but "
+                f"the workload runs {first}..{spec.txns}"
+            )
     return sut, spec
 
 
@@ -129,20 +132,28 @@ def check_sut_fs(sut: Sut, fs: str) -> None:
     one); CrashlabError says which to use."""
     has_files = get_fs(fs).has_files
     if sut.needs_fs and fs != sut.needs_fs:
-        raise CrashlabError(f"SUT {sut.name} runs only on {sut.needs_fs}: record it with "
-                            f"--fs {sut.needs_fs}")
+        raise CrashlabError(
+            f"SUT {sut.name} runs only on {sut.needs_fs}: record it with --fs {sut.needs_fs}"
+        )
     if sut.raw and has_files:
         raise CrashlabError(f"SUT {sut.name} runs on the raw device: record it with --fs {NO_FS}")
     if not sut.raw and not has_files:
-        raise CrashlabError(f"SUT {sut.name} needs a file system: --fs {fs} is only for the "
-                            "raw SUTs (" + ", ".join(n for n, s in SUTS.items() if s.raw) + ")")
+        raise CrashlabError(
+            f"SUT {sut.name} needs a file system: --fs {fs} is only for the "
+            "raw SUTs (" + ", ".join(n for n, s in SUTS.items() if s.raw) + ")"
+        )
     if sut.needs_fs and fs != sut.needs_fs:
-        raise CrashlabError(f"SUT {sut.name} runs only on {sut.needs_fs}: record it with "
-                            f"--fs {sut.needs_fs}")
+        raise CrashlabError(
+            f"SUT {sut.name} runs only on {sut.needs_fs}: record it with --fs {sut.needs_fs}"
+        )
 
 
 def workload_command(
-    sut_name: str, spec_text: str, workdir: Path, fs: str | None = None, *,
+    sut_name: str,
+    spec_text: str,
+    workdir: Path,
+    fs: str | None = None,
+    *,
     from_txn: int | None = None,
 ) -> tuple[list[str], dict[str, Any], Path]:
     """For ``crashlab record --sut --workload``: write the op stream into
@@ -170,12 +181,20 @@ def workload_command(
     return cmd, meta, stats
 
 
-def record_workload(sut: str, workload: str, out: Path, *, fs: str = "ext4",
-                    backend: str = "auto", base: tuple[Path, str] | None = None,
-                    from_txn: int | None = None,
-                    extra_meta: Mapping[str, Any] | None = None,
-                    faults: tuple[Fault, ...] = (), final_image: Path | None = None,
-                    blktrace: bool = False) -> RunDir:
+def record_workload(
+    sut: str,
+    workload: str,
+    out: Path,
+    *,
+    fs: str = "ext4",
+    backend: str = "auto",
+    base: tuple[Path, str] | None = None,
+    from_txn: int | None = None,
+    extra_meta: Mapping[str, Any] | None = None,
+    faults: tuple[Fault, ...] = (),
+    final_image: Path | None = None,
+    blktrace: bool = False,
+) -> RunDir:
     """Record crashlab-runner running WORKLOAD on SUT.  meta.json gets the
     SUT, the canonical spec and seed (the oracle is rebuilt from them) and
     the runner's own counts (``runner``: writes and syncs per transaction).
@@ -189,11 +208,21 @@ def record_workload(sut: str, workload: str, out: Path, *, fs: str = "ext4",
         cmd, extra, stats = workload_command(sut, workload, tmp, fs, from_txn=from_txn)
         for f in by_stage(faults, PROCESS):
             cmd += ["--crash-at", str(f.get("at"))]
-        run = record(RecordRequest(
-            cmd, out, fs=fs, backend=backend, extra_meta={**extra, **(extra_meta or {})},
-            base=base, faults=faults, final_image=final_image, blktrace=blktrace,
-            nvram=get_sut(sut).nvram, mount_options=get_sut(sut).mount_options))
+        run = record(
+            RecordRequest(
+                cmd,
+                out,
+                fs=fs,
+                backend=backend,
+                extra_meta={**extra, **(extra_meta or {})},
+                base=base,
+                faults=faults,
+                final_image=final_image,
+                blktrace=blktrace,
+                nvram=get_sut(sut).nvram,
+                mount_options=get_sut(sut).mount_options,
+            )
+        )
         if stats.exists():
-            run.write_meta(dataclasses.replace(run.meta(),
-                                               runner=json.loads(stats.read_text())))
+            run.write_meta(dataclasses.replace(run.meta(), runner=json.loads(stats.read_text())))
     return run

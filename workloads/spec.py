@@ -66,8 +66,11 @@ class MobibenchSpec:
         _range("seed", self.seed, 0, None)
         per_table = self.max_ops_per_table
         if self.warmup is None:
-            default = {"insert": 0, "update": DEFAULT_PREFILL,
-                       "delete": max(DEFAULT_PREFILL, per_table)}[self.kind]
+            default = {
+                "insert": 0,
+                "update": DEFAULT_PREFILL,
+                "delete": max(DEFAULT_PREFILL, per_table),
+            }[self.kind]
             object.__setattr__(self, "warmup", default)
         _range("warmup", self.warmup, 0, MAX_COUNT)
         if self.kind == "update" and self.warmup < 1:
@@ -134,8 +137,11 @@ def _choice(key: str, value: object, choices: tuple[str, ...]) -> None:
 
 
 def _range(key: str, value: object, lo: int, hi: int | None) -> None:
-    if not isinstance(value, int) or isinstance(value, bool) or value < lo or (
-        hi is not None and value > hi
+    if (
+        not isinstance(value, int)
+        or isinstance(value, bool)
+        or value < lo
+        or (hi is not None and value > hi)
     ):
         bound = f"{lo}..{hi}" if hi is not None else f">={lo}"
         raise CrashlabError(f"bad {key} {value!r} (an integer {bound})")

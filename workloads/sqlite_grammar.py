@@ -48,8 +48,19 @@ from workloads.guarantee import DB_INVARIANTS, ERR_INVARIANTS, Guarantee
 JOURNALS = ("delete", "truncate", "persist", "wal", "memory", "off")
 SYNCS = ("off", "normal", "full", "extra")
 LOCKINGS = ("normal", "exclusive")
-KEYS = ("journal", "sync", "page", "autockpt", "locking", "jlimit", "walopt", "onerror",
-        "syncretry", "cksum", "waldio")
+KEYS = (
+    "journal",
+    "sync",
+    "page",
+    "autockpt",
+    "locking",
+    "jlimit",
+    "walopt",
+    "onerror",
+    "syncretry",
+    "cksum",
+    "waldio",
+)
 ON_ERRORS = ("stop", "retry")
 PREFIX = "sqlite:"
 DEFAULT_PAGE = 4096
@@ -58,9 +69,14 @@ DEFAULT_JLIMIT = -1
 MAX_INT = 2**31 - 1  # autockpt, jlimit: what the runner's C int holds
 MAX_WALOPT = 65536
 MAX_WALDIO = 65536
-GRAMMAR = ("sqlite:journal=" + "|".join(JOURNALS) + ",sync=" + "|".join(SYNCS)
-           + "[,page=512..65536][,autockpt=N][,locking=normal|exclusive][,jlimit=N][,walopt=N]"
-           + "[,onerror=stop|retry][,syncretry=0|1][,cksum=0|1][,waldio=N]")
+GRAMMAR = (
+    "sqlite:journal="
+    + "|".join(JOURNALS)
+    + ",sync="
+    + "|".join(SYNCS)
+    + "[,page=512..65536][,autockpt=N][,locking=normal|exclusive][,jlimit=N][,walopt=N]"
+    + "[,onerror=stop|retry][,syncretry=0|1][,cksum=0|1][,waldio=N]"
+)
 
 DOC_SYNC = "https://www.sqlite.org/pragma.html#pragma_synchronous"
 DOC_JOURNAL = "https://www.sqlite.org/pragma.html#pragma_journal_mode"
@@ -139,13 +155,17 @@ class SqliteConfig:
     def journal_persists(self) -> bool:
         """A journal file outlives its transaction (what jlimit limits)."""
         return self.journal in ("persist", "wal") or (
-            self.journal == "delete" and self.locking == "exclusive")
+            self.journal == "delete" and self.locking == "exclusive"
+        )
 
     def runner_options(self) -> tuple[tuple[str, str], ...]:
         """crashlab-runner's (--flag, value) pairs; a default is not passed
         (the runner's defaults are the table's)."""
-        opts = [("--journal-mode", self.journal.upper()), ("--synchronous", self.sync.upper()),
-                ("--page-size", str(self.page))]
+        opts = [
+            ("--journal-mode", self.journal.upper()),
+            ("--synchronous", self.sync.upper()),
+            ("--page-size", str(self.page)),
+        ]
         if self.autockpt != DEFAULT_AUTOCKPT:
             opts.append(("--wal-autocheckpoint", str(self.autockpt)))
         if self.locking != "normal":
@@ -190,10 +210,17 @@ def _invalid(c: SqliteConfig) -> str:
         return "walopt sets the checkpoint interval itself and keeps the WAL: no autockpt or jlimit"
     if not 0 <= c.waldio <= MAX_WALDIO or (c.waldio and c.journal != "wal"):
         return f"waldio=N (1 <= N <= {MAX_WALDIO}) is for journal=wal only"
-    if c.waldio and (c.page != 4096 or c.walopt or c.cksum or c.autockpt != c.waldio
-                     or c.jlimit != DEFAULT_JLIMIT):
-        return ("waldio needs page=4096 (a frame is one 4 KiB block), sets the checkpoint "
-                "interval itself and keeps the WAL: no walopt, cksum, autockpt or jlimit")
+    if c.waldio and (
+        c.page != 4096
+        or c.walopt
+        or c.cksum
+        or c.autockpt != c.waldio
+        or c.jlimit != DEFAULT_JLIMIT
+    ):
+        return (
+            "waldio needs page=4096 (a frame is one 4 KiB block), sets the checkpoint "
+            "interval itself and keeps the WAL: no walopt, cksum, autockpt or jlimit"
+        )
     if not 0 <= c.autockpt <= MAX_INT:
         return f"autockpt={c.autockpt} (0 <= N <= {MAX_INT})"
     if c.autockpt != DEFAULT_AUTOCKPT and c.journal != "wal":
@@ -203,20 +230,23 @@ def _invalid(c: SqliteConfig) -> str:
     if c.cksum not in (0, 1):
         return f"cksum={c.cksum} (0 or 1)"
     if c.jlimit != DEFAULT_JLIMIT and not c.journal_persists:
-        return ("jlimit is for a journal that outlives its transaction: journal=persist, "
-                "journal=wal, or journal=delete with locking=exclusive")
+        return (
+            "jlimit is for a journal that outlives its transaction: journal=persist, "
+            "journal=wal, or journal=delete with locking=exclusive"
+        )
     return ""
 
 
 def parse_sqlite_name(text: str) -> SqliteConfig:
     """The configuration a grammar name spells; one-line CrashlabError if none."""
+
     def bad(why: str) -> CrashlabError:
         return CrashlabError(_bad_message(text, why))
 
     if not text.startswith(PREFIX):
         raise bad(f"a SQLite SUT name starts with {PREFIX!r}")
     given: dict[str, str] = {}
-    for item in text[len(PREFIX):].split(","):
+    for item in text[len(PREFIX) :].split(","):
         key, eq, value = item.partition("=")
         key, value = key.strip().lower(), value.strip().lower()
         if not eq or not key or not value:
@@ -237,9 +267,13 @@ def parse_sqlite_name(text: str) -> SqliteConfig:
             except ValueError:
                 raise bad(f"{key}={given[key]} is not an integer") from None
     try:
-        return SqliteConfig(journal=given["journal"], sync=given["sync"],
-                            locking=given.get("locking", "normal"),
-                            onerror=given.get("onerror", "stop"), **ints)
+        return SqliteConfig(
+            journal=given["journal"],
+            sync=given["sync"],
+            locking=given.get("locking", "normal"),
+            onerror=given.get("onerror", "stop"),
+            **ints,
+        )
     except InvalidConfig as e:
         raise bad(e.why) from None
 
@@ -251,90 +285,136 @@ def grid() -> tuple[SqliteConfig, ...]:
 
 # --- the documented rules, quoted from SQLite's documentation --------------
 
-_FULL = ("synchronous=FULL: 'SQLite ... will use the xSync method of the VFS to ensure that "
-         "all content is safely written to the disk surface prior to continuing. This ensures "
-         "that an operating system crash or power failure will not corrupt the database.'")
-_ATOMIC = ("atomic commit: rollback-journal transactions 'appear to be atomic even if the "
-           "transaction is interrupted by an operating system crash or power failure'; a hot "
-           "journal left behind is rolled back when the database is next opened")
-_EXTRA_DIR = ("synchronous=EXTRA: 'like FULL with the addition that the directory containing a "
-              "rollback journal is synced after that journal is unlinked to commit a transaction "
-              "in DELETE mode. EXTRA provides additional durability if the commit is followed "
-              "closely by a power loss.' Under FULL the unlink (the commit point) may not be "
-              "durable when COMMIT returns: the journal can reappear and roll the acknowledged "
-              "transaction back (observed on this machine, harness/record/NOTES.md)")
-_EXTRA_OK = ("synchronous=EXTRA syncs the directory after unlinking the journal, so the "
-             "commit point is durable when COMMIT returns")
-_NORMAL_DELETE = ("synchronous=NORMAL: 'There is a very small (though non-zero) chance that a "
-                  "power failure at just the wrong time could corrupt the database in "
-                  "journal_mode=DELETE on an older filesystem ... probably DELETE mode is safe "
-                  "too on modern filesystems.'")
-_NORMAL_ROLLBACK = ("; TRUNCATE and PERSIST write and sync the rollback journal exactly as "
-                    "DELETE does (under NORMAL one journal sync before the database file is "
-                    "written, and the database synced before the commit point) and differ only "
-                    "in how the commit point is made, so the same rule covers them")
-_TRUNCATE = ("journal_mode=TRUNCATE 'commits transactions by truncating the rollback journal to "
-             "zero-length instead of deleting it'; with synchronous=FULL the truncation is "
-             "synced before COMMIT returns, so no directory sync is needed")
-_TRUNCATE_EXTRA = ("journal_mode=TRUNCATE 'commits transactions by truncating the rollback "
-                   "journal to zero-length instead of deleting it'; synchronous=EXTRA is 'like "
-                   "FULL' plus a directory sync after an unlink TRUNCATE never does, so the "
-                   "truncation is synced before COMMIT returns as under FULL")
-_TRUNCATE_NORMAL = ("journal_mode=TRUNCATE with synchronous=NORMAL: the truncation that commits "
-                    "is not synced (pager.c syncs it only under FULL or EXTRA, 'Otherwise the "
-                    "journal might resurrect following a power loss and cause the last "
-                    "transaction to roll back'), so, as with DELETE under FULL, an acknowledged "
-                    "transaction can be rolled back")
-_PERSIST = ("journal_mode=PERSIST: 'the header of the journal is overwritten with zeros' to "
-            "commit; with synchronous=FULL that header write is synced before COMMIT returns")
-_PERSIST_SYNCED = ("journal_mode=PERSIST: 'the header of the journal is overwritten with zeros' "
-                   "to commit; that header write is synced whenever synchronous is not OFF "
-                   "(pager.c zeroJournalHdr), so under NORMAL and EXTRA as under FULL it is "
-                   "durable when COMMIT returns")
-_EXCLUSIVE_DELETE = ("locking_mode=EXCLUSIVE: 'If a database connection is operating in "
-                     "exclusive locking mode or in persistent journal mode ... then after "
-                     "committing a transaction the rollback journal file may remain in the "
-                     "file-system': in exclusive mode DELETE commits as PERSIST does, by zeroing "
-                     "the journal header and syncing it unless synchronous=OFF (pager.c "
-                     "pager_end_transaction, zeroJournalHdr; on this machine the -journal stays "
-                     "until the connection closes), so the commit point needs no directory sync")
-_WAL_FULL = ("WAL + synchronous=FULL: 'an additional sync operation of the WAL file happens "
-             "after each transaction commit'; WAL recovery replays only committed frames "
-             "(checksummed commit records)")
-_WAL_EXTRA = ("; synchronous=EXTRA is 'like FULL with the addition that the directory "
-              "containing a rollback journal is synced after that journal is unlinked': WAL "
-              "has no rollback journal, so EXTRA syncs exactly what FULL does")
-_WAL_NORMAL_ATOMIC = ("synchronous=NORMAL: 'WAL mode is safe from corruption with "
-                      "synchronous=NORMAL ... WAL mode is always consistent with "
-                      "synchronous=NORMAL'")
-_WAL_NORMAL_DURABLE = ("synchronous=NORMAL: 'WAL mode does lose durability. A transaction "
-                       "committed in WAL mode with synchronous=NORMAL might roll back following "
-                       "a power loss or system crash.'")
-_SYNC_OFF = ("synchronous=OFF: 'SQLite continues without syncing as soon as it has handed data "
-             "off to the operating system ... the database might become corrupted if the "
-             "operating system crashes or the computer loses power before that data has been "
-             "written to the disk surface.'")
-_WAL_OFF = ("; the documentation's 'WAL mode is safe from corruption' is said of NORMAL only: "
-            "under OFF a checkpoint (at the latest when the last connection closes) copies "
-            "frames into the database file with no sync of the WAL before and none of the "
-            "database after, and then deletes the WAL, so a power loss can keep the deletion or "
-            "part of the copy without the rest")
-_MEMORY = ("journal_mode=MEMORY 'stores the rollback journal in volatile RAM. This saves disk "
-           "I/O but at the expense of database safety and integrity. If the application using "
-           "SQLite crashes in the middle of a transaction ... the database file will very likely "
-           "go corrupt.' A power loss loses the journal the same way")
-_OFF = ("journal_mode=OFF 'disables the rollback journal completely ... If the application "
-        "crashes in the middle of a transaction when the OFF journaling mode is set, then the "
-        "database file will very likely go corrupt.'")
-_SYNCED_COMMIT = ("synchronous=FULL syncs the database file before COMMIT returns, and with no "
-                  "journal there is nothing that can undo it")
-_SYNCED_COMMIT_NORMAL = ("synchronous=NORMAL and EXTRA sync the database file before COMMIT "
-                         "returns as FULL does: NORMAL leaves out only rollback-journal syncs "
-                         "(pager.c sqlite3PagerCommitPhaseOne syncs the database unless "
-                         "synchronous=OFF), and with no journal on disk there is nothing that "
-                         "can undo the synced pages")
-PREFIX_RULE = ("a crash state holds only writes issued before the cut, and no SUT writes a "
-           "transaction's rows before the transaction is issued")
+_FULL = (
+    "synchronous=FULL: 'SQLite ... will use the xSync method of the VFS to ensure that "
+    "all content is safely written to the disk surface prior to continuing. This ensures "
+    "that an operating system crash or power failure will not corrupt the database.'"
+)
+_ATOMIC = (
+    "atomic commit: rollback-journal transactions 'appear to be atomic even if the "
+    "transaction is interrupted by an operating system crash or power failure'; a hot "
+    "journal left behind is rolled back when the database is next opened"
+)
+_EXTRA_DIR = (
+    "synchronous=EXTRA: 'like FULL with the addition that the directory containing a "
+    "rollback journal is synced after that journal is unlinked to commit a transaction "
+    "in DELETE mode. EXTRA provides additional durability if the commit is followed "
+    "closely by a power loss.' Under FULL the unlink (the commit point) may not be "
+    "durable when COMMIT returns: the journal can reappear and roll the acknowledged "
+    "transaction back (observed on this machine, harness/record/NOTES.md)"
+)
+_EXTRA_OK = (
+    "synchronous=EXTRA syncs the directory after unlinking the journal, so the "
+    "commit point is durable when COMMIT returns"
+)
+_NORMAL_DELETE = (
+    "synchronous=NORMAL: 'There is a very small (though non-zero) chance that a "
+    "power failure at just the wrong time could corrupt the database in "
+    "journal_mode=DELETE on an older filesystem ... probably DELETE mode is safe "
+    "too on modern filesystems.'"
+)
+_NORMAL_ROLLBACK = (
+    "; TRUNCATE and PERSIST write and sync the rollback journal exactly as "
+    "DELETE does (under NORMAL one journal sync before the database file is "
+    "written, and the database synced before the commit point) and differ only "
+    "in how the commit point is made, so the same rule covers them"
+)
+_TRUNCATE = (
+    "journal_mode=TRUNCATE 'commits transactions by truncating the rollback journal to "
+    "zero-length instead of deleting it'; with synchronous=FULL the truncation is "
+    "synced before COMMIT returns, so no directory sync is needed"
+)
+_TRUNCATE_EXTRA = (
+    "journal_mode=TRUNCATE 'commits transactions by truncating the rollback "
+    "journal to zero-length instead of deleting it'; synchronous=EXTRA is 'like "
+    "FULL' plus a directory sync after an unlink TRUNCATE never does, so the "
+    "truncation is synced before COMMIT returns as under FULL"
+)
+_TRUNCATE_NORMAL = (
+    "journal_mode=TRUNCATE with synchronous=NORMAL: the truncation that commits "
+    "is not synced (pager.c syncs it only under FULL or EXTRA, 'Otherwise the "
+    "journal might resurrect following a power loss and cause the last "
+    "transaction to roll back'), so, as with DELETE under FULL, an acknowledged "
+    "transaction can be rolled back"
+)
+_PERSIST = (
+    "journal_mode=PERSIST: 'the header of the journal is overwritten with zeros' to "
+    "commit; with synchronous=FULL that header write is synced before COMMIT returns"
+)
+_PERSIST_SYNCED = (
+    "journal_mode=PERSIST: 'the header of the journal is overwritten with zeros' "
+    "to commit; that header write is synced whenever synchronous is not OFF "
+    "(pager.c zeroJournalHdr), so under NORMAL and EXTRA as under FULL it is "
+    "durable when COMMIT returns"
+)
+_EXCLUSIVE_DELETE = (
+    "locking_mode=EXCLUSIVE: 'If a database connection is operating in "
+    "exclusive locking mode or in persistent journal mode ... then after "
+    "committing a transaction the rollback journal file may remain in the "
+    "file-system': in exclusive mode DELETE commits as PERSIST does, by zeroing "
+    "the journal header and syncing it unless synchronous=OFF (pager.c "
+    "pager_end_transaction, zeroJournalHdr; on this machine the -journal stays "
+    "until the connection closes), so the commit point needs no directory sync"
+)
+_WAL_FULL = (
+    "WAL + synchronous=FULL: 'an additional sync operation of the WAL file happens "
+    "after each transaction commit'; WAL recovery replays only committed frames "
+    "(checksummed commit records)"
+)
+_WAL_EXTRA = (
+    "; synchronous=EXTRA is 'like FULL with the addition that the directory "
+    "containing a rollback journal is synced after that journal is unlinked': WAL "
+    "has no rollback journal, so EXTRA syncs exactly what FULL does"
+)
+_WAL_NORMAL_ATOMIC = (
+    "synchronous=NORMAL: 'WAL mode is safe from corruption with "
+    "synchronous=NORMAL ... WAL mode is always consistent with "
+    "synchronous=NORMAL'"
+)
+_WAL_NORMAL_DURABLE = (
+    "synchronous=NORMAL: 'WAL mode does lose durability. A transaction "
+    "committed in WAL mode with synchronous=NORMAL might roll back following "
+    "a power loss or system crash.'"
+)
+_SYNC_OFF = (
+    "synchronous=OFF: 'SQLite continues without syncing as soon as it has handed data "
+    "off to the operating system ... the database might become corrupted if the "
+    "operating system crashes or the computer loses power before that data has been "
+    "written to the disk surface.'"
+)
+_WAL_OFF = (
+    "; the documentation's 'WAL mode is safe from corruption' is said of NORMAL only: "
+    "under OFF a checkpoint (at the latest when the last connection closes) copies "
+    "frames into the database file with no sync of the WAL before and none of the "
+    "database after, and then deletes the WAL, so a power loss can keep the deletion or "
+    "part of the copy without the rest"
+)
+_MEMORY = (
+    "journal_mode=MEMORY 'stores the rollback journal in volatile RAM. This saves disk "
+    "I/O but at the expense of database safety and integrity. If the application using "
+    "SQLite crashes in the middle of a transaction ... the database file will very likely "
+    "go corrupt.' A power loss loses the journal the same way"
+)
+_OFF = (
+    "journal_mode=OFF 'disables the rollback journal completely ... If the application "
+    "crashes in the middle of a transaction when the OFF journaling mode is set, then the "
+    "database file will very likely go corrupt.'"
+)
+_SYNCED_COMMIT = (
+    "synchronous=FULL syncs the database file before COMMIT returns, and with no "
+    "journal there is nothing that can undo it"
+)
+_SYNCED_COMMIT_NORMAL = (
+    "synchronous=NORMAL and EXTRA sync the database file before COMMIT "
+    "returns as FULL does: NORMAL leaves out only rollback-journal syncs "
+    "(pager.c sqlite3PagerCommitPhaseOne syncs the database unless "
+    "synchronous=OFF), and with no journal on disk there is nothing that "
+    "can undo the synced pages"
+)
+PREFIX_RULE = (
+    "a crash state holds only writes issued before the cut, and no SUT writes a "
+    "transaction's rows before the transaction is issued"
+)
 
 SAFETY = ("DB-OPEN", "DB-INTEGRITY", "DB-ATOMIC")
 ROLLBACK = ("delete", "truncate", "persist")
@@ -353,12 +433,22 @@ class Rule:
     locking: str | None = None  # matches only this locking mode (None: any)
 
     def matches(self, c: SqliteConfig) -> bool:
-        return (c.journal in self.journals and c.sync in self.syncs
-                and self.locking in (None, c.locking))
+        return (
+            c.journal in self.journals
+            and c.sync in self.syncs
+            and self.locking in (None, c.locking)
+        )
 
 
-def _r(decides: tuple[str, ...], journals: tuple[str, ...] | str, syncs: tuple[str, ...] | str,
-       promised: bool, text: str, source: str, locking: str | None = None) -> Rule:
+def _r(
+    decides: tuple[str, ...],
+    journals: tuple[str, ...] | str,
+    syncs: tuple[str, ...] | str,
+    promised: bool,
+    text: str,
+    source: str,
+    locking: str | None = None,
+) -> Rule:
     return Rule(decides, _tuple(journals), _tuple(syncs), promised, text, source, locking)
 
 
@@ -375,27 +465,53 @@ RULES: tuple[Rule, ...] = (
     _r(SAFETY, "wal", "off", False, _SYNC_OFF + _WAL_OFF, DOC_SYNC),
     _r(SAFETY, ROLLBACK, ("full", "extra"), True, _FULL + "; " + _ATOMIC, DOC_ATOMIC),
     _r(SAFETY, "delete", "normal", True, _NORMAL_DELETE, DOC_SYNC),
-    _r(SAFETY, ("truncate", "persist"), "normal", True, _NORMAL_DELETE + _NORMAL_ROLLBACK,
-       DOC_SYNC),
+    _r(
+        SAFETY, ("truncate", "persist"), "normal", True, _NORMAL_DELETE + _NORMAL_ROLLBACK, DOC_SYNC
+    ),
     _r(SAFETY, "wal", "full", True, _WAL_FULL, DOC_WAL),
     _r(SAFETY, "wal", "extra", True, _WAL_FULL + _WAL_EXTRA, DOC_WAL),
     _r(SAFETY, "wal", "normal", True, _WAL_NORMAL_ATOMIC, DOC_SYNC),
     # durability (DB-DURABLE)
     _r(("DB-DURABLE",), JOURNALS, "off", False, _SYNC_OFF, DOC_SYNC),
     _r(("DB-DURABLE",), ("memory", "off"), "full", True, _SYNCED_COMMIT, DOC_SYNC),
-    _r(("DB-DURABLE",), ("memory", "off"), ("normal", "extra"), True, _SYNCED_COMMIT_NORMAL,
-       f"{DOC_SYNC}; {DOC_PAGER}"),
+    _r(
+        ("DB-DURABLE",),
+        ("memory", "off"),
+        ("normal", "extra"),
+        True,
+        _SYNCED_COMMIT_NORMAL,
+        f"{DOC_SYNC}; {DOC_PAGER}",
+    ),
     _r(("DB-DURABLE",), "delete", "extra", True, _EXTRA_OK, DOC_SYNC),
-    _r(("DB-DURABLE",), "delete", ("normal", "full"), True, _EXCLUSIVE_DELETE,
-       f"{DOC_JLIMIT}; {DOC_PAGER}", locking="exclusive"),
+    _r(
+        ("DB-DURABLE",),
+        "delete",
+        ("normal", "full"),
+        True,
+        _EXCLUSIVE_DELETE,
+        f"{DOC_JLIMIT}; {DOC_PAGER}",
+        locking="exclusive",
+    ),
     _r(("DB-DURABLE",), "delete", ("normal", "full"), False, _EXTRA_DIR, DOC_SYNC),
     _r(("DB-DURABLE",), "truncate", "full", True, _TRUNCATE, DOC_JOURNAL),
     _r(("DB-DURABLE",), "truncate", "extra", True, _TRUNCATE_EXTRA, DOC_JOURNAL),
-    _r(("DB-DURABLE",), "truncate", "normal", False, _TRUNCATE_NORMAL,
-       f"{DOC_JOURNAL}; {DOC_PAGER}"),
+    _r(
+        ("DB-DURABLE",),
+        "truncate",
+        "normal",
+        False,
+        _TRUNCATE_NORMAL,
+        f"{DOC_JOURNAL}; {DOC_PAGER}",
+    ),
     _r(("DB-DURABLE",), "persist", "full", True, _PERSIST, DOC_JOURNAL),
-    _r(("DB-DURABLE",), "persist", ("normal", "extra"), True, _PERSIST_SYNCED,
-       f"{DOC_JOURNAL}; {DOC_PAGER}"),
+    _r(
+        ("DB-DURABLE",),
+        "persist",
+        ("normal", "extra"),
+        True,
+        _PERSIST_SYNCED,
+        f"{DOC_JOURNAL}; {DOC_PAGER}",
+    ),
     _r(("DB-DURABLE",), "wal", "full", True, _WAL_FULL, DOC_SYNC),
     _r(("DB-DURABLE",), "wal", "extra", True, _WAL_FULL + _WAL_EXTRA, DOC_SYNC),
     _r(("DB-DURABLE",), "wal", "normal", False, _WAL_NORMAL_DURABLE, DOC_SYNC),
@@ -406,39 +522,58 @@ RULES: tuple[Rule, ...] = (
 
 # --- WALDIO (waldio=N): the WAL through crashlab's WALDIO VFS ---------------
 
-DOC_WALDIO = ("Lee et al., WALDIO: Eliminating the Filesystem Journaling in Resolving the "
-              "Journaling of Journal Anomaly, USENIX ATC '15, §5; workloads/runner/waldiovfs.h")
-_WALDIO_SAFE = ("WALDIO keeps the WAL's format and its recovery: 'we embed ... the frame header "
-                "into ... the WAL frame' (§5.2), so each frame is one 4 KiB block holding its "
-                "page and, in the page's 24 reserved bytes, wal.c's frame header with its salts "
-                "and checksum, recomputed over the page as SQLite reads it back; SQLite's own WAL "
-                "recovery replays frames up to the last valid commit frame, so a torn or missing "
-                "block ends the log before the transaction it belongs to. 'Preallocation with "
-                "Explicit Journaling' (§5.1): the file is allocated, written with zeros and "
-                "synced at open, so a commit needs no file-system metadata to be readable. ")
-_WALDIO_FULL = ("WALDIO with Full Sync (§5.4): 'the log commit operation consists of two phases: "
-                "(i) writing a log to the storage via DIO write and (ii) flush the writeback "
-                "cache of the storage device via calling fdatasync()'. The group is one "
-                "transaction: its frames go to disk as one aligned O_DIRECT write when its commit "
-                "frame is complete, and WAL+FULL's 'additional sync operation of the WAL file "
-                "after each transaction commit' is that fdatasync, so COMMIT returns after both, "
-                "as in WAL+FULL (the paper's grouping of several transactions, which 'provides "
-                "weaker transactional guarantee', is not emulated)")
-_WALDIO_NORMAL = ("WALDIO with Normal Sync (§5.4): 'the individual DIO based log-commit operations "
-                  "are relieved from the burden of calling the expensive fdatasync()': the "
-                  "direct write can still sit in the device's writeback cache at a power loss, "
-                  "as WAL with synchronous=NORMAL 'might roll back following a power loss'")
+DOC_WALDIO = (
+    "Lee et al., WALDIO: Eliminating the Filesystem Journaling in Resolving the "
+    "Journaling of Journal Anomaly, USENIX ATC '15, §5; workloads/runner/waldiovfs.h"
+)
+_WALDIO_SAFE = (
+    "WALDIO keeps the WAL's format and its recovery: 'we embed ... the frame header "
+    "into ... the WAL frame' (§5.2), so each frame is one 4 KiB block holding its "
+    "page and, in the page's 24 reserved bytes, wal.c's frame header with its salts "
+    "and checksum, recomputed over the page as SQLite reads it back; SQLite's own WAL "
+    "recovery replays frames up to the last valid commit frame, so a torn or missing "
+    "block ends the log before the transaction it belongs to. 'Preallocation with "
+    "Explicit Journaling' (§5.1): the file is allocated, written with zeros and "
+    "synced at open, so a commit needs no file-system metadata to be readable. "
+)
+_WALDIO_FULL = (
+    "WALDIO with Full Sync (§5.4): 'the log commit operation consists of two phases: "
+    "(i) writing a log to the storage via DIO write and (ii) flush the writeback "
+    "cache of the storage device via calling fdatasync()'. The group is one "
+    "transaction: its frames go to disk as one aligned O_DIRECT write when its commit "
+    "frame is complete, and WAL+FULL's 'additional sync operation of the WAL file "
+    "after each transaction commit' is that fdatasync, so COMMIT returns after both, "
+    "as in WAL+FULL (the paper's grouping of several transactions, which 'provides "
+    "weaker transactional guarantee', is not emulated)"
+)
+_WALDIO_NORMAL = (
+    "WALDIO with Normal Sync (§5.4): 'the individual DIO based log-commit operations "
+    "are relieved from the burden of calling the expensive fdatasync()': the "
+    "direct write can still sit in the device's writeback cache at a power loss, "
+    "as WAL with synchronous=NORMAL 'might roll back following a power loss'"
+)
 
 # Consulted before RULES for a waldio configuration (sync=off falls through
 # to RULES: WAL's own rules for OFF).
 WALDIO_RULES: tuple[Rule, ...] = (
     _r(SAFETY, "wal", "full", True, _WALDIO_SAFE + _WAL_FULL, f"{DOC_WALDIO}; {DOC_WAL}"),
-    _r(SAFETY, "wal", "extra", True, _WALDIO_SAFE + _WAL_FULL + _WAL_EXTRA,
-       f"{DOC_WALDIO}; {DOC_WAL}"),
-    _r(SAFETY, "wal", "normal", True, _WALDIO_SAFE + _WAL_NORMAL_ATOMIC,
-       f"{DOC_WALDIO}; {DOC_SYNC}"),
-    _r(("DB-DURABLE",), "wal", ("full", "extra"), True, _WALDIO_FULL,
-       f"{DOC_WALDIO}; {DOC_SYNC}"),
+    _r(
+        SAFETY,
+        "wal",
+        "extra",
+        True,
+        _WALDIO_SAFE + _WAL_FULL + _WAL_EXTRA,
+        f"{DOC_WALDIO}; {DOC_WAL}",
+    ),
+    _r(
+        SAFETY,
+        "wal",
+        "normal",
+        True,
+        _WALDIO_SAFE + _WAL_NORMAL_ATOMIC,
+        f"{DOC_WALDIO}; {DOC_SYNC}",
+    ),
+    _r(("DB-DURABLE",), "wal", ("full", "extra"), True, _WALDIO_FULL, f"{DOC_WALDIO}; {DOC_SYNC}"),
     _r(("DB-DURABLE",), "wal", "normal", False, _WALDIO_NORMAL, f"{DOC_WALDIO}; {DOC_SYNC}"),
 )
 
@@ -461,8 +596,11 @@ class Weakness:
     locking: str | None = None  # matches only this locking mode (None: any)
 
     def matches(self, c: SqliteConfig) -> bool:
-        return (c.journal in self.journals and c.sync in self.syncs
-                and self.locking in (None, c.locking))
+        return (
+            c.journal in self.journals
+            and c.sync in self.syncs
+            and self.locking in (None, c.locking)
+        )
 
 
 # The first that matches decides.  Not listed: synchronous=OFF.  Nothing it
@@ -474,20 +612,32 @@ class Weakness:
 # writes, so it is reported, not required.  Nor the other unpromised
 # durability (DELETE and WAL under NORMAL): not seen to fail on this machine.
 WEAKNESSES: tuple[Weakness, ...] = (
-    Weakness(("DB-ATOMIC", "DB-INTEGRITY", "DB-OPEN"), ("memory", "off"),
-             ("normal", "full", "extra"),
-             "journal MEMORY writes what journal OFF writes (its journal never reaches the "
-             "disk), and NORMAL or EXTRA what FULL writes: the same database syncs, so the same "
-             "partial transactions (sqlite-grid, MULTI, ext4: DB-ATOMIC in 20 of 65 prefix and "
-             "120 of 295 reorder states each); OFF_OPT (locking=exclusive) likewise "
-             "(docs/findings.md, OFF_OPT and DASH)"),
-    Weakness(("DB-DURABLE",), ("delete",), ("full",),
-             "the journal's unlink is not synced under FULL: it reappears and rolls an "
-             "acknowledged transaction back (harness/record/NOTES.md)", locking="normal"),
-    Weakness(("DB-DURABLE",), ("truncate",), ("normal",),
-             "the truncation that commits is not synced under NORMAL: the journal of the last "
-             "transaction (or the set-up's) resurrects and rolls it back (sqlite-grid, MULTI, "
-             "ext4: 78 of 137 prefix, 768 of 948 reorder states)"),
+    Weakness(
+        ("DB-ATOMIC", "DB-INTEGRITY", "DB-OPEN"),
+        ("memory", "off"),
+        ("normal", "full", "extra"),
+        "journal MEMORY writes what journal OFF writes (its journal never reaches the "
+        "disk), and NORMAL or EXTRA what FULL writes: the same database syncs, so the same "
+        "partial transactions (sqlite-grid, MULTI, ext4: DB-ATOMIC in 20 of 65 prefix and "
+        "120 of 295 reorder states each); OFF_OPT (locking=exclusive) likewise "
+        "(docs/findings.md, OFF_OPT and DASH)",
+    ),
+    Weakness(
+        ("DB-DURABLE",),
+        ("delete",),
+        ("full",),
+        "the journal's unlink is not synced under FULL: it reappears and rolls an "
+        "acknowledged transaction back (harness/record/NOTES.md)",
+        locking="normal",
+    ),
+    Weakness(
+        ("DB-DURABLE",),
+        ("truncate",),
+        ("normal",),
+        "the truncation that commits is not synced under NORMAL: the journal of the last "
+        "transaction (or the set-up's) resurrects and rolls it back (sqlite-grid, MULTI, "
+        "ext4: 78 of 137 prefix, 768 of 948 reorder states)",
+    ),
 )
 
 
@@ -517,19 +667,27 @@ def derive(c: SqliteConfig) -> tuple[Guarantee, ...]:
 
 # --- under device faults (checkers/ioerror.py) -------------------------------
 
-ERR_NOACK_RULE = ("SQLite returns an error code from COMMIT when a write or a sync fails "
-                  "('SQLITE_IOERR ... the operating system reported an I/O error'), and the "
-                  "runner acknowledges only a COMMIT that returned SQLITE_OK "
-                  "(workloads/runner/main.c)")
-ERR_ATOMIC_RULE = ("after SQLITE_IOERR or SQLITE_FULL 'the transaction may or may not be rolled "
-                   "back automatically'; either way the runner issues ROLLBACK, and the journal "
-                   "or WAL that makes a power loss atomic makes the abandoned transaction "
-                   "wholly absent, or (the commit point already durable) wholly present")
-ERR_DURABLE_RULE = ("a commit is acknowledged only after its syncs returned success, and a "
-                    "retried transaction (onerror=retry) writes and syncs its pages anew")
-SYNCRETRY_RULE = ("syncretry=1 retries a failed fsync and reports the retry's success: after a "
-                  "failed writeback Linux marks the pages clean and reports the error once "
-                  "(the 2018 'fsyncgate' finding), so the retry succeeds and the data is lost")
+ERR_NOACK_RULE = (
+    "SQLite returns an error code from COMMIT when a write or a sync fails "
+    "('SQLITE_IOERR ... the operating system reported an I/O error'), and the "
+    "runner acknowledges only a COMMIT that returned SQLITE_OK "
+    "(workloads/runner/main.c)"
+)
+ERR_ATOMIC_RULE = (
+    "after SQLITE_IOERR or SQLITE_FULL 'the transaction may or may not be rolled "
+    "back automatically'; either way the runner issues ROLLBACK, and the journal "
+    "or WAL that makes a power loss atomic makes the abandoned transaction "
+    "wholly absent, or (the commit point already durable) wholly present"
+)
+ERR_DURABLE_RULE = (
+    "a commit is acknowledged only after its syncs returned success, and a "
+    "retried transaction (onerror=retry) writes and syncs its pages anew"
+)
+SYNCRETRY_RULE = (
+    "syncretry=1 retries a failed fsync and reports the retry's success: after a "
+    "failed writeback Linux marks the pages clean and reports the error once "
+    "(the 2018 'fsyncgate' finding), so the retry succeeds and the data is lost"
+)
 
 
 # What a SUT that swallows an I/O error (syncretry=1) must keep showing
@@ -556,17 +714,21 @@ def derive_errors(c: SqliteConfig) -> tuple[Guarantee, ...]:
     ERR-DURABLE where it keeps them durable, unless syncretry=1."""
     atomic, durable = rule_for(c, "DB-ATOMIC"), rule_for(c, "DB-DURABLE")
     noack = Guarantee("ERR-NOACK", True, ERR_NOACK_RULE, DOC_RESCODE)
-    err_atomic = Guarantee("ERR-ATOMIC", atomic.promised,
-                           ERR_ATOMIC_RULE if atomic.promised else atomic.text, DOC_TXN)
+    err_atomic = Guarantee(
+        "ERR-ATOMIC", atomic.promised, ERR_ATOMIC_RULE if atomic.promised else atomic.text, DOC_TXN
+    )
     if c.syncretry:
         # the error never reaches the application: no transaction is ever in
         # doubt (ERR-ATOMIC does not arise), and the swallowed one is lost
         err_atomic = Guarantee("ERR-ATOMIC", False, SYNCRETRY_RULE, DOC_FSYNCGATE)
         err_durable = Guarantee("ERR-DURABLE", False, SYNCRETRY_RULE, DOC_FSYNCGATE)
     else:
-        err_durable = Guarantee("ERR-DURABLE", durable.promised,
-                                ERR_DURABLE_RULE if durable.promised else durable.text,
-                                durable.source)
+        err_durable = Guarantee(
+            "ERR-DURABLE",
+            durable.promised,
+            ERR_DURABLE_RULE if durable.promised else durable.text,
+            durable.source,
+        )
     out = (noack, err_atomic, err_durable)
     assert tuple(g.invariant for g in out) == ERR_INVARIANTS
     return out

@@ -80,8 +80,10 @@ class Sut:
     error_weaknesses: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
-        for shown, promised in ((self.weaknesses, self.promises),
-                                (self.error_weaknesses, self.error_promises)):
+        for shown, promised in (
+            (self.weaknesses, self.promises),
+            (self.error_weaknesses, self.error_promises),
+        ):
             both = set(shown) & set(promised)
             if both:
                 raise ValueError(f"SUT {self.name}: {sorted(both)} both promised and a weakness")

@@ -51,12 +51,15 @@ class Shim:
 CKSUM_VFS = "crashlab-cksum"
 WALDIO_VFS = "crashlab-waldio"
 SELECTIVE_VFS = "crashlab-selective"
-SHIMS: dict[str, Shim] = {s.name: s for s in (
-    Shim(CKSUM_VFS, BUILD / "libcrashlab-cksumvfs.so", "cksumvfs_register"),
-    Shim(WALDIO_VFS, BUILD / "libcrashlab-waldiovfs.so", "waldiovfs_register", 0, WALDIO_LIB),
-    # the page threshold (the argument) plays no part in opening
-    Shim(SELECTIVE_VFS, BUILD / "libcrashlab-selvfs.so", "selvfs_register", 1, SELVFS_LIB),
-)}
+SHIMS: dict[str, Shim] = {
+    s.name: s
+    for s in (
+        Shim(CKSUM_VFS, BUILD / "libcrashlab-cksumvfs.so", "cksumvfs_register"),
+        Shim(WALDIO_VFS, BUILD / "libcrashlab-waldiovfs.so", "waldiovfs_register", 0, WALDIO_LIB),
+        # the page threshold (the argument) plays no part in opening
+        Shim(SELECTIVE_VFS, BUILD / "libcrashlab-selvfs.so", "selvfs_register", 1, SELVFS_LIB),
+    )
+}
 
 
 def library(name: str) -> Path:

@@ -5,5 +5,20 @@ measured in the same run, because this machine is shared and noisy.
 A benchmark module defines ``NAME`` (its ``--only`` name) and
 ``run() -> None``; list it in ``MODULES`` below, in pipeline order."""
 
-MODULES: list[str] = ["record", "backends", "crossval", "states", "dhl", "suts", "walopt", "shadow",
-                      "xlog", "selective", "maw", "sweep", "scale", "large", "crashes"]
+MODULES: list[str] = [
+    "record",
+    "backends",
+    "crossval",
+    "states",
+    "dhl",
+    "suts",
+    "walopt",
+    "shadow",
+    "xlog",
+    "selective",
+    "maw",
+    "sweep",
+    "scale",
+    "large",
+    "crashes",
+]

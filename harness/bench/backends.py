@@ -63,8 +63,10 @@ def _f2fs_guest(work: Path, run: Path) -> None:
                 print(f"  state at entry {limit}: {rec.detail}")
     finally:
         guest.close()
-    print(f"F2FS recovery guest: boot + first state {boot:.1f} s; {STATES} states in "
-          f"{spent:.1f} s = {STATES / spent:.2f} states/s (one guest, fsck.f2fs included)")
+    print(
+        f"F2FS recovery guest: boot + first state {boot:.1f} s; {STATES} states in "
+        f"{spent:.1f} s = {STATES / spent:.2f} states/s (one guest, fsck.f2fs included)"
+    )
 
 
 def run() -> None:
@@ -83,9 +85,11 @@ def run() -> None:
                 wall, runner, out = _record(work, backend, fs, i)
                 walls.append(wall)
                 runners.append(runner)
-            print(f"{backend:5s} {fs:5s} record {statistics.median(walls):6.2f} s "
-                  f"(runner {statistics.median(runners):.2f} s; median of {REPEAT}; "
-                  f"sqlite-wal-full MULTI)")
+            print(
+                f"{backend:5s} {fs:5s} record {statistics.median(walls):6.2f} s "
+                f"(runner {statistics.median(runners):.2f} s; median of {REPEAT}; "
+                f"sqlite-wal-full MULTI)"
+            )
             if fs == "f2fs":
                 f2fs_run = out
         if f2fs_run is not None:

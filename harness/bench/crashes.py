@@ -63,13 +63,20 @@ def _recovery_scan(work: Path) -> None:
         times = {}
         for label, lib in (("whole store", None), ("page count", old / "dhl/build/libdhl.so")):
             env = {**os.environ} | ({DHL_LIB: str(lib)} if lib else {})
-            p = subprocess.run([sys.executable, "-c", _OPEN_TIMES, dev], env=env,
-                               capture_output=True, text=True, check=True)
+            p = subprocess.run(
+                [sys.executable, "-c", _OPEN_TIMES, dev],
+                env=env,
+                capture_output=True,
+                text=True,
+                check=True,
+            )
             times[label] = float(p.stdout)
-        print(f"  DHL recovery at open on a 64 MiB device (16,384 pages, a 200-transaction "
-              f"database): whole-store scan {times['whole store'] * 1000:.1f} ms, old scan "
-              f"bounded by the page count {times['page count'] * 1000:.2f} ms "
-              f"({times['whole store'] / times['page count']:.0f}x)")
+        print(
+            f"  DHL recovery at open on a 64 MiB device (16,384 pages, a 200-transaction "
+            f"database): whole-store scan {times['whole store'] * 1000:.1f} ms, old scan "
+            f"bounded by the page count {times['page count'] * 1000:.2f} ms "
+            f"({times['whole store'] / times['page count']:.0f}x)"
+        )
     finally:
         loop_detach(dev)
 
@@ -107,9 +114,11 @@ def _equivalence(work: Path) -> None:
                 n += 1
     finally:
         loop_detach(dev)
-    print(f"  checker recovery vs loop-device recovery, {n} sampled reorder states of "
-          f"dhl-cc-raw: {same} byte-identical; {t_mem / n * 1000:.2f} ms vs "
-          f"{t_dev / n * 1000:.2f} ms per state")
+    print(
+        f"  checker recovery vs loop-device recovery, {n} sampled reorder states of "
+        f"dhl-cc-raw: {same} byte-identical; {t_mem / n * 1000:.2f} ms vs "
+        f"{t_dev / n * 1000:.2f} ms per state"
+    )
 
 
 def _multicrash_cost(work: Path) -> None:
@@ -122,8 +131,11 @@ def _multicrash_cost(work: Path) -> None:
             r = check_run(run, options_for(strategy, base), work / f"out-{sut}-{strategy}")
             rates[strategy] = (r["states"]["checked"], time.perf_counter() - t0)
         one = rates["reorder"][1] / rates["reorder"][0]
-        parts = [f"{s} {n} states {t:.1f} s ({t / n / one:.1f}x per state)"
-                 for s, (n, t) in rates.items() if n]
+        parts = [
+            f"{s} {n} states {t:.1f} s ({t / n / one:.1f}x per state)"
+            for s, (n, t) in rates.items()
+            if n
+        ]
         print(f"  {sut}: " + "; ".join(parts))
 
 
@@ -136,5 +148,7 @@ def run() -> None:
         _recovery_scan(work)
         _equivalence(work)
         _multicrash_cost(work)
-    print("  (cost per state relative to a reorder state of the same run; a multicrash "
-          "state includes recording its continuation)")
+    print(
+        "  (cost per state relative to a reorder state of the same run; a multicrash "
+        "state includes recording its continuation)"
+    )

@@ -21,8 +21,9 @@ BACKEND_PAIR = ("fuse", "qemu")
 STRATEGIES = ("prefix", "reorder")
 
 
-def record_and_check(root: Path, suts: tuple[str, ...] = SUTS, workload: str = MULTI
-                     ) -> dict[str, dict[str, RunDir]]:
+def record_and_check(
+    root: Path, suts: tuple[str, ...] = SUTS, workload: str = MULTI
+) -> dict[str, dict[str, RunDir]]:
     """Record each SUT with each backend of BACKEND_PAIR under ``root`` and
     check it with each of STRATEGIES."""
     from workloads.run import record_workload

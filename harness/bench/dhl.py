@@ -44,8 +44,10 @@ def _engine() -> None:
     rng = random.Random(1)
     keys = list(range(N))
     upd = rng.sample(keys, N)
-    print(f"DHL engine on a file in {tmp_parent()} (4 KiB pages, {N} autocommit txns per op, "
-          "1 record of 100 B each, 3 trees)")
+    print(
+        f"DHL engine on a file in {tmp_parent()} (4 KiB pages, {N} autocommit txns per op, "
+        "1 record of 100 B each, 3 trees)"
+    )
     print(f"{'mode':8} {'op':7} {'txn/s':>9} {'syncs/txn':>10} {'KiB/txn':>8}")
     with temporary_folder("crashlab-dhl-bench-") as d:
         results = {}
@@ -57,8 +59,10 @@ def _engine() -> None:
                     print(f"{mode:8} {op:7} {rate:9.0f} {syncs:10.2f} {bytes_ / 1024:8.1f}")
         for op in ("insert", "update", "delete"):
             ratio = results[("cc", op)] / results[("tc", op)]
-            print(f"{op}: CC / TC throughput {ratio:.2f}x, "
-                  f"CC_OPT / NOLOG {results[('cc_opt', op)] / results[('nolog', op)]:.2f}x")
+            print(
+                f"{op}: CC / TC throughput {ratio:.2f}x, "
+                f"CC_OPT / NOLOG {results[('cc_opt', op)] / results[('nolog', op)]:.2f}x"
+            )
 
 
 def run() -> None:

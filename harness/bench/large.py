@@ -115,10 +115,14 @@ def run() -> None:
                 parts.append(Part(cell.name, strategy, n, rec if i == 0 else 0.0))
         total = sum(p.states for p in parts)
         record_s = sum(p.record_s for p in parts)
-        print(f"size: {len(cells)} cells, {len(parts)} cell-strategies, {total:,} states "
-              f"(enumerated, before dedup), recorded here in {record_s:.0f} s; largest: "
-              + ", ".join(f"{p.cell} {p.strategy} {p.states:,}"
-                          for p in sorted(parts, key=lambda p: -p.states)[:3]))
+        print(
+            f"size: {len(cells)} cells, {len(parts)} cell-strategies, {total:,} states "
+            f"(enumerated, before dedup), recorded here in {record_s:.0f} s; largest: "
+            + ", ".join(
+                f"{p.cell} {p.strategy} {p.states:,}"
+                for p in sorted(parts, key=lambda p: -p.states)[:3]
+            )
+        )
 
         for p in parts:
             cell = next(c for c in cells if c.name == p.cell)
@@ -126,15 +130,19 @@ def run() -> None:
             p.fixed_s, p.rate = _steady(runs[p.cell], d / "subset", opts, SUBSET)
         fixed = sum(p.fixed_s for p in parts)
         states_s = sum(p.states / p.rate for p in parts)
-        print(f"time (projected from the first {SUBSET} states of each, {JOBS} workers): "
-              f"{_hms(record_s + fixed + states_s)} = recording {record_s:.0f} s + fixed "
-              f"parts of the checks {fixed:.0f} s + states {states_s:.0f} s "
-              f"({total / states_s:,.0f} states/s on average)")
+        print(
+            f"time (projected from the first {SUBSET} states of each, {JOBS} workers): "
+            f"{_hms(record_s + fixed + states_s)} = recording {record_s:.0f} s + fixed "
+            f"parts of the checks {fixed:.0f} s + states {states_s:.0f} s "
+            f"({total / states_s:,.0f} states/s on average)"
+        )
         if MEASURED.exists():
             m = json.loads(MEASURED.read_text())
-            print(f"time (measured, {m['when']}, `{m['command']}`): {m['checked']:,} states "
-                  f"checked ({m['generated']:,} enumerated, {m['folded']:,} folded) in "
-                  f"{_hms(m['wall_s'])} wall, {_hms(m['cpu_s'])} CPU; {m['note']}")
+            print(
+                f"time (measured, {m['when']}, `{m['command']}`): {m['checked']:,} states "
+                f"checked ({m['generated']:,} enumerated, {m['folded']:,} folded) in "
+                f"{_hms(m['wall_s'])} wall, {_hms(m['cpu_s'])} CPU; {m['note']}"
+            )
 
         sut, prefix = SCALING_CELL
         name = next(c.name for c in cells if c.sut == sut and c.workload.startswith(prefix))
@@ -144,20 +152,25 @@ def run() -> None:
         client = _client_cpu(runs[name], d / "cpu-dask", "dask", SCALING_STATES)
         per_worker = rates["--jobs 1"]
         ceiling = 1 / client
-        print(f"  client CPU per state while states flow: {local * 1e3:.2f} ms with local "
-              f"workers, {client * 1e3:.2f} ms with the LocalCluster (its scheduler included)")
+        print(
+            f"  client CPU per state while states flow: {local * 1e3:.2f} ms with local "
+            f"workers, {client * 1e3:.2f} ms with the LocalCluster (its scheduler included)"
+        )
         # each part's rate on one worker: its 2-worker rate over the
         # measured 2-worker speed-up; on N workers, capped by the client
         speedup = rates["--jobs 2"] / rates["--jobs 1"]
         for n in PROJECT_TO:
-            t = record_s + fixed + sum(p.states / min(n * p.rate / speedup, ceiling)
-                                       for p in parts)
+            t = record_s + fixed + sum(p.states / min(n * p.rate / speedup, ceiling) for p in parts)
             bound = "worker-bound" if n * per_worker < ceiling else "client-bound"
-            print(f"  {n} workers: {min(n * per_worker, ceiling):,.0f} states/s on this cell "
-                  f"({bound}); the matrix in {_hms(t)}")
-        print("  assumptions: each worker has a core as fast as one here (the 1-worker rate); "
-              "the client and scheduler cost what they cost here per state, and their "
-              f"CPU caps the rate ({ceiling:,.0f} states/s); recording and each check's fixed "
-              "part stay serial on the client; the log and base image come from a shared "
-              "folder, read once per worker; the network is no limit (a chunk of 32 states is "
-              "a few hundred bytes each way)")
+            print(
+                f"  {n} workers: {min(n * per_worker, ceiling):,.0f} states/s on this cell "
+                f"({bound}); the matrix in {_hms(t)}"
+            )
+        print(
+            "  assumptions: each worker has a core as fast as one here (the 1-worker rate); "
+            "the client and scheduler cost what they cost here per state, and their "
+            f"CPU caps the rate ({ceiling:,.0f} states/s); recording and each check's fixed "
+            "part stay serial on the client; the log and base image come from a shared "
+            "folder, read once per worker; the network is no limit (a chunk of 32 states is "
+            "a few hundred bytes each way)"
+        )

@@ -27,8 +27,12 @@ NAME = "maw"
 WORKLOAD = "insert:txns=10,ops=1,tables=1,seed=1"  # the paper's one 100-byte insert
 # MAW against the modes of the paper's Table III (PERSIST, WAL) and the
 # rollback journal MAW replaces (DELETE, EXTRA so it is durable)
-SUTS = {"maw": "MAW", "sqlite-persist-full": "PERSIST", "sqlite-wal-full": "WAL",
-        "sqlite-delete-extra": "DELETE"}
+SUTS = {
+    "maw": "MAW",
+    "sqlite-persist-full": "PERSIST",
+    "sqlite-wal-full": "WAL",
+    "sqlite-delete-extra": "DELETE",
+}
 KIB = 1024
 
 
@@ -87,11 +91,15 @@ def run() -> None:
     from workloads.run import record_workload
 
     with temporary_folder("crashlab-bench-maw-") as work:
-        print(f"{WORKLOAD} on F2FS, recorded in the qemu guest; KiB per transaction by F2FS "
-              f"area; paper: MAW Table III (F2FS: SQLite KB + file-system KB = total), "
-              f"Table I (ext4: data + journal = total)")
-        print(f"{'SUT':20s} {'data':>6s} {'node':>6s} {'meta':>6s} {'other':>6s} {'total':>6s} "
-              f"{'flush':>5s} {'fua':>4s}   paper F2FS        paper ext4")
+        print(
+            f"{WORKLOAD} on F2FS, recorded in the qemu guest; KiB per transaction by F2FS "
+            f"area; paper: MAW Table III (F2FS: SQLite KB + file-system KB = total), "
+            f"Table I (ext4: data + journal = total)"
+        )
+        print(
+            f"{'SUT':20s} {'data':>6s} {'node':>6s} {'meta':>6s} {'other':>6s} {'total':>6s} "
+            f"{'flush':>5s} {'fua':>4s}   paper F2FS        paper ext4"
+        )
         for sut, mode in SUTS.items():
             rec = record_workload(sut, WORKLOAD, Path(work) / sut, fs="f2fs", backend="qemu")
             m = mean_io(io_per_txn(rec))
@@ -100,6 +108,8 @@ def run() -> None:
             e4 = figure(MAW, mode)
             f2t = f"{f2.data_kb:g}+{f2.journal_kb:g}={f2.total_kb:g}" if f2 else "-"
             e4t = f"{e4.data_kb:g}+{e4.journal_kb:g}={e4.total_kb:g}" if e4 else "-"
-            print(f"{sut:20s} {m['data']:6.1f} {m['node']:6.1f} {m['metadata']:6.1f} "
-                  f"{m['other']:6.1f} {total:6.1f} {m['flushes']:5.2f} {m['fua']:4.2f}   "
-                  f"{f2t:17s} {e4t}")
+            print(
+                f"{sut:20s} {m['data']:6.1f} {m['node']:6.1f} {m['metadata']:6.1f} "
+                f"{m['other']:6.1f} {total:6.1f} {m['flushes']:5.2f} {m['fua']:4.2f}   "
+                f"{f2t:17s} {e4t}"
+            )

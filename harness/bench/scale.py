@@ -39,16 +39,24 @@ def workers(run: RunDir, d: Path, max_states: int | None = None) -> dict[str, fl
     """States/s of the same check on 1 and 2 local workers and on a Dask
     LocalCluster of 2; prints each and the ratios; returns the rates."""
     rates = {}
-    for label, jobs, executor in (("--jobs 1", 1, "local"), ("--jobs 2", 2, "local"),
-                                  ("LocalCluster, 2 workers", 2, "dask")):
-        n, wall, cpu = check_rate(run, d / f"scale-{jobs}-{executor}", jobs=jobs,
-                                  executor=executor, max_states=max_states)
+    for label, jobs, executor in (
+        ("--jobs 1", 1, "local"),
+        ("--jobs 2", 2, "local"),
+        ("LocalCluster, 2 workers", 2, "dask"),
+    ):
+        n, wall, cpu = check_rate(
+            run, d / f"scale-{jobs}-{executor}", jobs=jobs, executor=executor, max_states=max_states
+        )
         rates[label] = n / wall
-        print(f"  {label}: {n} states in {wall:.1f} s = {n / wall:,.0f} states/s "
-              f"(CPU {cpu / n * 1000:.2f} ms/state)")
-    print(f"  --jobs 2 / --jobs 1 = {rates['--jobs 2'] / rates['--jobs 1']:.2f}x; "
-          f"LocalCluster / --jobs 2 = "
-          f"{rates['LocalCluster, 2 workers'] / rates['--jobs 2']:.2f}x")
+        print(
+            f"  {label}: {n} states in {wall:.1f} s = {n / wall:,.0f} states/s "
+            f"(CPU {cpu / n * 1000:.2f} ms/state)"
+        )
+    print(
+        f"  --jobs 2 / --jobs 1 = {rates['--jobs 2'] / rates['--jobs 1']:.2f}x; "
+        f"LocalCluster / --jobs 2 = "
+        f"{rates['LocalCluster, 2 workers'] / rates['--jobs 2']:.2f}x"
+    )
     return rates
 
 
@@ -67,8 +75,20 @@ def memory(run: RunDir, out: Path, marks: tuple[int, ...]) -> None:
     a process of its own, as a user runs it (this bench's process holds the
     earlier parts' imports and Dask cluster); its tree is sampled every
     SAMPLE_S, its states counted from the lines of its states.jsonl."""
-    cmd = [_crashlab(), "check", str(run.path), "--strategy", "reorder", "--jobs", str(JOBS),
-           "--max-states", str(marks[-1]), "--out", str(out), "--no-progress"]
+    cmd = [
+        _crashlab(),
+        "check",
+        str(run.path),
+        "--strategy",
+        "reorder",
+        "--jobs",
+        str(JOBS),
+        "--max-states",
+        str(marks[-1]),
+        "--out",
+        str(out),
+        "--no-progress",
+    ]
     states = out / STATES_NAME
     peak, checked, read = 0, 0, 0
     at: dict[int, int] = {}
@@ -101,10 +121,12 @@ def memory(run: RunDir, out: Path, marks: tuple[int, ...]) -> None:
         raise CrashlabError(f"{' '.join(cmd)}: exit {proc.returncode}: {' '.join(tail)}")
     shown = ", ".join(f"{m:,} states {at[m] / 1024:.1f} MiB" for m in marks if m in at)
     verdict = "within" if peak / 1024 <= RSS_BUDGET_MIB else "OVER"
-    print(f"  peak PSS of `crashlab check --jobs {JOBS}` (parent, workers, helpers): {shown}; "
-          f"the whole check (its run-level stage and summary after the states) "
-          f"{peak / 1024:.1f} MiB ({checked:,} states checked, {checked / wall:,.0f} states/s; "
-          f"{verdict} the {RSS_BUDGET_MIB} MiB budget)")
+    print(
+        f"  peak PSS of `crashlab check --jobs {JOBS}` (parent, workers, helpers): {shown}; "
+        f"the whole check (its run-level stage and summary after the states) "
+        f"{peak / 1024:.1f} MiB ({checked:,} states checked, {checked / wall:,.0f} states/s; "
+        f"{verdict} the {RSS_BUDGET_MIB} MiB budget)"
+    )
 
 
 def run() -> None:
@@ -120,8 +142,9 @@ def run() -> None:
     marks = tuple(m for m in (10_000, 100_000) if m < big) + (big,)
     with temporary_folder("crashlab-bench-scale-") as d:
         print(f"workers (dhl-cc-raw, {SCALING_WORKLOAD}, reorder, every state):")
-        scale = record_cell(Cell("dhl-cc-raw", SCALING_WORKLOAD, fs="raw"), d / "scale",
-                            "fuse", False)
+        scale = record_cell(
+            Cell("dhl-cc-raw", SCALING_WORKLOAD, fs="raw"), d / "scale", "fuse", False
+        )
         workers(scale, d)
         txns = big // STATES_PER_TXN + 10
         wl = f"update:txns={txns},ops=6,tables=3,size=400,order=rand,warmup=30,seed=1"

@@ -36,10 +36,14 @@ def run() -> None:
     with temporary_folder("crashlab-bench-selective-") as work:
         write_streams(work, STREAMS)
         width = max(len(c[0]) for c in CONFIGS)
-        print(f"{TXNS} transactions per kind (insert/update/delete: one 100-byte operation; "
-              f"multi: three on three tables), one recording per configuration on ext4")
-        print(f"{'configuration':{width}s} {'kind':6s} {'dev KiB/txn':>11s} "
-              f"{'dev flush/txn':>13s} {'syncs/txn':>9s} {'fs/sqlite journal txns':>22s}")
+        print(
+            f"{TXNS} transactions per kind (insert/update/delete: one 100-byte operation; "
+            f"multi: three on three tables), one recording per configuration on ext4"
+        )
+        print(
+            f"{'configuration':{width}s} {'kind':6s} {'dev KiB/txn':>11s} "
+            f"{'dev flush/txn':>13s} {'syncs/txn':>9s} {'fs/sqlite journal txns':>22s}"
+        )
         dev: dict[tuple[str, str], float] = {}
         for label, name, options in CONFIGS:
             sut = get_sut(name)
@@ -48,10 +52,14 @@ def run() -> None:
                 sel = report.get("selective")
                 paths = f"{sel['fs_journal_txns']}/{sel['sqlite_journal_txns']}" if sel else "-"
                 dev[(label, kind)] = kib
-                print(f"{label:{width}s} {kind:6s} {kib:11.1f} {flushes:13.2f} "
-                      f"{report['workload']['fsyncs'] / TXNS:9.2f} {paths:>22s}")
+                print(
+                    f"{label:{width}s} {kind:6s} {kib:11.1f} {flushes:13.2f} "
+                    f"{report['workload']['fsyncs'] / TXNS:9.2f} {paths:>22s}"
+                )
         for kind in STREAMS:
             sel = dev[("selective", kind)]
-            print(f"{kind}: selective {sel:.1f} device KiB/txn; sqlite-delete-full "
-                  f"{dev[('sqlite-delete-full', kind)] / sel:.2f}x that, sqlite-wal-full "
-                  f"{dev[('sqlite-wal-full', kind)] / sel:.2f}x")
+            print(
+                f"{kind}: selective {sel:.1f} device KiB/txn; sqlite-delete-full "
+                f"{dev[('sqlite-delete-full', kind)] / sel:.2f}x that, sqlite-wal-full "
+                f"{dev[('sqlite-wal-full', kind)] / sel:.2f}x"
+            )

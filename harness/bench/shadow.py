@@ -56,14 +56,17 @@ def pages_per_txn(run: RunDir, work: Path) -> dict[int, set[int]]:
                     current = None
             elif isinstance(ev, FileWrite) and current is not None:
                 for off, data in ev.pieces:
-                    out[current].update(range(off // PAGE_SIZE,
-                                              (off + len(data) - 1) // PAGE_SIZE + 1))
+                    out[current].update(
+                        range(off // PAGE_SIZE, (off + len(data) - 1) // PAGE_SIZE + 1)
+                    )
     return out
 
 
 def _pages(work: Path) -> None:
-    print(f"pages of the database file written per transaction ({PAGE_WORKLOAD}, ext4; "
-          f"page 0 = the header page)")
+    print(
+        f"pages of the database file written per transaction ({PAGE_WORKLOAD}, ext4; "
+        f"page 0 = the header page)"
+    )
     print(f"{'SUT':12s} {'pages/txn':>9s} {'txns writing page 0':>20s}  first transactions")
     for name in PAGE_SUTS:
         run = record_workload(name, PAGE_WORKLOAD, work / f"pages-{name}")

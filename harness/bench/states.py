@@ -85,11 +85,15 @@ def run() -> None:
         for dedup in (False, True):
             n, dt, folded = _enumerate(log, big, dedup)
             tag = "dedup on " if dedup else "dedup off"
-            print(f"enumerate {tag}: {n} states in {dt:.2f} s = {n / dt:,.0f} states/s"
-                  f" ({folded} folded)")
+            print(
+                f"enumerate {tag}: {n} states in {dt:.2f} s = {n / dt:,.0f} states/s"
+                f" ({folded} folded)"
+            )
         n, dt = _materialise_rate(log, 20_000)
-        print(f"materialise (durable image + scratch overlay on tmpfs): {n} states in "
-              f"{dt:.2f} s = {n / dt:,.0f} states/s")
+        print(
+            f"materialise (durable image + scratch overlay on tmpfs): {n} states in "
+            f"{dt:.2f} s = {n / dt:,.0f} states/s"
+        )
         # One huge epoch (a SUT that never syncs): per-state cost must not
         # grow with the epoch's size.
         huge = Path(d) / "huge.log"
@@ -102,5 +106,7 @@ def run() -> None:
                 dt = time.perf_counter() - t0
             print(f"one 20,000-write epoch, {strategy}: {n / dt:,.0f} states/s")
         p_small, p_big = _peak(log, small), _peak(log, big)
-        print(f"tracemalloc peak: {small:,} states {p_small / 1e6:.2f} MB, "
-              f"{big:,} states {p_big / 1e6:.2f} MB (ratio {p_big / p_small:.2f})")
+        print(
+            f"tracemalloc peak: {small:,} states {p_small / 1e6:.2f} MB, "
+            f"{big:,} states {p_big / 1e6:.2f} MB (ratio {p_big / p_small:.2f})"
+        )

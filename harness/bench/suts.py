@@ -72,9 +72,10 @@ def _suts() -> list[Sut]:
     # NVRAM; harness/bench/xlog.py measures it; nor a SUT with its own mount
     # options, selective journaling: harness/bench/selective.py; nor MAW, bound
     # to F2FS: harness/bench/maw.py)
-    named = sorted((s for s in SUTS.values()
-                    if not s.nvram and not s.mount_options and not s.needs_fs),
-                   key=lambda s: (s.engine, s.raw))
+    named = sorted(
+        (s for s in SUTS.values() if not s.nvram and not s.mount_options and not s.needs_fs),
+        key=lambda s: (s.engine, s.raw),
+    )
     return named + [get_sut(WAL_100), get_sut(WAL_OPT)]
 
 
@@ -119,8 +120,9 @@ def _plain(work: Path) -> None:
                         continue
                     for kind in KINDS:
                         db = mnt / f"{_file_name(sut)}-{kind}-{rep}.db"
-                        cmd = runner_command(sut, work / f"{kind}.ops", db,
-                                             stats=_stats_path(work, sut, kind, rep))
+                        cmd = runner_command(
+                            sut, work / f"{kind}.ops", db, stats=_stats_path(work, sut, kind, rep)
+                        )
                         subprocess.run(cmd, check=True, capture_output=True, text=True)
     finally:
         mnt.rmdir()
@@ -134,8 +136,9 @@ def _plain(work: Path) -> None:
                 shutil.copyfile(raw_base, dev_img)
                 try:
                     with _bare_loop(dev_img) as dev:
-                        cmd = runner_command(sut, work / f"{kind}.ops", dev,
-                                             stats=_stats_path(work, sut, kind, rep))
+                        cmd = runner_command(
+                            sut, work / f"{kind}.ops", dev, stats=_stats_path(work, sut, kind, rep)
+                        )
                         subprocess.run(cmd, check=True, capture_output=True, text=True)
                 finally:
                     dev_img.unlink()
@@ -186,8 +189,9 @@ def _device_figures(log: Path) -> list[tuple[float, float]]:
     return [(w.disk / 1024 / TXNS, w.flushes / TXNS) for w in device_windows(log)]
 
 
-def record_device_figures(cmd: list[str], out: Path, fs: str, *,
-                          mount_options: str = "") -> list[tuple[float, float]]:
+def record_device_figures(
+    cmd: list[str], out: Path, fs: str, *, mount_options: str = ""
+) -> list[tuple[float, float]]:
     """Record ``cmd`` on a fresh ``fs`` (mounted with ``mount_options``)
     into ``out``; return its device figures (one per runner run) and delete
     the recording."""
@@ -203,12 +207,15 @@ def record_device_figures(cmd: list[str], out: Path, fs: str, *,
 def write_streams(work: Path, streams: dict[str, str] = KINDS) -> dict[str, Path]:
     """The op stream of every kind of ``streams`` (kind -> workload spec),
     written to ``work``/KIND.ops."""
-    return {kind: write_opstream(parse_spec(text), work / f"{kind}.ops")
-            for kind, text in streams.items()}
+    return {
+        kind: write_opstream(parse_spec(text), work / f"{kind}.ops")
+        for kind, text in streams.items()
+    }
 
 
-def record_streams(sut: Sut, work: Path, kinds: Iterable[str] = KINDS,
-                   mount_options: str = "") -> list[tuple[str, float, float, dict]]:
+def record_streams(
+    sut: Sut, work: Path, kinds: Iterable[str] = KINDS, mount_options: str = ""
+) -> list[tuple[str, float, float, dict]]:
     """Run the op streams ``kinds`` of ``work`` (write_streams) with ``sut``
     one after the other, in one recording on ext4 mounted with
     ``mount_options``; per kind: (kind, device KiB per transaction, device
@@ -217,15 +224,20 @@ def record_streams(sut: Sut, work: Path, kinds: Iterable[str] = KINDS,
     stats = {kind: work / f"stats-{kind}.json" for kind in kinds}
     script = " && ".join(
         shlex.join(runner_command(sut, work / f"{kind}.ops", f"{kind}.db", stats=stats[kind]))
-        for kind in kinds)
-    figs = record_device_figures(["sh", "-c", script], work / "run", "ext4",
-                                 mount_options=mount_options)
-    return [(kind, kib, flushes, json.loads(stats[kind].read_text()))
-            for kind, (kib, flushes) in zip(kinds, figs, strict=True)]
+        for kind in kinds
+    )
+    figs = record_device_figures(
+        ["sh", "-c", script], work / "run", "ext4", mount_options=mount_options
+    )
+    return [
+        (kind, kib, flushes, json.loads(stats[kind].read_text()))
+        for kind, (kib, flushes) in zip(kinds, figs, strict=True)
+    ]
 
 
-def device_table(names: tuple[str, ...], work: Path,
-                 note: str = "") -> dict[tuple[str, str], float]:
+def device_table(
+    names: tuple[str, ...], work: Path, note: str = ""
+) -> dict[tuple[str, str], float]:
     """Record the op streams of ``work`` (write_streams) for each SUT of
     ``names`` (record_streams), and print per SUT x kind the device KiB and
     flushes per transaction and the runner's syncs and KiB handed to the OS
@@ -233,15 +245,19 @@ def device_table(names: tuple[str, ...], work: Path,
     per transaction of each (SUT, kind)."""
     width = max(len(n) for n in names)
     print(f"{TXNS} one-operation transactions per kind, one recording per SUT on ext4{note}")
-    print(f"{'SUT':{width}s} {'kind':6s} {'dev KiB/txn':>11s} {'dev flush/txn':>13s} "
-          f"{'syncs/txn':>9s} {'KiB/txn':>7s}")
+    print(
+        f"{'SUT':{width}s} {'kind':6s} {'dev KiB/txn':>11s} {'dev flush/txn':>13s} "
+        f"{'syncs/txn':>9s} {'KiB/txn':>7s}"
+    )
     dev: dict[tuple[str, str], float] = {}
     for name in names:
         for kind, kib, flushes, report in record_streams(get_sut(name), work):
             w = report["workload"]
             dev[(name, kind)] = kib
-            print(f"{name:{width}s} {kind:6s} {kib:11.1f} {flushes:13.2f} "
-                  f"{w['fsyncs'] / TXNS:9.2f} {w['bytes_written'] / TXNS / 1024:7.1f}")
+            print(
+                f"{name:{width}s} {kind:6s} {kib:11.1f} {flushes:13.2f} "
+                f"{w['fsyncs'] / TXNS:9.2f} {w['bytes_written'] / TXNS / 1024:7.1f}"
+            )
     return dev
 
 
@@ -252,16 +268,28 @@ def _recorded(work: Path) -> dict[tuple[str, str], tuple[float, float]]:
     for sut in _suts():
         if sut.raw:
             for kind in KINDS:
-                cmd = runner_command(sut, work / f"{kind}.ops", None, db_env="CRASHLAB_DEV",
-                                     stats=_stats_path(work, sut, kind, "rec"))
+                cmd = runner_command(
+                    sut,
+                    work / f"{kind}.ops",
+                    None,
+                    db_env="CRASHLAB_DEV",
+                    stats=_stats_path(work, sut, kind, "rec"),
+                )
                 figs = record_device_figures(cmd, work / f"run-{_file_name(sut)}-{kind}", "raw")
                 figures[(sut.name, kind)] = figs[0]
             continue
         # Databases in the cwd the recorder gives: the recorded mount point.
         script = " && ".join(
-            shlex.join(runner_command(sut, work / f"{kind}.ops", f"{_file_name(sut)}-{kind}.db",
-                                      stats=_stats_path(work, sut, kind, "rec")))
-            for kind in KINDS)
+            shlex.join(
+                runner_command(
+                    sut,
+                    work / f"{kind}.ops",
+                    f"{_file_name(sut)}-{kind}.db",
+                    stats=_stats_path(work, sut, kind, "rec"),
+                )
+            )
+            for kind in KINDS
+        )
         figs = record_device_figures(["sh", "-c", script], work / f"run-{_file_name(sut)}", "ext4")
         for kind, fig in zip(KINDS, figs, strict=True):
             figures[(sut.name, kind)] = fig
@@ -291,13 +319,17 @@ def run() -> None:
             note = select_backend("auto")[1]
         except Exception as e:  # the plain figures still stand
             dev, note = {}, f"unavailable ({e})"
-        print(f"{TXNS} transactions of one 100-byte operation each; plain = best of {REPEATS} "
-              f"runs, ext4 on a loop device over tmpfs (raw: bare loop device); rec = one "
-              f"recorded run, also the source of the dev columns; recorder: {note}")
+        print(
+            f"{TXNS} transactions of one 100-byte operation each; plain = best of {REPEATS} "
+            f"runs, ext4 on a loop device over tmpfs (raw: bare loop device); rec = one "
+            f"recorded run, also the source of the dev columns; recorder: {note}"
+        )
         width = max(len(s.name) for s in _suts())
-        print(f"{'SUT':{width}s} {'kind':6s} {'plain tx/s':>10s} {'rec tx/s':>8s} "
-              f"{'rec/plain':>9s} {'syncs/txn':>9s} {'KiB/txn':>7s} {'dev KiB/txn':>11s} "
-              f"{'dev flush/txn':>13s}")
+        print(
+            f"{'SUT':{width}s} {'kind':6s} {'plain tx/s':>10s} {'rec tx/s':>8s} "
+            f"{'rec/plain':>9s} {'syncs/txn':>9s} {'KiB/txn':>7s} {'dev KiB/txn':>11s} "
+            f"{'dev flush/txn':>13s}"
+        )
         rates: dict[tuple[str, str], float] = {}
         for sut in _suts():
             for kind in KINDS:
@@ -311,16 +343,22 @@ def run() -> None:
                     dtxt = f"{d[0]:11.1f} {d[1]:13.2f}"
                 else:
                     rtxt, dtxt = f"{'-':>8s} {'-':>9s}", f"{'-':>11s} {'-':>13s}"
-                print(f"{sut.name:{width}s} {kind:6s} {tps:10.0f} {rtxt} {syncs:9.2f} {kib:7.1f} "
-                      f"{dtxt}")
+                print(
+                    f"{sut.name:{width}s} {kind:6s} {tps:10.0f} {rtxt} {syncs:9.2f} {kib:7.1f} "
+                    f"{dtxt}"
+                )
         for kind in KINDS:
             cc = rates[("dhl-cc", kind)]
-            print(f"{kind}: dhl-cc / sqlite-wal-full {cc / rates[('sqlite-wal-full', kind)]:.2f}x, "
-                  f"/ sqlite-delete-full {cc / rates[('sqlite-delete-full', kind)]:.2f}x, "
-                  f"dhl-cc-opt / dhl-nolog "
-                  f"{rates[('dhl-cc-opt', kind)] / rates[('dhl-nolog', kind)]:.2f}x, "
-                  f"dhl-cc-raw / dhl-cc {rates[('dhl-cc-raw', kind)] / cc:.2f}x")
+            print(
+                f"{kind}: dhl-cc / sqlite-wal-full {cc / rates[('sqlite-wal-full', kind)]:.2f}x, "
+                f"/ sqlite-delete-full {cc / rates[('sqlite-delete-full', kind)]:.2f}x, "
+                f"dhl-cc-opt / dhl-nolog "
+                f"{rates[('dhl-cc-opt', kind)] / rates[('dhl-nolog', kind)]:.2f}x, "
+                f"dhl-cc-raw / dhl-cc {rates[('dhl-cc-raw', kind)] / cc:.2f}x"
+            )
             opt, plain = dev.get((WAL_OPT, kind)), dev.get(("sqlite-wal-full", kind))
             if opt and plain:
-                print(f"{kind}: WAL_OPT device KiB/txn {opt[0]:.1f} against sqlite-wal-full "
-                      f"{plain[0]:.1f} ({plain[0] / max(opt[0], 1e-9):.1f}x less)")
+                print(
+                    f"{kind}: WAL_OPT device KiB/txn {opt[0]:.1f} against sqlite-wal-full "
+                    f"{plain[0]:.1f} ({plain[0] / max(opt[0], 1e-9):.1f}x less)"
+                )

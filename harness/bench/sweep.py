@@ -73,10 +73,17 @@ def tree_rss_kb(pid: int) -> int:
     return total
 
 
-def check_rate(run: RunDir, out: Path, *, mode: str = "fast", max_states: int | None = None,
-               on_progress: Callable[[int, int], None] | None = None, jobs: int = JOBS,
-               executor: str = "local", states: Options | None = None
-               ) -> tuple[int, float, float]:
+def check_rate(
+    run: RunDir,
+    out: Path,
+    *,
+    mode: str = "fast",
+    max_states: int | None = None,
+    on_progress: Callable[[int, int], None] | None = None,
+    jobs: int = JOBS,
+    executor: str = "local",
+    states: Options | None = None,
+) -> tuple[int, float, float]:
     """(states checked, wall s, CPU s) of one check (reorder unless
     ``states`` says otherwise), whole: start-up and run-level checks
     included; ``executor="dask"``: on a LocalCluster of ``jobs`` workers,
@@ -85,19 +92,35 @@ def check_rate(run: RunDir, out: Path, *, mode: str = "fast", max_states: int | 
     with recovery_path(mode):
         shutil.rmtree(out, ignore_errors=True)
         c0, t0 = _cpu(), time.perf_counter()
-        r = check_run(run, CheckOptions(states=states or Options(strategy="reorder"), jobs=jobs,
-                                        max_states=max_states, executor=executor),
-                      out, on_progress=on_progress)
+        r = check_run(
+            run,
+            CheckOptions(
+                states=states or Options(strategy="reorder"),
+                jobs=jobs,
+                max_states=max_states,
+                executor=executor,
+            ),
+            out,
+            on_progress=on_progress,
+        )
         return r["states"]["checked"], time.perf_counter() - t0, _cpu() - c0
 
 
-EXT4_MODES = (("fast", "in process, debugfs and the reference as fallbacks"),
-              ("debugfs", "one debugfs per worker"),
-              ("reference", f"fresh e2fsprogs per state, first {REFERENCE_STATES} states"))
+EXT4_MODES = (
+    ("fast", "in process, debugfs and the reference as fallbacks"),
+    ("debugfs", "one debugfs per worker"),
+    ("reference", f"fresh e2fsprogs per state, first {REFERENCE_STATES} states"),
+)
 
 
-def _paths(run: RunDir, d: Path, tag: str, modes: tuple[tuple[str, str], ...], indent: str,
-           max_states: dict[str, int]) -> dict[tuple[str, int], float]:
+def _paths(
+    run: RunDir,
+    d: Path,
+    tag: str,
+    modes: tuple[tuple[str, str], ...],
+    indent: str,
+    max_states: dict[str, int],
+) -> dict[tuple[str, int], float]:
     """Check ``run``'s reorder states by each path of ``modes`` with 1 and
     ``JOBS`` workers (at most ``max_states[mode]`` states); print each
     one's CPU per state (parent, workers and their helper processes) and
@@ -105,12 +128,19 @@ def _paths(run: RunDir, d: Path, tag: str, modes: tuple[tuple[str, str], ...], i
     cpu: dict[tuple[str, int], float] = {}
     for jobs in (1, JOBS):
         for mode, what in modes:
-            n, wall, c = check_rate(run, d / f"{tag}.{mode}.{jobs}", mode=mode, jobs=jobs,
-                                    max_states=max_states.get(mode))
+            n, wall, c = check_rate(
+                run,
+                d / f"{tag}.{mode}.{jobs}",
+                mode=mode,
+                jobs=jobs,
+                max_states=max_states.get(mode),
+            )
             cpu[mode, jobs] = c / n
-            print(f"{indent}{mode} ({what}), {jobs} worker{'s' * (jobs > 1)}: {n} states, "
-                  f"CPU {c / n * 1000:.3f} ms/state -> {JOBS * n / c:,.0f} states/s on {JOBS} "
-                  f"idle cores ({n / wall:,.0f} states/s wall here)")
+            print(
+                f"{indent}{mode} ({what}), {jobs} worker{'s' * (jobs > 1)}: {n} states, "
+                f"CPU {c / n * 1000:.3f} ms/state -> {JOBS * n / c:,.0f} states/s on {JOBS} "
+                f"idle cores ({n / wall:,.0f} states/s wall here)"
+            )
     return cpu
 
 
@@ -130,9 +160,11 @@ def _ext4_tier(run: RunDir, sut: str, d: Path) -> None:
     _ratios(cpu, "    ", ("debugfs", "reference"))
 
 
-RAW_MODES = (("fast", "native facts, one C call per chunk"),
-             ("python", "in memory, the Python checker's facts"),
-             ("reference", "through files"))
+RAW_MODES = (
+    ("fast", "native facts, one C call per chunk"),
+    ("python", "in memory, the Python checker's facts"),
+    ("reference", "through files"),
+)
 
 
 def _raw_tier(raw: RunDir, d: Path) -> None:
@@ -150,6 +182,7 @@ def _timed(stages: dict[str, float], name: str, fn: Callable[..., T]) -> Callabl
             return fn(*a, **k)
         finally:
             stages[name] = stages.get(name, 0.0) + time.perf_counter() - t
+
     return wrapper
 
 
@@ -157,16 +190,17 @@ def _timed(stages: dict[str, float], name: str, fn: Callable[..., T]) -> Callabl
 _MEM_KEY = "db: content key from memory (inside the in-process extraction)"
 
 
-def _print_profile(stages: dict[str, float], count: int, wall: float, extra: dict[str, Any],
-                   files: Any) -> None:  # noqa: ANN401
+def _print_profile(
+    stages: dict[str, float], count: int, wall: float, extra: dict[str, Any], files: Any
+) -> None:  # noqa: ANN401
     """Print _profile's stages per state, each stage's time net of the
     stages it contains; ``files``: the state checker's file path."""
     check = stages.pop("fs: check total", 0.0)
     if "fs: fast path total" in stages:  # debugfs path: _check runs inside _fast
-        inner = sum(v for k, v in stages.items() if k in (
-            "fs: debugfs open/jr/rdump/blocks/close"))
-        stages["fs: debugfs path: undo parse + file walk"] = \
+        inner = sum(v for k, v in stages.items() if k in ("fs: debugfs open/jr/rdump/blocks/close"))
+        stages["fs: debugfs path: undo parse + file walk"] = (
             stages.pop("fs: fast path total") - inner - check
+        )
     if check:
         stages["fs: e2fsck -fn runs (amortised)"] = check - stages.get("fs: e2fsck cache key", 0)
     inproc = "fs: journal replay + extraction in process"
@@ -181,11 +215,13 @@ def _print_profile(stages: dict[str, float], count: int, wall: float, extra: dic
     for k, v in sorted(stages.items(), key=lambda kv: -kv[1]):
         print(f"    {v / count * 1000:6.3f} ms/state {100 * v / wall:5.1f}%  {k}")
     if extra:
-        print(f"    fast path: {extra['fast']} states ({extra['inproc']} in process, "
-              f"{extra['inproc_declined']} passed to debugfs), {extra['fallback']} fell back to "
-              f"the reference; e2fsck -fn run {extra['fsck_run']}, reused "
-              f"{extra['fsck_cached']}; DB facts reused {files.cache_hits}, files not "
-              f"written {files.files_unwritten}")
+        print(
+            f"    fast path: {extra['fast']} states ({extra['inproc']} in process, "
+            f"{extra['inproc_declined']} passed to debugfs), {extra['fallback']} fell back to "
+            f"the reference; e2fsck -fn run {extra['fsck_run']}, reused "
+            f"{extra['fsck_cached']}; DB facts reused {files.cache_hits}, files not "
+            f"written {files.files_unwritten}"
+        )
 
 
 def _profile(run: RunDir, work: Path, n: int) -> None:
@@ -198,39 +234,56 @@ def _profile(run: RunDir, work: Path, n: int) -> None:
     img = sc.image
     img.advance = _timed(stages, "materialise: advance durable image", img.advance)  # type: ignore[method-assign]  # the bench wraps a method in a timer
     img.scratch = _timed(stages, "materialise: scratch (restore + overlay)", img.scratch)  # type: ignore[method-assign]  # the bench wraps a method in a timer
-    img.load_state = _timed(stages, "materialise: load state into memory (raw fast path)",  # type: ignore[method-assign]  # the bench wraps a method in a timer
-                            img.load_state)
+    img.load_state = _timed(
+        stages,
+        "materialise: load state into memory (raw fast path)",  # type: ignore[method-assign]  # the bench wraps a method in a timer
+        img.load_state,
+    )
     ctx = sc.ctx
     ck = ctx.engine
     assert ck is not None
     ctx.engine = SimpleNamespace(  # type: ignore[assignment]  # the bench swaps in a timed stand-in
-        IDS=ck.IDS, refused=ck.refused, run_checks=ck.run_checks,
-        native_examiner=ck.native_examiner, examine_image=ck.examine_image,
+        IDS=ck.IDS,
+        refused=ck.refused,
+        run_checks=ck.run_checks,
+        native_examiner=ck.native_examiner,
+        examine_image=ck.examine_image,
         content_key=_timed(stages, "db: content key (hash extracted files)", ck.content_key),
         examine=_timed(stages, "db: examine (SUT recovery + checks, cache misses)", ck.examine),
         judge=_timed(stages, "db: judge verdicts", ck.judge),
         # the ext4 in-process path's key, counted apart below
-        content_key_of=None if ck.content_key_of is None else _timed(stages, _MEM_KEY,
-                                                                     ck.content_key_of))
+        content_key_of=None
+        if ck.content_key_of is None
+        else _timed(stages, _MEM_KEY, ck.content_key_of),
+    )
     native = sc.path.native if isinstance(sc.path, NativePath) else None
     if native is not None:  # as a check takes them: a chunk's states in one call
         native.examine_chunk = _timed(  # type: ignore[method-assign]  # the bench wraps a method in a timer
-            stages, "db: native facts (one C call per chunk: images, engine, own reader)",
-            native.examine_chunk)
-        native.facts = _timed(stages, "db: parse native facts (new facts only)",  # type: ignore[method-assign]  # the bench wraps a method in a timer
-                              native.facts)
+            stages,
+            "db: native facts (one C call per chunk: images, engine, own reader)",
+            native.examine_chunk,
+        )
+        native.facts = _timed(
+            stages,
+            "db: parse native facts (new facts only)",  # type: ignore[method-assign]  # the bench wraps a method in a timer
+            native.facts,
+        )
     memory = sc.path.memory if isinstance(sc.path, NativePath) else sc.path
     if isinstance(memory, MemoryPath):  # it calls the loading, counted apart below
         memory.examine_image = _timed(
-            stages, "db: examine in memory (recovery + checks)", memory.examine_image)
+            stages, "db: examine in memory (recovery + checks)", memory.examine_image
+        )
     saved = ext4fast.recover_ext4
-    ext4fast.recover_ext4 = _timed(stages, "fs: reference fallback (full copy + e2fsprogs)",
-                                   ext4fast.recover_ext4)
+    ext4fast.recover_ext4 = _timed(
+        stages, "fs: reference fallback (full copy + e2fsprogs)", ext4fast.recover_ext4
+    )
     ctx.fsobj = SimpleNamespace(  # type: ignore[assignment]  # the bench swaps in a timed stand-in
-        recover=_timed(stages, "fs: recover (raw: move the image)", ctx.fsobj.recover))
+        recover=_timed(stages, "fs: recover (raw: move the image)", ctx.fsobj.recover)
+    )
     saved_inproc = ext4fast.replay_and_extract
     ext4fast.replay_and_extract = _timed(  # type: ignore[assignment]  # the bench swaps in a timed stand-in
-        stages, "fs: journal replay + extraction in process", ext4fast.replay_and_extract)
+        stages, "fs: journal replay + extraction in process", ext4fast.replay_and_extract
+    )
     fast = sc.files.fast
     if fast is not None:
         fast._fsck_key = _timed(stages, "fs: e2fsck cache key", fast._fsck_key)  # type: ignore[method-assign]  # the bench wraps a method in a timer
@@ -241,10 +294,14 @@ def _profile(run: RunDir, work: Path, n: int) -> None:
         def debugfs() -> Any:  # noqa: ANN401
             s = real_debugfs()
             if not hasattr(s, "_timed"):
-                s.request = _timed(stages, "fs: debugfs open/jr/rdump/blocks/close",  # type: ignore[method-assign]  # the bench wraps a method in a timer
-                                   s.request)
+                s.request = _timed(
+                    stages,
+                    "fs: debugfs open/jr/rdump/blocks/close",  # type: ignore[method-assign]  # the bench wraps a method in a timer
+                    s.request,
+                )
                 s._timed = True
             return s
+
         fast._debugfs = debugfs  # type: ignore[method-assign]  # the bench wraps a method in a timer
     count = 0
     t0 = time.perf_counter()

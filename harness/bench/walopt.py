@@ -27,19 +27,31 @@ from workloads.run import runner_path
 
 NAME = "walopt"
 WALDIO = "waldio"
-SUTS = ("sqlite-wal-full", WAL_100, WAL_OPT, "sqlite-wal-normal",
-        "sqlite:journal=wal,sync=normal,walopt=100", WALDIO,
-        "sqlite:journal=wal,sync=normal,waldio=100", "sqlite:journal=wal,sync=full,waldio=1000")
+SUTS = (
+    "sqlite-wal-full",
+    WAL_100,
+    WAL_OPT,
+    "sqlite-wal-normal",
+    "sqlite:journal=wal,sync=normal,walopt=100",
+    WALDIO,
+    "sqlite:journal=wal,sync=normal,waldio=100",
+    "sqlite:journal=wal,sync=full,waldio=1000",
+)
 
 
 def run() -> None:
     runner_path()  # fails early with "run make build"
     with temporary_folder("crashlab-bench-walopt-") as work:
         write_streams(work)
-        dev = device_table(SUTS, work, " (synchronous=NORMAL syncs nothing in the window: its "
-                           "data reaches the device later)")
+        dev = device_table(
+            SUTS,
+            work,
+            " (synchronous=NORMAL syncs nothing in the window: its data reaches the device later)",
+        )
         for kind in KINDS:
             opt = dev[(WAL_OPT, kind)]
-            print(f"{kind}: WAL_OPT {opt:.1f} device KiB/txn, sqlite-wal-full "
-                  f"{dev[('sqlite-wal-full', kind)] / opt:.1f}x that, WAL every 100 pages "
-                  f"{dev[(WAL_100, kind)] / opt:.1f}x; WALDIO {dev[(WALDIO, kind)]:.1f} KiB/txn")
+            print(
+                f"{kind}: WAL_OPT {opt:.1f} device KiB/txn, sqlite-wal-full "
+                f"{dev[('sqlite-wal-full', kind)] / opt:.1f}x that, WAL every 100 pages "
+                f"{dev[(WAL_100, kind)] / opt:.1f}x; WALDIO {dev[(WALDIO, kind)]:.1f} KiB/txn"
+            )

@@ -38,8 +38,10 @@ def device_figures(log: Path, nvram_at: int | None) -> tuple[float, float, float
 def run() -> None:
     runner_path()  # fails early with "run make build"
     print(f"{TXNS} one-operation transactions per kind, one recording per SUT and kind on ext4")
-    print(f"{'SUT':42s} {'kind':6s} {'disk KiB/txn':>12s} {'NVRAM KiB/txn':>13s} "
-          f"{'flush/txn':>9s} {'syncs/txn':>9s}")
+    print(
+        f"{'SUT':42s} {'kind':6s} {'disk KiB/txn':>12s} {'NVRAM KiB/txn':>13s} "
+        f"{'flush/txn':>9s} {'syncs/txn':>9s}"
+    )
     disk: dict[tuple[str, str], float] = {}
     with temporary_folder("crashlab-bench-xlog-") as work:
         for kind, ops in write_streams(work).items():
@@ -48,8 +50,14 @@ def run() -> None:
                 stats = work / "stats.json"
                 out = work / "run"
                 try:
-                    rec = record(RecordRequest(runner_command(sut, ops, f"{kind}.db", stats=stats),
-                                               out, fs="ext4", nvram=sut.nvram))
+                    rec = record(
+                        RecordRequest(
+                            runner_command(sut, ops, f"{kind}.db", stats=stats),
+                            out,
+                            fs="ext4",
+                            nvram=sut.nvram,
+                        )
+                    )
                     if rec.meta().exit_status != 0:
                         raise RuntimeError(f"the recorded runner failed ({name}, {kind})")
                     region = nvram_region(rec.meta().extra)
@@ -58,10 +66,13 @@ def run() -> None:
                     shutil.rmtree(out, ignore_errors=True)
                 w = json.loads(stats.read_text())["workload"]
                 disk[(name, kind)] = d
-                print(f"{name:42s} {kind:6s} {d:12.1f} {nv:13.2f} {fl:9.2f} "
-                      f"{w['fsyncs'] / TXNS:9.2f}")
+                print(
+                    f"{name:42s} {kind:6s} {d:12.1f} {nv:13.2f} {fl:9.2f} {w['fsyncs'] / TXNS:9.2f}"
+                )
         for kind in KINDS:
             x = disk[("xlog", kind)]
-            print(f"{kind}: xlog {x:.1f} disk KiB/txn; sqlite-wal-full "
-                  f"{disk[('sqlite-wal-full', kind)] / x:.1f}x that, WAL_OPT "
-                  f"{disk[(WAL_OPT, kind)] / x:.1f}x")
+            print(
+                f"{kind}: xlog {x:.1f} disk KiB/txn; sqlite-wal-full "
+                f"{disk[('sqlite-wal-full', kind)] / x:.1f}x that, WAL_OPT "
+                f"{disk[(WAL_OPT, kind)] / x:.1f}x"
+            )

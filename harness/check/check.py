@@ -95,13 +95,17 @@ class CheckOptions:
         return f"{self.strategy}-{h}"
 
     def extra_options(self) -> dict[str, Any]:
-        extra: dict[str, Any] = {"max_states": self.max_states, "fsck": self.fsck,
-                                 "crashsafe_sample": self.crashsafe_sample}
+        extra: dict[str, Any] = {
+            "max_states": self.max_states,
+            "fsck": self.fsck,
+            "crashsafe_sample": self.crashsafe_sample,
+        }
         if self.composite:
             extra["composite"] = asdict(self.composite)
         if self.checkers:  # absent otherwise: a check without them keeps its folder name
-            extra["checkers"] = [{"spec": c.spec, "timeout": c.timeout, "recover": c.recover}
-                                 for c in self.checkers]
+            extra["checkers"] = [
+                {"spec": c.spec, "timeout": c.timeout, "recover": c.recover} for c in self.checkers
+            ]
         return extra
 
 
@@ -110,11 +114,12 @@ def options_for(strategy: str, base: CheckOptions) -> CheckOptions:
     (multicrash, recovery-crash), whose continuations use ``then``."""
     if strategy in COMPOSITE:
         comp = dataclasses.replace(base.composite or Composite(), kind=strategy)
-        return dataclasses.replace(base, states=dataclasses.replace(base.states,
-                                                                    strategy=comp.then),
-                                   composite=comp)
-    return dataclasses.replace(base, states=dataclasses.replace(base.states, strategy=strategy),
-                               composite=None)
+        return dataclasses.replace(
+            base, states=dataclasses.replace(base.states, strategy=comp.then), composite=comp
+        )
+    return dataclasses.replace(
+        base, states=dataclasses.replace(base.states, strategy=strategy), composite=None
+    )
 
 
 def _chunks(states: Iterator[State], skip: int, limit: int | None) -> Iterator[list[State]]:
@@ -153,14 +158,18 @@ def _claim(out: Path, run: RunDir, opts: CheckOptions, resume: bool) -> None:
     """Write ``out/check.json``: what this check is (its options and a digest
     of the recording's meta.json, which differs for every recording).  On
     resume, the states already in ``out`` must be of the same check."""
-    ident = {"options": opts.states.to_json() | opts.extra_options(),
-             "recording": hashlib.sha256(run.meta_path.read_bytes()).hexdigest()}
+    ident = {
+        "options": opts.states.to_json() | opts.extra_options(),
+        "recording": hashlib.sha256(run.meta_path.read_bytes()).hexdigest(),
+    }
     ident = json.loads(json.dumps(ident))  # as read back: lists, not tuples
     path = out / IDENTITY_NAME
     if resume and (out / STATES_NAME).exists() and path.exists():
         if json.loads(path.read_text()) != ident:
-            raise CrashlabError(f"{out}: holds a check of other options or another recording; "
-                                "--resume continues only the same check (choose another --out)")
+            raise CrashlabError(
+                f"{out}: holds a check of other options or another recording; "
+                "--resume continues only the same check (choose another --out)"
+            )
     write_json_atomic(path, ident)
 
 
@@ -204,14 +213,21 @@ def check_run(
         return _check_run(run, opts, out, resume, on_progress, stopped)
 
 
-def _check_run(run: RunDir, opts: CheckOptions, out: Path | None, resume: bool,
-               on_progress: Callable[[int, int], None] | None,
-               stopped: Callable[[], None]) -> CheckResult:
+def _check_run(
+    run: RunDir,
+    opts: CheckOptions,
+    out: Path | None,
+    resume: bool,
+    on_progress: Callable[[int, int], None] | None,
+    stopped: Callable[[], None],
+) -> CheckResult:
     validate(run)
     if opts.composite is not None:
         if default_window(run, opts.states).faults:
-            raise CrashlabError(f"{run.path}: state faults apply to the log strategies, not to "
-                                f"{opts.composite.kind}")
+            raise CrashlabError(
+                f"{run.path}: state faults apply to the log strategies, not to "
+                f"{opts.composite.kind}"
+            )
         out = out or run.check_dir(opts.tag())
         with locked_output(out, (IDENTITY_NAME,)):
             return _check_composite(run, opts, out, resume)
@@ -221,9 +237,14 @@ def _check_run(run: RunDir, opts: CheckOptions, out: Path | None, resume: bool,
         return _check_states(run, opts, out, resume, on_progress, stopped)
 
 
-def _check_states(run: RunDir, opts: CheckOptions, out: Path, resume: bool,
-                  on_progress: Callable[[int, int], None] | None,
-                  stopped: Callable[[], None]) -> CheckResult:
+def _check_states(
+    run: RunDir,
+    opts: CheckOptions,
+    out: Path,
+    resume: bool,
+    on_progress: Callable[[int, int], None] | None,
+    stopped: Callable[[], None],
+) -> CheckResult:
     """:func:`check_run` of a log strategy, into the locked folder ``out``
     (``stopped()`` raises an interrupt that Python swallowed)."""
     reap_work_folders()
@@ -258,8 +279,7 @@ def _check_states(run: RunDir, opts: CheckOptions, out: Path, resume: bool,
                     on_progress(enum.stats.generated, checked)
                 stopped()
 
-            init_args = (str(run.path), str(workroot), opts.fsck, level.facts, opts.checkers,
-                         spans)
+            init_args = (str(run.path), str(workroot), opts.fsck, level.facts, opts.checkers, spans)
             if opts.executor == "dask":
                 for lines in dask_imap(map(task_of, chunks), init_args, opts.scheduler, jobs):
                     emit(lines)
@@ -270,10 +290,10 @@ def _check_states(run: RunDir, opts: CheckOptions, out: Path, resume: bool,
             stats = enum.stats
         run_path = out / RUN_NAME
         if not (resume and run_path.exists()):
-            records = run_level_records(run, states_path, workroot, opts.crashsafe_sample,
-                                        level)
-            write_text_atomic(run_path, "".join(json.dumps(r, sort_keys=True) + "\n"
-                                                for r in records))
+            records = run_level_records(run, states_path, workroot, opts.crashsafe_sample, level)
+            write_text_atomic(
+                run_path, "".join(json.dumps(r, sort_keys=True) + "\n" for r in records)
+            )
     result = summarise(run, states_path, opts)
     result["states"]["generated"] = stats.generated
     result["states"]["folded"] = stats.folded
@@ -284,8 +304,7 @@ def _check_states(run: RunDir, opts: CheckOptions, out: Path, resume: bool,
     return result
 
 
-def _check_composite(run: RunDir, opts: CheckOptions, out: Path, resume: bool
-                     ) -> CheckResult:
+def _check_composite(run: RunDir, opts: CheckOptions, out: Path, resume: bool) -> CheckResult:
     """multicrash / recovery-crash: continue the run after its first
     crashes and check the continuations (harness/check/multicrash.py)."""
     comp = opts.composite
@@ -310,8 +329,9 @@ def _check_composite(run: RunDir, opts: CheckOptions, out: Path, resume: bool
     return result
 
 
-def _violation(run: RunDir, rec: StateRecord, v: dict[str, Any],
-               checkers: tuple[UserChecker | PyChecker, ...]) -> Violation:
+def _violation(
+    run: RunDir, rec: StateRecord, v: dict[str, Any], checkers: tuple[UserChecker | PyChecker, ...]
+) -> Violation:
     """One violations.jsonl record; a trace-level one (DHL-T2, CC-NEXT,
     CC-MONO) names log entries, not a state, and is shown with `log show`;
     a user checker's names the checker, so that repro runs it again."""
@@ -336,8 +356,9 @@ def _violation(run: RunDir, rec: StateRecord, v: dict[str, Any],
     }
 
 
-def summarise(run: RunDir, states_path: Path, opts: CheckOptions, *,
-              allow_empty: bool = False) -> CheckResult:
+def summarise(
+    run: RunDir, states_path: Path, opts: CheckOptions, *, allow_empty: bool = False
+) -> CheckResult:
     """Per-invariant counts and the failures of one run, from states.jsonl
     and the run-level records of run.jsonl (not counted as states)."""
     meta = run.meta()

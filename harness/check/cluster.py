@@ -56,15 +56,15 @@ def probe_scheduler(address: str) -> None:
         parts = urlsplit(address if "://" in address else f"tcp://{address}")
         host, port = parts.hostname, parts.port
     except ValueError:
-        raise CrashlabError(f"--scheduler {address}: not an address (tcp://HOST:PORT)") \
-            from None
+        raise CrashlabError(f"--scheduler {address}: not an address (tcp://HOST:PORT)") from None
     if parts.scheme not in ("tcp", "tls") or not host or port is None:
         return
     try:
         socket.create_connection((host, port), timeout=PROBE_S).close()
     except OSError as e:
-        raise CrashlabError(f"--scheduler {address}: no Dask scheduler answers there "
-                            f"({cause(e)})") from None
+        raise CrashlabError(
+            f"--scheduler {address}: no Dask scheduler answers there ({cause(e)})"
+        ) from None
 
 
 def _batches(tasks: Iterable[Task]) -> Iterator[list[Task]]:
@@ -81,32 +81,41 @@ def _batches(tasks: Iterable[Task]) -> Iterator[list[Task]]:
         yield batch
 
 
-def dask_imap(tasks: Iterable[Task], init_args: tuple[Any, ...], scheduler: str | None,
-              jobs: int) -> Iterator[bytes]:
+def dask_imap(
+    tasks: Iterable[Task], init_args: tuple[Any, ...], scheduler: str | None, jobs: int
+) -> Iterator[bytes]:
     """The states.jsonl lines of each task, in order, checked on a Dask
     cluster (the worker side: :func:`harness.check.pool.remote_tasks`)."""
     try:  # here, not at the top: distributed is optional, and slow to import
         from distributed import Client, LocalCluster
     except ImportError:
-        raise CrashlabError("--executor dask needs the `distributed` package "
-                            "(installed by make setup)") from None
+        raise CrashlabError(
+            "--executor dask needs the `distributed` package (installed by make setup)"
+        ) from None
     cluster = None
     if scheduler is None:
-        cluster = LocalCluster(n_workers=jobs, threads_per_worker=1, processes=True,
-                               host="127.0.0.1", dashboard_address=None)
+        cluster = LocalCluster(
+            n_workers=jobs,
+            threads_per_worker=1,
+            processes=True,
+            host="127.0.0.1",
+            dashboard_address=None,
+        )
     try:
         try:
             client = Client(scheduler or cluster)
         except OSError as e:  # distributed's "Timed out trying to connect to ..."
-            raise CrashlabError(f"--scheduler {scheduler}: cannot reach the Dask scheduler "
-                                f"({e})") from None
+            raise CrashlabError(
+                f"--scheduler {scheduler}: cannot reach the Dask scheduler ({e})"
+            ) from None
         with client:
             width = max(1, len(client.scheduler_info()["workers"])) * WINDOW
             pending: collections.deque[Any] = collections.deque()
             try:
                 for batch in _batches(tasks):
-                    pending.append(client.submit(remote_tasks, init_args, batch,
-                                                 pure=False, retries=RETRIES))
+                    pending.append(
+                        client.submit(remote_tasks, init_args, batch, pure=False, retries=RETRIES)
+                    )
                     if len(pending) >= width:
                         yield from pending.popleft().result()
                 while pending:

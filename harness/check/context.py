@@ -100,9 +100,18 @@ def context_of(run: RunDir, workdir: Path, run_facts: RunFacts | None) -> CheckC
     cont = meta.continues
     workdir.mkdir(parents=True, exist_ok=True)
     return CheckContext(
-        run=run, meta=meta, workdir=workdir, faults=meta.faults,
+        run=run,
+        meta=meta,
+        workdir=workdir,
+        faults=meta.faults,
         image=DurableImage(verified_base_for_run(run), run.log, workdir),
-        fsobj=fsobj, blockdev=not fsobj.has_files, db_name=meta.db or DEVICE_NAME,
+        fsobj=fsobj,
+        blockdev=not fsobj.has_files,
+        db_name=meta.db or DEVICE_NAME,
         nvram=nvram_region(meta.extra),
         floor=(cont.acked, cont.recovered_txn) if cont is not None else (0, 0),
-        sut=sut, engine=engine, oracle=oracle, run_facts=run_facts)
+        sut=sut,
+        engine=engine,
+        oracle=oracle,
+        run_facts=run_facts,
+    )

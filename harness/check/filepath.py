@@ -77,7 +77,7 @@ class RunMarks:
 
     def labels_before(self, entry: int) -> list[str]:
         """The labels of the marks before log entry ``entry``."""
-        return [lab for _, lab in self.log[:bisect.bisect_left(self.entries, entry)]]
+        return [lab for _, lab in self.log[: bisect.bisect_left(self.entries, entry)]]
 
 
 @dataclass(frozen=True)
@@ -96,8 +96,9 @@ class KeyProbe:
     cache; the files are wanted only when their facts are not cached.
     What it found (:attr:`found`) goes to the examination explicitly."""
 
-    def __init__(self, key_of: KeyOfPieces, db_name: str, cache: OrderedDict[bytes, object]
-                 ) -> None:
+    def __init__(
+        self, key_of: KeyOfPieces, db_name: str, cache: OrderedDict[bytes, object]
+    ) -> None:
         self.key_of, self.db_name, self.cache = key_of, db_name, cache
         self.found: tuple[bytes, object | None] | None = None  # (key, cached facts or None)
 
@@ -118,9 +119,16 @@ class FilePath:
     keep: Path | None = None
     last_recovery: FsRecovery | None = None  # of the last state checked
 
-    def __init__(self, ctx: CheckContext, *, fsck: bool, fast: bool, shared: Path | None,
-                 checkers: Sequence[UserChecker | PyChecker] = (),
-                 db_spans: Spans | None = None) -> None:
+    def __init__(
+        self,
+        ctx: CheckContext,
+        *,
+        fsck: bool,
+        fast: bool,
+        shared: Path | None,
+        checkers: Sequence[UserChecker | PyChecker] = (),
+        db_spans: Spans | None = None,
+    ) -> None:
         self.ctx = ctx
         # the database file's device spans (harness/filetrace.py): whether a
         # misdirect or corrupt fault touched it (None: unknown, taken as yes)
@@ -131,8 +139,11 @@ class FilePath:
         # an enospc fault's fill file is the harness's, not the workload's
         self.skip = (FILL_NAME,) if any(f.kind == "enospc" for f in ctx.faults) else ()
         self.marks = RunMarks.read(ctx.run) if checkers or self.judge_errors else None
-        self.user = UserRun(tuple(checkers), ctx.run.path.resolve(), ctx.meta.to_json(),
-                            dict(os.environ)) if checkers else None
+        self.user = (
+            UserRun(tuple(checkers), ctx.run.path.resolve(), ctx.meta.to_json(), dict(os.environ))
+            if checkers
+            else None
+        )
         self.fsck = fsck
         # ``shared``: a folder the processes checking states of this run
         # share; the fast recovery keeps results there that the others may
@@ -174,14 +185,26 @@ class FilePath:
                 verdicts += judge_errors(self.marks.labels_before(state.cut.hi), judged)
             ranges = state.fault_ranges(victim)
             if ranges:
-                verdicts.append(judge_detect(judged, "; ".join(state.fault_notes(victim)),
-                                             self._touched(ranges)))
+                verdicts.append(
+                    judge_detect(
+                        judged, "; ".join(state.fault_notes(victim)), self._touched(ranges)
+                    )
+                )
         if self.user is not None:
             assert self.marks is not None
-            facts = state_facts(self.user.run_abs, state.id, state.cut.lo, state.cut.hi,
-                                *marks, self.marks.log, self.user.meta_json)
-            verdicts += [run_checker(uc, files, facts, ctx.workdir / "user", self.user.child_env)
-                         for uc in self.user.checkers]
+            facts = state_facts(
+                self.user.run_abs,
+                state.id,
+                state.cut.lo,
+                state.cut.hi,
+                *marks,
+                self.marks.log,
+                self.user.meta_json,
+            )
+            verdicts += [
+                run_checker(uc, files, facts, ctx.workdir / "user", self.user.child_env)
+                for uc in self.user.checkers
+            ]
         return verdicts
 
     def _skipped_all(self, state: State, victim: Entry | None) -> list[Verdict]:
@@ -189,10 +212,12 @@ class FilePath:
         recover: skipped, saying so (there is nothing to open)."""
         why = "the file system did not recover, so there is no database (see FS-RECOVER)"
         engine = self.ctx.engine
-        ids = [*(engine.IDS if engine else ()),
-               *(ERROR_LEVEL if self.judge_errors else ()),
-               *((DETECT_ID,) if engine and state.fault_ranges(victim) else ()),
-               *(uc.invariant for uc in (self.user.checkers if self.user else ()))]
+        ids = [
+            *(engine.IDS if engine else ()),
+            *(ERROR_LEVEL if self.judge_errors else ()),
+            *((DETECT_ID,) if engine and state.fault_ranges(victim) else ()),
+            *(uc.invariant for uc in (self.user.checkers if self.user else ())),
+        ]
         return [skipped(i, why) for i in ids]
 
     def recover_files(self, state: State, *, reference: bool = False) -> FsRecovery:
@@ -203,8 +228,9 @@ class FilePath:
         files, takes them so)."""
         return self._recover_files(state, reference=reference)[0]
 
-    def _recover_files(self, state: State, *, reference: bool = False, facts_only: bool = False
-                       ) -> tuple[FsRecovery, tuple[bytes, object | None] | None]:
+    def _recover_files(
+        self, state: State, *, reference: bool = False, facts_only: bool = False
+    ) -> tuple[FsRecovery, tuple[bytes, object | None] | None]:
         """:meth:`recover_files`, and the DB-facts key (and cached facts, or
         None) taken from the extraction's memory, or None.  ``facts_only``:
         :meth:`check` asks, the files are for the engine's checks only
@@ -247,21 +273,28 @@ class FilePath:
         engine's own checks (the user's checkers and an NVRAM beside the
         database need the files) of an engine with a key of files in memory."""
         engine = self.ctx.engine
-        if not facts_only or engine is None or engine.content_key_of is None \
-                or self.user is not None or self.ctx.nvram:
+        if (
+            not facts_only
+            or engine is None
+            or engine.content_key_of is None
+            or self.user is not None
+            or self.ctx.nvram
+        ):
             return None
         return KeyProbe(engine.content_key_of, self.ctx.db_name, self.cache)
 
-    def _recover(self, state: State, img: Path, files: Path, *, reference: bool,
-                 facts_only: bool) -> tuple[FsRecovery, tuple[bytes, object | None] | None]:
+    def _recover(
+        self, state: State, img: Path, files: Path, *, reference: bool, facts_only: bool
+    ) -> tuple[FsRecovery, tuple[bytes, object | None] | None]:
         """File-system recovery of the scratch image ``img`` into ``files``
         (by the reference tools with ``keep`` or ``reference``); tells the
         durable image what it wrote.  Also what :meth:`_probe` found when
         the files were not written (their DB facts are cached)."""
         ctx = self.ctx
         if self.fast is None or self.keep is not None or reference:
-            rec = ctx.fsobj.recover(img, files, workdir=ctx.workdir, db_name=ctx.db_name,
-                                    fsck=self.fsck, skip=self.skip)
+            rec = ctx.fsobj.recover(
+                img, files, workdir=ctx.workdir, db_name=ctx.db_name, fsck=self.fsck, skip=self.skip
+            )
             ctx.image.invalidate()  # the reference tools write wherever they need to
             return rec, None
 
@@ -270,9 +303,14 @@ class FilePath:
             return ctx.image.scratch(self._writes(state), state.flips())
 
         probe = self._probe(facts_only)
-        rec, written = self.fast.recover(img, files, overlay=ctx.image.overlay,
-                                         base=ctx.image.position, rebuild=rebuild,
-                                         want_files=probe)
+        rec, written = self.fast.recover(
+            img,
+            files,
+            overlay=ctx.image.overlay,
+            base=ctx.image.position,
+            rebuild=rebuild,
+            want_files=probe,
+        )
         pre = None
         if not rec.extracted:  # (by whichever path) else the key is taken from the files
             self.files_unwritten += 1
@@ -316,8 +354,9 @@ class FilePath:
             self.cache.move_to_end(key)
             self.cache_hits += 1
             return facts
-        facts = engine.examine(files / ctx.db_name, blockdev=ctx.blockdev,
-                               vfs=ctx.sut.vfs if ctx.sut else "")
+        facts = engine.examine(
+            files / ctx.db_name, blockdev=ctx.blockdev, vfs=ctx.sut.vfs if ctx.sut else ""
+        )
         self.cache[key] = facts
         if len(self.cache) > CACHE_SIZE:
             self.cache.popitem(last=False)

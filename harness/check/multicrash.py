@@ -90,8 +90,10 @@ def resolve(run: RunDir, state_id: str) -> tuple[RunDir, str]:
             kind = "recovery-crash"
         folder = run.path / kind / parts[i]
         if not (folder / "meta.json").exists():
-            raise CrashlabError(f"{state_id}: {run.path} has no {kind} continuation after "
-                                f"{parts[i]} (check it with --strategy {kind} first)")
+            raise CrashlabError(
+                f"{state_id}: {run.path} has no {kind} continuation after "
+                f"{parts[i]} (check it with --strategy {kind} first)"
+            )
         run = RunDir(folder)
         i += 2 if kind == "recovery-crash" else 1
     return run, parts[-1]
@@ -124,14 +126,20 @@ def _recovered_index(verdicts: list[Any]) -> int | None:
     """j of a state whose content check passed (DB-DURABLE's ``actual``)."""
     by_id = {v.invariant: v for v in verdicts}
     durable = by_id.get("DB-DURABLE")
-    if durable is None or durable.status != "pass" or any(
-            by_id[i].status == "fail" for i in ("DB-ATOMIC", "DB-PREFIX", "DB-OPEN") if i in by_id):
+    if (
+        durable is None
+        or durable.status != "pass"
+        or any(
+            by_id[i].status == "fail" for i in ("DB-ATOMIC", "DB-PREFIX", "DB-OPEN") if i in by_id
+        )
+    ):
         return None
     return int(durable.actual)
 
 
-def first_crashes(run: RunDir, comp: Composite, work: Path
-                  ) -> tuple[list[FirstCrash], dict[str, int]]:
+def first_crashes(
+    run: RunDir, comp: Composite, work: Path
+) -> tuple[list[FirstCrash], dict[str, int]]:
     """The first-crash states to continue, and counts of how they were chosen."""
     opts = default_window(run, Options(strategy=comp.first))
     keep = work / "keep"
@@ -182,8 +190,9 @@ def _choose(cands: list[FirstCrash], k: int) -> list[FirstCrash]:
     return sorted(picked, key=lambda c: order[c.state_id])
 
 
-def continue_from(run: RunDir, first: FirstCrash, comp: Composite, folder: Path,
-                  resume: bool) -> RunDir:
+def continue_from(
+    run: RunDir, first: FirstCrash, comp: Composite, folder: Path, resume: bool
+) -> RunDir:
     """Record the continuation of ``run`` after ``first`` into ``folder``."""
     nested = RunDir(folder)
     if resume and nested.meta_path.exists():
@@ -197,11 +206,24 @@ def continue_from(run: RunDir, first: FirstCrash, comp: Composite, folder: Path,
     last = spec.txns
     start = last + 1 if comp.kind == "recovery-crash" else first.recovered + 1
     return record_workload(
-        str(meta.sut), str(meta.workload), folder, fs=meta.fs, backend=comp.backend,
-        base=(base, file_sha256(base)), from_txn=start,
-        extra_meta={"continues": {"run": str(run.path), "state": first.state_id,
-                                  "kind": comp.kind, "recovered_txn": first.recovered,
-                                  "acked": first.acked, "begun": first.begun}})
+        str(meta.sut),
+        str(meta.workload),
+        folder,
+        fs=meta.fs,
+        backend=comp.backend,
+        base=(base, file_sha256(base)),
+        from_txn=start,
+        extra_meta={
+            "continues": {
+                "run": str(run.path),
+                "state": first.state_id,
+                "kind": comp.kind,
+                "recovered_txn": first.recovered,
+                "acked": first.acked,
+                "begun": first.begun,
+            }
+        },
+    )
 
 
 def agree_record(nested: RunDir, first: FirstCrash, oracle: list[str]) -> dict[str, Any]:
@@ -233,8 +255,15 @@ def restart_verdicts(run: RunDir, state_id: str) -> list[Verdict]:
 Checker = Callable[[RunDir, Path], CheckResult]
 
 
-def check_composite(run: RunDir, comp: Composite, out: Path, check_nested: Checker,
-                    work: Path, *, resume: bool = False) -> dict[str, Any]:
+def check_composite(
+    run: RunDir,
+    comp: Composite,
+    out: Path,
+    check_nested: Checker,
+    work: Path,
+    *,
+    resume: bool = False,
+) -> dict[str, Any]:
     """Continue ``run`` after its chosen first crashes, check each
     continuation with ``check_nested(nested_run, out_folder)`` (the normal
     check, or this one again for a deeper ``depth``), and write
@@ -252,8 +281,12 @@ def check_composite(run: RunDir, comp: Composite, out: Path, check_nested: Check
         lines[RUN_NAME].append(json.dumps(agree_record(nested, first, oracle), sort_keys=True))
         status = nested.meta().exit_status
         if status != 0:
-            continuations.append({"state": first.state_id, "error":
-                                  f"the continuation exited {status} (see {folder}/meta.json)"})
+            continuations.append(
+                {
+                    "state": first.state_id,
+                    "error": f"the continuation exited {status} (see {folder}/meta.json)",
+                }
+            )
             continue
         nested_out = folder / "check-then"
         result = check_nested(nested, nested_out)
@@ -265,12 +298,17 @@ def check_composite(run: RunDir, comp: Composite, out: Path, check_nested: Check
                     rec["id"] = compose(comp.kind, first.state_id, rec["id"])
                     lines[name].append(json.dumps(rec, sort_keys=True))
         nested_meta = nested.meta()
-        continuations.append({"state": first.state_id, "from_txn": nested_meta.continues_at,
-                              "recovered_txn": first.recovered,
-            "states": result["states"]["checked"],
-            "generated": result["states"].get("generated", result["states"]["checked"]),
-            "folded": result["states"].get("folded", 0),
-            "log_entries": (nested_meta.log or {}).get("entries")})
+        continuations.append(
+            {
+                "state": first.state_id,
+                "from_txn": nested_meta.continues_at,
+                "recovered_txn": first.recovered,
+                "states": result["states"]["checked"],
+                "generated": result["states"].get("generated", result["states"]["checked"]),
+                "folded": result["states"].get("folded", 0),
+                "log_entries": (nested_meta.log or {}).get("entries"),
+            }
+        )
     for name, ls in lines.items():
         write_text_atomic(out / name, "".join(x + "\n" for x in ls))
     return {"kind": comp.kind, "first": counts, "continuations": continuations}

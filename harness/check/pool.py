@@ -43,8 +43,14 @@ SHARED = "shared"  # the folder of the work root the workers share (StateChecker
 # into it by a lost flush, or None) and, per state, its key's fields (a plain
 # tuple: a dataclass pickles several times slower) and ordinal (what
 # rebuilds the State there).
-KeyFields = tuple[int, int, tuple[tuple[int, int], ...], int | None, tuple[int, int] | None,
-                  tuple[int, int] | None]
+KeyFields = tuple[
+    int,
+    int,
+    tuple[tuple[int, int], ...],
+    int | None,
+    tuple[int, int] | None,
+    tuple[int, int] | None,
+]
 Task = tuple[int, int | None, list[tuple[KeyFields, int | None]]]
 
 
@@ -91,9 +97,14 @@ _epochs: _EpochCursor | None = None
 _init_error: BaseException | None = None
 
 
-def init_worker(run_path: str, workroot: str, fsck: bool, facts: RunFacts | None,
-                checkers: tuple[UserChecker | PyChecker, ...], spans: Spans | None = None
-                ) -> None:
+def init_worker(
+    run_path: str,
+    workroot: str,
+    fsck: bool,
+    facts: RunFacts | None,
+    checkers: tuple[UserChecker | PyChecker, ...],
+    spans: Spans | None = None,
+) -> None:
     """Make this process's state checker, in a folder of its own under
     ``workroot`` (the arguments: what :func:`harness.check.check.check_run`
     hands every worker)."""
@@ -104,17 +115,28 @@ def init_worker(run_path: str, workroot: str, fsck: bool, facts: RunFacts | None
         workdir = Path(tempfile.mkdtemp(prefix="w", dir=workroot))
         run = RunDir(Path(run_path))
         with located(workdir):  # a full working folder: named in the error
-            _checker = StateChecker(run, workdir, fsck=fsck, run_facts=facts,
-                                    checkers=checkers, db_spans=spans,
-                                    shared=Path(workroot) / SHARED)
+            _checker = StateChecker(
+                run,
+                workdir,
+                fsck=fsck,
+                run_facts=facts,
+                checkers=checkers,
+                db_spans=spans,
+                shared=Path(workroot) / SHARED,
+            )
         _epochs = _EpochCursor(run.log, run.log_order)
     except BaseException as e:  # noqa: BLE001
         _init_error = e
 
 
-def _init_pool_worker(run_path: str, workroot: str, fsck: bool, facts: RunFacts | None,
-                      checkers: tuple[UserChecker | PyChecker, ...], spans: Spans | None = None
-                      ) -> None:
+def _init_pool_worker(
+    run_path: str,
+    workroot: str,
+    fsck: bool,
+    facts: RunFacts | None,
+    checkers: tuple[UserChecker | PyChecker, ...],
+    spans: Spans | None = None,
+) -> None:
     worker_signals()
     init_worker(run_path, workroot, fsck, facts, checkers, spans)
     # An orderly pool exit (close + join) ends the checker's helper
@@ -167,8 +189,9 @@ def check_task(task: Task) -> bytes:
 
 
 @contextlib.contextmanager
-def local_imap(chunks: Iterable[list[State]], init_args: tuple[Any, ...], jobs: int
-               ) -> Iterator[Iterator[bytes]]:
+def local_imap(
+    chunks: Iterable[list[State]], init_args: tuple[Any, ...], jobs: int
+) -> Iterator[Iterator[bytes]]:
     """The states.jsonl lines of each chunk, in order, checked by ``jobs``
     forked worker processes (one: in this process); the workers are closed
     on the way out (:func:`worker_pool`)."""

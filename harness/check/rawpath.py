@@ -32,8 +32,9 @@ class MemoryPath:
     no file-system recovery; no cache by content: the key would cost a
     hash of the image, and raw-tier states rarely repeat one)."""
 
-    def __init__(self, ctx: CheckContext, files: FilePath, examine_image: ImageExaminer[object]
-                 ) -> None:
+    def __init__(
+        self, ctx: CheckContext, files: FilePath, examine_image: ImageExaminer[object]
+    ) -> None:
         self.ctx, self.files, self.examine_image = ctx, files, examine_image
         self.db_label = ctx.workdir / "files" / ctx.db_name  # what the file path would examine
 
@@ -42,8 +43,7 @@ class MemoryPath:
 
     def takes(self, state: State) -> bool:
         """Whether ``state`` is checked in memory (else by files)."""
-        return self.files.keep is None and state.key.misdirect is None \
-            and state.key.corrupt is None
+        return self.files.keep is None and state.key.misdirect is None and state.key.corrupt is None
 
     def check(self, state: State) -> list[Verdict]:
         if not self.takes(state):
@@ -51,8 +51,7 @@ class MemoryPath:
         self.ctx.image.advance(state.durable_upto)
         return self.in_memory(list(state.extents(self.ctx.image.reader)), self.ctx.marks(state))
 
-    def in_memory(self, writes: list[tuple[int, bytes]], marks: tuple[int, int]
-                  ) -> list[Verdict]:
+    def in_memory(self, writes: list[tuple[int, bytes]], marks: tuple[int, int]) -> list[Verdict]:
         """The verdicts at ``marks`` of the durable image (advanced to the
         state) with ``writes`` on top, examined by the engine's Python checker."""
         image = self.ctx.image
@@ -75,8 +74,9 @@ class NativePath:
     states.jsonl line kept; a state the native call leaves to the Python
     checker takes :class:`MemoryPath`."""
 
-    def __init__(self, ctx: CheckContext, memory: MemoryPath, native: NativeExaminer[object]
-                 ) -> None:
+    def __init__(
+        self, ctx: CheckContext, memory: MemoryPath, native: NativeExaminer[object]
+    ) -> None:
         self.ctx, self.memory, self.native = ctx, memory, native
         self.db_label = memory.db_label
         self.judged: dict[tuple[bytes, int, int], tuple[list[Verdict], StateRecord]] = {}
@@ -100,8 +100,9 @@ class NativePath:
             return list(self._judge_native(blob, self.ctx.marks(state))[0])
         return self.memory.in_memory(writes, self.ctx.marks(state))
 
-    def _judge_native(self, blob: bytes, marks: tuple[int, int]
-                      ) -> tuple[list[Verdict], StateRecord]:
+    def _judge_native(
+        self, blob: bytes, marks: tuple[int, int]
+    ) -> tuple[list[Verdict], StateRecord]:
         """The verdicts of serialised native facts at ``marks``, and the
         state record they make (without the state's own fields), judged
         once per distinct (facts, marks) and reused: judging is pure, and
@@ -164,11 +165,17 @@ class NativePath:
             image = self.ctx.image
             image.advance(states[todo[0]].durable_upto)
             spans = _ChunkSpans(image.reader.sectorsize)
-            got = self.native.examine_chunk(image.size, image.data_end, self.ctx.run.log,
-                                            [spans.of(states[i]) for i in todo], self.db_label)
+            got = self.native.examine_chunk(
+                image.size,
+                image.data_end,
+                self.ctx.run.log,
+                [spans.of(states[i]) for i in todo],
+                self.db_label,
+            )
             blobs = dict(zip(todo, got, strict=True))
-        return b"".join(self._line(s, blobs[i] if i in blobs else self._blob(s))
-                        for i, s in enumerate(states))
+        return b"".join(
+            self._line(s, blobs[i] if i in blobs else self._blob(s)) for i, s in enumerate(states)
+        )
 
     def _line(self, state: State, blob: bytes | None) -> bytes:
         """The states.jsonl line (``json.dumps`` with sorted keys, and a

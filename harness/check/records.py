@@ -78,8 +78,11 @@ def verdict_record(rec_id: str, verdicts: list[Verdict], **head: int) -> StateRe
     """A states.jsonl / run.jsonl line: ``id`` (then ``head``), each
     invariant's status, and the skip and error reasons, the passes whose
     situation did not arise, the failures — each key only when it has any."""
-    rec: StateRecord = {"id": rec_id, **head,  # type: ignore[typeddict-item]  # head is the rest of a StateRecord
-                        "v": {v.invariant: v.status for v in verdicts}}
+    rec: StateRecord = {
+        "id": rec_id,
+        **head,  # type: ignore[typeddict-item]  # head is the rest of a StateRecord
+        "v": {v.invariant: v.status for v in verdicts},
+    }
     skips = {v.invariant: v.explanation for v in verdicts if v.status == "skip"}
     if skips:
         rec["skip"] = skips
@@ -113,8 +116,7 @@ def cut_at_id(part: StateRecord) -> tuple[bytes, bytes] | None:
     return (pieces[0], pieces[1]) if len(pieces) == 2 else None
 
 
-def state_record(state: State, verdicts: list[Verdict], marks: tuple[int, int]
-                 ) -> StateRecord:
+def state_record(state: State, verdicts: list[Verdict], marks: tuple[int, int]) -> StateRecord:
     """The line a state leaves in states.jsonl (``marks``: the acknowledged
     and begun transactions it was judged against); with a failure, what
     the state dropped and tore, and its cut."""

@@ -79,8 +79,12 @@ class Recovery:
     steps: tuple[str, ...]  # each step, then fsck's complaints or why it failed
 
     def to_json(self) -> dict[str, Any]:
-        return {"ok": self.ok, "journal_replayed": self.journal_replayed,
-                "needed_repair": self.needed_repair, "steps": list(self.steps)}
+        return {
+            "ok": self.ok,
+            "journal_replayed": self.journal_replayed,
+            "needed_repair": self.needed_repair,
+            "steps": list(self.steps),
+        }
 
 
 @dataclass(frozen=True)
@@ -109,7 +113,8 @@ class Repro:
     def to_json(self) -> dict[str, Any]:
         """repro.json's content."""
         return {
-            "run": str(self.target.run.path), "state": self.target.state_id,
+            "run": str(self.target.run.path),
+            "state": self.target.state_id,
             "explanation": asdict(self.explanation),
             "recovery": self.recovery.to_json(),
             "files": list(self.files),
@@ -147,9 +152,14 @@ def reproduce(target: Target, folder: Path, options: ReproOptions = ReproOptions
         # where its database lies (whether a fault touched it)
         level = prepare_run_level(rd, work)
         faults = STATE_FAULTS if state.key.faulted else ()
-        checker = StateChecker(rd, work / "check", fsck=options.fsck, run_facts=level.facts,
-                               checkers=options.checkers,
-                               db_spans=fault_targets(rd, faults, work / "dbmap"))
+        checker = StateChecker(
+            rd,
+            work / "check",
+            fsck=options.fsck,
+            run_facts=level.facts,
+            checkers=options.checkers,
+            db_spans=fault_targets(rd, faults, work / "dbmap"),
+        )
         try:
             checker.keep = folder
             # and, where it was continued, whether the SUT's own restart agreed
@@ -161,18 +171,34 @@ def reproduce(target: Target, folder: Path, options: ReproOptions = ReproOptions
         ctx = checker.ctx
         with LogReader(rd.log) as reader:
             x = explain_state(
-                reader, state, fs=ctx.fsobj, base=verified_base_for_run(rd),
+                reader,
+                state,
+                fs=ctx.fsobj,
+                base=verified_base_for_run(rd),
                 crash_image=folder / "crash.img",
                 recovered=folder / "recovered.img" if rec.ok and ctx.fsobj.has_files else None,
-                db_name=ctx.db_name, workdir=work / "explain",
+                db_name=ctx.db_name,
+                workdir=work / "explain",
                 mode=ctx.sut.mode if ctx.sut else "",
-                nvram_at=ctx.nvram[0] if ctx.nvram else None)
+                nvram_at=ctx.nvram[0] if ctx.nvram else None,
+            )
     engine = engine_of(ctx.sut) if ctx.sut else None
-    files = describe_files(folder / "files", ctx.db_name) \
-        if engine and engine.sidecar_files else []
-    out = Repro(target, x, Recovery(rec.ok, rec.journal_replayed, rec.needed_repair,
-                                    tuple(rec.steps + ([rec.detail] if rec.detail else []))),
-                tuple(files), tuple(verdicts), folder, engine, ctx.db_name,
-                links_on_way(folder / "files", ctx.db_name) if engine else None)
+    files = describe_files(folder / "files", ctx.db_name) if engine and engine.sidecar_files else []
+    out = Repro(
+        target,
+        x,
+        Recovery(
+            rec.ok,
+            rec.journal_replayed,
+            rec.needed_repair,
+            tuple(rec.steps + ([rec.detail] if rec.detail else [])),
+        ),
+        tuple(files),
+        tuple(verdicts),
+        folder,
+        engine,
+        ctx.db_name,
+        links_on_way(folder / "files", ctx.db_name) if engine else None,
+    )
     write_json_atomic(folder / REPRO_NAME, out.to_json())
     return out

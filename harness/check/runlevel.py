@@ -128,8 +128,9 @@ def trace_verdicts(run: RunDir) -> list[Verdict]:
         return prepare_run_level(run, work).trace or []
 
 
-def run_level_records(run: RunDir, states_path: Path, workroot: Path,
-                      crashsafe_sample: int, level: RunLevel) -> list[StateRecord]:
+def run_level_records(
+    run: RunDir, states_path: Path, workroot: Path, crashsafe_sample: int, level: RunLevel
+) -> list[StateRecord]:
     """The run-level records of ``run`` (none where its engine has no
     run-level checks)."""
     meta = run.meta()
@@ -138,8 +139,7 @@ def run_level_records(run: RunDir, states_path: Path, workroot: Path,
     out = [record(TRACE_ID, level.trace)]
     if crashsafe_sample <= 0:
         return out
-    checker = StateChecker(run, _fresh(workroot / "crashsafe"), fsck=False,
-                           run_facts=level.facts)
+    checker = StateChecker(run, _fresh(workroot / "crashsafe"), fsck=False, run_facts=level.facts)
     found = tried = 0
     try:
         with LogReader(run.log) as reader:
@@ -151,8 +151,9 @@ def run_level_records(run: RunDir, states_path: Path, workroot: Path,
                 db = files / str(meta.db)
                 if links_on_way(files, str(meta.db)) is not None or not db.exists():
                     continue  # lost, or a link of the recovered tree: nothing to recover
-                v = level.checks.crashsafe(db, _fresh(workroot / "cs"),
-                                           blockdev=checker.ctx.blockdev)
+                v = level.checks.crashsafe(
+                    db, _fresh(workroot / "cs"), blockdev=checker.ctx.blockdev
+                )
                 if v.status == "pass" and v.actual == 0:
                     continue  # recovery wrote nothing: it cannot be interrupted
                 out.append(record(sid, [v]))
@@ -162,9 +163,18 @@ def run_level_records(run: RunDir, states_path: Path, workroot: Path,
     finally:
         checker.close()
     if not found:
-        out.append(record(CRASHSAFE_ID, [skipped(
-            "REC-CRASHSAFE", f"no recovery to crash: in none of the {tried} states tried did "
-                             "recovery write anything")]))
+        out.append(
+            record(
+                CRASHSAFE_ID,
+                [
+                    skipped(
+                        "REC-CRASHSAFE",
+                        f"no recovery to crash: in none of the {tried} states tried did "
+                        "recovery write anything",
+                    )
+                ],
+            )
+        )
     return out
 
 

@@ -111,12 +111,12 @@ def parse_checker(spec: str, timeout: float = DEFAULT_TIMEOUT) -> UserChecker:
         raise CrashlabError("--checker: empty command")
     # an interpreter's checker is named after its script: `python3 check.py`
     # is "check", not "python3"
-    prog = words[1] if len(words) > 1 and _INTERPRETER.fullmatch(Path(words[0]).name) \
-        else words[0]
+    prog = words[1] if len(words) > 1 and _INTERPRETER.fullmatch(Path(words[0]).name) else words[0]
     name = Path(prog).stem
     if not CHECKER_NAME.fullmatch(name):
-        raise CrashlabError(f"--checker {spec!r}: name it: NAME=COMMAND "
-                            "(NAME: letters, digits, _ . -)")
+        raise CrashlabError(
+            f"--checker {spec!r}: name it: NAME=COMMAND (NAME: letters, digits, _ . -)"
+        )
     return UserChecker(name, spec, timeout)
 
 
@@ -126,8 +126,9 @@ def unique(checkers: Sequence[UserChecker | PyChecker], where: str) -> None:
     seen: set[str] = set()
     for c in checkers:
         if c.invariant in seen:
-            raise CrashlabError(f"{where}: two checkers are named {c.name!r}: name them "
-                                "apart (NAME=COMMAND)")
+            raise CrashlabError(
+                f"{where}: two checkers are named {c.name!r}: name them apart (NAME=COMMAND)"
+            )
         seen.add(c.invariant)
 
 
@@ -136,28 +137,43 @@ def log_marks(reader: Any) -> list[tuple[int, str]]:  # noqa: ANN401
     return [(e.index, e.label) for e in reader.entries() if e.is_mark and e.label]
 
 
-def state_facts(run: Path, state_id: str, lo: int, hi: int, acked: int, begun: int,
-                marks: list[tuple[int, str]], meta: dict[str, Any]) -> dict[str, Any]:
+def state_facts(
+    run: Path,
+    state_id: str,
+    lo: int,
+    hi: int,
+    acked: int,
+    begun: int,
+    marks: list[tuple[int, str]],
+    meta: dict[str, Any],
+) -> dict[str, Any]:
     """The JSON a checker reads: the state, the transactions acknowledged
     and begun at its cut, and the marks — ``before`` the cut (written before
     any write the image lacks: certainly before the crash) and ``maybe``
     (within the cut: before or after the crash) — each with its payload;
     ``meta`` is the run's meta.json (the workload's own keys included)."""
+
     def mark(entry: int, label: str) -> dict[str, Any]:
         m = parse_label(label)
         return {"entry": entry, "label": label, "name": m.name, "payload": m.payload}
 
     return {
-        "run": str(run), "state": state_id, "acked": acked, "begun": begun,
+        "run": str(run),
+        "state": state_id,
+        "acked": acked,
+        "begun": begun,
         "cut": [lo, hi],
-        "marks": {"before": [mark(e, lb) for e, lb in marks if e < lo],
-                  "maybe": [mark(e, lb) for e, lb in marks if lo <= e < hi]},
+        "marks": {
+            "before": [mark(e, lb) for e, lb in marks if e < lo],
+            "maybe": [mark(e, lb) for e, lb in marks if lo <= e < hi],
+        },
         "meta": meta,
     }
 
 
-def run_checker(uc: UserChecker | PyChecker, files: Path, facts: dict[str, Any], work: Path,
-                env: dict[str, str]) -> Verdict:
+def run_checker(
+    uc: UserChecker | PyChecker, files: Path, facts: dict[str, Any], work: Path, env: dict[str, str]
+) -> Verdict:
     """Run ``uc`` on a copy of ``files`` (in a fresh folder under ``work``,
     removed afterwards) for the state ``facts`` describes; its verdict."""
     work.mkdir(parents=True, exist_ok=True)
@@ -168,8 +184,9 @@ def run_checker(uc: UserChecker | PyChecker, files: Path, facts: dict[str, Any],
         shutil.rmtree(here, ignore_errors=True)
 
 
-def _judge(uc: UserChecker | PyChecker, files: Path, facts: dict[str, Any], here: Path,
-           env: dict[str, str]) -> Verdict:
+def _judge(
+    uc: UserChecker | PyChecker, files: Path, facts: dict[str, Any], here: Path, env: dict[str, str]
+) -> Verdict:
     mine = here / "files"
     if files.exists():
         shutil.copytree(files, mine, symlinks=True)
@@ -179,19 +196,29 @@ def _judge(uc: UserChecker | PyChecker, files: Path, facts: dict[str, Any], here
     state_json.write_text(json.dumps(facts, sort_keys=True))
     if isinstance(uc, PyChecker):
         return _run_function(uc, mine, facts)
-    child_env = {**env, "CRASHLAB_FILES": str(mine), "CRASHLAB_STATE": facts["state"],
-                 "CRASHLAB_STATE_JSON": str(state_json), "CRASHLAB_RUN": facts["run"]}
+    child_env = {
+        **env,
+        "CRASHLAB_FILES": str(mine),
+        "CRASHLAB_STATE": facts["state"],
+        "CRASHLAB_STATE_JSON": str(state_json),
+        "CRASHLAB_RUN": facts["run"],
+    }
     if uc.recover:
         done = _run(uc.recover, mine, here, child_env, uc.timeout)
         if isinstance(done, str):
             return errored(uc.invariant, f"the recovery command {done}")
         rc, out, err = done
         if rc in (126, 127) or rc < 0:  # not found, not runnable, killed: not the SUT's fault
-            return errored(uc.invariant, f"the recovery command {_how(rc)}: "
-                                         + (_tail(err) or "no output on stderr"))
+            return errored(
+                uc.invariant,
+                f"the recovery command {_how(rc)}: " + (_tail(err) or "no output on stderr"),
+            )
         if rc != 0:
-            return failed(uc.invariant, f"the recovery command `{uc.recover}` exited {rc}: "
-                                        + (_text(err) or _text(out) or "no output"))
+            return failed(
+                uc.invariant,
+                f"the recovery command `{uc.recover}` exited {rc}: "
+                + (_text(err) or _text(out) or "no output"),
+            )
     done = _run(uc.command, mine, here, child_env, uc.timeout)
     if isinstance(done, str):
         return errored(uc.invariant, f"the checker {done}")
@@ -203,14 +230,19 @@ def _judge(uc: UserChecker | PyChecker, files: Path, facts: dict[str, Any], here
         return failed(uc.invariant, text or "the checker exited 1 and printed nothing")
     # exit 1 with nothing on stdout but an error on stderr (an interpreter's
     # traceback) is the checker failing, not a verdict
-    return errored(uc.invariant, f"the checker {_how(returncode)} (0 = holds, 1 = violated, "
-                                 f"with the reason on stdout): "
-                                 + (_tail(err) or "no output on stderr"))
+    return errored(
+        uc.invariant,
+        f"the checker {_how(returncode)} (0 = holds, 1 = violated, "
+        f"with the reason on stdout): " + (_tail(err) or "no output on stderr"),
+    )
 
 
 def _how(returncode: int) -> str:
-    return (f"was killed by {signal.Signals(-returncode).name}" if returncode < 0
-            else f"exited {returncode}")
+    return (
+        f"was killed by {signal.Signals(-returncode).name}"
+        if returncode < 0
+        else f"exited {returncode}"
+    )
 
 
 def _tail(err: bytes) -> str:
@@ -235,12 +267,15 @@ def _run_function(pc: PyChecker, files: Path, facts: dict[str, Any]) -> Verdict:
         return failed(pc.invariant, "the checker returned False")
     if isinstance(out, str):
         return failed(pc.invariant, out)
-    return errored(pc.invariant, f"the checker returned {out!r} (None/True: holds, "
-                                 "a string or False: violated)")
+    return errored(
+        pc.invariant,
+        f"the checker returned {out!r} (None/True: holds, a string or False: violated)",
+    )
 
 
-def _run(command: str, cwd: Path, here: Path, env: dict[str, str], timeout: float
-         ) -> tuple[int, bytes, bytes] | str:
+def _run(
+    command: str, cwd: Path, here: Path, env: dict[str, str], timeout: float
+) -> tuple[int, bytes, bytes] | str:
     """``sh -c command`` in its own session: ``(exit status, stdout,
     stderr)``, or what went wrong (it did not start, or it did not finish
     within ``timeout`` and was killed).  Its output goes to files in
@@ -249,9 +284,15 @@ def _run(command: str, cwd: Path, here: Path, env: dict[str, str], timeout: floa
     its process group when it exits is killed."""
     with open(here / "stdout", "w+b") as out, open(here / "stderr", "w+b") as err:
         try:
-            proc = subprocess.Popen(["sh", "-c", command], cwd=cwd, env=env, stdout=out,
-                                    stderr=err, stdin=subprocess.DEVNULL,
-                                    start_new_session=True)
+            proc = subprocess.Popen(
+                ["sh", "-c", command],
+                cwd=cwd,
+                env=env,
+                stdout=out,
+                stderr=err,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,
+            )
         except OSError as e:
             return f"could not start: {e}"
         try:

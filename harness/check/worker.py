@@ -47,8 +47,13 @@ def state_path(ctx: CheckContext, files: FilePath, *, fast: bool) -> StatePath:
     else by ``files``.  ``fast``: not CRASHLAB_RECOVERY=reference."""
     engine = ctx.engine
     examine_image = engine.examine_image if engine is not None else None
-    if engine is None or examine_image is None or not (fast and ctx.blockdev) \
-            or files.user is not None or files.judge_errors:
+    if (
+        engine is None
+        or examine_image is None
+        or not (fast and ctx.blockdev)
+        or files.user is not None
+        or files.judge_errors
+    ):
         return files
     memory = MemoryPath(ctx, files, examine_image)
     native = engine.native_examiner(ctx.image.path) if native_checks() else None
@@ -58,10 +63,18 @@ def state_path(ctx: CheckContext, files: FilePath, *, fast: bool) -> StatePath:
 class StateChecker:
     """Checks states of one run; ``workdir`` is private to this process."""
 
-    def __init__(self, run: RunDir, workdir: Path, *, fsck: bool = True,
-                 fast: bool | None = None, run_facts: RunFacts | None = None,
-                 checkers: Sequence[UserChecker | PyChecker] = (),
-                 db_spans: Spans | None = None, shared: Path | None = None) -> None:
+    def __init__(
+        self,
+        run: RunDir,
+        workdir: Path,
+        *,
+        fsck: bool = True,
+        fast: bool | None = None,
+        run_facts: RunFacts | None = None,
+        checkers: Sequence[UserChecker | PyChecker] = (),
+        db_spans: Spans | None = None,
+        shared: Path | None = None,
+    ) -> None:
         """``fast``: the fast paths (None: unless CRASHLAB_RECOVERY=reference,
         a full image copy and fresh e2fsprogs processes per state, verdicts
         identical: tests/test_sweep_perf.py); ``run_facts``: the run-level
@@ -71,8 +84,9 @@ class StateChecker:
         checking this run share (the fast recovery's reusable results)."""
         self.ctx = context_of(run, workdir, run_facts)
         fast = not reference_recovery() if fast is None else fast
-        self.files = FilePath(self.ctx, fsck=fsck, fast=fast, shared=shared, checkers=checkers,
-                              db_spans=db_spans)
+        self.files = FilePath(
+            self.ctx, fsck=fsck, fast=fast, shared=shared, checkers=checkers, db_spans=db_spans
+        )
         self.path = state_path(self.ctx, self.files, fast=fast)
 
     @property

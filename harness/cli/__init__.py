@@ -57,8 +57,17 @@ def _register() -> None:
         statescmd,
     )
 
-    for module in (recordcmd, logcmd, statescmd, checkcmd, reprocmd, reportcmd, papercmd,
-                   benchcmd, mutantscmd):
+    for module in (
+        recordcmd,
+        logcmd,
+        statescmd,
+        checkcmd,
+        reprocmd,
+        reportcmd,
+        papercmd,
+        benchcmd,
+        mutantscmd,
+    ):
         for command in module.COMMANDS:
             cli.add_command(command)
 
@@ -136,15 +145,15 @@ def _internal_error(e: BaseException) -> NoReturn:
     stderr, exit :data:`INTERNAL_ERROR`."""
     stamp = datetime.datetime.now(datetime.UTC).strftime("%Y%m%dT%H%M%SZ")
     name = f"crashlab-internal-error-{stamp}-{os.getpid()}.txt"
-    text = (f"crashlab {' '.join(sys.argv[1:])}\npython {sys.version.split()[0]}\n\n"
-            + "".join(traceback.format_exception(e)))
+    text = f"crashlab {' '.join(sys.argv[1:])}\npython {sys.version.split()[0]}\n\n" + "".join(
+        traceback.format_exception(e)
+    )
     for parent in (tmp_parent(), Path(tempfile.gettempdir())):
         try:
             (parent / name).write_text(text)
         except OSError:
             continue
-        click.echo(f"crashlab: internal error, please report; details in {parent / name}",
-                   err=True)
+        click.echo(f"crashlab: internal error, please report; details in {parent / name}", err=True)
         sys.exit(INTERNAL_ERROR)
     sys.stderr.write(text)  # nowhere to save it: the traceback itself, then one line
     click.echo("crashlab: internal error, please report (the details above)", err=True)

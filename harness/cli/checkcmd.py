@@ -71,49 +71,95 @@ def _check_state_options(f: Any) -> Any:  # noqa: ANN401
 
 
 def _run_options(f: Any) -> Any:  # noqa: ANN401
-    for d in reversed([
-        click.option("--jobs", "-j", type=JOBS, default=0, show_default=True,
-                     help="worker processes (0: every core)"),
-        click.option("--max-states", type=COUNT, default=None, help="check at most N states"),
-        click.option("--no-fsck", is_flag=True,
-                     help="skip the read-only e2fsck per state (FS-RECOVER then only sees "
-                          "whether journal replay succeeded)"),
-        click.option("--resume", is_flag=True, help="continue an interrupted check/sweep"),
-        force_option(True),
-        click.option("--crashsafe-sample", type=NONNEG, default=4, show_default=True,
-                     help="DHL: crash recovery itself on this many sampled states "
-                          "(REC-CRASHSAFE); 0 to skip"),
-        click.option("--progress/--no-progress", default=None,
-                     help="progress bar (default: when stderr is a terminal)"),
-        click.option("--max-first", type=COUNT, default=Composite.max_first, show_default=True,
-                     help="multicrash, recovery-crash: first-crash states continued"),
-        click.option("--depth", type=DEPTH, default=Composite.depth, show_default=True,
-                     help="multicrash: crashes in a row"),
-        click.option("--then", "then", type=click.Choice(STRATEGIES),
-                     default=Composite.then, show_default=True,
-                     help="multicrash, recovery-crash: strategy of the continuations' states"),
-        click.option("--executor", type=click.Choice(["local", "dask"]), default="local",
-                     show_default=True,
-                     help="check states in local worker processes, or on a Dask cluster "
-                          "(the same results; see docs/cluster.md)"),
-        click.option("--scheduler", default=None, metavar="ADDRESS",
-                     help="--executor dask: the cluster's scheduler (tcp://HOST:8786); "
-                          "default: a local cluster of --jobs workers"),
-    ]):
+    for d in reversed(
+        [
+            click.option(
+                "--jobs",
+                "-j",
+                type=JOBS,
+                default=0,
+                show_default=True,
+                help="worker processes (0: every core)",
+            ),
+            click.option("--max-states", type=COUNT, default=None, help="check at most N states"),
+            click.option(
+                "--no-fsck",
+                is_flag=True,
+                help="skip the read-only e2fsck per state (FS-RECOVER then only sees "
+                "whether journal replay succeeded)",
+            ),
+            click.option("--resume", is_flag=True, help="continue an interrupted check/sweep"),
+            force_option(True),
+            click.option(
+                "--crashsafe-sample",
+                type=NONNEG,
+                default=4,
+                show_default=True,
+                help="DHL: crash recovery itself on this many sampled states "
+                "(REC-CRASHSAFE); 0 to skip",
+            ),
+            click.option(
+                "--progress/--no-progress",
+                default=None,
+                help="progress bar (default: when stderr is a terminal)",
+            ),
+            click.option(
+                "--max-first",
+                type=COUNT,
+                default=Composite.max_first,
+                show_default=True,
+                help="multicrash, recovery-crash: first-crash states continued",
+            ),
+            click.option(
+                "--depth",
+                type=DEPTH,
+                default=Composite.depth,
+                show_default=True,
+                help="multicrash: crashes in a row",
+            ),
+            click.option(
+                "--then",
+                "then",
+                type=click.Choice(STRATEGIES),
+                default=Composite.then,
+                show_default=True,
+                help="multicrash, recovery-crash: strategy of the continuations' states",
+            ),
+            click.option(
+                "--executor",
+                type=click.Choice(["local", "dask"]),
+                default="local",
+                show_default=True,
+                help="check states in local worker processes, or on a Dask cluster "
+                "(the same results; see docs/cluster.md)",
+            ),
+            click.option(
+                "--scheduler",
+                default=None,
+                metavar="ADDRESS",
+                help="--executor dask: the cluster's scheduler (tcp://HOST:8786); "
+                "default: a local cluster of --jobs workers",
+            ),
+        ]
+    ):
         f = d(f)
     return f
 
 
 def force_option(resumable: bool) -> Any:  # noqa: ANN401
     """``--force``: write into an ``--out`` that already holds results."""
-    return click.option("--force", is_flag=True,
-                        help="write into an --out that holds earlier results, replacing them "
-                             "(refused without it" + (" or --resume" if resumable else "") + ")")
+    return click.option(
+        "--force",
+        is_flag=True,
+        help="write into an --out that holds earlier results, replacing them "
+        "(refused without it" + (" or --resume" if resumable else "") + ")",
+    )
 
 
 @contextmanager
-def output(out: Path | None, names: tuple[str, ...], what: str, *, resume: bool | None,
-           force: bool) -> Iterator[None]:
+def output(
+    out: Path | None, names: tuple[str, ...], what: str, *, resume: bool | None, force: bool
+) -> Iterator[None]:
     """Within: ``out`` (when given) is locked and held no results unless
     ``resume`` or ``force`` (harness/outlock.py)."""
     if out is None:
@@ -132,8 +178,12 @@ def _print_table(title: str, rows: list[dict[str, Any]]) -> None:
     out.print(_verdict_table(title, rows))
 
 
-STATUS_STYLE = {"held": "[green]held[/]", "broken": "[red]BROKEN[/]",
-                "unverified": "[red]UNVERIFIED[/]", "error": "[red]CHECKER ERROR[/]"}
+STATUS_STYLE = {
+    "held": "[green]held[/]",
+    "broken": "[red]BROKEN[/]",
+    "unverified": "[red]UNVERIFIED[/]",
+    "error": "[red]CHECKER ERROR[/]",
+}
 
 
 def _print_broken(where: str, exp: dict[str, Any]) -> None:
@@ -151,35 +201,65 @@ def _verdict_table(title: str, rows: list[dict[str, Any]]) -> Table:
     invariants that failed, with the number of failing states (the full
     matrix is in report.html)."""
     t = Table(title=title)
-    for col in ("SUT", "workload", "fs", "strategy (+ faults)", "states", "folded", "kept sets",
-                "failures", "expectation"):
+    for col in (
+        "SUT",
+        "workload",
+        "fs",
+        "strategy (+ faults)",
+        "states",
+        "folded",
+        "kept sets",
+        "failures",
+        "expectation",
+    ):
         t.add_column(col, overflow="fold")
     for r in rows:
         fails = [f"{inv} {c['fail']}" for inv, c in sorted(r["verdicts"].items()) if c["fail"]]
         exp = r["expectation"]
         status = STATUS_STYLE[exp.get("status", "held" if exp["ok"] else "broken")]
-        t.add_row(r["sut"], r["workload"] or "-", r["fs"],
-                  " + ".join([r["strategy"], *r.get("faults", [])]),
-                  str(r["states"]["checked"]),
-                  str(r["states"].get("folded", 0)),
-                  describe(r["coverage"]) if r.get("coverage") else "-",
-                  ", ".join(fails) or "none", status)
+        t.add_row(
+            r["sut"],
+            r["workload"] or "-",
+            r["fs"],
+            " + ".join([r["strategy"], *r.get("faults", [])]),
+            str(r["states"]["checked"]),
+            str(r["states"].get("folded", 0)),
+            describe(r["coverage"]) if r.get("coverage") else "-",
+            ", ".join(fails) or "none",
+            status,
+        )
     return t
 
 
 def checker_options(f: Any) -> Any:  # noqa: ANN401
     """``--checker`` and ``--checker-timeout`` (check and repro)."""
-    for d in reversed([
-        click.option("--checker", "checker_specs", multiple=True, metavar="NAME=COMMAND",
-                     help="your own checker, run once per crash state on the recovered "
-                          "files (sh -c COMMAND; exit 0 holds, 1 violated, else a checker "
-                          "error); its verdicts are invariant USER:NAME. Repeatable"),
-        click.option("--checker-timeout", type=SECONDS, default=DEFAULT_TIMEOUT,
-                     show_default=True, help="seconds a checker may take per state"),
-        click.option("--checker-recover", default="", metavar="COMMAND",
-                     help="your application's recovery, run (sh -c) on the files before each "
-                          "checker; if it fails, the checker's invariant fails"),
-    ]):
+    for d in reversed(
+        [
+            click.option(
+                "--checker",
+                "checker_specs",
+                multiple=True,
+                metavar="NAME=COMMAND",
+                help="your own checker, run once per crash state on the recovered "
+                "files (sh -c COMMAND; exit 0 holds, 1 violated, else a checker "
+                "error); its verdicts are invariant USER:NAME. Repeatable",
+            ),
+            click.option(
+                "--checker-timeout",
+                type=SECONDS,
+                default=DEFAULT_TIMEOUT,
+                show_default=True,
+                help="seconds a checker may take per state",
+            ),
+            click.option(
+                "--checker-recover",
+                default="",
+                metavar="COMMAND",
+                help="your application's recovery, run (sh -c) on the files before each "
+                "checker; if it fails, the checker's invariant fails",
+            ),
+        ]
+    ):
         f = d(f)
     return f
 
@@ -196,8 +276,7 @@ def _scheduler(executor: str, scheduler: str | None) -> str | None:
     return scheduler
 
 
-def user_checkers(specs: tuple[str, ...], timeout: float, recover: str
-                  ) -> tuple[UserChecker, ...]:
+def user_checkers(specs: tuple[str, ...], timeout: float, recover: str) -> tuple[UserChecker, ...]:
     """The --checker options, with the --checker-recover command, named apart."""
     out = tuple(dataclasses.replace(parse_checker(s, timeout), recover=recover) for s in specs)
     unique(out, "--checker")
@@ -209,60 +288,116 @@ def user_checkers(specs: tuple[str, ...], timeout: float, recover: str
 @_check_state_options
 @_run_options
 @checker_options
-@click.option("--out", type=click.Path(path_type=Path), default=None,
-              help="output folder (default RUN/check/<strategy>-<options digest>)")
-def check_cmd(run: Path, jobs: int, max_states: int | None, no_fsck: bool, resume: bool,
-              force: bool, crashsafe_sample: int, progress: bool | None, out: Path | None,
-              max_first: int, depth: int, then: str, checker_specs: tuple[str, ...],
-              checker_timeout: float, checker_recover: str, executor: str,
-              scheduler: str | None, **kw: Any) -> int:
+@click.option(
+    "--out",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="output folder (default RUN/check/<strategy>-<options digest>)",
+)
+def check_cmd(
+    run: Path,
+    jobs: int,
+    max_states: int | None,
+    no_fsck: bool,
+    resume: bool,
+    force: bool,
+    crashsafe_sample: int,
+    progress: bool | None,
+    out: Path | None,
+    max_first: int,
+    depth: int,
+    then: str,
+    checker_specs: tuple[str, ...],
+    checker_timeout: float,
+    checker_recover: str,
+    executor: str,
+    scheduler: str | None,
+    **kw: Any,
+) -> int:
     """Check every crash state of one recorded run."""
     rd = RunDir(run.resolve())  # absolute: repro commands and checkers get this path
     meta = validate(rd)
     checkers = user_checkers(checker_specs, checker_timeout, checker_recover)
     strategy = kw["strategy"]
     if meta.sut is None and strategy in COMPOSITE:
-        raise CrashlabError(f"{run}: {strategy} continues a built-in SUT's workload after a "
-                            "crash; this run is of a command (record -- COMMAND)")
+        raise CrashlabError(
+            f"{run}: {strategy} continues a built-in SUT's workload after a "
+            "crash; this run is of a command (record -- COMMAND)"
+        )
     kw["strategy"] = then if strategy in COMPOSITE else strategy
     states = options_from(kw)
     if meta.sut is not None:
         # the state faults asked for and those the run's meta.json lists
-        cell = Cell(get_sut(meta.sut).name, str(meta.workload), meta.fs, (strategy,),
-                    checkers=checkers,
-                    faults=(*meta.faults, *default_window(rd, states).faults))
+        cell = Cell(
+            get_sut(meta.sut).name,
+            str(meta.workload),
+            meta.fs,
+            (strategy,),
+            checkers=checkers,
+            faults=(*meta.faults, *default_window(rd, states).faults),
+        )
     elif checkers:  # a run of the user's own command
-        cell = Cell("command", "", meta.fs, (strategy,),
-                    user=UserSut("command", " ".join(meta.command), checkers=checkers))
+        cell = Cell(
+            "command",
+            "",
+            meta.fs,
+            (strategy,),
+            user=UserSut("command", " ".join(meta.command), checkers=checkers),
+        )
     else:
-        raise CrashlabError(f"{run}: the run names no SUT (recorded with `crashlab record -- "
-                            "COMMAND`): check it with --checker NAME=COMMAND")
-    base = CheckOptions(states=states, max_states=max_states, jobs=jobs,
-                        fsck=not no_fsck, crashsafe_sample=crashsafe_sample,
-                        composite=Composite(then=then, max_first=max_first, depth=depth),
-                        checkers=checkers, executor=executor,
-                        scheduler=_scheduler(executor, scheduler))
+        raise CrashlabError(
+            f"{run}: the run names no SUT (recorded with `crashlab record -- "
+            "COMMAND`): check it with --checker NAME=COMMAND"
+        )
+    base = CheckOptions(
+        states=states,
+        max_states=max_states,
+        jobs=jobs,
+        fsck=not no_fsck,
+        crashsafe_sample=crashsafe_sample,
+        composite=Composite(then=then, max_first=max_first, depth=depth),
+        checkers=checkers,
+        executor=executor,
+        scheduler=_scheduler(executor, scheduler),
+    )
     opts = options_for(strategy, base)
     show = console.is_terminal if progress is None else progress
     # --out: refused onto another check's results; the default folder is
     # named after the options, so checking again there redoes the same check
-    with output(out, CHECK_RESULTS, "a check", resume=resume, force=force), \
-            progress_bar(show) as bar:
+    with (
+        output(out, CHECK_RESULTS, "a check", resume=resume, force=force),
+        progress_bar(show) as bar,
+    ):
         hook = None
         if bar is not None and opts.composite is None:
             total = count_states(rd, default_window(rd, opts.states))
             task = bar.add_task(f"{cell.sut} {opts.states.strategy}", total=total, rate=0.0)
             hook = _hook(bar, task)
         result = check_run(rd, opts, out, resume=resume, on_progress=hook)
-    exp = evaluate(cell.expectation(strategy), result["verdicts"], result["states"]["checked"],
-                   result.get("skips"), result.get("errors"))
-    row = {**result, "sut": cell.sut,
-           "expectation": {"ok": exp.ok, "status": exp.status, "broken": exp.broken,
-                           "unverified": exp.unverified, "errors": exp.errors}}
+    exp = evaluate(
+        cell.expectation(strategy),
+        result["verdicts"],
+        result["states"]["checked"],
+        result.get("skips"),
+        result.get("errors"),
+    )
+    row = {
+        **result,
+        "sut": cell.sut,
+        "expectation": {
+            "ok": exp.ok,
+            "status": exp.status,
+            "broken": exp.broken,
+            "unverified": exp.unverified,
+            "errors": exp.errors,
+        },
+    }
     _print_table(f"crashlab check {run}", [row])
     _print_broken("", row["expectation"])
-    click.echo(f"{len(result['violations'])} violations; states and verdicts in "
-               f"{out or run / 'check' / opts.tag()}")
+    click.echo(
+        f"{len(result['violations'])} violations; states and verdicts in "
+        f"{out or run / 'check' / opts.tag()}"
+    )
     if result["violations"]:
         v = result["violations"][0]
         first = (v["explanation"].splitlines() or [""])[0]
@@ -288,22 +423,55 @@ def _hook(bar: Progress, task: Any) -> Any:  # noqa: ANN401
 
 
 @click.command("sweep")
-@click.option("--matrix", "matrix_name", default="default", show_default=True,
-              metavar="NAME|FILE",
-              help=f"which cells to run: {', '.join(sorted(MATRICES))}, or a matrix file "
-                   "(./crashlab.toml: your SUTs and cells)")
-@click.option("--out", type=click.Path(path_type=Path), default=None,
-              help="sweep folder (default results/<matrix>-<UTC time>)")
-@click.option("--backend", type=click.Choice(BACKEND_CHOICES), default="auto",
-              show_default=True, help="how cells are recorded, unless a cell names its own "
-              "(auto: per cell, the first backend that can record its file system)")
-@click.option("--shard", "shard_spec", default=None, metavar="i/N",
-              help="run only every N-th cell from the i-th (CI matrices)")
+@click.option(
+    "--matrix",
+    "matrix_name",
+    default="default",
+    show_default=True,
+    metavar="NAME|FILE",
+    help=f"which cells to run: {', '.join(sorted(MATRICES))}, or a matrix file "
+    "(./crashlab.toml: your SUTs and cells)",
+)
+@click.option(
+    "--out",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="sweep folder (default results/<matrix>-<UTC time>)",
+)
+@click.option(
+    "--backend",
+    type=click.Choice(BACKEND_CHOICES),
+    default="auto",
+    show_default=True,
+    help="how cells are recorded, unless a cell names its own "
+    "(auto: per cell, the first backend that can record its file system)",
+)
+@click.option(
+    "--shard",
+    "shard_spec",
+    default=None,
+    metavar="i/N",
+    help="run only every N-th cell from the i-th (CI matrices)",
+)
 @_run_options
-def sweep_cmd(matrix_name: str, out: Path | None, backend: str, shard_spec: str | None,
-              jobs: int, max_states: int | None, no_fsck: bool, resume: bool, force: bool,
-              crashsafe_sample: int, progress: bool | None, max_first: int, depth: int,
-              then: str, executor: str, scheduler: str | None) -> int:
+def sweep_cmd(
+    matrix_name: str,
+    out: Path | None,
+    backend: str,
+    shard_spec: str | None,
+    jobs: int,
+    max_states: int | None,
+    no_fsck: bool,
+    resume: bool,
+    force: bool,
+    crashsafe_sample: int,
+    progress: bool | None,
+    max_first: int,
+    depth: int,
+    then: str,
+    executor: str,
+    scheduler: str | None,
+) -> int:
     """Record and check every cell of a matrix; write summary.json,
     violations.jsonl and junit.xml."""
     which = parse_shard(shard_spec) if shard_spec else None
@@ -311,14 +479,21 @@ def sweep_cmd(matrix_name: str, out: Path | None, backend: str, shard_spec: str 
     if out is None:
         stamp = datetime.datetime.now(datetime.UTC).strftime("%Y%m%d-%H%M%S")
         out = RESULTS_DIR / f"{Path(matrix_name).stem}-{stamp}"
-    opts = SweepOptions(backend=backend, jobs=jobs, max_states=max_states, fsck=not no_fsck,
-                        crashsafe_sample=crashsafe_sample,
-                        composite=Composite(then=then, max_first=max_first, depth=depth,
-                                            backend=backend),
-                        executor=executor, scheduler=_scheduler(executor, scheduler))
+    opts = SweepOptions(
+        backend=backend,
+        jobs=jobs,
+        max_states=max_states,
+        fsck=not no_fsck,
+        crashsafe_sample=crashsafe_sample,
+        composite=Composite(then=then, max_first=max_first, depth=depth, backend=backend),
+        executor=executor,
+        scheduler=_scheduler(executor, scheduler),
+    )
     show = console.is_terminal if progress is None else progress
-    with output(out, SWEEP_RESULTS, "a sweep", resume=resume, force=force), \
-            progress_bar(show) as bar:
+    with (
+        output(out, SWEEP_RESULTS, "a sweep", resume=resume, force=force),
+        progress_bar(show) as bar,
+    ):
         hooks: dict[str, Any] = {}
 
         def on_progress(label: str, generated: int, checked: int) -> None:
@@ -329,23 +504,31 @@ def sweep_cmd(matrix_name: str, out: Path | None, backend: str, shard_spec: str 
             hooks[label](generated, checked)
 
         summary, code = run_sweep(
-            Path(matrix_name).stem, cells, out, opts, shard=which, resume=resume,
+            Path(matrix_name).stem,
+            cells,
+            out,
+            opts,
+            shard=which,
+            resume=resume,
             on_progress=on_progress,
             on_status=(lambda m: console.log(m)) if show else None,
         )
     _print_table(f"crashlab sweep {matrix_name}", summary["cells"])
     for c in summary["cells"]:
         _print_broken(f"{c['sut']} {c['workload']} {c['strategy']}: ", c["expectation"])
-    click.echo(f"report: {out / 'report.html'} (also report.md, summary.json, "
-               "violations.jsonl, junit.xml)")
+    click.echo(
+        f"report: {out / 'report.html'} (also report.md, summary.json, violations.jsonl, junit.xml)"
+    )
     return code
 
 
 @click.command("merge")
-@click.argument("shards", nargs=-1, required=True,
-                type=click.Path(path_type=Path, exists=True, file_okay=False))
-@click.option("--out", type=click.Path(path_type=Path), required=True,
-              help="the merged sweep folder")
+@click.argument(
+    "shards", nargs=-1, required=True, type=click.Path(path_type=Path, exists=True, file_okay=False)
+)
+@click.option(
+    "--out", type=click.Path(path_type=Path), required=True, help="the merged sweep folder"
+)
 @force_option(False)
 def merge_cmd(shards: tuple[Path, ...], out: Path, force: bool) -> int:
     """Merge the sweep folders of `sweep --shard 1/N` .. `N/N` into one
@@ -358,8 +541,9 @@ def merge_cmd(shards: tuple[Path, ...], out: Path, force: bool) -> int:
     _print_table(f"crashlab merge {summary['sweep']} ({len(shards)} shards)", summary["cells"])
     for c in summary["cells"]:
         _print_broken(f"{c['sut']} {c['workload']} {c['strategy']}: ", c["expectation"])
-    click.echo(f"report: {out / 'report.html'} (also report.md, summary.json, "
-               "violations.jsonl, junit.xml)")
+    click.echo(
+        f"report: {out / 'report.html'} (also report.md, summary.json, violations.jsonl, junit.xml)"
+    )
     return code
 
 

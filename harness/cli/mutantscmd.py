@@ -24,24 +24,36 @@ STYLE = {"killed": "green", "harmless": "yellow", "survived": "red", "error": "r
 
 
 def _row(o: Outcome) -> dict[str, object]:
-    return {"mutant": o.mutant.name, "what": o.mutant.what, "status": o.status,
-            "killers": o.killers, "cells": o.cells, "detail": o.detail,
-            "ran": [f"{c.sut} {c.workload} {c.fs} {'+'.join(c.strategies)}"
-                    for c in o.mutant.cells] + list(o.mutant.tests)}
+    return {
+        "mutant": o.mutant.name,
+        "what": o.mutant.what,
+        "status": o.status,
+        "killers": o.killers,
+        "cells": o.cells,
+        "detail": o.detail,
+        "ran": [f"{c.sut} {c.workload} {c.fs} {'+'.join(c.strategies)}" for c in o.mutant.cells]
+        + list(o.mutant.tests),
+    }
 
 
 @click.command("mutants")
 @click.option("--only", multiple=True, metavar="NAME", help="run only these mutants")
-@click.option("--out", type=click.Path(path_type=Path), default=None,
-              help="folder for the mutants' sweeps (default results/mutants-<UTC time>)")
+@click.option(
+    "--out",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="folder for the mutants' sweeps (default results/mutants-<UTC time>)",
+)
 @click.option("--jobs", "-j", type=JOBS, default=0, help="check workers (0: every core)")
 def mutants_cmd(only: tuple[str, ...], out: Path | None, jobs: int) -> int:
     """Run every mutant's cells and print which invariants killed it."""
     mutants = catalogue()
     unknown = set(only) - {m.name for m in mutants}
     if unknown:
-        raise CrashlabError(f"unknown mutant {sorted(unknown)[0]!r} "
-                            f"(choose from {', '.join(m.name for m in mutants)})")
+        raise CrashlabError(
+            f"unknown mutant {sorted(unknown)[0]!r} "
+            f"(choose from {', '.join(m.name for m in mutants)})"
+        )
     if only:
         mutants = [m for m in mutants if m.name in only]
     if out is None:
@@ -57,17 +69,22 @@ def mutants_cmd(only: tuple[str, ...], out: Path | None, jobs: int) -> int:
         for col in ("mutant", "status", "killed by (failing states)", "cells run"):
             table.add_column(col, overflow="fold")
         for o in outcomes:
-            killers = (", ".join(f"{k} {n}" for k, n in sorted(o.killers.items()))
-                       or o.detail or "—")
-            table.add_row(o.mutant.name, f"[{STYLE[o.status]}]{o.status}[/]", killers,
-                          "; ".join(_row(o)["ran"]))  # type: ignore[arg-type]  # _row's dict is untyped: ran is a list of str
+            killers = ", ".join(f"{k} {n}" for k, n in sorted(o.killers.items())) or o.detail or "—"
+            table.add_row(
+                o.mutant.name,
+                f"[{STYLE[o.status]}]{o.status}[/]",
+                killers,
+                "; ".join(_row(o)["ran"]),  # type: ignore[arg-type]  # _row's dict is untyped
+            )
         Console(width=160).print(table)
         write_json_atomic(out / "mutants.json", {"mutants": [_row(o) for o in outcomes]})
         bad = [o for o in outcomes if o.status in ("survived", "error")]
         for o in bad:
             click.echo(f"mutant {o.status}: {o.mutant.name}: {o.detail or o.mutant.what}", err=True)
-        click.echo(f"{len(outcomes) - len(bad)} of {len(outcomes)} mutants killed or explained; "
-                   f"details in {out / 'mutants.json'}")
+        click.echo(
+            f"{len(outcomes) - len(bad)} of {len(outcomes)} mutants killed or explained; "
+            f"details in {out / 'mutants.json'}"
+        )
         return 1 if bad else 0
 
 

@@ -10,20 +10,36 @@ import click
 
 
 @click.command("paper")
-@click.option("--out", "out", type=click.Path(path_type=Path), required=True,
-              help="the folder to write paper.html, paper.md, paper.json and plots/ into "
-                   "(SWEEP/paper: the sweep's report links it)")
+@click.option(
+    "--out",
+    "out",
+    type=click.Path(path_type=Path),
+    required=True,
+    help="the folder to write paper.html, paper.md, paper.json and plots/ into "
+    "(SWEEP/paper: the sweep's report links it)",
+)
 @click.option("--quick", is_flag=True, help="a small, fast run (shape only; used by tests)")
-@click.option("--systems", default=None, metavar="A,B",
-              help="only these systems (harness/report/systems.py keys, e.g. WAL,DHL_CC)")
-@click.option("--device", type=click.Choice(["loop", "tmpfs"]), default="loop",
-              show_default=True,
-              help="throughput runs: ext4 on a direct-I/O loop device over a file on disk, "
-                   "or over tmpfs (no device latency)")
-@click.option("--repeats", type=click.IntRange(min=1), default=None,
-              help="throughput repeats (default 3; --quick 2)")
-def paper(out: Path, quick: bool, systems: str | None, device: str,
-          repeats: int | None) -> None:
+@click.option(
+    "--systems",
+    default=None,
+    metavar="A,B",
+    help="only these systems (harness/report/systems.py keys, e.g. WAL,DHL_CC)",
+)
+@click.option(
+    "--device",
+    type=click.Choice(["loop", "tmpfs"]),
+    default="loop",
+    show_default=True,
+    help="throughput runs: ext4 on a direct-I/O loop device over a file on disk, "
+    "or over tmpfs (no device latency)",
+)
+@click.option(
+    "--repeats",
+    type=click.IntRange(min=1),
+    default=None,
+    help="throughput repeats (default 3; --quick 2)",
+)
+def paper(out: Path, quick: bool, systems: str | None, device: str, repeats: int | None) -> None:
     """Measure every paper system on this machine and write the page."""
     from harness.outlock import locked_output
     from harness.paper import build, render

@@ -25,8 +25,12 @@ class Seconds(click.ParamType):
 
     name = "seconds"
 
-    def convert(self, value: Any, param: click.Parameter | None,  # noqa: ANN401
-                ctx: click.Context | None) -> float:
+    def convert(
+        self,
+        value: Any,
+        param: click.Parameter | None,  # noqa: ANN401
+        ctx: click.Context | None,
+    ) -> float:
         try:
             v = float(value)
         except (TypeError, ValueError):
@@ -46,8 +50,12 @@ class Faults(click.ParamType):
 
     name = "fault"
 
-    def convert(self, value: Any, param: click.Parameter | None,  # noqa: ANN401
-                ctx: click.Context | None) -> tuple[Fault, ...]:
+    def convert(
+        self,
+        value: Any,
+        param: click.Parameter | None,  # noqa: ANN401
+        ctx: click.Context | None,
+    ) -> tuple[Fault, ...]:
         if isinstance(value, tuple):  # already converted (a default)
             return value
         return parse_faults(str(value))

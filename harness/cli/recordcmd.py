@@ -19,28 +19,58 @@ from workloads.suts import get_sut
 
 
 @click.command("record")
-@click.option("--backend", type=click.Choice(CHOICES), default="auto", show_default=True,
-              help="how writes are recorded (auto: dm, else fuse, else qemu; qemu: the "
-              "kernel's dm-log-writes in a guest, no root)")
-@click.option("--fs", type=click.Choice(FILESYSTEMS), default="ext4", show_default=True,
-              help="file system of the base image (raw: none; the command gets the "
-              "device in CRASHLAB_DEV)")
-@click.option("--out", required=True, type=click.Path(path_type=Path),
-              help="run directory to create (writes.log, meta.json)")
-@click.option("--sut", help="with --workload: run crashlab-runner for this SUT "
-              "(workloads/suts.py) instead of COMMAND")
+@click.option(
+    "--backend",
+    type=click.Choice(CHOICES),
+    default="auto",
+    show_default=True,
+    help="how writes are recorded (auto: dm, else fuse, else qemu; qemu: the "
+    "kernel's dm-log-writes in a guest, no root)",
+)
+@click.option(
+    "--fs",
+    type=click.Choice(FILESYSTEMS),
+    default="ext4",
+    show_default=True,
+    help="file system of the base image (raw: none; the command gets the device in CRASHLAB_DEV)",
+)
+@click.option(
+    "--out",
+    required=True,
+    type=click.Path(path_type=Path),
+    help="run directory to create (writes.log, meta.json)",
+)
+@click.option(
+    "--sut",
+    help="with --workload: run crashlab-runner for this SUT (workloads/suts.py) instead of COMMAND",
+)
 @click.option("--workload", help="workload spec, e.g. insert:txns=100,seed=1 (workloads/spec.py)")
-@click.option("--fault", "fault_values", type=FAULTS, multiple=True, metavar="FAULT",
-              help="a fault beyond power loss (repeatable, or joined with +): "
-              "eio:write|flush|read[,after=MARK][,nth=N][,range=A-B][,sticky], "
-              "enospc,left=BYTES, process-crash,at=MARK (--sut only), and the state faults "
-              "lost-flush, misdirect, corrupt (kept in meta.json, applied when checking)")
-@click.option("--blktrace", is_flag=True,
-              help="qemu: also trace the recorded device (RUN/blktrace.txt, blkparse output)")
+@click.option(
+    "--fault",
+    "fault_values",
+    type=FAULTS,
+    multiple=True,
+    metavar="FAULT",
+    help="a fault beyond power loss (repeatable, or joined with +): "
+    "eio:write|flush|read[,after=MARK][,nth=N][,range=A-B][,sticky], "
+    "enospc,left=BYTES, process-crash,at=MARK (--sut only), and the state faults "
+    "lost-flush, misdirect, corrupt (kept in meta.json, applied when checking)",
+)
+@click.option(
+    "--blktrace",
+    is_flag=True,
+    help="qemu: also trace the recorded device (RUN/blktrace.txt, blkparse output)",
+)
 @click.argument("command", nargs=-1)
 def record_cmd(
-    backend: str, fs: str, out: Path, sut: str | None, workload: str | None,
-    fault_values: tuple[tuple[Fault, ...], ...], blktrace: bool, command: tuple[str, ...],
+    backend: str,
+    fs: str,
+    out: Path,
+    sut: str | None,
+    workload: str | None,
+    fault_values: tuple[tuple[Fault, ...], ...],
+    blktrace: bool,
+    command: tuple[str, ...],
 ) -> None:
     """Run COMMAND (after --) in the mounted file system of a fresh base
     image, logging every block write.  COMMAND gets CRASHLAB_MNT (the mount
@@ -57,8 +87,9 @@ def record_cmd(
     if sut is None and workload is None and not command:
         raise CrashlabError("nothing to record: give COMMAND (after --) or --sut and --workload")
     if by_stage(faults, PROCESS) and sut is None:
-        raise CrashlabError("process-crash needs --sut and --workload: the workload runner "
-                            "kills itself at the mark")
+        raise CrashlabError(
+            "process-crash needs --sut and --workload: the workload runner kills itself at the mark"
+        )
     if sut is not None or workload is not None:
         if command or not sut or not workload:
             raise CrashlabError("give --sut and --workload together, and no COMMAND with them")
@@ -67,11 +98,15 @@ def record_cmd(
     _, choice = select_backend(backend, fs)
     click.echo(f"crashlab: recording with {choice}", err=True)
     if sut is None or workload is None:
-        run = record(RecordRequest(list(command), out, fs=fs, backend=backend, faults=faults,
-                                   blktrace=blktrace))
+        run = record(
+            RecordRequest(
+                list(command), out, fs=fs, backend=backend, faults=faults, blktrace=blktrace
+            )
+        )
     else:
-        run = record_workload(sut, workload, out, fs=fs, backend=backend, faults=faults,
-                              blktrace=blktrace)
+        run = record_workload(
+            sut, workload, out, fs=fs, backend=backend, faults=faults, blktrace=blktrace
+        )
     meta = run.meta()
     log = meta.log or {}
     click.echo(
@@ -80,12 +115,15 @@ def record_cmd(
         f"{meta.wall_time_s:.2f} s"
     )
     if any(f.kind == "eio" for f in faults) and not any(
-            m.startswith(FAULT_MARK_PREFIX) for m in meta.marks):
-        click.echo("crashlab: record: warning: no eio fault fired (no request matched its rule "
-                   "after it was armed)", err=True)
+        m.startswith(FAULT_MARK_PREFIX) for m in meta.marks
+    ):
+        click.echo(
+            "crashlab: record: warning: no eio fault fired (no request matched its rule "
+            "after it was armed)",
+            err=True,
+        )
     if meta.exit_status != 0:
-        click.echo(f"crashlab: record: the command exited with status {meta.exit_status}",
-                   err=True)
+        click.echo(f"crashlab: record: the command exited with status {meta.exit_status}", err=True)
         sys.exit(1)
 
 

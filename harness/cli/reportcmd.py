@@ -13,8 +13,13 @@ from harness.errors import CrashlabError
 
 @click.command("report")
 @click.argument("sweep", type=click.Path(path_type=Path))
-@click.option("--per-group", type=click.IntRange(min=1), default=5, show_default=True,
-              help="violations listed per invariant × SUT group (the rest are counted)")
+@click.option(
+    "--per-group",
+    type=click.IntRange(min=1),
+    default=5,
+    show_default=True,
+    help="violations listed per invariant × SUT group (the rest are counted)",
+)
 def report(sweep: Path, per_group: int) -> None:
     """Write SWEEP/report.html, SWEEP/report.md and SWEEP/plots/*.png."""
     from harness.outlock import locked_output

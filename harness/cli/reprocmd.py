@@ -70,15 +70,19 @@ def _error_line(label: str) -> str:
     """What an error mark before the crash says, in words."""
     m = parse_label(label)
     if m.name.startswith(FAULT_MARK_PREFIX):
-        what = m.name[len(FAULT_MARK_PREFIX):].replace("eio-", "")
-        where = f" of sectors {m.payload['sector']}+{m.payload['sectors']}" \
-            if "sector" in m.payload else ""
-        return (f"the device failed a {what}{where} with EIO: it was neither applied nor "
-                "logged")
+        what = m.name[len(FAULT_MARK_PREFIX) :].replace("eio-", "")
+        where = (
+            f" of sectors {m.payload['sector']}+{m.payload['sectors']}"
+            if "sector" in m.payload
+            else ""
+        )
+        return f"the device failed a {what}{where} with EIO: it was neither applied nor logged"
     k = m.name.partition(":")[2]
-    return (f"transaction {k} failed (attempt {m.payload.get('attempt', '?')}, "
-            f"{m.payload.get('op', '?')}: {m.payload.get('why', '?')}) and was rolled back: "
-            "in doubt, it may be wholly present or wholly absent")
+    return (
+        f"transaction {k} failed (attempt {m.payload.get('attempt', '?')}, "
+        f"{m.payload.get('op', '?')}: {m.payload.get('why', '?')}) and was rolled back: "
+        "in doubt, it may be wholly present or wholly absent"
+    )
 
 
 def _write_line(w: WriteInfo) -> str:
@@ -112,15 +116,21 @@ def _report(r: Repro, out: Path | None, shown: int | None) -> None:
     x, meta = r.explanation, r.target.meta
     echo(click.style(f"crashlab repro: state {x.state_id} of {r.target.run.path}", bold=True))
     echo(f"  run    {meta.sut}  {meta.workload}  {meta.fs} ({meta.backend} backend)")
-    counts = {s: sum(1 for w in x.writes if w.status == s)
-              for s in ("kept", "dropped", "torn", "after cut")}
+    counts = {
+        s: sum(1 for w in x.writes if w.status == s)
+        for s in ("kept", "dropped", "torn", "after cut")
+    }
     end = f"FLUSH #{x.epoch_end}" if x.closed else f"log end (#{x.epoch_end}, no flush)"
-    echo(f"  epoch  {x.epoch}: entries #{x.epoch_start}..#{x.epoch_end - 1}, ends at {end}; "
-         f"{len(x.writes)} writes: {counts['kept']} kept, {counts['dropped']} dropped, "
-         f"{counts['torn']} torn, {counts['after cut']} unwritten")
+    echo(
+        f"  epoch  {x.epoch}: entries #{x.epoch_start}..#{x.epoch_end - 1}, ends at {end}; "
+        f"{len(x.writes)} writes: {counts['kept']} kept, {counts['dropped']} dropped, "
+        f"{counts['torn']} torn, {counts['after cut']} unwritten"
+    )
     flight = f"txn {x.in_flight} in flight" if x.in_flight else "no txn in flight"
-    echo(f"  cut    crash between entries #{x.cut_lo} and #{x.cut_hi}: acknowledged up to txn "
-         f"{x.acked}, begun up to {x.begun}, {flight}")
+    echo(
+        f"  cut    crash between entries #{x.cut_lo} and #{x.cut_hi}: acknowledged up to txn "
+        f"{x.acked}, begun up to {x.begun}, {flight}"
+    )
     echo(f"  marks  {_marks_line(x)}")
     if meta.faults:
         echo(f"  faults {' + '.join(fault_specs(meta.faults))} (recorded with them)")
@@ -128,10 +138,16 @@ def _report(r: Repro, out: Path | None, shown: int | None) -> None:
         echo(f"  error  #{idx} {_error_line(label)}")
     for note in x.notes:
         echo(f"  note   {note}")
-    echo(click.style(f"writes of epoch {x.epoch} (w = write in the ID, # = log entry, "
-                     "@ = device byte offset):", bold=True))
+    echo(
+        click.style(
+            f"writes of epoch {x.epoch} (w = write in the ID, # = log entry, "
+            "@ = device byte offset):",
+            bold=True,
+        )
+    )
     order = [w for w in x.writes if w.status != "after cut"] + [
-        w for w in x.writes if w.status == "after cut"]
+        w for w in x.writes if w.status == "after cut"
+    ]
     limit = len(order) if shown is None else shown
     for w in sorted(order[:limit], key=lambda w: w.write):
         echo(_write_line(w))
@@ -146,8 +162,10 @@ def _report(r: Repro, out: Path | None, shown: int | None) -> None:
         for item in v.implicated:
             echo(f"{'':20}implicates {item}")
     if out is not None:
-        echo(f"kept in {out}: crash.img (before recovery), recovered.img, files/ (as the file "
-             "system recovered them, before the database's own recovery), repro.json")
+        echo(
+            f"kept in {out}: crash.img (before recovery), recovered.img, files/ (as the file "
+            "system recovered them, before the database's own recovery), repro.json"
+        )
 
 
 def _shell(r: Repro, out: Path | None, shell: bool) -> None:
@@ -156,40 +174,63 @@ def _shell(r: Repro, out: Path | None, shell: bool) -> None:
     if r.linked is not None and (shell or out is not None):  # its tool would follow it
         click.echo(f"shell: none: {r.linked}")
     elif shell and sys.stdin.isatty() and (r.folder / "files").exists():
-        click.echo(f"shell: {' '.join(r.shell_command(r.folder))}  (its own recovery runs on "
-                   "these files)")
+        click.echo(
+            f"shell: {' '.join(r.shell_command(r.folder))}  (its own recovery runs on these files)"
+        )
         subprocess.run(r.shell_command(r.folder))
     elif shell or out is not None:
         where = r.folder if out is not None else Path("DIR")
-        click.echo(f"shell: {' '.join(r.shell_command(where))}"
-                   + ("" if out is not None else "  (with --out DIR)"))
+        click.echo(
+            f"shell: {' '.join(r.shell_command(where))}"
+            + ("" if out is not None else "  (with --out DIR)")
+        )
 
 
 @click.command("repro")
 @click.argument("run", type=click.Path(path_type=Path))
 @click.argument("state_id", metavar="STATE")
-@click.option("--out", type=click.Path(path_type=Path, file_okay=False), default=None,
-              help="keep crash.img, recovered.img, files/ and repro.json here "
-                   "(default: a temporary folder, removed)")
-@click.option("--shell", is_flag=True,
-              help="then open sqlite3 (or dhl dump) on the recovered database")
+@click.option(
+    "--out",
+    type=click.Path(path_type=Path, file_okay=False),
+    default=None,
+    help="keep crash.img, recovered.img, files/ and repro.json here "
+    "(default: a temporary folder, removed)",
+)
+@click.option(
+    "--shell", is_flag=True, help="then open sqlite3 (or dhl dump) on the recovered database"
+)
 @force_option(False)
-@click.option("--all-writes", is_flag=True,
-              help=f"list every write of the epoch (default: at most {DEFAULT_SHOWN})")
+@click.option(
+    "--all-writes",
+    is_flag=True,
+    help=f"list every write of the epoch (default: at most {DEFAULT_SHOWN})",
+)
 @click.option("--no-fsck", is_flag=True, help="as in check: skip the read-only e2fsck")
-@click.option("--json", "as_json", is_flag=True,
-              help="print repro.json's content instead of the report")
+@click.option(
+    "--json", "as_json", is_flag=True, help="print repro.json's content instead of the report"
+)
 @checker_options
-def repro_cmd(run: Path, state_id: str, out: Path | None, shell: bool, force: bool,
-              all_writes: bool, no_fsck: bool, as_json: bool, checker_specs: tuple[str, ...],
-              checker_timeout: float, checker_recover: str) -> int:
+def repro_cmd(
+    run: Path,
+    state_id: str,
+    out: Path | None,
+    shell: bool,
+    force: bool,
+    all_writes: bool,
+    no_fsck: bool,
+    as_json: bool,
+    checker_specs: tuple[str, ...],
+    checker_timeout: float,
+    checker_recover: str,
+) -> int:
     """Materialise crash state STATE of run RUN, explain it, check it (with
     your own checkers too: --checker, as in check)."""
     if as_json and shell:
         raise CrashlabError("--json prints a document: it goes without --shell")
     target = locate(run, state_id)  # bad input fails here, before any work
-    options = ReproOptions(fsck=not no_fsck, checkers=user_checkers(
-        checker_specs, checker_timeout, checker_recover))
+    options = ReproOptions(
+        fsck=not no_fsck, checkers=user_checkers(checker_specs, checker_timeout, checker_recover)
+    )
     with _folder(out, keep_tmp=False, force=force) as folder:
         r = reproduce(target, folder, options)
         if as_json:

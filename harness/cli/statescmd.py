@@ -26,40 +26,91 @@ from harness.validate import resolve_log
 _D = Options()
 
 
-def state_options(f: Callable[..., Any], strategies: tuple[str, ...] = STRATEGIES
-                  ) -> Callable[..., Any]:
+def state_options(
+    f: Callable[..., Any], strategies: tuple[str, ...] = STRATEGIES
+) -> Callable[..., Any]:
     """Click options for :class:`harness.states.Options` (defaults shown);
     ``strategies``: the ``--strategy`` choices."""
     decorators = [
-        click.option("--strategy", type=click.Choice(strategies), default=_D.strategy,
-                     show_default=True, help="which crash states to enumerate"),
-        click.option("--max-exhaustive", type=click.IntRange(0, 24),
-                     default=_D.max_exhaustive, show_default=True,
-                     help="reorder: every subset of epochs with at most this many writes"),
-        click.option("--max-drop", type=NONNEG, default=_D.max_drop, show_default=True,
-                     help="reorder, larger epochs: subsets dropping at most this many writes"),
-        click.option("--sample", type=COUNT, default=None,
-                     help="reorder, larger epochs: this many seeded random subsets instead"),
+        click.option(
+            "--strategy",
+            type=click.Choice(strategies),
+            default=_D.strategy,
+            show_default=True,
+            help="which crash states to enumerate",
+        ),
+        click.option(
+            "--max-exhaustive",
+            type=click.IntRange(0, 24),
+            default=_D.max_exhaustive,
+            show_default=True,
+            help="reorder: every subset of epochs with at most this many writes",
+        ),
+        click.option(
+            "--max-drop",
+            type=NONNEG,
+            default=_D.max_drop,
+            show_default=True,
+            help="reorder, larger epochs: subsets dropping at most this many writes",
+        ),
+        click.option(
+            "--sample",
+            type=COUNT,
+            default=None,
+            help="reorder, larger epochs: this many seeded random subsets instead",
+        ),
         click.option("--seed", type=SEED, default=_D.seed, show_default=True),
-        click.option("--tear-unit", type=COUNT, default=_D.tear_unit, show_default=True,
-                     help="torn: bytes that persist all or nothing"),
-        click.option("--torn-pattern", type=click.Choice(TORN_PATTERNS),
-                     default=_D.torn_pattern, show_default=True),
-        click.option("--max-tears", type=NONNEG, default=_D.max_tears, show_default=True,
-                     help="torn: split points per write at most"),
-        click.option("--window-start", default=None, metavar="MARK",
-                     help="only states whose crash can lie after this mark"),
-        click.option("--window-end", default=None, metavar="MARK",
-                     help="only states whose crash can lie before this mark"),
+        click.option(
+            "--tear-unit",
+            type=COUNT,
+            default=_D.tear_unit,
+            show_default=True,
+            help="torn: bytes that persist all or nothing",
+        ),
+        click.option(
+            "--torn-pattern",
+            type=click.Choice(TORN_PATTERNS),
+            default=_D.torn_pattern,
+            show_default=True,
+        ),
+        click.option(
+            "--max-tears",
+            type=NONNEG,
+            default=_D.max_tears,
+            show_default=True,
+            help="torn: split points per write at most",
+        ),
+        click.option(
+            "--window-start",
+            default=None,
+            metavar="MARK",
+            help="only states whose crash can lie after this mark",
+        ),
+        click.option(
+            "--window-end",
+            default=None,
+            metavar="MARK",
+            help="only states whose crash can lie before this mark",
+        ),
         click.option("--no-dedup", is_flag=True, help="do not fold identical states"),
-        click.option("--log-order", type=click.Choice(LOG_ORDERS), default=_D.log_order,
-                     show_default=True,
-                     help="what a write's log position means (a run's meta.json says; "
-                          "dm-log-writes: non-FUA writes logged at the next flush)"),
-        click.option("--fault", "fault", type=FAULTS, multiple=True, metavar="SPEC",
-                     help="a state fault on top of every state: lost-flush[,nth=N], "
-                          "misdirect[,seed=N], corrupt[,seed=N][,bits=N] (repeat or join "
-                          "with +; a run's meta.json may list more; harness/states/README.md)"),
+        click.option(
+            "--log-order",
+            type=click.Choice(LOG_ORDERS),
+            default=_D.log_order,
+            show_default=True,
+            help="what a write's log position means (a run's meta.json says; "
+            "dm-log-writes: non-FUA writes logged at the next flush)",
+        ),
+        click.option(
+            "--fault",
+            "fault",
+            type=FAULTS,
+            multiple=True,
+            metavar="SPEC",
+            help="a state fault on top of every state: lost-flush[,nth=N], "
+            "misdirect[,seed=N], corrupt[,seed=N][,bits=N] (repeat or join "
+            "with +; a run's meta.json may list more; harness/states/README.md)",
+        ),
     ]
     for d in reversed(decorators):
         f = d(f)
@@ -114,8 +165,9 @@ def state_record(s: State) -> dict[str, Any]:
 @click.option("--count", "count_only", is_flag=True, help="print only the counts")
 @click.option("--json", "as_json", is_flag=True, help="one JSON object per state")
 @click.option("--show", "show_id", default=None, metavar="ID", help="show one state")
-def states_cmd(target: Path, count_only: bool, as_json: bool, show_id: str | None,
-               **kw: Any) -> None:
+def states_cmd(
+    target: Path, count_only: bool, as_json: bool, show_id: str | None, **kw: Any
+) -> None:
     """List the crash states of a run's log (RUN directory or log file)."""
     opts = options_from(kw)
     spans = None
@@ -125,8 +177,9 @@ def states_cmd(target: Path, count_only: bool, as_json: bool, show_id: str | Non
             spans = fault_targets(RunDir(Path(target)), opts.faults, work)
     with LogReader(log) as reader:
         if show_id is not None:
-            click.echo(json.dumps(state_record(state_from_id(reader, show_id, opts.log_order)),
-                                  indent=2))
+            click.echo(
+                json.dumps(state_record(state_from_id(reader, show_id, opts.log_order)), indent=2)
+            )
             return
         en = Enumeration(reader, opts, targets=spans)
         for s in en:

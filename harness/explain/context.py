@@ -65,8 +65,7 @@ class RangeExplainer:
         self.fs = fs
 
     def explain(self, writes: Sequence[tuple[int, bytes]]) -> list[list[str]]:
-        return [[f"{self.fs} bytes {o}..{o + len(d)} (4 KiB block {o // 4096})"]
-                for o, d in writes]
+        return [[f"{self.fs} bytes {o}..{o + len(d)} (4 KiB block {o // 4096})"] for o, d in writes]
 
 
 def write_data(reader: LogReader, e: Entry) -> bytes:

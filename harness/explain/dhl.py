@@ -85,8 +85,10 @@ class DhlExplainer:
             for pgno in range(first, last + 1):
                 head = f"DHL page {pgno}"
                 if off % ps or len(data) % ps:
-                    head += f" bytes {max(off, pgno * ps) - pgno * ps}.." \
-                            f"{min(off + len(data), (pgno + 1) * ps) - pgno * ps}"
+                    head += (
+                        f" bytes {max(off, pgno * ps) - pgno * ps}.."
+                        f"{min(off + len(data), (pgno + 1) * ps) - pgno * ps}"
+                    )
                 now = self._read(self.crash_image, pgno)
                 written = self._read(after, pgno)
                 phrases.append(f"{head}: crash image {now}; with this write {written}")

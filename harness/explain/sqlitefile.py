@@ -21,7 +21,7 @@ PAGE_KINDS = {2: "index interior", 5: "table interior", 10: "index leaf", 13: "t
 
 
 def file_kind(name: str, db_name: str) -> str | None:
-    """"db", "journal", "wal" for the database and its sidecars, else None."""
+    """ "db", "journal", "wal" for the database and its sidecars, else None."""
     if name == db_name:
         return "db"
     if name == db_name + "-journal":
@@ -70,8 +70,9 @@ def _records(offset: int, data: bytes, header: int, size: int) -> list[tuple[int
     return [(k, header + k * size - offset) for k in range(first, last + 1)]
 
 
-def explain_journal(offset: int, data: bytes, page_size: int,
-                    header_size: int = DEFAULT_JOURNAL_HEADER) -> str:
+def explain_journal(
+    offset: int, data: bytes, page_size: int, header_size: int = DEFAULT_JOURNAL_HEADER
+) -> str:
     """Rollback journal bytes: the header (nRec, the database size before the
     transaction) and records ``[page number][page][checksum]``."""
     parts: list[str] = []
@@ -95,8 +96,7 @@ def explain_journal(offset: int, data: bytes, page_size: int,
             named.append(f"{k + 1}")
     if named:
         parts.append(f"{'record' if len(named) == 1 else 'records'} {', '.join(named)}")
-    return "journal " + "; ".join(parts) if not parts[0].startswith("journal") else "; ".join(
-        parts)
+    return "journal " + "; ".join(parts) if not parts[0].startswith("journal") else "; ".join(parts)
 
 
 def explain_wal(offset: int, data: bytes, page_size: int) -> str:
@@ -132,7 +132,6 @@ def explain_file_bytes(kind: str, offset: int, data: bytes, page_size: int) -> s
     return explain_wal(offset, data, page_size)
 
 
-
 def describe_files(files: Path, db_name: str, page_size: int = 4096) -> list[str]:
     """One line per file the file-system recovery left, with what SQLite
     will make of the database's sidecars when it opens it (a rollback
@@ -161,8 +160,10 @@ def describe_files(files: Path, db_name: str, page_size: int = 4096) -> list[str
                 line += ": empty (not hot)"
             elif head[:8] == JOURNAL_MAGIC:
                 nrec, _, dbsize = struct.unpack_from(">III", head, 8)
-                line += (f": HOT (magic present, nRec {nrec}, db was {dbsize} pages): "
-                         "opening the database rolls it back")
+                line += (
+                    f": HOT (magic present, nRec {nrec}, db was {dbsize} pages): "
+                    "opening the database rolls it back"
+                )
             else:
                 line += ": not hot (no magic in the header): ignored on open"
         elif kind == "wal" and size >= WAL_HEADER:

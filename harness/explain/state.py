@@ -60,8 +60,9 @@ def _flags(e: Entry) -> str:
     return "+".join(out)
 
 
-def marks_around(reader: LogReader, lo: int, hi: int, context: int = 2
-                 ) -> tuple[list[tuple[int, str]], list[int], list[tuple[int, str]]]:
+def marks_around(
+    reader: LogReader, lo: int, hi: int, context: int = 2
+) -> tuple[list[tuple[int, str]], list[int], list[tuple[int, str]]]:
     """The marks between entries ``lo`` and ``hi`` plus ``context`` on each
     side, every FLUSH entry index of the log, and the error marks before
     ``hi`` (a device's ``fault:...``, a runner's ``txn-error:K``) — one pass,
@@ -104,13 +105,17 @@ def classify(state: State) -> list[WriteInfo]:
             status = "dropped"
         else:
             status = "after cut"
-        out.append(WriteInfo(w, e.index, status, e.sector * s, e.nr_sectors * s, _flags(e),
-                             torn.get(e.index, ())))
+        out.append(
+            WriteInfo(
+                w, e.index, status, e.sector * s, e.nr_sectors * s, _flags(e), torn.get(e.index, ())
+            )
+        )
     return out
 
 
-def _fault_notes(state: State, reader: LogReader, crash_image: Path,
-                 explainer: Explainer) -> list[str]:
+def _fault_notes(
+    state: State, reader: LogReader, crash_image: Path, explainer: Explainer
+) -> list[str]:
     """The state's faults in words (:meth:`State.fault_notes`), each
     misdirect and corrupt one with what its bytes hit on the device."""
     victim = state.victim(reader)
@@ -122,23 +127,37 @@ def _fault_notes(state: State, reader: LogReader, crash_image: Path,
         data = write_data(reader, victim)
         own = victim.sector * reader.sectorsize
         hit, was = explainer.explain([(sector * UNIT, data), (own, data)])
-        out.append(next(n for n in notes if n.startswith("misdirect"))
-                   + f"; it landed on: {'; '.join(hit) or '?'}; it was meant for: "
-                   + ("; ".join(was) or "?"))
+        out.append(
+            next(n for n in notes if n.startswith("misdirect"))
+            + f"; it landed on: {'; '.join(hit) or '?'}; it was meant for: "
+            + ("; ".join(was) or "?")
+        )
     if key.corrupt is not None:
         sector = key.corrupt[0]
         with open(crash_image, "rb") as f:
             f.seek(sector * UNIT)
             data = f.read(UNIT)
         (hit,) = explainer.explain([(sector * UNIT, data)])
-        out.append(next(n for n in notes if n.startswith("corrupt"))
-                   + f"; the sector belongs to: {'; '.join(hit) or '?'}")
+        out.append(
+            next(n for n in notes if n.startswith("corrupt"))
+            + f"; the sector belongs to: {'; '.join(hit) or '?'}"
+        )
     return out
 
 
-def explain_state(reader: LogReader, state: State, *, fs: ExplainsWrites, base: Path,
-                  crash_image: Path, recovered: Path | None, db_name: str, workdir: Path,
-                  mode: str = "tc", nvram_at: int | None = None) -> Explanation:
+def explain_state(
+    reader: LogReader,
+    state: State,
+    *,
+    fs: ExplainsWrites,
+    base: Path,
+    crash_image: Path,
+    recovered: Path | None,
+    db_name: str,
+    workdir: Path,
+    mode: str = "tc",
+    nvram_at: int | None = None,
+) -> Explanation:
     """Explain ``state`` of the log in ``reader`` on file system ``fs`` (the
     object, ``harness.fs.get_fs``'s); ``crash_image`` is its image before
     recovery, ``recovered`` after file-system recovery; ``nvram_at``: the
@@ -147,17 +166,33 @@ def explain_state(reader: LogReader, state: State, *, fs: ExplainsWrites, base: 
     workdir.mkdir(parents=True, exist_ok=True)
     marks, flushes, errors = marks_around(reader, state.cut.lo, state.cut.hi)
     writes = classify(state)
-    explainer, notes = fs.explainer(ExplainContext(
-        reader, state, base, crash_image, recovered, db_name, workdir, flushes, mode))
+    explainer, notes = fs.explainer(
+        ExplainContext(reader, state, base, crash_image, recovered, db_name, workdir, flushes, mode)
+    )
     entries = state.epoch.writes
     data = [(w.offset, write_data(reader, entries[w.write])) for w in writes]
     for w, what in zip(writes, explainer.explain(data), strict=True):
         w.what = what
         if nvram_at is not None and w.offset >= nvram_at:
-            w.what = [f"NVRAM bytes {w.offset - nvram_at}-{w.offset - nvram_at + w.length - 1} "
-                      "(the emulated battery-backed RAM)"]
+            w.what = [
+                f"NVRAM bytes {w.offset - nvram_at}-{w.offset - nvram_at + w.length - 1} "
+                "(the emulated battery-backed RAM)"
+            ]
     notes = _fault_notes(state, reader, crash_image, explainer) + notes
     c = state.cut
-    return Explanation(state.id, state.epoch.index, state.epoch.start, state.epoch.end,
-                       state.epoch.closed, c.lo, c.hi, c.acked, c.begun, c.in_flight, marks,
-                       writes, notes, errors)
+    return Explanation(
+        state.id,
+        state.epoch.index,
+        state.epoch.start,
+        state.epoch.end,
+        state.epoch.closed,
+        c.lo,
+        c.hi,
+        c.acked,
+        c.begun,
+        c.in_flight,
+        marks,
+        writes,
+        notes,
+        errors,
+    )

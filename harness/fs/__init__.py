@@ -20,7 +20,8 @@ DEFAULT_FS = "ext4"  # where a file-based SUT runs unless told otherwise
 NO_FS = "raw"  # the recorded block device itself, no file system
 # the default first, no file system last
 FILESYSTEMS: tuple[str, ...] = tuple(
-    sorted(REGISTRY, key=lambda n: (n != DEFAULT_FS, not REGISTRY[n].has_files, n)))
+    sorted(REGISTRY, key=lambda n: (n != DEFAULT_FS, not REGISTRY[n].has_files, n))
+)
 _INSTANCES: dict[str, FileSystem] = {}
 
 

@@ -89,10 +89,16 @@ class FastRecovery(Protocol):
     """A per-worker recovery path kept across states (ext4: a debugfs
     session; F2FS: a recovery guest), with the reference's verdicts."""
 
-    def recover(self, image: Path, out_dir: Path, *, overlay: Iterable[tuple[int, int]],
-                base: object, rebuild: Callable[[], Path],
-                want_files: Callable[[Any], bool] | None = None
-                ) -> tuple[FsRecovery, list[tuple[int, int]] | None]:
+    def recover(
+        self,
+        image: Path,
+        out_dir: Path,
+        *,
+        overlay: Iterable[tuple[int, int]],
+        base: object,
+        rebuild: Callable[[], Path],
+        want_files: Callable[[Any], bool] | None = None,
+    ) -> tuple[FsRecovery, list[tuple[int, int]] | None]:
         """Recover ``image`` into ``out_dir``; also the byte ranges written
         to the image (None: unknown, the image must be rebuilt).  A path
         that can read the files before writing them may call
@@ -141,8 +147,16 @@ class FileSystem:
         if "name" in cls.__dict__:
             REGISTRY[cls.name] = cls
 
-    def recover(self, image: Path, out_dir: Path, *, workdir: Path, db_name: str,
-                fsck: bool = True, skip: tuple[str, ...] = ()) -> FsRecovery:
+    def recover(
+        self,
+        image: Path,
+        out_dir: Path,
+        *,
+        workdir: Path,
+        db_name: str,
+        fsck: bool = True,
+        skip: tuple[str, ...] = (),
+    ) -> FsRecovery:
         """Recover the crash ``image`` (in place: it may be written) and
         extract every file under ``out_dir`` but the root entries named in
         ``skip`` (an enospc fault's fill file); ``fsck``: also check that
@@ -153,8 +167,9 @@ class FileSystem:
         """FS-RECOVER's explanation of a clean recovery: what was checked."""
         return "journal replayed" if rec.journal_replayed else "clean, nothing to replay"
 
-    def fast_recovery(self, workdir: Path, fsck: bool, skip: tuple[str, ...] = (),
-                      shared: Path | None = None) -> FastRecovery | None:
+    def fast_recovery(
+        self, workdir: Path, fsck: bool, skip: tuple[str, ...] = (), shared: Path | None = None
+    ) -> FastRecovery | None:
         """A faster recovery path with byte-identical verdicts (None: the
         reference :meth:`recover` is all there is).  ``shared``: a folder
         of this run only, shared by the processes checking its states (for
@@ -177,10 +192,10 @@ class FileSystem:
         from harness.explain.context import RangeExplainer
 
         return RangeExplainer(self.name), [
-            f"{self.name}: writes are shown as byte ranges only (no block map for {self.name})"]
+            f"{self.name}: writes are shown as byte ranges only (no block map for {self.name})"
+        ]
 
-    def journal_ranges(self, reader: LogReader, base: Path | None
-                       ) -> list[tuple[int, int]] | None:
+    def journal_ranges(self, reader: LogReader, base: Path | None) -> list[tuple[int, int]] | None:
         """Device byte ranges of the file system's journal, for the I/O-cost
         split (None: unknown — never guessed)."""
         return None
@@ -193,8 +208,16 @@ class MountedFileSystem(FileSystem):
     # options for mounting a clone of an image another worker has mounted
     clone_mount_options: ClassVar[str | None] = None
 
-    def recover(self, image: Path, out_dir: Path, *, workdir: Path, db_name: str,
-                fsck: bool = True, skip: tuple[str, ...] = ()) -> FsRecovery:
+    def recover(
+        self,
+        image: Path,
+        out_dir: Path,
+        *,
+        workdir: Path,
+        db_name: str,
+        fsck: bool = True,
+        skip: tuple[str, ...] = (),
+    ) -> FsRecovery:
         """Attach ``image`` to a loop device, mount it (which replays the
         log), copy every file but the root entries in ``skip`` out to
         ``out_dir``, unmount and detach — each
@@ -224,5 +247,4 @@ class MountedFileSystem(FileSystem):
         return rec
 
     def recovered_how(self, rec: FsRecovery) -> str:
-        return (f"mounted ({self.name}'s log replayed by the kernel) and every file read; "
-                "no fsck")
+        return f"mounted ({self.name}'s log replayed by the kernel) and every file read; no fsck"

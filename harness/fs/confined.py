@@ -120,8 +120,14 @@ class ConfinedTree:
         return True
 
 
-def set_perms(fd: int, mode: int, times: tuple[float, float] | tuple[int, int], *,
-              owner: tuple[int, int] | None = None, ns: bool = False) -> None:
+def set_perms(
+    fd: int,
+    mode: int,
+    times: tuple[float, float] | tuple[int, int],
+    *,
+    owner: tuple[int, int] | None = None,
+    ns: bool = False,
+) -> None:
     """Mode (permission bits only), owner (if given) and access and
     modification times of the file or directory open at ``fd``."""
     os.fchmod(fd, mode & PERM_BITS)
@@ -136,7 +142,7 @@ def set_perms(fd: int, mode: int, times: tuple[float, float] | tuple[int, int], 
 def write_all(fd: int, data: bytes | memoryview) -> None:
     view = memoryview(data)
     while view:
-        view = view[os.write(fd, view):]
+        view = view[os.write(fd, view) :]
 
 
 def copy_fd(src: int, dst: int) -> None:
@@ -166,8 +172,9 @@ def copy_tree(src: Path, dst: Path, skip: tuple[str, ...] = ()) -> list[str]:
         return tree.skipped
 
 
-def _copy_dir(tree: ConfinedTree, src: int, dst: int, rel: bytes, skip: set[bytes],
-              depth: int) -> None:
+def _copy_dir(
+    tree: ConfinedTree, src: int, dst: int, rel: bytes, skip: set[bytes], depth: int
+) -> None:
     if depth > MAX_DEPTH:
         tree.skip(rel, f"its entries not written: more than {MAX_DEPTH} folders deep")
         return
@@ -243,9 +250,14 @@ def unpack_tar(archive: Path | IO[bytes], dst: Path) -> list[str]:
     Files get their mode bits and modification time (as access time too),
     directories theirs once everything is written.  Returns what was not
     written."""
-    with ConfinedTree(dst) as tree, tarfile.open(
-            archive if isinstance(archive, Path) else None, mode="r:",
-            fileobj=None if isinstance(archive, Path) else archive) as tar:
+    with (
+        ConfinedTree(dst) as tree,
+        tarfile.open(
+            archive if isinstance(archive, Path) else None,
+            mode="r:",
+            fileobj=None if isinstance(archive, Path) else archive,
+        ) as tar,
+    ):
         dirs: dict[bytes, int] = {b"": os.dup(tree.root)}
         perms: list[tuple[bytes, int, int]] = []  # directories' (rel, mode, mtime)
         try:
@@ -288,12 +300,20 @@ def _parent(tree: ConfinedTree, dirs: dict[bytes, int], parts: list[bytes]) -> i
     return dirs[rel]
 
 
-def _unpack_member(tree: ConfinedTree, tar: tarfile.TarFile, m: tarfile.TarInfo,
-                   dirs: dict[bytes, int], perms: list[tuple[bytes, int, int]]) -> None:
+def _unpack_member(
+    tree: ConfinedTree,
+    tar: tarfile.TarFile,
+    m: tarfile.TarInfo,
+    dirs: dict[bytes, int],
+    perms: list[tuple[bytes, int, int]],
+) -> None:
     parts = _member_parts(tree, m.name)
     if parts is None:
-        if m.isdir() and not m.name.startswith("/") and \
-                all(p in ("", ".") for p in m.name.split("/")):
+        if (
+            m.isdir()
+            and not m.name.startswith("/")
+            and all(p in ("", ".") for p in m.name.split("/"))
+        ):
             perms.append((b"", m.mode, int(m.mtime)))  # "./": the root's
         return
     rel = b"/".join(parts)
@@ -347,15 +367,17 @@ def links_on_way(root: Path, rel: str) -> str | None:
             return None  # nothing to open there
     try:
         with os.scandir(path) as entries:
-            linked = sorted(e.name for e in entries
-                            if e.name.startswith(parts[-1]) and e.is_symlink())
+            linked = sorted(
+                e.name for e in entries if e.name.startswith(parts[-1]) and e.is_symlink()
+            )
     except FileNotFoundError:
         return None
     if not linked:
         return None
     target = os.readlink(path / linked[0])
-    return (f"{linked[0]} is a symbolic link in the recovered file system (to {target!r}, "
-            "not followed)")
+    return (
+        f"{linked[0]} is a symbolic link in the recovered file system (to {target!r}, not followed)"
+    )
 
 
 def replace_file(root: Path, rel: str, data: bytes) -> None:

@@ -51,8 +51,9 @@ class RecoveryGuest:
     ext4 path (harness/fs/ext4/fast.py): the crash image is only read, so
     nothing is reported written."""
 
-    def __init__(self, workdir: Path, fsck: bool, fs: str = "f2fs",
-                 fs_modules: Sequence[str] = GUEST_MODULES) -> None:
+    def __init__(
+        self, workdir: Path, fsck: bool, fs: str = "f2fs", fs_modules: Sequence[str] = GUEST_MODULES
+    ) -> None:
         self.dir = workdir / f"{fs}-guest"
         self.fs = fs
         self.fs_modules = tuple(fs_modules)  # what the guest loads for ``fs``
@@ -69,15 +70,25 @@ class RecoveryGuest:
         for name, n in (("slot.img", size), ("answer.img", ANSWER_SIZE)):
             with open(self.dir / name, "wb") as f:
                 f.truncate(n)
-        self.guest = Guest(self.fs, {"JOB": "recover"},
-                           [self.dir / "slot.img", self.dir / "answer.img"], self.dir,
-                           fs_modules=self.fs_modules)
+        self.guest = Guest(
+            self.fs,
+            {"JOB": "recover"},
+            [self.dir / "slot.img", self.dir / "answer.img"],
+            self.dir,
+            fs_modules=self.fs_modules,
+        )
         self.size = size
 
-    def recover(self, image: Path, out_dir: Path, *, overlay: Iterable[tuple[int, int]] = (),
-                base: object = None, rebuild: Callable[[], Path] | None = None,
-                want_files: Callable[[Any], bool] | None = None
-                ) -> tuple[FsRecovery, list[tuple[int, int]]]:
+    def recover(
+        self,
+        image: Path,
+        out_dir: Path,
+        *,
+        overlay: Iterable[tuple[int, int]] = (),
+        base: object = None,
+        rebuild: Callable[[], Path] | None = None,
+        want_files: Callable[[Any], bool] | None = None,
+    ) -> tuple[FsRecovery, list[tuple[int, int]]]:
         """:meth:`recover_one` (the files are always written)."""
         return self.recover_one(image, out_dir), []
 
@@ -86,8 +97,9 @@ class RecoveryGuest:
         if self.guest is None:
             self._boot(size)
         elif size != self.size:
-            raise CrashlabError(f"{image}: {size} bytes, but the recovery guest's slot has "
-                                f"{self.size}")
+            raise CrashlabError(
+                f"{image}: {size} bytes, but the recovery guest's slot has {self.size}"
+            )
         assert self.guest is not None
         rec = FsRecovery(self.fs, ok=False, journal_replayed=False, needed_repair=False)
         slot, answer = self.dir / "slot.img", self.dir / "answer.img"
@@ -140,8 +152,16 @@ class F2fs(FileSystem):
         words = first_line.split()
         return words[1] if len(words) > 1 else None
 
-    def recover(self, image: Path, out_dir: Path, *, workdir: Path, db_name: str,
-                fsck: bool = True, skip: tuple[str, ...] = ()) -> FsRecovery:
+    def recover(
+        self,
+        image: Path,
+        out_dir: Path,
+        *,
+        workdir: Path,
+        db_name: str,
+        fsck: bool = True,
+        skip: tuple[str, ...] = (),
+    ) -> FsRecovery:
         """A recovery guest booted for this one image, which is then replaced
         by the recovered image (as a kernel mount would leave it).  ``skip``
         is always empty here: F2FS is recorded only in a qemu guest, which
@@ -155,11 +175,15 @@ class F2fs(FileSystem):
         finally:
             guest.close()
 
-    def fast_recovery(self, workdir: Path, fsck: bool, skip: tuple[str, ...] = (),
-                      shared: Path | None = None) -> RecoveryGuest:
+    def fast_recovery(
+        self, workdir: Path, fsck: bool, skip: tuple[str, ...] = (), shared: Path | None = None
+    ) -> RecoveryGuest:
         return RecoveryGuest(workdir, fsck)
 
     def recovered_how(self, rec: FsRecovery) -> str:
         how = "mounted in a guest (F2FS roll-forward recovery by the kernel), every file read"
-        return how + ("; fsck.f2fs found nothing to repair" if "fsck.f2fs -f --dry-run"
-                      in rec.steps else "; no fsck")
+        return how + (
+            "; fsck.f2fs found nothing to repair"
+            if "fsck.f2fs -f --dry-run" in rec.steps
+            else "; no fsck"
+        )

@@ -66,6 +66,9 @@ def read_layout(image: Path) -> F2fsLayout:
     assert best is not None
     node = struct.unpack_from("<8I", best[1], 36)
     data = struct.unpack_from("<8I", best[1], 84)
-    return F2fsLayout(main_blkaddr, log_bps,
-                      frozenset(s for s in node if s != NO_SEGMENT),
-                      frozenset(s for s in data if s != NO_SEGMENT))
+    return F2fsLayout(
+        main_blkaddr,
+        log_bps,
+        frozenset(s for s in node if s != NO_SEGMENT),
+        frozenset(s for s in data if s != NO_SEGMENT),
+    )

@@ -26,14 +26,28 @@ class Raw(FileSystem):
     has_files = False
     recovery_moves_image = True
 
-    def recover(self, image: Path, out_dir: Path, *, workdir: Path, db_name: str,
-                fsck: bool = True, skip: tuple[str, ...] = ()) -> FsRecovery:
+    def recover(
+        self,
+        image: Path,
+        out_dir: Path,
+        *,
+        workdir: Path,
+        db_name: str,
+        fsck: bool = True,
+        skip: tuple[str, ...] = (),
+    ) -> FsRecovery:
         """The image is moved into ``out_dir`` under ``db_name`` (no files:
         nothing to skip)."""
         out_dir.mkdir(parents=True, exist_ok=True)
         shutil.move(image, out_dir / db_name)
-        return FsRecovery("raw", ok=True, journal_replayed=False, needed_repair=False,
-                          files=out_dir, steps=["raw device: no file-system recovery"])
+        return FsRecovery(
+            "raw",
+            ok=True,
+            journal_replayed=False,
+            needed_repair=False,
+            files=out_dir,
+            steps=["raw device: no file-system recovery"],
+        )
 
     def block_map(self, image: Path, path: str) -> BlockMap:
         return BlockMap.identity(os.path.getsize(image))

@@ -14,5 +14,11 @@ from harness.materialize.faults import misdirect_extents
 from harness.materialize.replay import apply_entry, replay
 from harness.materialize.state import write_state_image
 
-__all__ = ["DurableImage", "apply_entry", "misdirect_extents", "replay", "sparse_copy",
-           "write_state_image"]
+__all__ = [
+    "DurableImage",
+    "apply_entry",
+    "misdirect_extents",
+    "replay",
+    "sparse_copy",
+    "write_state_image",
+]

@@ -202,8 +202,9 @@ class DurableImage:
         # The scratch image lacks these entries: restore them too.
         self.mark_dirty(changed)
 
-    def scratch(self, writes: Iterable[tuple[int, bytes]],
-                flips: Iterable[tuple[int, int]] = ()) -> Path:
+    def scratch(
+        self, writes: Iterable[tuple[int, bytes]], flips: Iterable[tuple[int, int]] = ()
+    ) -> Path:
         """A fresh copy of the durable image with ``(byte offset, data)``
         writes applied in order, then the ``(byte offset, XOR mask)`` flips
         (a corrupt fault: :meth:`harness.states.State.flips`); valid until

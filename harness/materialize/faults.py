@@ -51,7 +51,7 @@ def misdirect_extents(reader: LogReader, base: Path, state: State) -> list[tuple
             if buf is None:
                 continue
             lo, hi = max(u, offset), min(u + UNIT, offset + len(data))
-            buf[lo - u:hi - u] = data[lo - offset:hi - offset]
+            buf[lo - u : hi - u] = data[lo - offset : hi - offset]
 
     def apply(entry: Entry, extents: Iterator[tuple[int, bytes]]) -> None:
         for off, data in extents:

@@ -14,8 +14,7 @@ from harness.materialize.replay import apply_entry, apply_flips
 from harness.states.model import State
 
 
-def write_state_image(fd: int, reader: LogReader, state: State,
-                      base: Path | None = None) -> None:
+def write_state_image(fd: int, reader: LogReader, state: State, base: Path | None = None) -> None:
     """Turn the base image open (read-write) at ``fd`` into ``state``'s
     image: apply the durable entries (``[0, state.durable_upto)``), then the
     overlay, then the state faults (a misdirected write needs ``base``, the

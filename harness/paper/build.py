@@ -37,8 +37,9 @@ class Options:
     quick: bool = False
 
     @classmethod
-    def make(cls, systems: list[System], *, quick: bool, device: str,
-             repeats: int | None) -> Options:
+    def make(
+        cls, systems: list[System], *, quick: bool, device: str, repeats: int | None
+    ) -> Options:
         keys = tuple(s.key for s in systems)
         if quick:
             return cls(keys, device, repeats or 2, 5, (1, 2), throughput.KINDS, 5, True)
@@ -49,8 +50,10 @@ class Options:
 # not built): "other logging methods except DASH consistently outperform WAL".
 FIG10_OTHERS = ("OFF_OPT", "DHL_CC", "DHL_TC", "WAL_OPT")
 
-GUEST_THROUGHPUT = ("not measured: {fs} runs only in a qemu guest here (TCG emulation), "
-                    "so its throughput would time the emulator, not the system")
+GUEST_THROUGHPUT = (
+    "not measured: {fs} runs only in a qemu guest here (TCG emulation), "
+    "so its throughput would time the emulator, not the system"
+)
 
 
 def build(opts: Options, progress: Callable[[str], None] = lambda _: None) -> dict[str, Any]:
@@ -58,11 +61,20 @@ def build(opts: Options, progress: Callable[[str], None] = lambda _: None) -> di
     resolved = {k: resolve(BY_KEY[k]) for k in opts.systems}
     rows: dict[str, dict[str, Any]] = {}
     for key, res in resolved.items():
-        rows[key] = {"key": key, "what": res.system.what, "papers": list(res.system.papers),
-                     "sut": res.system.sut, "sut_name": res.sut_name, "fs": res.fs,
-                     "guest_only": res.guest_only, "why": res.why,
-                     "volume": None, "volume_why": res.why,
-                     "throughput_why": res.why, "notes": _notes(res)}
+        rows[key] = {
+            "key": key,
+            "what": res.system.what,
+            "papers": list(res.system.papers),
+            "sut": res.system.sut,
+            "sut_name": res.sut_name,
+            "fs": res.fs,
+            "guest_only": res.guest_only,
+            "why": res.why,
+            "volume": None,
+            "volume_why": res.why,
+            "throughput_why": res.why,
+            "notes": _notes(res),
+        }
     with temporary_folder("crashlab-paper-") as work:
         for key, res in resolved.items():
             if not res.measured:
@@ -89,13 +101,21 @@ def build(opts: Options, progress: Callable[[str], None] = lambda _: None) -> di
     off_opt = volumes.get("OFF_OPT", {}).get("total_kb")
     for key, row in rows.items():
         t = papers.thesis_fig8(key)
-        row["thesis_fig8"] = None if t is None else {
-            "quote": t.quote,
-            "ours": compare.fig8_sentence(t, row["volume"], off_opt) if row["volume"] else None}
+        row["thesis_fig8"] = (
+            None
+            if t is None
+            else {
+                "quote": t.quote,
+                "ours": compare.fig8_sentence(t, row["volume"], off_opt) if row["volume"] else None,
+            }
+        )
     return {
         "generated": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
-        "host": {"kernel": platform.release(), "sqlite": sqlite3.sqlite_version,
-                 "machine": platform.machine()},
+        "host": {
+            "kernel": platform.release(),
+            "sqlite": sqlite3.sqlite_version,
+            "machine": platform.machine(),
+        },
         "options": asdict(opts),
         "baseline": BASELINE,
         "systems": list(rows.values()),
@@ -106,9 +126,11 @@ def build(opts: Options, progress: Callable[[str], None] = lambda _: None) -> di
     }
 
 
-NVRAM_NOTE = ("throughput: unrecorded, its {n}-byte NVRAM is a plain file in the page cache "
-              "(memory speed, as the NVRAM it emulates), so only the write-back to SQLite "
-              "syncs")
+NVRAM_NOTE = (
+    "throughput: unrecorded, its {n}-byte NVRAM is a plain file in the page cache "
+    "(memory speed, as the NVRAM it emulates), so only the write-back to SQLite "
+    "syncs"
+)
 
 
 def _notes(res: Resolved) -> list[str]:
@@ -121,29 +143,55 @@ def _notes(res: Resolved) -> list[str]:
     return [NVRAM_NOTE.format(n=nvram)] if nvram else []
 
 
-def _throughput(resolved: dict[str, Resolved], opts: Options,
-                progress: Callable[[str], None]) -> tuple[dict[str, Any], dict[str, str]]:
+def _throughput(
+    resolved: dict[str, Resolved], opts: Options, progress: Callable[[str], None]
+) -> tuple[dict[str, Any], dict[str, str]]:
     """Fig. 10 for the host-runnable systems, WAL always among them (the
     baseline, measured even when not selected)."""
-    runnable = {k: r.sut_name for k, r in resolved.items()
-                if r.sut_name is not None and not r.guest_only}
+    runnable = {
+        k: r.sut_name for k, r in resolved.items() if r.sut_name is not None and not r.guest_only
+    }
     base = resolve(BY_KEY[BASELINE])
     if base.sut_name is None:
         raise CrashlabError(f"the baseline {BASELINE} cannot run: {base.why}")
     systems = {BASELINE: base.sut_name, **{k: v for k, v in runnable.items() if k != BASELINE}}
-    points, failed = throughput.measure(systems, baseline=BASELINE, txns=opts.tp_txns,
-                                        ops=opts.ops, repeats=opts.repeats, device=opts.device,
-                                        kinds=opts.kinds, progress=progress,
-                                        fs={k: r.fs for k, r in resolved.items()})
-    kinds = {kind: {str(k): {key: {"ops_per_s": list(p.ops_per_s), "ratio": list(p.ratio),
-                                   "best": p.best, "median": p.median, "min": p.spread[0],
-                                   "max": p.spread[1]}
-                             for key, p in per.items()}
-                    for k, per in by_ops.items()}
-             for kind, by_ops in points.items()}
-    return {"device": opts.device, "txns": opts.tp_txns, "repeats": opts.repeats,
-            "ops": list(opts.ops), "record_bytes": throughput.RECORD_BYTES,
-            "systems": list(systems), "kinds": kinds}, failed
+    points, failed = throughput.measure(
+        systems,
+        baseline=BASELINE,
+        txns=opts.tp_txns,
+        ops=opts.ops,
+        repeats=opts.repeats,
+        device=opts.device,
+        kinds=opts.kinds,
+        progress=progress,
+        fs={k: r.fs for k, r in resolved.items()},
+    )
+    kinds = {
+        kind: {
+            str(k): {
+                key: {
+                    "ops_per_s": list(p.ops_per_s),
+                    "ratio": list(p.ratio),
+                    "best": p.best,
+                    "median": p.median,
+                    "min": p.spread[0],
+                    "max": p.spread[1],
+                }
+                for key, p in per.items()
+            }
+            for k, per in by_ops.items()
+        }
+        for kind, by_ops in points.items()
+    }
+    return {
+        "device": opts.device,
+        "txns": opts.tp_txns,
+        "repeats": opts.repeats,
+        "ops": list(opts.ops),
+        "record_bytes": throughput.RECORD_BYTES,
+        "systems": list(systems),
+        "kinds": kinds,
+    }, failed
 
 
 def _claims(fig10: dict[str, Any]) -> list[dict[str, str]]:
@@ -157,26 +205,52 @@ def _claims(fig10: dict[str, Any]) -> list[dict[str, str]]:
 
     others = [k for k in FIG10_OTHERS if k in fig10["systems"]]
     if others:
-        npts = sum(1 for kind in kinds for o in kinds[kind] for k in others
-                   if med(kind, o, k) is not None)
-        below = [f"{k} {kind} ops={o} ({med(kind, o, k):.2f})"
-                 for kind in kinds for o in kinds[kind] for k in others
-                 if (m := med(kind, o, k)) is not None and m < 1]
-        out.append({"claim": "other logging methods except DASH consistently outperform WAL "
-                             "mode when a transaction writes no more than 16 pages",
-                    "here": "holds for every measured point" if not below else
-                            f"not everywhere: {len(below)} of {npts} points below WAL: "
-                            + ", ".join(below[:6]) + ("…" if len(below) > 6 else "")})
+        npts = sum(
+            1 for kind in kinds for o in kinds[kind] for k in others if med(kind, o, k) is not None
+        )
+        below = [
+            f"{k} {kind} ops={o} ({med(kind, o, k):.2f})"
+            for kind in kinds
+            for o in kinds[kind]
+            for k in others
+            if (m := med(kind, o, k)) is not None and m < 1
+        ]
+        out.append(
+            {
+                "claim": "other logging methods except DASH consistently outperform WAL "
+                "mode when a transaction writes no more than 16 pages",
+                "here": "holds for every measured point"
+                if not below
+                else f"not everywhere: {len(below)} of {npts} points below WAL: "
+                + ", ".join(below[:6])
+                + ("…" if len(below) > 6 else ""),
+            }
+        )
     if "WAL_OPT" in fig10["systems"]:
-        best = max(((m, kind, o) for kind in kinds for o in kinds[kind]
-                    if (m := med(kind, o, "WAL_OPT")) is not None), default=None)
+        best = max(
+            (
+                (m, kind, o)
+                for kind in kinds
+                for o in kinds[kind]
+                if (m := med(kind, o, "WAL_OPT")) is not None
+            ),
+            default=None,
+        )
         if best:
-            out.append({"claim": "WAL_OPT shows up to 2x higher throughput than the stock WAL",
-                        "here": f"up to {best[0]:.2f}x ({best[1]}, ops={best[2]}, best runs)"})
+            out.append(
+                {
+                    "claim": "WAL_OPT shows up to 2x higher throughput than the stock WAL",
+                    "here": f"up to {best[0]:.2f}x ({best[1]}, ops={best[2]}, best runs)",
+                }
+            )
     if {"DHL_CC", "DHL_TC"} <= set(fig10["systems"]) and "2" in kinds.get("insert", {}):
         cc, tc = med("insert", "2", "DHL_CC"), med("insert", "2", "DHL_TC")
         if cc and tc:
-            out.append({"claim": "when each transaction inserts two data items, the throughput "
-                                 "of DHL_CC is up to 33% higher than that of DHL_TC",
-                        "here": f"DHL_CC/DHL_TC = {cc / tc:.2f} (insert, ops=2, best runs)"})
+            out.append(
+                {
+                    "claim": "when each transaction inserts two data items, the throughput "
+                    "of DHL_CC is up to 33% higher than that of DHL_TC",
+                    "here": f"DHL_CC/DHL_TC = {cc / tc:.2f} (insert, ops=2, best runs)",
+                }
+            )
     return out

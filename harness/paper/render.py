@@ -64,11 +64,22 @@ def fig10(paper: dict[str, Any], path: Path) -> None:
             if any(p is None for p in pts):
                 continue
             med = [p["best"] for p in pts]
-            err = [[m - p["min"] for m, p in zip(med, pts, strict=True)],
-                   [p["max"] - m for m, p in zip(med, pts, strict=True)]]
+            err = [
+                [m - p["min"] for m, p in zip(med, pts, strict=True)],
+                [p["max"] - m for m, p in zip(med, pts, strict=True)],
+            ]
             style = "--" if key == paper["baseline"] else "-"
-            ax.errorbar(xs, med, yerr=err, label=key, marker="o", ms=3, capsize=2,
-                        linestyle=style, linewidth=1)
+            ax.errorbar(
+                xs,
+                med,
+                yerr=err,
+                label=key,
+                marker="o",
+                ms=3,
+                capsize=2,
+                linestyle=style,
+                linewidth=1,
+            )
         ax.set_xscale("log", base=2)
         ax.set_xticks(xs, [str(x) for x in xs])
         ax.set_title(f"{kind} ({f10['device']}, {f10['repeats']} repeats)")
@@ -100,8 +111,11 @@ def syncs(paper: dict[str, Any], path: Path) -> None:
     """Runner sync calls, device flushes and jbd2 commits per transaction."""
     rows = _measured(paper)
     fig, ax = plt.subplots(figsize=(8.5, 0.42 * max(len(rows), 1) + 1.4))
-    series = (("runner_syncs", "runner fsync/fdatasync calls"), ("flushes", "device flushes"),
-              ("jbd2_commits", "jbd2 commits"))
+    series = (
+        ("runner_syncs", "runner fsync/fdatasync calls"),
+        ("flushes", "device flushes"),
+        ("jbd2_commits", "jbd2 commits"),
+    )
     h = 0.27
     for i, (field, label) in enumerate(series):
         ys = [k + (i - 1) * h for k in range(len(rows))]
@@ -117,9 +131,13 @@ def syncs(paper: dict[str, Any], path: Path) -> None:
 def _environment(*, html: bool = True) -> jinja2.Environment:
     """HTML escapes every value (SUT errors are data, never markup);
     Markdown does not."""
-    return jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATES), autoescape=html,
-                              undefined=jinja2.StrictUndefined, trim_blocks=True,
-                              lstrip_blocks=True)
+    return jinja2.Environment(
+        loader=jinja2.FileSystemLoader(TEMPLATES),
+        autoescape=html,
+        undefined=jinja2.StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
 
 
 def _num(x: float | None, nd: int = 1) -> str:
@@ -129,22 +147,28 @@ def _num(x: float | None, nd: int = 1) -> str:
 
 def _context(paper: dict[str, Any]) -> dict[str, Any]:
     """What both templates are given beside the page's content."""
-    return {"p": paper, "cats": CATEGORIES, "num": _num,
-            "ops": [str(o) for o in paper["fig10"]["ops"]]}
+    return {
+        "p": paper,
+        "cats": CATEGORIES,
+        "num": _num,
+        "ops": [str(o) for o in paper["fig10"]["ops"]],
+    }
 
 
 def render_html(paper: dict[str, Any], out: Path) -> str:
     """The page, with the charts already drawn under ``out`` inlined."""
-    images = {name: "data:image/png;base64," + base64.b64encode(
-        (out / rel).read_bytes()).decode("ascii")
-        for name, rel in PLOTS.items() if (out / rel).is_file()}
-    return _environment().get_template("paper.html.j2").render(images=images,
-                                                               **_context(paper))
+    images = {
+        name: "data:image/png;base64," + base64.b64encode((out / rel).read_bytes()).decode("ascii")
+        for name, rel in PLOTS.items()
+        if (out / rel).is_file()
+    }
+    return _environment().get_template("paper.html.j2").render(images=images, **_context(paper))
 
 
 def render_md(paper: dict[str, Any]) -> str:
-    return _environment(html=False).get_template("paper.md.j2").render(plots=PLOTS,
-                                                             **_context(paper))
+    return (
+        _environment(html=False).get_template("paper.md.j2").render(plots=PLOTS, **_context(paper))
+    )
 
 
 def write(paper: dict[str, Any], out: Path) -> Written:

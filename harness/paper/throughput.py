@@ -80,9 +80,12 @@ def normalise(rates: dict[str, list[float]], baseline: str) -> dict[str, Point]:
     base = rates[baseline]
     if any(b <= 0 for b in base):
         raise CrashlabError(f"the baseline {baseline} measured no throughput")
-    return {name: Point(tuple(rs), tuple(r / b for r, b in zip(rs, base, strict=True)),
-                        max(rs) / max(base))
-            for name, rs in rates.items()}
+    return {
+        name: Point(
+            tuple(rs), tuple(r / b for r, b in zip(rs, base, strict=True)), max(rs) / max(base)
+        )
+        for name, rs in rates.items()
+    }
 
 
 def _rate(stats: Path, ops: int) -> float:
@@ -116,11 +119,18 @@ def _where(sut: Sut, fs: str) -> tuple[str, str]:
     return fs, getattr(sut, "mount_options", "") or ""
 
 
-def measure(systems: dict[str, str], *, baseline: str, txns: int, ops: tuple[int, ...],
-            repeats: int, device: str, kinds: tuple[str, ...] = KINDS,
-            fs: dict[str, str] | None = None,
-            progress: Callable[[str], None] = lambda _: None,
-            ) -> tuple[dict[str, dict[int, dict[str, Point]]], dict[str, str]]:
+def measure(
+    systems: dict[str, str],
+    *,
+    baseline: str,
+    txns: int,
+    ops: tuple[int, ...],
+    repeats: int,
+    device: str,
+    kinds: tuple[str, ...] = KINDS,
+    fs: dict[str, str] | None = None,
+    progress: Callable[[str], None] = lambda _: None,
+) -> tuple[dict[str, dict[int, dict[str, Point]]], dict[str, str]]:
     """``systems``: key → SUT name (the baseline among them).  Returns
     kind → ops → system key → Point, and key → why for each system whose
     runner failed (it is dropped from every point; the baseline failing is
@@ -132,21 +142,27 @@ def measure(systems: dict[str, str], *, baseline: str, txns: int, ops: tuple[int
     where = {key: _where(sut, (fs or {}).get(key, "ext4")) for key, sut in suts.items()}
     rates: dict[tuple[str, int, str], list[float]] = {}
     failed: dict[str, str] = {}
-    with (temporary_folder("crashlab-paper-", _image_parent(device)) as work,
-          contextlib.ExitStack() as mounts):
+    with (
+        temporary_folder("crashlab-paper-", _image_parent(device)) as work,
+        contextlib.ExitStack() as mounts,
+    ):
         mnts: dict[tuple[str, str], Path] = {}
         for i, (fsname, options) in enumerate(sorted(set(where.values()))):
             image, mnt = work / f"fs{i}.img", work / f"mnt{i}"
             shutil.copyfile(ensure_image(fsname)[0], image)
             mnt.mkdir()
-            mounts.enter_context(loop_mounted(image, mnt, fsname, options=options or None,
-                                              direct_io=device == "loop"))
+            mounts.enter_context(
+                loop_mounted(
+                    image, mnt, fsname, options=options or None, direct_io=device == "loop"
+                )
+            )
             mnts[(fsname, options)] = mnt
         streams = {}
         for kind in kinds:
             for k in ops:
-                streams[(kind, k)] = write_opstream(parse_spec(stream(kind, txns, k)),
-                                                    work / f"{kind}-{k}.ops")
+                streams[(kind, k)] = write_opstream(
+                    parse_spec(stream(kind, txns, k)), work / f"{kind}-{k}.ops"
+                )
         for rep in range(repeats):
             progress(f"throughput: repeat {rep + 1} of {repeats}")
             for kind in kinds:
@@ -156,13 +172,16 @@ def measure(systems: dict[str, str], *, baseline: str, txns: int, ops: tuple[int
                             continue
                         stats = work / "stats.json"
                         mnt = mnts[where[key]]
-                        cmd = runner_command(suts[key], streams[(kind, k)],
-                                             mnt / "paper.db", stats=stats)
+                        cmd = runner_command(
+                            suts[key], streams[(kind, k)], mnt / "paper.db", stats=stats
+                        )
                         p = subprocess.run(cmd, capture_output=True, text=True)
                         _clear(mnt)
                         if p.returncode != 0:
-                            why = (f"{kind} ops={k}: the runner exited {p.returncode}: "
-                                   f"{p.stderr.strip()[-300:]}")
+                            why = (
+                                f"{kind} ops={k}: the runner exited {p.returncode}: "
+                                f"{p.stderr.strip()[-300:]}"
+                            )
                             if key == baseline:
                                 raise CrashlabError(f"{key} ({sut}) {why}")
                             failed[key] = why

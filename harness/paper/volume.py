@@ -98,8 +98,9 @@ def measure(res: Resolved, txns: int, work: Path) -> Volume:
     out = work / "rec"
     shutil.rmtree(out, ignore_errors=True)
     try:
-        run = record_workload(res.sut_name, spec(txns), out, fs=res.fs,
-                              backend="qemu" if res.guest_only else "auto")
+        run = record_workload(
+            res.sut_name, spec(txns), out, fs=res.fs, backend="qemu" if res.guest_only else "auto"
+        )
         meta = run.meta()
         if meta.exit_status != 0:
             raise RuntimeError(f"the recorded runner exited {meta.exit_status}")
@@ -135,7 +136,7 @@ def analyse(run: RunDir, work: Path) -> Volume:
     with LogReader(run.log, salvage=True) as reader:
         entries = list(reader.entries())
         first, last, begin_last, acks = _window(entries)
-        window = [e for e in entries[first:last + 1] if not e.is_mark]
+        window = [e for e in entries[first : last + 1] if not e.is_mark]
         runner = (meta.runner or {}).get("workload") if isinstance(meta.runner, dict) else None
         syncs = runner["fsyncs"] / acks if runner and acks else None
         flushes = sum(e.is_flush for e in window) / acks
@@ -144,28 +145,59 @@ def analyse(run: RunDir, work: Path) -> Volume:
         total = sum(e.nr_sectors * ss for e in window if e.has_payload)
         base = Path(meta.image.path) if meta.image else None
         if meta.fs != "ext4" or base is None:
-            return Volume(acks, meta.fs, meta.backend, total / 1024 / acks,
-                          {"other": total / 1024 / acks}, {}, False, syncs, flushes, fua, None,
-                          [f"{meta.fs}: no per-block attribution (crashlab reads ext4 layouts "
-                           "only), the total is every byte written"])
+            return Volume(
+                acks,
+                meta.fs,
+                meta.backend,
+                total / 1024 / acks,
+                {"other": total / 1024 / acks},
+                {},
+                False,
+                syncs,
+                flushes,
+                fua,
+                None,
+                [
+                    f"{meta.fs}: no per-block attribution (crashlab reads ext4 layouts "
+                    "only), the total is every byte written"
+                ],
+            )
         layout = read_layout(base)
-        positions = sorted({e.index + 1 for e in entries[begin_last:last + 1] if e.is_flush}
-                           | {last + 1, len(entries)})
+        positions = sorted(
+            {e.index + 1 for e in entries[begin_last : last + 1] if e.is_flush}
+            | {last + 1, len(entries)}
+        )
         work.mkdir(parents=True, exist_ok=True)
         views, databases = _views(base, run.log, positions, work)
         earlier = [e.index + 1 for e in window if e.is_flush and e.index < begin_last]
-        cats, files, commits = _classify(reader, window, layout, views,
-                                         {meta.db or "", *databases},
-                                         _LaterViews(base, run.log, earlier, work / "earlier"),
-                                         nvram_region(meta.extra))
+        cats, files, commits = _classify(
+            reader,
+            window,
+            layout,
+            views,
+            {meta.db or "", *databases},
+            _LaterViews(base, run.log, earlier, work / "earlier"),
+            nvram_region(meta.extra),
+        )
     per = {c: cats.get(c, 0) / 1024 / acks for c in CATEGORIES}
-    return Volume(acks, meta.fs, meta.backend, total / 1024 / acks, per,
-                  {n: b / 1024 / acks for n, b in sorted(files.items())}, True, syncs,
-                  flushes, fua, commits / acks)
+    return Volume(
+        acks,
+        meta.fs,
+        meta.backend,
+        total / 1024 / acks,
+        per,
+        {n: b / 1024 / acks for n, b in sorted(files.items())},
+        True,
+        syncs,
+        flushes,
+        fua,
+        commits / acks,
+    )
 
 
-def _views(base: Path, log: Path, positions: list[int], work: Path
-           ) -> tuple[list[tuple[str, Path]], set[str]]:
+def _views(
+    base: Path, log: Path, positions: list[int], work: Path
+) -> tuple[list[tuple[str, Path]], set[str]]:
     """Journal-replayed images of the run after each entry count in
     ``positions``, latest first (a block reused later is named by its
     latest owner), and the names of the files that are SQLite databases in
@@ -227,10 +259,15 @@ class _LaterViews:
         return found
 
 
-def _classify(reader: LogReader, window: list[Entry], layout: Layout,
-              views: list[tuple[str, Path]], db_names: set[str], earlier: _LaterViews,
-              nvram: tuple[int, int] | None = None,
-              ) -> tuple[Counter[str], Counter[str], int]:
+def _classify(
+    reader: LogReader,
+    window: list[Entry],
+    layout: Layout,
+    views: list[tuple[str, Path]],
+    db_names: set[str],
+    earlier: _LaterViews,
+    nvram: tuple[int, int] | None = None,
+) -> tuple[Counter[str], Counter[str], int]:
     """Bytes per category and per file name, and jbd2 commit blocks, of the
     writes in ``window``.  ``nvram``: (offset, bytes) of a SUT's emulated
     NVRAM past the disk (its log: counted as the log file ``NVRAM``)."""
@@ -247,11 +284,16 @@ def _classify(reader: LogReader, window: list[Entry], layout: Layout,
             lo, hi = max(start, b * bs), min(end, (b + 1) * bs)
             pieces.append((b, hi - lo))
             if data and lo == b * bs and hi - lo == bs and layout.journal_block(b) is not None:
-                h = jbd2.header(data[lo - start:hi - start])
+                h = jbd2.header(data[lo - start : hi - start])
                 commits += h is not None and h.blocktype == jbd2.COMMIT
-    unknown = {b for b, _ in pieces if not nv_lo <= b * bs < nv_hi
-               and layout.journal_block(b) is None
-               and layout.static(b) is None and layout.itable_inodes(b) is None}
+    unknown = {
+        b
+        for b, _ in pieces
+        if not nv_lo <= b * bs < nv_hi
+        and layout.journal_block(b) is None
+        and layout.static(b) is None
+        and layout.itable_inodes(b) is None
+    }
     owners = attribute(views, sorted(unknown))
     owners.update(earlier.attribute(sorted(unknown - set(owners))))
     cats: Counter[str] = Counter()

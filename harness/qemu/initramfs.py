@@ -56,8 +56,9 @@ def _is_elf(path: str) -> bool:
         return f.read(4) == b"\x7fELF"
 
 
-def with_libraries(paths: Mapping[str, str] | Iterable[str], skip: Iterable[str] = ()
-                   ) -> list[cpio.Member]:
+def with_libraries(
+    paths: Mapping[str, str] | Iterable[str], skip: Iterable[str] = ()
+) -> list[cpio.Member]:
     """Members for the host files ``paths`` (guest path -> host path, or
     host paths kept where they are; mode kept) and for the shared libraries
     of the ELF ones at their own paths, except the paths in ``skip``."""
@@ -112,18 +113,31 @@ def base_archive(kernel: Kernel, fs_modules: Sequence[str]) -> Base:
             members.append(cpio.file(f"/lib/crashlab/{script.name}", script.read_bytes()))
     for m in modules:
         members.append(cpio.file(f"/lib/modules/{m}.ko", kernel.module_bytes(m)))
-    for d in ("/dev", "/proc", "/sys", "/mnt", "/tmp", "/out", "/etc", "/sbin", "/usr/bin",
-              "/usr/sbin"):
+    for d in (
+        "/dev",
+        "/proc",
+        "/sys",
+        "/mnt",
+        "/tmp",
+        "/out",
+        "/etc",
+        "/sbin",
+        "/usr/bin",
+        "/usr/sbin",
+    ):
         members.append(cpio.Member(d, 0o040755))
     data = cpio.archive(members)
-    base = Base(data, hashlib.sha256(data).hexdigest(), tuple(modules),
-                tuple(m.path for m in members if m.mode & 0o100000))
+    base = Base(
+        data,
+        hashlib.sha256(data).hexdigest(),
+        tuple(modules),
+        tuple(m.path for m in members if m.mode & 0o100000),
+    )
     _BASES[key] = base
     return base
 
 
-def job_archive(files: Mapping[str, bytes], host_files: Mapping[str, str], base: Base
-                ) -> bytes:
+def job_archive(files: Mapping[str, bytes], host_files: Mapping[str, str], base: Base) -> bytes:
     """The job archive: ``files`` (guest path -> content) and ``host_files``
     (guest path -> host path) with their libraries (those not in ``base``)."""
     members = [cpio.file(p, data, executable=p.endswith(".sh")) for p, data in files.items()]

@@ -71,12 +71,12 @@ def _modinfo(data: bytes) -> dict[str, str]:
     """The ``key=value`` strings of an ELF64 module's ``.modinfo`` section."""
     if data[:4] != b"\x7fELF" or data[4] != 2:
         raise CrashlabError("not an ELF64 kernel module")
-    shoff, = struct.unpack_from("<Q", data, 0x28)
+    (shoff,) = struct.unpack_from("<Q", data, 0x28)
     shentsize, shnum, shstrndx = struct.unpack_from("<HHH", data, 0x3A)
 
     def section(i: int) -> tuple[int, int, int]:
         base = shoff + i * shentsize
-        name, = struct.unpack_from("<I", data, base)
+        (name,) = struct.unpack_from("<I", data, base)
         off, size = struct.unpack_from("<QQ", data, base + 24)
         return name, off, size
 
@@ -84,9 +84,9 @@ def _modinfo(data: bytes) -> dict[str, str]:
     for i in range(shnum):
         name, off, size = section(i)
         end = data.index(b"\0", stroff + name)
-        if data[stroff + name:end] == b".modinfo":
+        if data[stroff + name : end] == b".modinfo":
             info: dict[str, str] = {}
-            for item in data[off:off + size].split(b"\0"):
+            for item in data[off : off + size].split(b"\0"):
                 key, sep, value = item.partition(b"=")
                 if sep:
                     info.setdefault(key.decode(), value.decode(errors="replace"))
@@ -212,8 +212,9 @@ def fetch(pin: KernelPin) -> Path:
         if proc.returncode != 0:
             raise CrashlabError(f"apt-get download {pin}: {proc.stderr.strip().splitlines()[-1:]}")
         (deb,) = Path(tmp).glob("*.deb")
-        proc = subprocess.run(["dpkg-deb", "-x", str(deb), str(partial)], capture_output=True,
-                              text=True)
+        proc = subprocess.run(
+            ["dpkg-deb", "-x", str(deb), str(partial)], capture_output=True, text=True
+        )
         if proc.returncode != 0:
             shutil.rmtree(partial, ignore_errors=True)
             raise CrashlabError(f"dpkg-deb -x {deb.name}: {proc.stderr.strip()}")

@@ -145,10 +145,32 @@ def _boot_files(
     with open(initrd, "wb") as f:
         f.write(base.data)
         f.write(job_data)
-    argv = [QEMU, "-nodefaults", "-no-user-config", "-display", "none", "-no-reboot",
-            "-machine", "pc", "-accel", "tcg", "-cpu", "max", "-smp", "1",
-            "-m", str(MEMORY_MB), "-kernel", str(kernel.vmlinuz), "-initrd", str(initrd),
-            "-append", CMDLINE, "-serial", f"file:{console}"]
+    argv = [
+        QEMU,
+        "-nodefaults",
+        "-no-user-config",
+        "-display",
+        "none",
+        "-no-reboot",
+        "-machine",
+        "pc",
+        "-accel",
+        "tcg",
+        "-cpu",
+        "max",
+        "-smp",
+        "1",
+        "-m",
+        str(MEMORY_MB),
+        "-kernel",
+        str(kernel.vmlinuz),
+        "-initrd",
+        str(initrd),
+        "-append",
+        CMDLINE,
+        "-serial",
+        f"file:{console}",
+    ]
     for i, disk in enumerate([*disks, exchange]):
         argv += disk_arg(disk, i)
     return argv, base, hashlib.sha256(job_data).hexdigest(), exchange
@@ -173,27 +195,32 @@ def run_job(
     MODULES are set); ``host_files``: guest path -> host file to copy in
     (ELF programs with their libraries)."""
     kernel = guest_kernel(fs_modules)
-    argv, base, job_sha, exchange = _boot_files(kernel, fs, fs_modules, job, params, list(disks),
-                                                workdir, console, host_files)
+    argv, base, job_sha, exchange = _boot_files(
+        kernel, fs, fs_modules, job, params, list(disks), workdir, console, host_files
+    )
     t0 = time.monotonic()
     err_path = workdir / "qemu.err"
     with open(err_path, "wb") as err:
-        proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=err, stderr=err,
-                                start_new_session=True)
+        proc = subprocess.Popen(
+            argv, stdin=subprocess.DEVNULL, stdout=err, stderr=err, start_new_session=True
+        )
     try:
         try:
             rc = proc.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
             _stop(proc)
-            raise GuestHung(f"the guest did not finish in {timeout:.0f} s and was killed; "
-                            f"console: {console_tail(console)}") from None
+            raise GuestHung(
+                f"the guest did not finish in {timeout:.0f} s and was killed; "
+                f"console: {console_tail(console)}"
+            ) from None
     finally:
         _stop(proc)
     wall = time.monotonic() - t0
     if rc != 0:
         qerr = err_path.read_text(errors="replace").strip().splitlines()
-        raise CrashlabError(f"qemu exited with status {rc}: "
-                            f"{qerr[-1] if qerr else console_tail(console)}")
+        raise CrashlabError(
+            f"qemu exited with status {rc}: {qerr[-1] if qerr else console_tail(console)}"
+        )
     answer = GuestAnswer(_read_tar(exchange), wall, kernel, base, job_sha)
     if "out/error" in answer.files:
         raise CrashlabError(f"in the guest: {answer.text('out/error').strip()}")
@@ -229,18 +256,26 @@ class Guest:
     ) -> None:
         self.console = workdir / "console.log"
         self.kernel = guest_kernel(fs_modules)
-        argv, self.base, _, _ = _boot_files(self.kernel, fs, fs_modules, {}, params, list(disks),
-                                            workdir, self.console, None)
+        argv, self.base, _, _ = _boot_files(
+            self.kernel, fs, fs_modules, {}, params, list(disks), workdir, self.console, None
+        )
         argv += ["-serial", "stdio"]
         self.proc: subprocess.Popen[bytes] | None = subprocess.Popen(
-            argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-            start_new_session=True, preexec_fn=_die_with_parent)
+            argv,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+            preexec_fn=_die_with_parent,
+        )
         self._buf = b""
         try:
             line = self._line(boot_timeout)
             if line != "ready":
-                raise CrashlabError(f"the recovery guest said {line!r} instead of ready; "
-                                    f"console: {console_tail(self.console)}")
+                raise CrashlabError(
+                    f"the recovery guest said {line!r} instead of ready; "
+                    f"console: {console_tail(self.console)}"
+                )
         except BaseException:
             self.close()
             raise
@@ -252,14 +287,15 @@ class Guest:
         while b"\n" not in self._buf:
             left = deadline - time.monotonic()
             if left <= 0:
-                raise GuestHung(f"the guest did not answer in {timeout:.0f} s; "
-                                f"console: {console_tail(self.console)}")
+                raise GuestHung(
+                    f"the guest did not answer in {timeout:.0f} s; "
+                    f"console: {console_tail(self.console)}"
+                )
             ready, _, _ = select.select([fd], [], [], left)
             if ready:
                 chunk = os.read(fd, 4096)
                 if not chunk:
-                    raise CrashlabError("the guest stopped; console: "
-                                        f"{console_tail(self.console)}")
+                    raise CrashlabError(f"the guest stopped; console: {console_tail(self.console)}")
                 self._buf += chunk
         line, _, self._buf = self._buf.partition(b"\n")
         return line.decode(errors="replace").strip()

@@ -112,8 +112,9 @@ class Backend(ABC):
         return None
 
     @abstractmethod
-    def attach(self, image: Path, log: Path, workdir: Path, faults: tuple[Fault, ...] = ()
-               ) -> contextlib.AbstractContextManager[Device]:
+    def attach(
+        self, image: Path, log: Path, workdir: Path, faults: tuple[Fault, ...] = ()
+    ) -> contextlib.AbstractContextManager[Device]:
         """Attach the working ``image`` (modified in place) with its writes
         logged to ``log``; ``workdir`` is a private scratch directory.  On exit
         (success, error or interrupt) everything created is torn down, by the
@@ -121,8 +122,15 @@ class Backend(ABC):
         faults the device injects (only where ``injects_faults``)."""
 
     @contextlib.contextmanager
-    def mounted(self, image: Path, log: Path, workdir: Path, fs: str,
-                faults: tuple[Fault, ...] = (), mount_options: str = "") -> Iterator[Mounted]:
+    def mounted(
+        self,
+        image: Path,
+        log: Path,
+        workdir: Path,
+        fs: str,
+        faults: tuple[Fault, ...] = (),
+        mount_options: str = "",
+    ) -> Iterator[Mounted]:
         """Attach, then mount ``fs`` from the device on ``workdir/mnt``; the
         unmount on exit comes before the detach, so the log ends with the
         unmount's writes.  An ``enospc`` fault fills the file system right
@@ -169,12 +177,11 @@ class Backend(ABC):
             with self.attach(image, log, workdir, device_rules(faults)) as dev:
                 cwd = workdir / "raw-cwd"
                 cwd.mkdir()
-                return run_command(command, cwd=cwd,
-                                   env={**env, DEV_ENV: dev.path, **dev.mark_env},
-                                   owner=workdir)
+                return run_command(
+                    command, cwd=cwd, env={**env, DEV_ENV: dev.path, **dev.mark_env}, owner=workdir
+                )
         with self.mounted(image, log, workdir, fs, faults, mount_options) as m:
-            return run_command(command, cwd=m.mountpoint, env={**env, **m.env},
-                               owner=workdir)
+            return run_command(command, cwd=m.mountpoint, env={**env, **m.env}, owner=workdir)
 
 
 def device_rules(faults: tuple[Fault, ...]) -> tuple[Fault, ...]:

@@ -20,8 +20,10 @@ from pathlib import Path
 from harness.errors import CrashlabError
 
 TRACE_NAME = "blktrace.txt"  # in the run folder
-_LINE = re.compile(r"^\s*\d+,\d+\s+\d+\s+\d+\s+(?P<t>\d+\.\d+)\s+\d+\s+(?P<a>[A-Z]+)\s+"
-                   r"(?P<rwbs>[A-Z]+)(?:\s+(?P<sector>\d+)\s+\+\s+(?P<n>\d+))?")
+_LINE = re.compile(
+    r"^\s*\d+,\d+\s+\d+\s+\d+\s+(?P<t>\d+\.\d+)\s+\d+\s+(?P<a>[A-Z]+)\s+"
+    r"(?P<rwbs>[A-Z]+)(?:\s+(?P<sector>\d+)\s+\+\s+(?P<n>\d+))?"
+)
 
 
 @dataclass(frozen=True)
@@ -49,8 +51,11 @@ class Event:
 
 def blkparse(trace_dir: Path, name: str, out: Path) -> None:
     """``blkparse`` of the binary trace ``trace_dir/name.blktrace.*`` into ``out``."""
-    proc = subprocess.run(["blkparse", "-i", name, "-D", str(trace_dir), "-o", str(out)],
-                          capture_output=True, text=True)
+    proc = subprocess.run(
+        ["blkparse", "-i", name, "-D", str(trace_dir), "-o", str(out)],
+        capture_output=True,
+        text=True,
+    )
     if proc.returncode != 0:
         raise CrashlabError(f"blkparse: {proc.stderr.strip() or proc.returncode}")
 

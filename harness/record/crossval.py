@@ -58,26 +58,43 @@ def _num(v: float | None) -> str:
 def markdown(cmp: dict[str, dict[str, Side]]) -> str:
     """The shape table (means per acknowledged transaction, bytes) and the
     verdict table (failing / checked states per invariant and strategy)."""
-    lines = ["| SUT | backend | " + " | ".join(SHAPE_KEYS) + " |",
-             "|---|---|" + "---|" * len(SHAPE_KEYS)]
+    lines = [
+        "| SUT | backend | " + " | ".join(SHAPE_KEYS) + " |",
+        "|---|---|" + "---|" * len(SHAPE_KEYS),
+    ]
     for sut, sides in cmp.items():
         for be, s in sides.items():
-            lines.append(f"| {sut} | {be} | " + " | ".join(_num(s.shape[k]) for k in SHAPE_KEYS)
-                         + " |")
-    strategies = sorted({st for sides in cmp.values() for s in sides.values()
-                         for st in s.verdicts})
-    invariants = sorted({inv for sides in cmp.values() for s in sides.values()
-                         for v in s.verdicts.values() for inv in v})
-    lines += ["", "| SUT | backend | strategy | states | " + " | ".join(invariants) + " |",
-              "|---|---|---|---|" + "---|" * len(invariants)]
+            lines.append(
+                f"| {sut} | {be} | " + " | ".join(_num(s.shape[k]) for k in SHAPE_KEYS) + " |"
+            )
+    strategies = sorted({st for sides in cmp.values() for s in sides.values() for st in s.verdicts})
+    invariants = sorted(
+        {
+            inv
+            for sides in cmp.values()
+            for s in sides.values()
+            for v in s.verdicts.values()
+            for inv in v
+        }
+    )
+    lines += [
+        "",
+        "| SUT | backend | strategy | states | " + " | ".join(invariants) + " |",
+        "|---|---|---|---|" + "---|" * len(invariants),
+    ]
     for sut, sides in cmp.items():
         for st in strategies:
             for be, s in sides.items():
                 v = s.verdicts.get(st)
                 if v is None:
                     continue
-                cells = [f"{v[i]['fail']} fail" if v.get(i, {}).get("fail") else
-                         ("pass" if i in v else "—") for i in invariants]
-                lines.append(f"| {sut} | {be} | {st} | {s.states.get(st, 0)} | "
-                             + " | ".join(cells) + " |")
+                cells = [
+                    f"{v[i]['fail']} fail"
+                    if v.get(i, {}).get("fail")
+                    else ("pass" if i in v else "—")
+                    for i in invariants
+                ]
+                lines.append(
+                    f"| {sut} | {be} | {st} | {s.states.get(st, 0)} | " + " | ".join(cells) + " |"
+                )
     return "\n".join(lines) + "\n"

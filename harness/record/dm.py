@@ -40,8 +40,9 @@ DM_ENV = {"DM_DISABLE_UDEV": "1"}
 def dmsetup(args: list[str], what: str) -> str:
     env = {**os.environ, **DM_ENV}
     try:
-        proc = subprocess.run(["dmsetup", *args], capture_output=True, text=True, env=env,
-                              timeout=60)
+        proc = subprocess.run(
+            ["dmsetup", *args], capture_output=True, text=True, env=env, timeout=60
+        )
     except FileNotFoundError:
         raise CrashlabError(f"{what}: dmsetup is not installed") from None
     if proc.returncode != 0:
@@ -82,13 +83,16 @@ class DmBackend(Backend):
             return False, f"no device-mapper in this kernel ({e})"
         names = {line.split()[0] for line in targets.splitlines() if line.strip()}
         if "log-writes" not in names:
-            return False, "the kernel's device-mapper has no log-writes target " \
-                "(CONFIG_DM_LOG_WRITES)"
+            return (
+                False,
+                "the kernel's device-mapper has no log-writes target (CONFIG_DM_LOG_WRITES)",
+            )
         return True, "dmsetup targets lists log-writes"
 
     @contextlib.contextmanager
-    def attach(self, image: Path, log: Path, workdir: Path, faults: tuple[Fault, ...] = ()
-               ) -> Iterator[Device]:
+    def attach(
+        self, image: Path, log: Path, workdir: Path, faults: tuple[Fault, ...] = ()
+    ) -> Iterator[Device]:
         size = dm_log_size(DEFAULT_LOG_SIZE)
         # The log device must read as zeros beyond what the kernel writes.
         with open(log, "wb") as f:

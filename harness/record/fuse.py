@@ -90,8 +90,9 @@ class FuseBackend(Backend):
         return True, "/dev/fuse, loop devices and logfuse are present"
 
     @contextlib.contextmanager
-    def attach(self, image: Path, log: Path, workdir: Path, faults: tuple[Fault, ...] = ()
-               ) -> Iterator[Device]:
+    def attach(
+        self, image: Path, log: Path, workdir: Path, faults: tuple[Fault, ...] = ()
+    ) -> Iterator[Device]:
         fdir = workdir / "fuse"
         fdir.mkdir()
         err_path = workdir / "logfuse.err"
@@ -103,8 +104,16 @@ class FuseBackend(Backend):
         with contextlib.ExitStack() as stack:
             with signals_deferred(), open(err_path, "wb") as err:
                 daemon = subprocess.Popen(
-                    [str(logfuse_path()), "--image", str(image), "--log", str(log),
-                     *nvram_args, *daemon_fault_args(faults), str(fdir)],
+                    [
+                        str(logfuse_path()),
+                        "--image",
+                        str(image),
+                        "--log",
+                        str(log),
+                        *nvram_args,
+                        *daemon_fault_args(faults),
+                        str(fdir),
+                    ],
                     stdin=subprocess.DEVNULL,
                     stdout=subprocess.PIPE,
                     stderr=err,
@@ -170,7 +179,6 @@ class _DaemonStop:
                 raise CrashlabError("; ".join(errors))
             exc.add_note("fuse teardown: " + "; ".join(errors))
         return False
-
 
     def _unmount(self, errors: list[str]) -> bool:
         """Unmount the daemon's mount point, trying again for up to

@@ -24,8 +24,9 @@ def _killpg(pgid: int, sig: int) -> None:
         os.killpg(pgid, sig)
 
 
-def run_command(command: Sequence[str], *, cwd: Path, env: Mapping[str, str],
-                owner: Path | None = None) -> int:
+def run_command(
+    command: Sequence[str], *, cwd: Path, env: Mapping[str, str], owner: Path | None = None
+) -> int:
     """Run ``command`` in ``cwd`` with exactly ``env``; return its exit status
     (negative: killed by that signal, as in :mod:`subprocess`).
 
@@ -61,8 +62,7 @@ def run_command(command: Sequence[str], *, cwd: Path, env: Mapping[str, str],
         raise
 
 
-def _start(command: Sequence[str], cwd: Path, env: Mapping[str, str]
-           ) -> subprocess.Popen[bytes]:
+def _start(command: Sequence[str], cwd: Path, env: Mapping[str, str]) -> subprocess.Popen[bytes]:
     """``command`` started as the leader of a new session (and group)."""
     try:
         return subprocess.Popen(list(command), cwd=cwd, env=dict(env), start_new_session=True)

@@ -73,8 +73,11 @@ def split_paths(command: Sequence[str]) -> tuple[list[str], list[str]]:
 
 
 def guest_env(env: Mapping[str, str]) -> bytes:
-    lines = [f"export {k}={shlex.quote(v)}\n" for k, v in sorted(env.items())
-             if k.startswith("CRASHLAB_") and k not in GUEST_OWN and k.isidentifier()]
+    lines = [
+        f"export {k}={shlex.quote(v)}\n"
+        for k, v in sorted(env.items())
+        if k.startswith("CRASHLAB_") and k not in GUEST_OWN and k.isidentifier()
+    ]
     return "".join(lines).encode()
 
 
@@ -109,8 +112,13 @@ class QemuBackend(Backend):
         except CrashlabError as e:
             return False, str(e)
 
-    def attach(self, image: Path, log: Path, workdir: Path,  # noqa: ANN401
-               faults: tuple[Fault, ...] = ()) -> Any:
+    def attach(
+        self,
+        image: Path,
+        log: Path,
+        workdir: Path,  # noqa: ANN401
+        faults: tuple[Fault, ...] = (),
+    ) -> Any:
         raise CrashlabError("the qemu backend records inside a guest: it has no host device")
 
     def recorded_kernel(self) -> str:
@@ -132,8 +140,10 @@ class QemuBackend(Backend):
         mount_options: str = "",
     ) -> int:
         if faults:  # eio: injects_faults is False; enospc would fill the guest's mount
-            raise CrashlabError("the qemu backend injects no device faults (eio, enospc) yet: "
-                                "record them with --backend fuse")
+            raise CrashlabError(
+                "the qemu backend injects no device faults (eio, enospc) yet: "
+                "record them with --backend fuse"
+            )
         modules = get_fs(fs).guest_modules  # the guest runner is told what to load
         self.kernel = vm.guest_kernel(modules)
         inputs, outputs = split_paths(command)
@@ -141,19 +151,30 @@ class QemuBackend(Backend):
             f.truncate(dm_log_size(DEFAULT_LOG_SIZE))
         moved = {p: HOST_PREFIX + p for p in (*inputs, *outputs)}
         job = {
-            "/job/command": ("exec " + shlex.join(moved.get(a, a) for a in command) + "\n"
-                             ).encode(),
+            "/job/command": (
+                "exec " + shlex.join(moved.get(a, a) for a in command) + "\n"
+            ).encode(),
             "/job/env": guest_env(env),
         }
-        params = {"JOB": "record",
-                  "OUTPUTS": " ".join(moved[p] for p in outputs),
-                  "BLKTRACE": "1" if self.blktrace else "0",
-                  "MOUNT_OPTIONS": mount_options}
+        params = {
+            "JOB": "record",
+            "OUTPUTS": " ".join(moved[p] for p in outputs),
+            "BLKTRACE": "1" if self.blktrace else "0",
+            "MOUNT_OPTIONS": mount_options,
+        }
         console = workdir / "console.log"
         try:
-            answer = vm.run_job(fs, job, params, [image, log], workdir, console,
-                                fs_modules=modules, host_files={moved[p]: p for p in inputs},
-                                timeout=qemu_timeout(TIMEOUT_S))
+            answer = vm.run_job(
+                fs,
+                job,
+                params,
+                [image, log],
+                workdir,
+                console,
+                fs_modules=modules,
+                host_files={moved[p]: p for p in inputs},
+                timeout=qemu_timeout(TIMEOUT_S),
+            )
             os.truncate(log, log_end(log))
         except BaseException as e:
             # no half log: an interrupted or failed guest leaves no run
@@ -187,7 +208,6 @@ class QemuBackend(Backend):
             return int(answer.text("out/status").strip())
         except ValueError:
             raise CrashlabError("qemu backend: the guest reported no exit status") from None
-
 
     def _blkparse(self, files: Mapping[str, bytes], workdir: Path) -> None:
         """The guest's binary trace, parsed by blkparse into an artifact."""

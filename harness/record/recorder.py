@@ -39,7 +39,8 @@ from harness.sysops import Interrupted, in_use_under, signals_deferred, signals_
 
 # meta.json keys the recorder owns; extra_meta may not override them.
 META_KEYS = frozenset(f.name for f in dataclasses.fields(RunMeta)) - frozenset(
-    {"sut", "workload", "seed", "db", "runner", "continues_at", "continues", "extra"})
+    {"sut", "workload", "seed", "db", "runner", "continues_at", "continues", "extra"}
+)
 
 
 def _first_line(cmd: list[str]) -> str | None:
@@ -157,28 +158,43 @@ def record(req: RecordRequest) -> RunDir:
         extra_meta = {**(extra_meta or {}), "nvram": {"offset": disk, "bytes": req.nvram}}
     # one writer per run folder; a failure before any log leaves nothing behind
     with locked_output(req.out):
-        return _record_into(_Recording(req, RunDir(req.out), be, choice,
-                                       ImageRef(req.fs, str(base), digest), disk, extra_meta))
+        return _record_into(
+            _Recording(
+                req,
+                RunDir(req.out),
+                be,
+                choice,
+                ImageRef(req.fs, str(base), digest),
+                disk,
+                extra_meta,
+            )
+        )
 
 
 def _backend(req: RecordRequest) -> tuple[Backend, str]:
     """The backend for ``req`` and how it was chosen, set up for its faults,
     blktrace and NVRAM (a clear error when it cannot)."""
     # only fuse emulates an NVRAM: auto picks it for a SUT with one
-    be, choice = select_backend("fuse" if req.nvram and req.backend == "auto" else req.backend,
-                                req.fs)
+    be, choice = select_backend(
+        "fuse" if req.nvram and req.backend == "auto" else req.backend, req.fs
+    )
     if device_rules(tuple(req.faults)) and not be.injects_faults:
-        raise CrashlabError(f"the {be.name} backend cannot inject eio faults: record with "
-                            "--backend fuse")
+        raise CrashlabError(
+            f"the {be.name} backend cannot inject eio faults: record with --backend fuse"
+        )
     if req.blktrace:
         if not be.can_blktrace:
-            raise CrashlabError(f"--blktrace needs the qemu backend (this is {be.name}: "
-                                "the host kernel's blktrace is blocked here)")
+            raise CrashlabError(
+                f"--blktrace needs the qemu backend (this is {be.name}: "
+                "the host kernel's blktrace is blocked here)"
+            )
         be.blktrace = True
     if req.nvram:
         if not be.has_nvram:
-            raise CrashlabError(f"the {be.name} backend has no emulated NVRAM (a SUT with one "
-                                "records with --backend fuse)")
+            raise CrashlabError(
+                f"the {be.name} backend has no emulated NVRAM (a SUT with one "
+                "records with --backend fuse)"
+            )
         be.nvram = req.nvram
     return be, choice
 
@@ -267,8 +283,9 @@ def _tear_down(rec: _Recording, workdir: Path) -> None:
             run.log.unlink()  # a log without its meta.json is no run
             raise
     if left:
-        raise CrashlabError(f"still in use after teardown: {', '.join(left)} "
-                            f"(working directory {workdir} kept)")
+        raise CrashlabError(
+            f"still in use after teardown: {', '.join(left)} (working directory {workdir} kept)"
+        )
 
 
 def _copy_whole(src: Path, dst: Path) -> None:

@@ -72,8 +72,9 @@ def _windows(entries: list[Entry]) -> Iterator[tuple[int, int, int]]:
 class _Owners:
     """Which file owned a device byte, per snapshot (see the module comment)."""
 
-    def __init__(self, run: RunDir, db: str, snapshot_at: list[int], acks: set[int],
-                 work: Path) -> None:
+    def __init__(
+        self, run: RunDir, db: str, snapshot_at: list[int], acks: set[int], work: Path
+    ) -> None:
         meta = run.meta()
         self.fs = get_fs(meta.fs)
         base = verified_base_for_run(run)

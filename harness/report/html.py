@@ -34,11 +34,20 @@ def _data_uri(path: Path) -> str:
 
 def render_html(report: Report) -> str:
     """The page's text (plots must already be drawn if they are to appear)."""
-    images = [(name, _data_uri(report.path / rel)) for name, rel in report.plots.items()
-              if (report.path / rel).is_file()]
+    images = [
+        (name, _data_uri(report.path / rel))
+        for name, rel in report.plots.items()
+        if (report.path / rel).is_file()
+    ]
     template = _environment().get_template("report.html.j2")
-    return template.render(r=report, images=images, fmt=fmt, setting=papers.SETTING,
-                           option_text=OPTION_TEXT, paper_page=page_in(report.path))
+    return template.render(
+        r=report,
+        images=images,
+        fmt=fmt,
+        setting=papers.SETTING,
+        option_text=OPTION_TEXT,
+        paper_page=page_in(report.path),
+    )
 
 
 def write_html(report: Report) -> Path:

@@ -104,8 +104,11 @@ def run_cost(run: Path, meta: RunMeta) -> RunCost:
                     jbytes += _overlap(start, start + size, journal)
     runner = meta.runner
     return RunCost(
-        txns=_txn_count(acks, meta), window_bytes=window,
+        txns=_txn_count(acks, meta),
+        window_bytes=window,
         journal_bytes=jbytes if journal is not None else None,
-        flushes=flushes, writes=writes, tail_bytes=tail,
+        flushes=flushes,
+        writes=writes,
+        tail_bytes=tail,
         runner=runner.get("workload") if isinstance(runner, dict) else None,
     )

@@ -19,12 +19,18 @@ def write_junit(path: Path, sweep: str, cells: list[dict[str, Any]]) -> None:
     errors = sum(1 for c in cells if c["expectation"].get("status") == "error")
     failures = sum(1 for c in cells if not c["expectation"]["ok"]) - errors
     suite = ET.Element(
-        "testsuite", name=f"crashlab.{sweep}", tests=str(len(cells)), failures=str(failures),
-        errors=str(errors), skipped="0",
+        "testsuite",
+        name=f"crashlab.{sweep}",
+        tests=str(len(cells)),
+        failures=str(failures),
+        errors=str(errors),
+        skipped="0",
     )
     for c in cells:
         case = ET.SubElement(
-            suite, "testcase", classname=f"crashlab.{c['sut']}",
+            suite,
+            "testcase",
+            classname=f"crashlab.{c['sut']}",
             name=f"{c['workload']} [{c['fs']}, {strategy_label(c)}]",
         )
         exp = c["expectation"]
@@ -32,14 +38,19 @@ def write_junit(path: Path, sweep: str, cells: list[dict[str, Any]]) -> None:
             status = exp.get("status", "broken")
             msg = "; ".join(exp["broken"] + exp.get("errors", []) + exp.get("unverified", []))
             # a checker that failed is a test error, not a failure of the SUT
-            tag, kind = {"broken": ("failure", "ExpectationBroken"),
-                         "error": ("error", "CheckerError")}.get(
-                status, ("failure", "ExpectationUnverified"))
+            tag, kind = {
+                "broken": ("failure", "ExpectationBroken"),
+                "error": ("error", "CheckerError"),
+            }.get(status, ("failure", "ExpectationUnverified"))
             fail = ET.SubElement(case, tag, message=msg, type=kind)
             fail.text = msg
-        counts = ", ".join(f"{k}: {v.get('pass', 0)} passed, {v.get('fail', 0)} failed, "
-                           f"{v.get('skip', 0)} skipped" for k, v in c["verdicts"].items())
-        ET.SubElement(case, "system-out").text = (
+        counts = ", ".join(
+            f"{k}: {v.get('pass', 0)} passed, {v.get('fail', 0)} failed, {v.get('skip', 0)} skipped"
+            for k, v in c["verdicts"].items()
+        )
+        ET.SubElement(
+            case, "system-out"
+        ).text = (
             f"{c['states']['checked']} states checked ({c['states']['folded']} folded). {counts}"
         )
     ET.indent(suite)

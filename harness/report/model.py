@@ -49,8 +49,16 @@ COMMON_OPTIONS = ("strategy", "window_start", "window_end", "dedup", "max_states
 STRATEGY_OPTIONS = {
     "reorder": ("max_exhaustive", "max_drop", "sample", "seed"),
     "torn": ("tear_unit", "torn_pattern", "max_tears", "max_subset_blocks"),
-    "torn-reorder": ("max_exhaustive", "max_drop", "sample", "seed", "tear_unit",
-                     "torn_pattern", "max_tears", "max_subset_blocks"),
+    "torn-reorder": (
+        "max_exhaustive",
+        "max_drop",
+        "sample",
+        "seed",
+        "tear_unit",
+        "torn_pattern",
+        "max_tears",
+        "max_subset_blocks",
+    ),
 }
 
 
@@ -155,8 +163,11 @@ class CellInfo:
     @property
     def problems(self) -> list[str]:
         """What broke, then what was promised but not judged."""
-        return (list(self.expectation["broken"]) + list(self.expectation.get("errors", []))
-                + list(self.expectation.get("unverified", [])))
+        return (
+            list(self.expectation["broken"])
+            + list(self.expectation.get("errors", []))
+            + list(self.expectation.get("unverified", []))
+        )
 
     @property
     def rate(self) -> float | None:
@@ -250,7 +261,7 @@ def _runner_options(meta: RunMeta | None) -> dict[str, str]:
     opts: dict[str, str] = {}
     if "--engine" not in cmd:
         return opts
-    rest = cmd[cmd.index("--engine"):]
+    rest = cmd[cmd.index("--engine") :]
     for flag, value in zip(rest[::2], rest[1::2], strict=False):
         if flag.startswith("--") and flag not in ("--ops", "--db", "--stats", "--marks"):
             opts[flag[2:]] = value
@@ -261,7 +272,8 @@ def _mode_label(opts: dict[str, str]) -> str:
     if "journal-mode" in opts:  # SQLite's runner options
         return f"{opts['journal-mode']}, synchronous={opts.get('synchronous', '?')}"
     return ", ".join(f"{k}={v}" for k, v in opts.items() if k != "engine") or opts.get(
-        "engine", "?")
+        "engine", "?"
+    )
 
 
 def _matches_papers(workload: str, fs: str) -> bool:
@@ -272,8 +284,12 @@ def _matches_papers(workload: str, fs: str) -> bool:
         spec = parse_spec(workload)
     except CrashlabError:
         return False
-    return (fs == papers.PAPERS_FS and getattr(spec, "kind", None) == "insert"
-            and getattr(spec, "ops", None) == 1 and getattr(spec, "size", None) == 100)
+    return (
+        fs == papers.PAPERS_FS
+        and getattr(spec, "kind", None) == "insert"
+        and getattr(spec, "ops", None) == 1
+        and getattr(spec, "size", None) == 100
+    )
 
 
 def _kb(cost: RunCost, value: float | None) -> float | None:
@@ -290,10 +306,22 @@ def _io_rows(sweep: Sweep) -> list[IoRow]:
         seen.add(cell["run"])
         meta = sweep.metas.get(cell["run"])
         opts = _runner_options(meta)
-        row = IoRow(cell["sut"], cell["workload"], cell["fs"], _mode_label(opts), 0,
-                    None, None, None, None, None, None, None,
-                    matches_papers=_matches_papers(cell["workload"], cell["fs"]),
-                    journal_mode=opts.get("journal-mode", "").upper())
+        row = IoRow(
+            cell["sut"],
+            cell["workload"],
+            cell["fs"],
+            _mode_label(opts),
+            0,
+            None,
+            None,
+            None,
+            None,
+            None,
+            None,
+            None,
+            matches_papers=_matches_papers(cell["workload"], cell["fs"]),
+            journal_mode=opts.get("journal-mode", "").upper(),
+        )
         log = sweep.run_dir(cell) / "writes.log"
         if meta is None or not log.exists():
             row.note = "run folder incomplete (no meta.json or writes.log)"
@@ -329,20 +357,33 @@ def _paper_rows(io: list[IoRow]) -> list[dict[str, Any]]:
     out = []
     for mode in papers.modes():
         ours = [r for r in io if r.matches_papers and r.journal_mode == mode]
-        out.append({
-            "mode": mode,
-            "waldio": papers.figure(papers.WALDIO, mode),
-            "maw": papers.figure(papers.MAW, mode),
-            "ours": ours,
-        })
+        out.append(
+            {
+                "mode": mode,
+                "waldio": papers.figure(papers.WALDIO, mode),
+                "maw": papers.figure(papers.MAW, mode),
+                "ours": ours,
+            }
+        )
     return out
 
 
 def _shown(v: dict[str, Any], breaks: bool) -> dict[str, Any]:
     """A violation record as the renderers show it: every column present
     (a checker may leave out what it could not determine, e.g. ``actual``)."""
-    shown = {k: "" for k in ("state", "strategy", "workload", "fs", "explanation", "expected",
-                             "actual", "repro")}
+    shown = {
+        k: ""
+        for k in (
+            "state",
+            "strategy",
+            "workload",
+            "fs",
+            "explanation",
+            "expected",
+            "actual",
+            "repro",
+        )
+    }
     shown.update({k: ("" if val is None else val) for k, val in v.items()})
     shown["strategy"] = strategy_label(v)
     shown["dropped"] = v.get("dropped") or []
@@ -352,8 +393,10 @@ def _shown(v: dict[str, Any], breaks: bool) -> dict[str, Any]:
 
 
 def _groups(sweep: Sweep, per_group: int) -> tuple[list[InvariantGroup], int]:
-    guaranteed = {(c["sut"], c["workload"], c["fs"], strategy_label(c)):
-                  set(c["expectation"]["guaranteed"]) for c in sweep.cells}
+    guaranteed = {
+        (c["sut"], c["workload"], c["fs"], strategy_label(c)): set(c["expectation"]["guaranteed"])
+        for c in sweep.cells
+    }
     groups: dict[str, InvariantGroup] = {}
     total = 0
     for v in sweep.violations():
@@ -361,8 +404,11 @@ def _groups(sweep: Sweep, per_group: int) -> tuple[list[InvariantGroup], int]:
         inv = v["invariant"]
         if inv not in groups:
             meta = INVARIANTS.get(inv)
-            groups[inv] = InvariantGroup(inv, meta.category if meta else v.get("category", "?"),
-                                         meta.holds_when if meta else "")
+            groups[inv] = InvariantGroup(
+                inv,
+                meta.category if meta else v.get("category", "?"),
+                meta.holds_when if meta else "",
+            )
         g = groups[inv]
         g.total += 1
         sg = g.suts.setdefault(v["sut"], ViolationGroup(v["sut"]))
@@ -392,32 +438,66 @@ def build_report(sweep: Sweep, *, per_group: int = DEFAULT_PER_GROUP) -> Report:
         run_name = Path(c["run"]).name
         t = sweep.timing.get(run_name, {}).get(c["strategy"])
         meta = sweep.metas.get(c["run"])
-        cells.append(CellInfo(
-            i, c["sut"], c["workload"], c["fs"], label, c["run"], c["states"],
-            c["verdicts"], c["expectation"], (res or {}).get("options"),
-            float(t) if isinstance(t, int | float) else None,
-            meta.log if meta is not None else None,
-            describe(c["coverage"]) if c.get("coverage") else "—",
-            c.get("skips") or {},
-        ))
+        cells.append(
+            CellInfo(
+                i,
+                c["sut"],
+                c["workload"],
+                c["fs"],
+                label,
+                c["run"],
+                c["states"],
+                c["verdicts"],
+                c["expectation"],
+                (res or {}).get("options"),
+                float(t) if isinstance(t, int | float) else None,
+                meta.log if meta is not None else None,
+                describe(c["coverage"]) if c.get("coverage") else "—",
+                c.get("skips") or {},
+            )
+        )
     invariants = _order_invariants(inv_ids)
     matrix: dict[str, list[MatrixRow]] = {s: [] for s in strategies}
     for c in cells:
-        row = MatrixRow(c.sut, c.workload, c.fs, c.states["checked"], c.expectation["ok"],
-                        c.problems, [], c.status)
+        row = MatrixRow(
+            c.sut,
+            c.workload,
+            c.fs,
+            c.states["checked"],
+            c.expectation["ok"],
+            c.problems,
+            [],
+            c.status,
+        )
         for inv in invariants:
             v = c.verdicts.get(inv)
-            row.cells.append(MatrixCell(inv, (v or {}).get("fail", 0), (v or {}).get("pass", 0),
-                                        (v or {}).get("skip", 0),
-                                        classify(inv, v, c.expectation)))
+            row.cells.append(
+                MatrixCell(
+                    inv,
+                    (v or {}).get("fail", 0),
+                    (v or {}).get("pass", 0),
+                    (v or {}).get("skip", 0),
+                    classify(inv, v, c.expectation),
+                )
+            )
         matrix[c.strategy].append(row)
     groups, total = _groups(sweep, per_group)
     io = _io_rows(sweep)
     ok = bool(sweep.summary.get("ok", all(c.expectation["ok"] for c in cells)))
     return Report(
-        name=sweep.name, path=sweep.path, ok=ok, exit_status=0 if ok else 1, cells=cells,
-        invariants=invariants, strategies=strategies, matrix=matrix, groups=groups,
-        violations_total=total, io=io, papers=_paper_rows(io), per_group=per_group,
+        name=sweep.name,
+        path=sweep.path,
+        ok=ok,
+        exit_status=0 if ok else 1,
+        cells=cells,
+        invariants=invariants,
+        strategies=strategies,
+        matrix=matrix,
+        groups=groups,
+        violations_total=total,
+        io=io,
+        papers=_paper_rows(io),
+        per_group=per_group,
     )
 
 

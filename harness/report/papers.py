@@ -75,9 +75,13 @@ def figure(source: str, mode: str) -> PaperIo | None:
 # updated database file ... PERSIST mode carries an additional fsync()";
 # WAL and OFF synchronize one file once), MAW Table I's notes.
 PAPER_SYNCS: dict[tuple[str, str], int] = {
-    (WALDIO, "OFF"): 1, (WALDIO, "WAL"): 1, (WALDIO, "DELETE"): 3,
-    (WALDIO, "TRUNCATE"): 3, (WALDIO, "PERSIST"): 4,
-    (MAW, "PERSIST"): 4, (MAW, "WAL"): 1,
+    (WALDIO, "OFF"): 1,
+    (WALDIO, "WAL"): 1,
+    (WALDIO, "DELETE"): 3,
+    (WALDIO, "TRUNCATE"): 3,
+    (WALDIO, "PERSIST"): 4,
+    (MAW, "PERSIST"): 4,
+    (MAW, "WAL"): 1,
 }
 
 # MAW §II: "One record insert entails 3 database page update (12 KB)".
@@ -99,24 +103,43 @@ class ThesisVolume:
     note: str = ""  # ours, not the thesis's: how the row maps to the figure
 
 
-_EMBEDDED = ("the thesis's DHL embeds its commit metadata in the data page ('As we "
-             "implement DHL in SQLite, we make use of metadata embedding'), as DHL_TC_OPT and "
-             "DHL_CC_OPT do here")
+_EMBEDDED = (
+    "the thesis's DHL embeds its commit metadata in the data page ('As we "
+    "implement DHL in SQLite, we make use of metadata embedding'), as DHL_TC_OPT and "
+    "DHL_CC_OPT do here"
+)
 DHL_FIG8 = "DHL thesis Fig. 8 (§IV text)"
 THESIS_FIG8: tuple[ThesisVolume, ...] = (
-    ThesisVolume("OFF", "the total number of bytes written ... in the journal OFF mode "
-                 "... about 10KB", total_kb=10),
-    ThesisVolume("OFF_OPT", "OFF_OPT mode writes only a single data page to the database "
-                 "file ... about 6KB", total_kb=6, db_kb=4),
-    ThesisVolume("WAL", "WAL mode appends approximately 2 pages (8KB) on average to the WAL "
-                 "file per insertion ... jbd2 accounts for as much as 68% of the total",
-                 log_kb=8, journal_share=0.68),
-    ThesisVolume("WAL_OPT", "the total I/O volume of WAL_OPT is 1.9x higher than that of "
-                 "OFF_OPT"),
-    *(ThesisVolume(key, "only one page (4KB) is written to the database file per "
-                   "transaction ... there is no external log file", db_kb=4, log_kb=0,
-                   note="" if key.endswith("_OPT") else _EMBEDDED)
-      for key in ("DHL_TC", "DHL_CC", "DHL_TC_OPT", "DHL_CC_OPT")),
+    ThesisVolume(
+        "OFF",
+        "the total number of bytes written ... in the journal OFF mode ... about 10KB",
+        total_kb=10,
+    ),
+    ThesisVolume(
+        "OFF_OPT",
+        "OFF_OPT mode writes only a single data page to the database file ... about 6KB",
+        total_kb=6,
+        db_kb=4,
+    ),
+    ThesisVolume(
+        "WAL",
+        "WAL mode appends approximately 2 pages (8KB) on average to the WAL "
+        "file per insertion ... jbd2 accounts for as much as 68% of the total",
+        log_kb=8,
+        journal_share=0.68,
+    ),
+    ThesisVolume("WAL_OPT", "the total I/O volume of WAL_OPT is 1.9x higher than that of OFF_OPT"),
+    *(
+        ThesisVolume(
+            key,
+            "only one page (4KB) is written to the database file per "
+            "transaction ... there is no external log file",
+            db_kb=4,
+            log_kb=0,
+            note="" if key.endswith("_OPT") else _EMBEDDED,
+        )
+        for key in ("DHL_TC", "DHL_CC", "DHL_TC_OPT", "DHL_CC_OPT")
+    ),
 )
 
 

@@ -59,12 +59,19 @@ def violations_chart(report: Report, path: Path) -> None:
         guaranteed = {i for c in cells for i in c.expectation["guaranteed"]}
         bottom = [0] * len(invs)
         for s, strategy in enumerate(report.strategies):
-            counts = [sum(c.verdicts.get(i, {}).get("fail", 0) for c in cells
-                          if c.strategy == strategy) for i in invs]
+            counts = [
+                sum(c.verdicts.get(i, {}).get("fail", 0) for c in cells if c.strategy == strategy)
+                for i in invs
+            ]
             if not any(counts) and not any(c.strategy == strategy for c in cells):
                 continue
-            bars = ax.bar(range(len(invs)), counts, bottom=bottom, label=strategy,
-                          color=STRATEGY_COLOURS[s % len(STRATEGY_COLOURS)])
+            bars = ax.bar(
+                range(len(invs)),
+                counts,
+                bottom=bottom,
+                label=strategy,
+                color=STRATEGY_COLOURS[s % len(STRATEGY_COLOURS)],
+            )
             for bar, inv, count in zip(bars, invs, counts, strict=True):
                 if count and inv in guaranteed:  # a broken expectation: make it stand out
                     bar.set_hatch("///")
@@ -83,15 +90,25 @@ def violations_chart(report: Report, path: Path) -> None:
             if total:
                 ax.annotate(str(total), (x, total), ha="center", va="bottom", fontsize=7)
         if not any(bottom):
-            ax.text(0.5, 0.5, "no violations", transform=ax.transAxes, ha="center",
-                    va="center", color="#2e7d32", fontsize=10)
+            ax.text(
+                0.5,
+                0.5,
+                "no violations",
+                transform=ax.transAxes,
+                ha="center",
+                va="center",
+                color="#2e7d32",
+                fontsize=10,
+            )
             ax.set_ylim(0, 1)
         ax.legend(fontsize=7, loc="upper right")
     for k in range(len(suts), rows * cols):
         axes[k // cols][k % cols].set_visible(False)
-    fig.suptitle(f"Violations per invariant ({report.name}); red label = guaranteed by the SUT, "
-                 "hatched red bar = a broken expectation",
-                 fontsize=10)
+    fig.suptitle(
+        f"Violations per invariant ({report.name}); red label = guaranteed by the SUT, "
+        "hatched red bar = a broken expectation",
+        fontsize=10,
+    )
     fig.tight_layout()
     _save(fig, path)
 
@@ -113,10 +130,16 @@ def io_chart(report: Report, path: Path) -> None:
     h = 0.38
     flushes = [r.flushes or 0.0 for r in rows]
     fsyncs = [r.fsyncs or 0.0 for r in rows]
-    right.barh([v - h / 2 for v in y], flushes, height=h, color="#55a868",
-               label="device flushes (log)")
-    right.barh([v + h / 2 for v in y], fsyncs, height=h, color="#8172b3",
-               label="fsync/fdatasync calls (runner)")
+    right.barh(
+        [v - h / 2 for v in y], flushes, height=h, color="#55a868", label="device flushes (log)"
+    )
+    right.barh(
+        [v + h / 2 for v in y],
+        fsyncs,
+        height=h,
+        color="#8172b3",
+        label="fsync/fdatasync calls (runner)",
+    )
     for v, r in zip(y, rows, strict=True):
         if r.fsyncs is None:
             right.text(0.02, v + h / 2, "runner: n/a", va="center", fontsize=6, color="#555")
@@ -157,13 +180,25 @@ def timeline_chart(trace: Path, path: Path, title: str) -> None:
             groups[kind][0].append(e.time_s - t0)
             groups[kind][1].append(e.sector)
     for i, x in enumerate(flushes):
-        ax.axvline(x, color="#55a868", linewidth=0.6, alpha=0.7,
-                   label=f"flush ({len(flushes)})" if i == 0 else None)
+        ax.axvline(
+            x,
+            color="#55a868",
+            linewidth=0.6,
+            alpha=0.7,
+            label=f"flush ({len(flushes)})" if i == 0 else None,
+        )
     for label, (colour, marker) in TIMELINE_KINDS.items():
         xs, ys = groups[label]
         if xs:
-            ax.scatter(xs, ys, s=10 if marker == "." else 16, c=colour, marker=marker,
-                       label=f"{label} ({len(xs)})", zorder=3)
+            ax.scatter(
+                xs,
+                ys,
+                s=10 if marker == "." else 16,
+                c=colour,
+                marker=marker,
+                label=f"{label} ({len(xs)})",
+                zorder=3,
+            )
     ax.set_xlabel("seconds since the first request (guest clock)", fontsize=8)
     ax.set_ylabel("LBA (512-byte sectors)", fontsize=8)
     ax.tick_params(labelsize=7)

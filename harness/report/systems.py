@@ -33,17 +33,34 @@ class System:
 
 
 SYSTEMS: tuple[System, ...] = (
-    System("WAL", "sqlite-wal-full", (DHL, WALDIO, MAW),
-           "SQLite write-ahead log, synchronous=FULL, checkpoint every 1000 pages"),
-    System("DELETE", "sqlite-delete-full", (WALDIO, MAW),
-           "SQLite rollback journal deleted at commit"),
-    System("TRUNCATE", "sqlite-truncate-full", (WALDIO, MAW),
-           "SQLite rollback journal truncated at commit"),
-    System("PERSIST", "sqlite-persist-full", (WALDIO, MAW),
-           "SQLite rollback journal header zeroed at commit"),
+    System(
+        "WAL",
+        "sqlite-wal-full",
+        (DHL, WALDIO, MAW),
+        "SQLite write-ahead log, synchronous=FULL, checkpoint every 1000 pages",
+    ),
+    System(
+        "DELETE", "sqlite-delete-full", (WALDIO, MAW), "SQLite rollback journal deleted at commit"
+    ),
+    System(
+        "TRUNCATE",
+        "sqlite-truncate-full",
+        (WALDIO, MAW),
+        "SQLite rollback journal truncated at commit",
+    ),
+    System(
+        "PERSIST",
+        "sqlite-persist-full",
+        (WALDIO, MAW),
+        "SQLite rollback journal header zeroed at commit",
+    ),
     System("OFF", "sqlite-off", (DHL, WALDIO), "SQLite without a journal"),
-    System("WAL_OPT", "sqlite:journal=wal,sync=full,walopt=100", (DHL,),
-           "WAL pre-allocated to 100 frames, checkpoint every 100 pages"),
+    System(
+        "WAL_OPT",
+        "sqlite:journal=wal,sync=full,walopt=100",
+        (DHL,),
+        "WAL pre-allocated to 100 frames, checkpoint every 100 pages",
+    ),
     System("OFF_OPT", "off-opt", (DHL,), "journal OFF with metadata embedding"),
     System("DHL_TC", "dhl-tc", (DHL,), "DHL, traditional commit"),
     System("DHL_CC", "dhl-cc", (DHL,), "DHL, counting commit"),
@@ -55,10 +72,15 @@ SYSTEMS: tuple[System, ...] = (
     System("SELECTIVE", "selective", (SELECTIVE,), "selective journaling"),
     System("XLOG", "xlog", (XLOG,), "xLog"),
     System("MAW", "maw", (MAW,), "multi-block atomic write, SQLite on F2FS"),
-    System("MVBT", None, (DHL,), "multi-version B-tree",
-           not_built="not built: MVBT replaces SQLite's B-tree (about 8,000 lines in the "
-                     "thesis), with its own page format, version-based recovery and "
-                     "garbage collection; crashlab would also need a checker for that format"),
+    System(
+        "MVBT",
+        None,
+        (DHL,),
+        "multi-version B-tree",
+        not_built="not built: MVBT replaces SQLite's B-tree (about 8,000 lines in the "
+        "thesis), with its own page format, version-based recovery and "
+        "garbage collection; crashlab would also need a checker for that format",
+    ),
 )
 
 BY_KEY = {s.key: s for s in SYSTEMS}
@@ -94,8 +116,13 @@ def resolve(system: System) -> Resolved:
     try:
         sut = get_sut(system.sut)
     except CrashlabError as e:
-        return Resolved(system, None, "", False,
-                        f"SUT {system.sut!r} not registered in this build ({_first(str(e))})")
+        return Resolved(
+            system,
+            None,
+            "",
+            False,
+            f"SUT {system.sut!r} not registered in this build ({_first(str(e))})",
+        )
     needs = getattr(sut, "needs_fs", "") or "ext4"
     try:
         fs = get_fs(needs)
@@ -117,6 +144,7 @@ def select(names: str | None) -> list[System]:
     wanted = [n.strip().upper() for n in names.split(",") if n.strip()]
     unknown = [n for n in wanted if n not in BY_KEY]
     if unknown or not wanted:
-        raise CrashlabError(f"unknown system {unknown[0] if unknown else names!r} "
-                            f"(choose from {', '.join(BY_KEY)})")
+        raise CrashlabError(
+            f"unknown system {unknown[0] if unknown else names!r} (choose from {', '.join(BY_KEY)})"
+        )
     return [s for s in SYSTEMS if s.key in wanted]

@@ -67,9 +67,14 @@ def summary(epochs: list[EpochCoverage]) -> dict[str, Any]:
         "fraction": checked / possible if possible else 1.0,
         "epochs_complete": sum(e.kept_checked == e.kept_possible for e in epochs),
         "epochs": [
-            {"epoch": e.epoch, "writes": e.writes, "kept_checked": e.kept_checked,
-             "kept_possible": _exact(e.kept_possible),
-             "kept_possible_log2": _log2(e.kept_possible), "states": e.states}
+            {
+                "epoch": e.epoch,
+                "writes": e.writes,
+                "kept_checked": e.kept_checked,
+                "kept_possible": _exact(e.kept_possible),
+                "kept_possible_log2": _log2(e.kept_possible),
+                "states": e.states,
+            }
             for e in epochs
         ],
     }

@@ -125,8 +125,12 @@ class Enumeration:
                 return
             self.stats.epochs += 1
             flush = epoch.flush
-            if (prev is not None and flush is not None and (a is None or flush > a)
-                    and (b is None or flush <= b)):
+            if (
+                prev is not None
+                and flush is not None
+                and (a is None or flush > a)
+                and (b is None or flush <= b)
+            ):
                 count += 1
                 if nth is None or count == nth:
                     merged = merge_epochs([prev, epoch])
@@ -178,8 +182,15 @@ class Enumeration:
             stats.emitted += 1
             yield state
         if generated:
-            stats.coverage.append(EpochCoverage(epoch.index, epoch.nr_writes, len(kept_sets),
-                                                possible_kept_sets(epoch), generated))
+            stats.coverage.append(
+                EpochCoverage(
+                    epoch.index,
+                    epoch.nr_writes,
+                    len(kept_sets),
+                    possible_kept_sets(epoch),
+                    generated,
+                )
+            )
 
     def __iter__(self) -> Iterator[State]:
         for _, states in self.epochs():

@@ -136,13 +136,23 @@ def merge_epochs(epochs: list[Epoch]) -> Epoch:
     epoch's, ``last`` the last one's.  A FLUSH that carried data keeps its
     data as a write (the first of the epoch after it)."""
     first, final = epochs[0], epochs[-1]
-    if any(b.index != a.index + 1 or not a.closed for a, b in zip(epochs, epochs[1:],
-                                                                    strict=False)):
+    if any(
+        b.index != a.index + 1 or not a.closed for a, b in zip(epochs, epochs[1:], strict=False)
+    ):
         raise ValueError("merge_epochs: the epochs must be consecutive and closed")
-    m = Epoch(first.index, first.start, final.end, final.closed, first.sectorsize,
-              log_order=first.log_order, marks_before=first.marks_before,
-              acked_before=first.acked_before, begun_before=first.begun_before,
-              last_mark_before=first.last_mark_before, last=final.index)
+    m = Epoch(
+        first.index,
+        first.start,
+        final.end,
+        final.closed,
+        first.sectorsize,
+        log_order=first.log_order,
+        marks_before=first.marks_before,
+        acked_before=first.acked_before,
+        begun_before=first.begun_before,
+        last_mark_before=first.last_mark_before,
+        last=final.index,
+    )
     lost: list[int] = []
     parts: list[int] = []
     for e in epochs:

@@ -56,11 +56,14 @@ class StateFaults:
         found: dict[str, Fault] = {}
         for f in faults:
             if f.where != STATE:
-                raise CrashlabError(f"{f} is a {f.where} fault: it is injected while "
-                                    "recording, give it to `crashlab record --fault`")
+                raise CrashlabError(
+                    f"{f} is a {f.where} fault: it is injected while "
+                    "recording, give it to `crashlab record --fault`"
+                )
             if f.kind in found:
-                raise CrashlabError(f"two {f.kind} faults ({found[f.kind]}, {f}): "
-                                    "give one of each kind")
+                raise CrashlabError(
+                    f"two {f.kind} faults ({found[f.kind]}, {f}): give one of each kind"
+                )
             found[f.kind] = f
         return cls(found.get("lost-flush"), found.get("misdirect"), found.get("corrupt"))
 
@@ -73,8 +76,9 @@ class StateFaults:
         return any((self.lost_flush, self.misdirect, self.corrupt))
 
 
-def lost_flush_states(merged: Epoch, pairs: Iterator[tuple[int, tuple[tuple[int, int], ...]]]
-                      ) -> Iterator[tuple[int, tuple[tuple[int, int], ...]]]:
+def lost_flush_states(
+    merged: Epoch, pairs: Iterator[tuple[int, tuple[tuple[int, int], ...]]]
+) -> Iterator[tuple[int, tuple[tuple[int, int], ...]]]:
     """Of the strategy's ``(kept, torn)`` pairs for the merged epoch, those
     a lying device alone leaves (:func:`harness.states.model.loses_to_flush`)."""
     for kept, torn in pairs:
@@ -131,7 +135,7 @@ class Targets:
                 continue
             here: dict[int, int] = {}
             writes: list[Write] = []
-            for e in epoch.writes[bounds[i]:bounds[i + 1]]:
+            for e in epoch.writes[bounds[i] : bounds[i + 1]]:
                 pieces = _pieces(e, epoch.sectorsize, self.spans)
                 for off, n in pieces:
                     here[off] = max(n, here.get(off, 0))

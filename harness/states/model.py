@@ -160,18 +160,22 @@ def check_valid(epoch: Epoch, key: StateKey) -> None:
             f"state {sid}: FUA write {w} completed before a persisted write later in the "
             f"log ({epoch.log_order} order), so it cannot be dropped or torn"
         )
-    if key.last is not None and not loses_to_flush(epoch, key.kept,
-                                                   compute_cut(epoch, key.kept, torn_mask).hi):
+    if key.last is not None and not loses_to_flush(
+        epoch, key.kept, compute_cut(epoch, key.kept, torn_mask).hi
+    ):
         raise CrashlabError(
             f"state {sid}: it keeps every write issued before the lost FLUSH "
             f"(entries {', '.join(f'#{f}' for f in epoch.lost_flushes)}) or its crash lies "
-            "before it: an ordinary state, not a lost-flush one")
+            "before it: an ordinary state, not a lost-flush one"
+        )
     if key.misdirect is not None and key.misdirect[0] >= epoch.start:
         entry = key.misdirect[0]
         kept = {epoch.writes[w].index for w in iter_bits(key.kept)}
         if entry not in kept:
-            raise CrashlabError(f"state {sid}: entry {entry} is no write the state keeps in "
-                                f"epoch {epoch.index}: only a persisted write can be misdirected")
+            raise CrashlabError(
+                f"state {sid}: entry {entry} is no write the state keeps in "
+                f"epoch {epoch.index}: only a persisted write can be misdirected"
+            )
 
 
 def check_victim(key: StateKey, victim: Entry, sectorsize: int) -> None:
@@ -181,11 +185,15 @@ def check_victim(key: StateKey, victim: Entry, sectorsize: int) -> None:
     sid = format_id(key)
     assert key.misdirect is not None
     if not victim.has_payload or victim.is_discard:
-        raise CrashlabError(f"state {sid}: entry {victim.index} is no write with data: "
-                            "only a write can be misdirected")
+        raise CrashlabError(
+            f"state {sid}: entry {victim.index} is no write with data: "
+            "only a write can be misdirected"
+        )
     if key.misdirect[1] * UNIT == victim.sector * sectorsize:
-        raise CrashlabError(f"state {sid}: entry {victim.index} is at sector "
-                            f"{key.misdirect[1]} already: a misdirected write lands elsewhere")
+        raise CrashlabError(
+            f"state {sid}: entry {victim.index} is at sector "
+            f"{key.misdirect[1]} already: a misdirected write lands elsewhere"
+        )
 
 
 class State:
@@ -310,25 +318,30 @@ class State:
                 f"nothing, so epochs {ep.index}-{ep.last_index} are one epoch (writes numbered "
                 f"across them); this state lacks {len(lost)} write(s) issued before it "
                 f"(w{', w'.join(map(str, lost[:8]))}{' ...' if len(lost) > 8 else ''}) and its "
-                f"crash may come after it: acknowledged up to txn {self.cut.acked}")
+                f"crash may come after it: acknowledged up to txn {self.cut.acked}"
+            )
         if key.misdirect is not None:
             index, sector = key.misdirect
             where = "kept in this epoch" if index >= ep.start else "durable before this epoch"
             meant = ""
             if victim is not None:
-                meant = (f", {victim.nr_sectors * ep.sectorsize} bytes for device byte "
-                         f"{victim.sector * ep.sectorsize}")
+                meant = (
+                    f", {victim.nr_sectors * ep.sectorsize} bytes for device byte "
+                    f"{victim.sector * ep.sectorsize}"
+                )
             notes.append(
                 f"misdirect: the write of entry #{index} ({where}{meant}) landed at device "
                 f"byte {sector * UNIT} (sector {sector}) instead; its own place keeps what it "
-                "held before")
+                "held before"
+            )
         if key.corrupt is not None:
             sector, bits = key.corrupt
             shown = ", ".join(f"byte {b // 8} bit {b % 8}" for b in list(iter_bits(bits))[:6])
             notes.append(
                 f"corrupt: {bits.bit_count()} bit(s) of device sector {sector} (bytes "
                 f"{sector * UNIT}..{sector * UNIT + UNIT - 1}) flipped after every write: "
-                f"{shown}{' ...' if bits.bit_count() > 6 else ''}")
+                f"{shown}{' ...' if bits.bit_count() > 6 else ''}"
+            )
         return notes
 
     def flips(self) -> tuple[tuple[int, int], ...]:

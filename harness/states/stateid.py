@@ -141,8 +141,9 @@ class StateKey:
             raise ValueError(f"a merged epoch range must ascend: {self!r}")
         if self.misdirect is not None and min(self.misdirect) < 0:
             raise ValueError(f"negative entry or sector in {self!r}")
-        if self.corrupt is not None and not (self.corrupt[0] >= 0
-                                             and 0 < self.corrupt[1] < 1 << SECTOR_BITS):
+        if self.corrupt is not None and not (
+            self.corrupt[0] >= 0 and 0 < self.corrupt[1] < 1 << SECTOR_BITS
+        ):
             raise ValueError(f"a corrupt fault flips 1..{SECTOR_BITS} bits: {self!r}")
 
     @property
@@ -251,9 +252,13 @@ def parse_id(text: str) -> StateKey:
         torn.append((write, _parse_ranges(tm[2], text)))
     misdirect = corrupt = None
     if m["mis_write"] is not None:
-        misdirect = (_number(m["mis_write"], text, MAX_SECTOR),
-                     _number(m["mis_sector"], text, MAX_SECTOR))
+        misdirect = (
+            _number(m["mis_write"], text, MAX_SECTOR),
+            _number(m["mis_sector"], text, MAX_SECTOR),
+        )
     if m["cor_sector"] is not None:
-        corrupt = (_number(m["cor_sector"], text, MAX_SECTOR),
-                   _parse_ranges(m["cor_bits"], text, SECTOR_BITS))
+        corrupt = (
+            _number(m["cor_sector"], text, MAX_SECTOR),
+            _parse_ranges(m["cor_bits"], text, SECTOR_BITS),
+        )
     return StateKey(epoch, kept, tuple(torn), last, misdirect, corrupt)

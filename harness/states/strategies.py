@@ -120,8 +120,9 @@ class Options:
         if self.max_subset_blocks > 16:
             raise CrashlabError("max_subset_blocks above 16 means > 65k states per write")
         if self.log_order not in LOG_ORDERS:
-            raise CrashlabError(f"unknown log order {self.log_order!r} "
-                                f"(choose from {', '.join(LOG_ORDERS)})")
+            raise CrashlabError(
+                f"unknown log order {self.log_order!r} (choose from {', '.join(LOG_ORDERS)})"
+            )
         if self.sample is not None and self.sample < 1:
             raise CrashlabError(f"sample must be >= 1, not {self.sample}")
         StateFaults.of(self.faults)
@@ -265,8 +266,9 @@ def torn_reorder_states(epoch: Epoch, opts: Options) -> Iterator[tuple[int, Torn
         rng = random.Random(f"{opts.seed}:{epoch.index}:{kept}")
         # A torn write is one that may be incomplete: the state with it torn
         # must lose no FUA write that completed before its last write.
-        dropped = [w for w in range(epoch.nr_writes) if not kept >> w & 1
-                   and _fua_ok(epoch, kept, 1 << w)]
+        dropped = [
+            w for w in range(epoch.nr_writes) if not kept >> w & 1 and _fua_ok(epoch, kept, 1 << w)
+        ]
         rng.shuffle(dropped)
         for w in dropped:
             blocks = tear_blocks(epoch.writes[w], epoch.sectorsize, opts.tear_unit)

@@ -23,6 +23,13 @@ DHL_DELETE = "delete:txns=10,ops=6,tables=3,size=400,order=rand,warmup=30,seed=1
 # SQLite DELETE+EXTRA stops at about transaction 32, WAL earlier.
 FILL = "insert:txns=60,size=2000,seed=1"
 # the names a matrix file may use for them
-BUILTIN_WORKLOADS = {"MULTI": MULTI, "SINGLE": SINGLE, "UPDATE": UPDATE, "DELETE": DELETE,
-                     "DHL_INSERT": DHL_INSERT, "DHL_UPDATE": DHL_UPDATE,
-                     "DHL_DELETE": DHL_DELETE, "FILL": FILL}
+BUILTIN_WORKLOADS = {
+    "MULTI": MULTI,
+    "SINGLE": SINGLE,
+    "UPDATE": UPDATE,
+    "DELETE": DELETE,
+    "DHL_INSERT": DHL_INSERT,
+    "DHL_UPDATE": DHL_UPDATE,
+    "DHL_DELETE": DHL_DELETE,
+    "FILL": FILL,
+}

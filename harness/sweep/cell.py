@@ -110,10 +110,12 @@ class Cell:
         if self.user is not None:
             promised = self.user.promises
             if promised is None:
-                promised = (("FS-RECOVER",) if fs.has_files and strategy not in TEARING
-                            else ()) + mine
-            return Expectation(tuple(i for i in promised if i not in self.waived),
-                               self.must_violate_any)
+                promised = (
+                    ("FS-RECOVER",) if fs.has_files and strategy not in TEARING else ()
+                ) + mine
+            return Expectation(
+                tuple(i for i in promised if i not in self.waived), self.must_violate_any
+            )
         sut = get_sut(self.sut)
         promised = (*sut.promises, *mine)
         if strategy in COMPOSITE:  # the SUT's own restart opens what the checkers judged
@@ -125,8 +127,9 @@ class Cell:
             # believed durable was (SWALLOWED lists what it loses)
             promised = (*promised, *sut.error_promises)
             if "ERR-DURABLE" not in sut.error_promises:
-                promised = tuple(i for i in promised
-                                 if i in ("ERR-NOACK", "DB-PREFIX") or i in mine)
+                promised = tuple(
+                    i for i in promised if i in ("ERR-NOACK", "DB-PREFIX") or i in mine
+                )
         if sut.recovery:
             promised = (*promised, *engine_of(sut).own_invariants)
             if not fs.block_mapped:
@@ -145,8 +148,9 @@ class Cell:
         if fs.has_files and strategy not in TEARING:
             promised = ("FS-RECOVER", *promised)
         promised = self._under_state_faults(promised)
-        return Expectation(tuple(i for i in promised if i not in self.waived),
-                           self.must_violate_any)
+        return Expectation(
+            tuple(i for i in promised if i not in self.waived), self.must_violate_any
+        )
 
     def _under_state_faults(self, promised: tuple[str, ...]) -> tuple[str, ...]:
         """``promised`` under the cell's state faults: the SUT's database
@@ -164,13 +168,17 @@ class Cell:
         waived, added = promised_under(get_sut(self.sut), kinds)
         own = set(engine_of(get_sut(self.sut)).own_invariants) - set(FAULT_KEPT)
         fs_ok = "lost-flush" not in kinds and get_fs(self.fs).block_mapped
-        return tuple(i for i in promised if i not in waived and i not in own
-                     and (i != "FS-RECOVER" or fs_ok)) + added
+        return (
+            tuple(
+                i
+                for i in promised
+                if i not in waived and i not in own and (i != "FS-RECOVER" or fs_ok)
+            )
+            + added
+        )
 
 
 def _slug(text: str) -> str:
     """A SUT, workload or fault name as part of a folder name (no ':', ',',
     '=' or '+')."""
     return text.replace(":", "-").replace(",", "-").replace("=", "").replace("+", "-")
-
-

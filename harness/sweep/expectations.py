@@ -41,14 +41,19 @@ class ExpectationResult:
         return self.status == HELD
 
 
-def evaluate(exp: Expectation, verdicts: Mapping[str, Mapping[str, int]], checked: int,
-             skips: Mapping[str, Mapping[str, int]] | None = None,
-             errors: Mapping[str, Mapping[str, int]] | None = None) -> ExpectationResult:
+def evaluate(
+    exp: Expectation,
+    verdicts: Mapping[str, Mapping[str, int]],
+    checked: int,
+    skips: Mapping[str, Mapping[str, int]] | None = None,
+    errors: Mapping[str, Mapping[str, int]] | None = None,
+) -> ExpectationResult:
     """``verdicts[ID]`` = ``{"pass": n, "fail": n, "skip": n, "error": n}``
     over the cell's states (and run-level records); ``skips[ID]`` and
     ``errors[ID]`` = reason -> count.  A checker error is no verdict on the
     SUT but leaves the promise unchecked in those states: the cell is not
     held, and says so apart from a broken promise."""
+
     def count(inv: str, status: str) -> int:
         return verdicts.get(inv, {}).get(status, 0)
 
@@ -58,10 +63,15 @@ def evaluate(exp: Expectation, verdicts: Mapping[str, Mapping[str, int]], checke
         judged = sum(count(inv, s) for s in ("pass", "fail", "skip", "error"))
         return f"{checked} states" if judged == checked else f"{judged} checks ({checked} states)"
 
-    broken = [f"{inv} is guaranteed but failed in {count(inv, 'fail')} of {among(inv)}"
-              for inv in exp.guaranteed if count(inv, "fail") > 0]
-    if exp.must_violate_any and checked and not any(
-        count(inv, "fail") for inv in exp.must_violate_any
+    broken = [
+        f"{inv} is guaranteed but failed in {count(inv, 'fail')} of {among(inv)}"
+        for inv in exp.guaranteed
+        if count(inv, "fail") > 0
+    ]
+    if (
+        exp.must_violate_any
+        and checked
+        and not any(count(inv, "fail") for inv in exp.must_violate_any)
     ):
         broken.append(
             f"expected a violation of {' or '.join(exp.must_violate_any)} in {checked} states, "
@@ -70,17 +80,25 @@ def evaluate(exp: Expectation, verdicts: Mapping[str, Mapping[str, int]], checke
     unverified = []
     for inv in exp.guaranteed:
         if count(inv, "pass") + count(inv, "fail") == 0 and not count(inv, "error"):
-            why = "; ".join(f"{r} ({n})" for r, n in sorted(
-                (skips or {}).get(inv, {}).items(), key=lambda x: -x[1])[:3])
-            unverified.append(f"{inv} is guaranteed but was judged in none of {checked} states"
-                              + (f": skipped because {why}" if why else ": never produced"))
+            why = "; ".join(
+                f"{r} ({n})"
+                for r, n in sorted((skips or {}).get(inv, {}).items(), key=lambda x: -x[1])[:3]
+            )
+            unverified.append(
+                f"{inv} is guaranteed but was judged in none of {checked} states"
+                + (f": skipped because {why}" if why else ": never produced")
+            )
     errs = []
     for inv in exp.guaranteed:
         if count(inv, "error"):
-            why = "; ".join(f"{r} ({n})" for r, n in sorted(
-                (errors or {}).get(inv, {}).items(), key=lambda x: -x[1])[:3])
-            errs.append(f"{inv}: the checker failed in {count(inv, 'error')} of {checked} "
-                        f"states (no verdict there): {why or 'no reason recorded'}")
+            why = "; ".join(
+                f"{r} ({n})"
+                for r, n in sorted((errors or {}).get(inv, {}).items(), key=lambda x: -x[1])[:3]
+            )
+            errs.append(
+                f"{inv}: the checker failed in {count(inv, 'error')} of {checked} "
+                f"states (no verdict there): {why or 'no reason recorded'}"
+            )
     status = BROKEN if broken else ERROR if errs else UNVERIFIED if unverified else HELD
     return ExpectationResult(status, broken, unverified, errs)
 

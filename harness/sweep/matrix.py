@@ -38,8 +38,23 @@ from workloads.suts import SUTS, get_sut, sqlite_grid
 
 # The matrices' API, and (their home: cell.py, builtin_workloads.py) the cell
 # and the workloads that callers of a built-in matrix name beside it.
-__all__ = ["DELETE", "DHL_DELETE", "DHL_INSERT", "DHL_UPDATE", "FILL", "MATRICES", "MULTI",
-           "SINGLE", "UPDATE", "Cell", "Shard", "matrix", "parse_shard", "shard", "unshard"]
+__all__ = [
+    "DELETE",
+    "DHL_DELETE",
+    "DHL_INSERT",
+    "DHL_UPDATE",
+    "FILL",
+    "MATRICES",
+    "MULTI",
+    "SINGLE",
+    "UPDATE",
+    "Cell",
+    "Shard",
+    "matrix",
+    "parse_shard",
+    "shard",
+    "unshard",
+]
 
 # Faults beyond power loss (harness/faults.py) the nightly matrix injects:
 # the device fails the first write or flush once transaction 5 has begun, the
@@ -52,8 +67,9 @@ ENOSPC = parse_fault("enospc,left=96K")
 PROCESS_CRASH = parse_fault("process-crash,at=txn-ack:5")
 
 
-def _cell(sut: str, workload: str, strategies: tuple[str, ...] = ("prefix", "reorder"),
-          fs: str = "ext4") -> Cell:
+def _cell(
+    sut: str, workload: str, strategies: tuple[str, ...] = ("prefix", "reorder"), fs: str = "ext4"
+) -> Cell:
     """A cell held to the SUT's promises that must keep showing its
     weaknesses (Sut.weaknesses)."""
     return Cell(sut, workload, fs, strategies, get_sut(sut).weaknesses)
@@ -87,8 +103,11 @@ def _nightly() -> list[Cell]:
     (``_grid_cells``) and the SQLite options (``_option_cells``)."""
     cells = []
     every = ("prefix", "reorder", "torn")
-    others = [f for f in FILESYSTEMS
-              if get_fs(f).has_files and f != DEFAULT_FS and not get_fs(f).guest_only]
+    others = [
+        f
+        for f in FILESYSTEMS
+        if get_fs(f).has_files and f != DEFAULT_FS and not get_fs(f).guest_only
+    ]
     for name, sut in SUTS.items():
         if sut.needs_fs and get_fs(sut.needs_fs).guest_only:
             continue  # recorded only in a guest: its cells are in the qemu matrix
@@ -106,16 +125,18 @@ def _nightly() -> list[Cell]:
                 cells.append(Cell(name, MULTI, other, ("prefix",)))  # reported, not required
             else:
                 cells.append(_cell(name, MULTI, ("prefix",), other))
-    return (cells + _grid_cells() + _option_cells() + _device_fault_cells()
-            + _state_fault_cells())
+    return cells + _grid_cells() + _option_cells() + _device_fault_cells() + _state_fault_cells()
 
 
 # A SQLite SUT that promises everything, rollback journal and WAL, each plain
 # and with the checksum VFS; DHL's two commit protocols on the raw device.
 FAULT_SUTS = (
-    ("sqlite-delete-extra", MULTI), ("sqlite:journal=delete,sync=extra,cksum=1", MULTI),
-    ("sqlite-wal-full", MULTI), ("sqlite:journal=wal,sync=full,cksum=1", MULTI),
-    ("dhl-tc-raw", DHL_INSERT), ("dhl-cc-raw", DHL_INSERT),
+    ("sqlite-delete-extra", MULTI),
+    ("sqlite:journal=delete,sync=extra,cksum=1", MULTI),
+    ("sqlite-wal-full", MULTI),
+    ("sqlite:journal=wal,sync=full,cksum=1", MULTI),
+    ("dhl-tc-raw", DHL_INSERT),
+    ("dhl-cc-raw", DHL_INSERT),
 )
 STATE_FAULTS = tuple(kind for kind, (where, *_) in KINDS.items() if where == STATE)
 
@@ -129,8 +150,16 @@ def _state_fault_cells() -> list[Cell]:
     for fault in STATE_FAULTS:
         for name, wl in FAULT_SUTS:
             sut = get_sut(name)
-            cells.append(Cell(name, wl, NO_FS if sut.raw else DEFAULT_FS, ("prefix", "reorder"),
-                              fault_weaknesses(sut, fault), faults=(Fault(fault),)))
+            cells.append(
+                Cell(
+                    name,
+                    wl,
+                    NO_FS if sut.raw else DEFAULT_FS,
+                    ("prefix", "reorder"),
+                    fault_weaknesses(sut, fault),
+                    faults=(Fault(fault),),
+                )
+            )
     return cells
 
 
@@ -149,10 +178,12 @@ def _option_cells() -> list[Cell]:
     its start during the workload), and exclusive locking, under which
     DELETE keeps and zeroes its journal and so promises durability."""
     every = ("prefix", "reorder", "torn")
-    return [_cell("sqlite:journal=wal,sync=full,walopt=100", MULTI, every),
-            _cell("sqlite:journal=wal,sync=full,walopt=8", MULTI, every),
-            _cell("sqlite:journal=wal,sync=full,walopt=8", UPDATE, every),
-            _cell("sqlite:journal=delete,sync=full,locking=exclusive", MULTI, every)]
+    return [
+        _cell("sqlite:journal=wal,sync=full,walopt=100", MULTI, every),
+        _cell("sqlite:journal=wal,sync=full,walopt=8", MULTI, every),
+        _cell("sqlite:journal=wal,sync=full,walopt=8", UPDATE, every),
+        _cell("sqlite:journal=delete,sync=full,locking=exclusive", MULTI, every),
+    ]
 
 
 def _device_fault_cells() -> list[Cell]:
@@ -164,18 +195,35 @@ def _device_fault_cells() -> list[Cell]:
     SUT's Sut.error_weaknesses)."""
     safe = ("sqlite-wal-full", "sqlite-delete-extra", "dhl-cc", "dhl-tc")
     cells = [Cell(s, MULTI, faults=(f,)) for f in (EIO_WRITE, EIO_FLUSH) for s in safe]
-    cells += [Cell(s, DHL_INSERT, NO_FS, faults=(f,)) for f in (EIO_WRITE, EIO_FLUSH)
-              for s in ("dhl-cc-raw", "dhl-tc-raw")]
+    cells += [
+        Cell(s, DHL_INSERT, NO_FS, faults=(f,))
+        for f in (EIO_WRITE, EIO_FLUSH)
+        for s in ("dhl-cc-raw", "dhl-tc-raw")
+    ]
     for j in ("wal,sync=full", "delete,sync=extra"):
-        cells += [Cell(f"sqlite:journal={j},onerror=retry", MULTI, faults=(f,))
-                  for f in (EIO_WRITE, EIO_FLUSH)]
+        cells += [
+            Cell(f"sqlite:journal={j},onerror=retry", MULTI, faults=(f,))
+            for f in (EIO_WRITE, EIO_FLUSH)
+        ]
         swallows = f"sqlite:journal={j},syncretry=1"
-        cells.append(Cell(swallows, MULTI, faults=(EIO_WRITE,),
-                          must_violate_any=get_sut(swallows).error_weaknesses))
+        cells.append(
+            Cell(
+                swallows,
+                MULTI,
+                faults=(EIO_WRITE,),
+                must_violate_any=get_sut(swallows).error_weaknesses,
+            )
+        )
     # the second write after txn-begin:5 fails: the first is part of the
     # file's growth
-    cells.append(Cell("sqlite-off", MULTI, faults=(EIO_WRITE_2ND,),
-                      must_violate_any=get_sut("sqlite-off").error_weaknesses))
+    cells.append(
+        Cell(
+            "sqlite-off",
+            MULTI,
+            faults=(EIO_WRITE_2ND,),
+            must_violate_any=get_sut("sqlite-off").error_weaknesses,
+        )
+    )
     cells += [Cell(s, FILL, faults=(ENOSPC,)) for s in safe[:3]]
     cells += [Cell(s, MULTI, faults=(PROCESS_CRASH,)) for s in safe[:3]]
     return cells
@@ -198,8 +246,13 @@ def _large() -> list[Cell]:
     return load_matrix(MATRICES_DIR / "large.toml")
 
 
-MATRICES = {"default": _default, "nightly": _nightly, "sqlite-grid": _sqlite_grid,
-            "qemu": _qemu, "large": _large}
+MATRICES = {
+    "default": _default,
+    "nightly": _nightly,
+    "sqlite-grid": _sqlite_grid,
+    "qemu": _qemu,
+    "large": _large,
+}
 
 
 def matrix(name: str) -> list[Cell]:
@@ -208,8 +261,10 @@ def matrix(name: str) -> list[Cell]:
         return MATRICES[name]()
     if name.endswith(".toml") or "/" in name:
         return load_matrix(Path(name))
-    raise CrashlabError(f"unknown matrix {name!r} (choose from {', '.join(MATRICES)}, "
-                        "or give a matrix file: ./crashlab.toml)")
+    raise CrashlabError(
+        f"unknown matrix {name!r} (choose from {', '.join(MATRICES)}, "
+        "or give a matrix file: ./crashlab.toml)"
+    )
 
 
 Shard = tuple[int, int]  # (i, N): the i-th of N shards, 1-based
@@ -242,6 +297,8 @@ def unshard(parts: list[list[T]]) -> list[T]:
     n = len(parts)
     total = sum(len(p) for p in parts)
     if any(len(p) != len(range(i, total, n)) for i, p in enumerate(parts)):
-        raise CrashlabError(f"shards of {total} cells in all cannot be 1/{n} .. {n}/{n} "
-                            f"of one matrix ({', '.join(str(len(p)) for p in parts)} cells)")
+        raise CrashlabError(
+            f"shards of {total} cells in all cannot be 1/{n} .. {n}/{n} "
+            f"of one matrix ({', '.join(str(len(p)) for p in parts)} cells)"
+        )
     return [parts[k % n][k // n] for k in range(total)]

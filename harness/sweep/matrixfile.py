@@ -61,13 +61,40 @@ from workloads.run import check_sut_fs
 from workloads.spec import parse_spec
 from workloads.suts import SUTS, get_sut
 
-SUT_KEYS = {"run", "build", "checker", "checkers", "recover", "timeout", "promises",
-            "must_violate_any"}
-CELL_KEYS = {"sut", "workload", "fs", "strategies", "checkers", "must_violate_any", "waived",
-             "faults", "backend", "blktrace", "states"}
+SUT_KEYS = {
+    "run",
+    "build",
+    "checker",
+    "checkers",
+    "recover",
+    "timeout",
+    "promises",
+    "must_violate_any",
+}
+CELL_KEYS = {
+    "sut",
+    "workload",
+    "fs",
+    "strategies",
+    "checkers",
+    "must_violate_any",
+    "waived",
+    "faults",
+    "backend",
+    "blktrace",
+    "states",
+}
 # the enumeration options a cell may set (harness/states/strategies.py, Options)
-STATE_KEYS = {"max_exhaustive": int, "max_drop": int, "sample": int, "seed": int,
-              "tear_unit": int, "torn_pattern": str, "max_tears": int, "max_subset_blocks": int}
+STATE_KEYS = {
+    "max_exhaustive": int,
+    "max_drop": int,
+    "sample": int,
+    "seed": int,
+    "tear_unit": int,
+    "torn_pattern": str,
+    "max_tears": int,
+    "max_subset_blocks": int,
+}
 MATRICES_DIR = Path(__file__).resolve().parent / "matrices"
 MATRIX_LIMIT = 1 << 20  # bytes: a matrix file is a page or two of TOML
 
@@ -86,22 +113,26 @@ def load_matrix(path: Path) -> list[Cell]:
         raise CrashlabError(f"{path}: not TOML: {e}") from None
     unknown = set(data) - {"workloads", "sut", "cell"}
     if unknown:
-        raise CrashlabError(f"{path}: unknown table {sorted(unknown)[0]!r} "
-                            "(expected workloads, sut, cell)")
+        raise CrashlabError(
+            f"{path}: unknown table {sorted(unknown)[0]!r} (expected workloads, sut, cell)"
+        )
     here = shlex.quote(str(path.resolve().parent))
     named = _table(data, "workloads", path)
     bad = next((k for k, v in named.items() if not isinstance(v, str)), None)
     if bad is not None:
-        raise CrashlabError(f"{path}: [workloads] {bad} must be a workload spec string, "
-                            f"not {named[bad]!r}")
+        raise CrashlabError(
+            f"{path}: [workloads] {bad} must be a workload spec string, not {named[bad]!r}"
+        )
     workloads = {**BUILTIN_WORKLOADS, **named}
-    suts = {name: _user_sut(name, spec, here, path)
-            for name, spec in _table(data, "sut", path).items()}
+    suts = {
+        name: _user_sut(name, spec, here, path) for name, spec in _table(data, "sut", path).items()
+    }
     specs = data.get("cell", [])
     if not isinstance(specs, list):
         raise CrashlabError(f"{path}: `cell` must be an array of tables ([[cell]])")
-    cells = [c for i, spec in enumerate(specs)
-             for c in _cells(spec, i, suts, workloads, here, path)]
+    cells = [
+        c for i, spec in enumerate(specs) for c in _cells(spec, i, suts, workloads, here, path)
+    ]
     if not cells:
         raise CrashlabError(f"{path}: no [[cell]]")
     names = [c.name for c in cells]
@@ -132,22 +163,27 @@ def _user_sut(name: str, spec: Any, here: str, path: Path) -> UserSut:  # noqa: 
         raise CrashlabError(f"{where}: {name!r} is a built-in SUT; name yours differently")
     unknown = set(spec) - SUT_KEYS
     if unknown:
-        raise CrashlabError(f"{where}: unknown key {sorted(unknown)[0]!r} "
-                            f"(known: {', '.join(sorted(SUT_KEYS))})")
+        raise CrashlabError(
+            f"{where}: unknown key {sorted(unknown)[0]!r} (known: {', '.join(sorted(SUT_KEYS))})"
+        )
     run = _str(spec, "run", where)
     if not run.strip():
         raise CrashlabError(f"{where}: `run` (the workload command) is required")
     timeout = _number(spec, "timeout", DEFAULT_TIMEOUT, where)
     recover = _sub(_str(spec, "recover", where), here)
     named = {name: _str(spec, "checker", where)} if "checker" in spec else {}
-    checkers = _checkers({**named, **_dict(spec, "checkers", where)}, here, timeout, where,
-                         recover)
+    checkers = _checkers({**named, **_dict(spec, "checkers", where)}, here, timeout, where, recover)
     if not checkers:
         raise CrashlabError(f"{where}: give it a `checker` (or `checkers`)")
-    return UserSut(name, _sub(run, here), _sub(_str(spec, "build", where), here),
-                   str(path.resolve().parent), checkers,
-                   _strs(spec, "promises", where) if "promises" in spec else None,
-                   _strs(spec, "must_violate_any", where))
+    return UserSut(
+        name,
+        _sub(run, here),
+        _sub(_str(spec, "build", where), here),
+        str(path.resolve().parent),
+        checkers,
+        _strs(spec, "promises", where) if "promises" in spec else None,
+        _strs(spec, "must_violate_any", where),
+    )
 
 
 def _str(spec: dict[str, Any], key: str, where: str) -> str:
@@ -167,26 +203,31 @@ def _strs(spec: dict[str, Any], key: str, where: str) -> tuple[str, ...]:
 def _dict(spec: dict[str, Any], key: str, where: str) -> dict[str, Any]:
     v = spec.get(key, {})
     if not isinstance(v, dict):
-        raise CrashlabError(f"{where}: `{key}` must be a table of name = \"command\", "
-                            f"not {v!r}")
+        raise CrashlabError(f'{where}: `{key}` must be a table of name = "command", not {v!r}')
     return v
 
 
 def _number(spec: dict[str, Any], key: str, default: float, where: str) -> float:
     v = spec.get(key, default)
     if isinstance(v, bool) or not isinstance(v, int | float) or v <= 0:
-        raise CrashlabError(f"{where}: `{key}` must be a positive number of seconds, "
-                            f"not {v!r}")
+        raise CrashlabError(f"{where}: `{key}` must be a positive number of seconds, not {v!r}")
     return float(v)
 
 
-def _checkers(table: Any, here: str, timeout: float, where: str,  # noqa: ANN401
-              recover: str = "") -> tuple[UserChecker, ...]:
+def _checkers(
+    table: Any,
+    here: str,
+    timeout: float,
+    where: str,  # noqa: ANN401
+    recover: str = "",
+) -> tuple[UserChecker, ...]:
     out = []
     for name, command in table.items():
         if not isinstance(command, str) or not CHECKER_NAME.fullmatch(name):
-            raise CrashlabError(f"{where}: checker {name!r} = {command!r}: a name of letters, "
-                                "digits, _ . - and a command string")
+            raise CrashlabError(
+                f"{where}: checker {name!r} = {command!r}: a name of letters, "
+                "digits, _ . - and a command string"
+            )
         out.append(UserChecker(name, _sub(command, here), timeout, recover))
     unique(out, where)
     return tuple(out)
@@ -201,8 +242,9 @@ def _states(spec: dict[str, Any], where: str) -> tuple[tuple[str, Any], ...]:
     for key, value in table.items():
         kind = STATE_KEYS.get(key)
         if kind is None:
-            raise CrashlabError(f"{where}: unknown states option {key!r} "
-                                f"(known: {', '.join(sorted(STATE_KEYS))})")
+            raise CrashlabError(
+                f"{where}: unknown states option {key!r} (known: {', '.join(sorted(STATE_KEYS))})"
+            )
         if isinstance(value, bool) or not isinstance(value, kind):
             raise CrashlabError(f"{where}: states.{key} must be {kind.__name__}, not {value!r}")
     try:
@@ -251,17 +293,23 @@ def _listed(spec: dict[str, Any], key: str, default: Any, where: str) -> list[An
     return list(v) if isinstance(v, list) else [v]
 
 
-def _cells(spec: Any, i: int, suts: dict[str, UserSut], workloads: dict[str, str],  # noqa: ANN401
-           here: str, path: Path) -> list[Cell]:
+def _cells(
+    spec: Any,
+    i: int,
+    suts: dict[str, UserSut],
+    workloads: dict[str, str],  # noqa: ANN401
+    here: str,
+    path: Path,
+) -> list[Cell]:
     where = f"{path}: cell {i + 1}"
     if not isinstance(spec, dict):
         raise CrashlabError(f"{where} must be a table")
     unknown = set(spec) - CELL_KEYS
     if unknown:
-        raise CrashlabError(f"{where}: unknown key {sorted(unknown)[0]!r} "
-                            f"(known: {', '.join(sorted(CELL_KEYS))})")
-    strategies = _strs(spec, "strategies", where) if "strategies" in spec \
-        else ("prefix", "reorder")
+        raise CrashlabError(
+            f"{where}: unknown key {sorted(unknown)[0]!r} (known: {', '.join(sorted(CELL_KEYS))})"
+        )
+    strategies = _strs(spec, "strategies", where) if "strategies" in spec else ("prefix", "reorder")
     if not strategies:
         raise CrashlabError(f"{where}: `strategies` is empty: the cell would check nothing")
     bad = [s for s in strategies if s not in (*STRATEGIES, *COMPOSITE)]
@@ -271,12 +319,14 @@ def _cells(spec: Any, i: int, suts: dict[str, UserSut], workloads: dict[str, str
     waived = _strs(spec, "waived", where)
     faults = _faults(spec, where)
     if faults and set(strategies) & set(COMPOSITE):
-        raise CrashlabError(f"{where}: faults apply to the log strategies, not to "
-                            f"{', '.join(COMPOSITE)}")
+        raise CrashlabError(
+            f"{where}: faults apply to the log strategies, not to {', '.join(COMPOSITE)}"
+        )
     backend = spec.get("backend")
     if backend is not None and (not isinstance(backend, str) or backend not in BACKENDS):
-        raise CrashlabError(f"{where}: unknown backend {backend!r} (choose from "
-                            f"{', '.join(BACKENDS)})")
+        raise CrashlabError(
+            f"{where}: unknown backend {backend!r} (choose from {', '.join(BACKENDS)})"
+        )
     blktrace = spec.get("blktrace", False)
     if not isinstance(blktrace, bool):
         raise CrashlabError(f"{where}: `blktrace` must be true or false, not {blktrace!r}")
@@ -284,40 +334,66 @@ def _cells(spec: Any, i: int, suts: dict[str, UserSut], workloads: dict[str, str
     out = []
     if "sut" not in spec:
         raise CrashlabError(f"{where}: `sut` is required")
-    for sut, workload, fs in itertools.product(_listed(spec, "sut", None, where),
-                                               _listed(spec, "workload", "", where),
-                                               _listed(spec, "fs", "ext4", where)):
+    for sut, workload, fs in itertools.product(
+        _listed(spec, "sut", None, where),
+        _listed(spec, "workload", "", where),
+        _listed(spec, "fs", "ext4", where),
+    ):
         if not all(isinstance(x, str) for x in (sut, workload, fs)):
-            raise CrashlabError(f"{where}: sut, workload and fs are strings or lists of "
-                                "strings")
+            raise CrashlabError(f"{where}: sut, workload and fs are strings or lists of strings")
         if fs not in FILESYSTEMS:
-            raise CrashlabError(f"{where}: unknown fs {fs!r} (choose from "
-                                f"{', '.join(FILESYSTEMS)})")
+            raise CrashlabError(
+                f"{where}: unknown fs {fs!r} (choose from {', '.join(FILESYSTEMS)})"
+            )
         user = suts.get(sut)
         if user is None and not _builtin(sut):
-            raise CrashlabError(f"{where}: unknown SUT {sut!r} (yours: "
-                                f"{', '.join(suts) or 'none'}; built-in: {', '.join(SUTS)}, "
-                                "or sqlite:journal=J,sync=S,...)")
+            raise CrashlabError(
+                f"{where}: unknown SUT {sut!r} (yours: "
+                f"{', '.join(suts) or 'none'}; built-in: {', '.join(SUTS)}, "
+                "or sqlite:journal=J,sync=S,...)"
+            )
         if user is not None and set(strategies) & set(COMPOSITE):
-            raise CrashlabError(f"{where}: {', '.join(COMPOSITE)} continue a built-in SUT's "
-                                f"workload after a crash; {sut!r} is yours")
+            raise CrashlabError(
+                f"{where}: {', '.join(COMPOSITE)} continue a built-in SUT's "
+                f"workload after a crash; {sut!r} is yours"
+            )
         if user is None and not workload:
             raise CrashlabError(f"{where}: the built-in SUT {sut!r} needs a workload")
         if user is not None and workload:
-            raise CrashlabError(f"{where}: {sut!r} is yours: it runs its own `run` command, "
-                                "not a workload")
-        must = _strs(spec, "must_violate_any", where) if "must_violate_any" in spec \
-            else get_sut(sut).weaknesses if user is None else user.must_violate_any
+            raise CrashlabError(
+                f"{where}: {sut!r} is yours: it runs its own `run` command, not a workload"
+            )
+        must = (
+            _strs(spec, "must_violate_any", where)
+            if "must_violate_any" in spec
+            else get_sut(sut).weaknesses
+            if user is None
+            else user.must_violate_any
+        )
         spec_text = workloads.get(workload, workload)
         if user is None:
             _check_builtin(sut, spec_text, fs, where)
         kinds = {f.where for f in faults}
         if user is not None and kinds & {STATE, PROCESS}:
-            raise CrashlabError(f"{where}: state and process faults are for the built-in SUTs "
-                                f"(their promises under a fault are known; process-crash kills "
-                                f"crashlab's workload runner); {sut!r} is yours")
-        cell = Cell(sut, spec_text, fs, strategies, must, waived, extra, user, faults=faults,
-                    backend=backend, blktrace=blktrace, states=states)
+            raise CrashlabError(
+                f"{where}: state and process faults are for the built-in SUTs "
+                f"(their promises under a fault are known; process-crash kills "
+                f"crashlab's workload runner); {sut!r} is yours"
+            )
+        cell = Cell(
+            sut,
+            spec_text,
+            fs,
+            strategies,
+            must,
+            waived,
+            extra,
+            user,
+            faults=faults,
+            backend=backend,
+            blktrace=blktrace,
+            states=states,
+        )
         unique(cell.all_checkers, where)
         out.append(cell)
     return out

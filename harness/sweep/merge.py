@@ -45,8 +45,10 @@ def merge_shards(shards: list[Path], out: Path) -> tuple[dict[str, Any], int]:
     matrices = {s["shard"]["matrix"] for _, s in loaded}
     counts = {s["shard"]["of"] for _, s in loaded}
     if len(matrices) > 1 or len(counts) > 1:
-        raise CrashlabError("the shards are of different sweeps: "
-                            + ", ".join(sorted(s["sweep"] for _, s in loaded)))
+        raise CrashlabError(
+            "the shards are of different sweeps: "
+            + ", ".join(sorted(s["sweep"] for _, s in loaded))
+        )
     n = counts.pop()
     if n > MAX_SHARDS:
         raise CrashlabError(f"the shards say they are 1 of {n}: more than {MAX_SHARDS} shards")
@@ -54,9 +56,13 @@ def merge_shards(shards: list[Path], out: Path) -> tuple[dict[str, Any], int]:
     missing = [f"{i}/{n}" for i in range(1, n + 1) if i not in have]
     dup = sorted({f"{i}/{n}" for i in have if have.count(i) > 1})
     if missing or dup:
-        raise CrashlabError(f"need shards 1/{n} .. {n}/{n} once each: "
-                            + "; ".join(([f"missing {', '.join(missing)}"] if missing else [])
-                                        + ([f"twice {', '.join(dup)}"] if dup else [])))
+        raise CrashlabError(
+            f"need shards 1/{n} .. {n}/{n} once each: "
+            + "; ".join(
+                ([f"missing {', '.join(missing)}"] if missing else [])
+                + ([f"twice {', '.join(dup)}"] if dup else [])
+            )
+        )
     target = out.resolve()
     if any(target == p.resolve() or p.resolve() in target.parents for p, _ in loaded):
         raise CrashlabError(f"{out}: the merged folder may not be (inside) a shard")
@@ -64,8 +70,9 @@ def merge_shards(shards: list[Path], out: Path) -> tuple[dict[str, Any], int]:
         return _merge_into(out, loaded, matrices.pop())
 
 
-def _merge_into(out: Path, loaded: list[tuple[Path, dict[str, Any]]], matrix: str
-                ) -> tuple[dict[str, Any], int]:
+def _merge_into(
+    out: Path, loaded: list[tuple[Path, dict[str, Any]]], matrix: str
+) -> tuple[dict[str, Any], int]:
     """:func:`merge_shards` of the checked shards ``loaded`` into the locked
     folder ``out``."""
     parts = [_groups(path, summary) for path, summary in loaded]
@@ -80,8 +87,7 @@ def _merge_into(out: Path, loaded: list[tuple[Path, dict[str, Any]]], matrix: st
     ok = all(c["expectation"]["ok"] for c in cells)
     summary = {"sweep": matrix, "ok": ok, "cells": cells}
     order = list(dict.fromkeys(Path(c["run"]).name for c in cells))
-    write_outputs(SweepDir(out), summary, violations,
-                  {k: timing[k] for k in order if k in timing})
+    write_outputs(SweepDir(out), summary, violations, {k: timing[k] for k in order if k in timing})
     return summary, 0 if ok else 1
 
 
@@ -92,14 +98,18 @@ def _load(path: Path) -> tuple[Path, dict[str, Any]]:
     try:
         summary = json.loads(read_regular(spath, SUMMARY_LIMIT, str(spath)))
     except (OSError, ValueError, RecursionError) as e:
-        raise CrashlabError(f"{path}: not a finished sweep folder ({spath.name}: {e})") \
-            from None
+        raise CrashlabError(f"{path}: not a finished sweep folder ({spath.name}: {e})") from None
     if not isinstance(summary, dict) or not isinstance(summary.get("shard"), dict):
         raise CrashlabError(f"{path}: not a shard (its sweep ran without --shard i/N)")
     sh = summary["shard"]
-    if not (_is(sh.get("index"), int) and _is(sh.get("of"), int) and 1 <= sh["index"] <= sh["of"]
-            and isinstance(sh.get("matrix"), str) and isinstance(summary.get("sweep"), str)
-            and isinstance(summary.get("cells"), list)):
+    if not (
+        _is(sh.get("index"), int)
+        and _is(sh.get("of"), int)
+        and 1 <= sh["index"] <= sh["of"]
+        and isinstance(sh.get("matrix"), str)
+        and isinstance(summary.get("sweep"), str)
+        and isinstance(summary.get("cells"), list)
+    ):
         raise CrashlabError(f"{spath}: shard, sweep or cells of the wrong type")
     for i, rec in enumerate(summary["cells"]):
         _check_cell(path, rec, f"{spath}: cell {i}")
@@ -146,12 +156,14 @@ def _groups(path: Path, summary: dict[str, Any]) -> list[Group]:
     for records, vs in groups:
         for rec in records:
             fails = sum(c.get("fail", 0) for c in rec["verdicts"].values())
-            for line in lines[at:at + fails]:
+            for line in lines[at : at + fails]:
                 v = _violation(line, f"{vpath}: line {at + 1}")
-                if [v.get(k) for k in ("sut", "workload", "fs", "strategy")] != \
-                        [rec[k] for k in ("sut", "workload", "fs", "strategy")]:
-                    raise CrashlabError(f"{vpath}: line {at + 1} is not of "
-                                        f"{rec['run']} {rec['strategy']}")
+                if [v.get(k) for k in ("sut", "workload", "fs", "strategy")] != [
+                    rec[k] for k in ("sut", "workload", "fs", "strategy")
+                ]:
+                    raise CrashlabError(
+                        f"{vpath}: line {at + 1} is not of {rec['run']} {rec['strategy']}"
+                    )
                 vs.append(v)
                 at += 1
     if at != len(lines):
@@ -207,5 +219,6 @@ def _link_tree(src: Path, dst: Path) -> None:
         if not (p.is_symlink() or p.is_dir() or p.is_file()):
             raise CrashlabError(f"{p}: neither a file nor a folder (a FIFO, device...)")
     # a shard's lock file stays its own: linked, it would lock both folders
-    shutil.copytree(src, dst, copy_function=link, symlinks=True,
-                    ignore=shutil.ignore_patterns(LOCK_NAME))
+    shutil.copytree(
+        src, dst, copy_function=link, symlinks=True, ignore=shutil.ignore_patterns(LOCK_NAME)
+    )

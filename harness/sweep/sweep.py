@@ -65,8 +65,11 @@ def expected_exit(cell: Cell) -> tuple[int, ...] | None:
     is still whole)."""
     if cell.user is not None and by_stage(cell.faults, DEVICE):
         return None
-    return (0, *((3,) if by_stage(cell.faults, DEVICE) else ()),
-            *((128 + 9,) if by_stage(cell.faults, PROCESS) else ()))
+    return (
+        0,
+        *((3,) if by_stage(cell.faults, DEVICE) else ()),
+        *((128 + 9,) if by_stage(cell.faults, PROCESS) else ()),
+    )
 
 
 def record_cell(cell: Cell, run_dir: Path, backend: str, resume: bool) -> RunDir:
@@ -81,14 +84,29 @@ def record_cell(cell: Cell, run_dir: Path, backend: str, resume: bool) -> RunDir
         shutil.rmtree(run_dir)
     run_dir.parent.mkdir(parents=True, exist_ok=True)
     if cell.user is not None:
-        run = record(RecordRequest(["sh", "-c", cell.user.run], run_dir, fs=cell.fs,
-                                   backend=backend, extra_meta={"user_sut": cell.user.name},
-                                   faults=cell.faults, blktrace=cell.blktrace))
+        run = record(
+            RecordRequest(
+                ["sh", "-c", cell.user.run],
+                run_dir,
+                fs=cell.fs,
+                backend=backend,
+                extra_meta={"user_sut": cell.user.name},
+                faults=cell.faults,
+                blktrace=cell.blktrace,
+            )
+        )
     else:
         from workloads.run import record_workload
 
-        run = record_workload(cell.sut, cell.workload, run_dir, fs=cell.fs, backend=backend,
-                              faults=cell.faults, blktrace=cell.blktrace)
+        run = record_workload(
+            cell.sut,
+            cell.workload,
+            run_dir,
+            fs=cell.fs,
+            backend=backend,
+            faults=cell.faults,
+            blktrace=cell.blktrace,
+        )
     if ok is not None and run.meta().exit_status not in ok:
         raise CrashlabError(f"{run_dir}: the workload failed while recording (see meta.json)")
     return run
@@ -97,16 +115,19 @@ def record_cell(cell: Cell, run_dir: Path, backend: str, resume: bool) -> RunDir
 def build_user_suts(cells: list[Cell]) -> None:
     """Run each user SUT's build command once, in its file's folder."""
     for user in {c.user.name: c.user for c in cells if c.user and c.user.build}.values():
-        p = subprocess.run(["sh", "-c", user.build], cwd=user.folder,
-                           capture_output=True, text=True)
+        p = subprocess.run(
+            ["sh", "-c", user.build], cwd=user.folder, capture_output=True, text=True
+        )
         if p.returncode != 0:
             tail = (p.stderr.strip() or p.stdout.strip()).splitlines()[-1:] or ["no output"]
-            raise CrashlabError(f"building SUT {user.name}: `{user.build}` exited "
-                                f"{p.returncode}: {tail[0]}")
+            raise CrashlabError(
+                f"building SUT {user.name}: `{user.build}` exited {p.returncode}: {tail[0]}"
+            )
 
 
-def cell_record(cell: Cell, strategy: str, result: CheckResult,
-                exp: ExpectationResult) -> dict[str, Any]:
+def cell_record(
+    cell: Cell, strategy: str, result: CheckResult, exp: ExpectationResult
+) -> dict[str, Any]:
     """One summary.json cell: what was checked and whether it met its
     expectation."""
     return {
@@ -130,9 +151,11 @@ def cell_record(cell: Cell, strategy: str, result: CheckResult,
             **({"errors": exp.errors} if exp.errors else {}),
         },
         # why promised invariants were skipped, by reason (the report groups them)
-        "skips": {inv: result.get("skips", {}).get(inv, {})
-                  for inv in cell.expectation(strategy).guaranteed
-                  if result.get("skips", {}).get(inv)},
+        "skips": {
+            inv: result.get("skips", {}).get(inv, {})
+            for inv in cell.expectation(strategy).guaranteed
+            if result.get("skips", {}).get(inv)
+        },
     }
 
 
@@ -152,8 +175,16 @@ def run_sweep(
     is locked throughout (harness/outlock.py): a second sweep into it is
     refused."""
     with locked_output(out):
-        return _sweep_into(SweepDir(out), name, cells, opts, shard=shard, resume=resume,
-                           on_progress=on_progress, on_status=on_status)
+        return _sweep_into(
+            SweepDir(out),
+            name,
+            cells,
+            opts,
+            shard=shard,
+            resume=resume,
+            on_progress=on_progress,
+            on_status=on_status,
+        )
 
 
 def _sweep_into(
@@ -181,14 +212,22 @@ def _sweep_into(
         timing[cell.name] = {"record_s": round(time.monotonic() - t0, 3)}
         for strategy in cell.strategies:
             t1 = time.monotonic()
-            copts = options_for(strategy, CheckOptions(
-                states=dataclasses.replace(opts.base_states, **dict(cell.states),
-                                           faults=cell.state_faults),
-                max_states=opts.max_states, jobs=opts.jobs,
-                fsck=opts.fsck, crashsafe_sample=opts.crashsafe_sample,
-                composite=dataclasses.replace(opts.composite, backend=opts.backend),
-                checkers=cell.all_checkers, executor=opts.executor, scheduler=opts.scheduler,
-            ))
+            copts = options_for(
+                strategy,
+                CheckOptions(
+                    states=dataclasses.replace(
+                        opts.base_states, **dict(cell.states), faults=cell.state_faults
+                    ),
+                    max_states=opts.max_states,
+                    jobs=opts.jobs,
+                    fsck=opts.fsck,
+                    crashsafe_sample=opts.crashsafe_sample,
+                    composite=dataclasses.replace(opts.composite, backend=opts.backend),
+                    checkers=cell.all_checkers,
+                    executor=opts.executor,
+                    scheduler=opts.scheduler,
+                ),
+            )
             label = f"{cell.sut} {strategy}"
             check_dir = run.check_dir(copts.tag())
             done = check_dir / RESULT_NAME
@@ -196,19 +235,34 @@ def _sweep_into(
                 result = json.loads(done.read_text())
             else:
                 result = check_run(
-                    run, copts, check_dir, resume=resume,
+                    run,
+                    copts,
+                    check_dir,
+                    resume=resume,
                     on_progress=(lambda g, c, lab=label: on_progress(lab, g, c))
-                    if on_progress else None,
+                    if on_progress
+                    else None,
                 )
-            exp = evaluate(cell.expectation(strategy), result["verdicts"],
-                           result["states"]["checked"], result.get("skips"), result.get("errors"))
+            exp = evaluate(
+                cell.expectation(strategy),
+                result["verdicts"],
+                result["states"]["checked"],
+                result.get("skips"),
+                result.get("errors"),
+            )
             results.append(exp)
             cell_records.append(cell_record(cell, strategy, result, exp))
             for v in result["violations"]:
-                violations.append({"sut": cell.sut, "workload": cell.workload, "fs": cell.fs,
-                                   "strategy": strategy,
-                                   **({"faults": fault_specs(cell.faults)} if cell.faults else {}),
-                                   **v})
+                violations.append(
+                    {
+                        "sut": cell.sut,
+                        "workload": cell.workload,
+                        "fs": cell.fs,
+                        "strategy": strategy,
+                        **({"faults": fault_specs(cell.faults)} if cell.faults else {}),
+                        **v,
+                    }
+                )
             timing[cell.name][strategy] = round(time.monotonic() - t1, 3)
     code = exit_code(results)
     summary: dict[str, Any] = {"sweep": name, "ok": code == 0, "cells": cell_records}
@@ -219,13 +273,18 @@ def _sweep_into(
     return summary, code
 
 
-def write_outputs(sweep: SweepDir, summary: dict[str, Any], violations: list[dict[str, Any]],
-                  timing: dict[str, Any]) -> None:
+def write_outputs(
+    sweep: SweepDir,
+    summary: dict[str, Any],
+    violations: list[dict[str, Any]],
+    timing: dict[str, Any],
+) -> None:
     """A sweep folder's files beside its runs: summary.json,
     violations.jsonl, junit.xml, timing.json, then the reports."""
     write_json_atomic(sweep.summary, summary)
-    write_text_atomic(sweep.violations,
-                      "".join(json.dumps(v, sort_keys=True) + "\n" for v in violations))
+    write_text_atomic(
+        sweep.violations, "".join(json.dumps(v, sort_keys=True) + "\n" for v in violations)
+    )
     write_junit(sweep.junit, summary["sweep"], summary["cells"])
     write_json_atomic(sweep.timing, timing)
     from harness.report.write import write_reports  # matplotlib is loaded only here

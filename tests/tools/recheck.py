@@ -103,14 +103,17 @@ def find_folders(sweep: Path) -> list[Folder]:
     for run in sorted(p for p in runs.iterdir() if p.is_dir()):
         checks = run / "check"
         for folder in sorted(p for p in checks.iterdir() if p.is_dir()) if checks.is_dir() else ():
-            result = _read_json(folder / "result.json") if (folder / "result.json").exists() \
-                else None
+            result = (
+                _read_json(folder / "result.json") if (folder / "result.json").exists() else None
+            )
             if not isinstance(result, dict) or not isinstance(result.get("run"), str):
                 raise CrashlabError(f"{folder}: no complete result.json (an interrupted check?)")
             if not Path(result["run"]).is_dir() or not os.path.samefile(result["run"], run):
-                raise CrashlabError(f"{folder}: its result.json names run {result['run']}, not "
-                                    "this folder (moved since it was checked?): re-check the "
-                                    "sweep where it was made")
+                raise CrashlabError(
+                    f"{folder}: its result.json names run {result['run']}, not "
+                    "this folder (moved since it was checked?): re-check the "
+                    "sweep where it was made"
+                )
             ident = folder / "check.json"
             options = (_read_json(ident) if ident.exists() else result).get("options")
             if not isinstance(options, dict):
@@ -132,13 +135,23 @@ def rebuild_options(options: dict[str, Any], jobs: int) -> CheckOptions:
         raise CrashlabError(f"options {', '.join(unknown)}: unknown to this code")
     kw = {k: options[k] for k in ("max_states", "fsck", "crashsafe_sample") if k in options}
     comp = options.get("composite")
-    checkers = tuple(dataclasses.replace(parse_checker(c["spec"], c["timeout"]),
-                                         recover=c["recover"])
-                     for c in options.get("checkers") or ())
+    checkers = tuple(
+        dataclasses.replace(parse_checker(c["spec"], c["timeout"]), recover=c["recover"])
+        for c in options.get("checkers") or ()
+    )
     return CheckOptions(
-        states=Options(**{k: parse_faults(v) if k == "faults" else v
-                          for k, v in options.items() if k in states}),
-        jobs=jobs, composite=Composite(**comp) if comp else None, checkers=checkers, **kw)
+        states=Options(
+            **{
+                k: parse_faults(v) if k == "faults" else v
+                for k, v in options.items()
+                if k in states
+            }
+        ),
+        jobs=jobs,
+        composite=Composite(**comp) if comp else None,
+        checkers=checkers,
+        **kw,
+    )
 
 
 def first_difference(old: bytes, new: bytes) -> str | None:
@@ -152,16 +165,21 @@ def first_difference(old: bytes, new: bytes) -> str | None:
     y = b[i] if i < len(b) else None
     col = 0
     if x is not None and y is not None:
-        col = next((c for c, (p, q) in enumerate(zip(x, y, strict=False)) if p != q),
-                   min(len(x), len(y)))
+        col = next(
+            (c for c, (p, q) in enumerate(zip(x, y, strict=False)) if p != q), min(len(x), len(y))
+        )
     start = max(0, col - CLIP // 2)
 
     def show(line: bytes | None) -> str:
         if line is None:
             return "(no such line)"
-        text = line[start:start + CLIP].decode("utf-8", "replace")
-        return ("..." if start else "") + repr(text)[1:-1] + ("..." if len(line) > start + CLIP
-                                                              else "")
+        text = line[start : start + CLIP].decode("utf-8", "replace")
+        return (
+            ("..." if start else "")
+            + repr(text)[1:-1]
+            + ("..." if len(line) > start + CLIP else "")
+        )
+
     return f"line {i + 1}: -{show(x)} +{show(y)}"
 
 
@@ -206,10 +224,15 @@ def _tree() -> str:
     commit (``+`` when its work tree has changes)."""
     root = Path(harness.__file__).resolve().parents[1]
     git = ["git", "-C", str(root)]
-    head = subprocess.run([*git, "rev-parse", "--short", "HEAD"], capture_output=True,
-                          text=True).stdout.strip() or "?"
-    dirty = subprocess.run([*git, "status", "--porcelain", "--untracked-files=no"],
-                           capture_output=True, text=True).stdout.strip()
+    head = (
+        subprocess.run(
+            [*git, "rev-parse", "--short", "HEAD"], capture_output=True, text=True
+        ).stdout.strip()
+        or "?"
+    )
+    dirty = subprocess.run(
+        [*git, "status", "--porcelain", "--untracked-files=no"], capture_output=True, text=True
+    ).stdout.strip()
     return f"{root} ({head}{'+' if dirty else ''})"
 
 
@@ -223,9 +246,18 @@ def _mount(sweep: Path, work: Path) -> None:
     orig = work / "orig"
     run_tool(["mount", "--bind", str(sweep), str(orig)], "recheck: bind the sweep")
     run_tool(["mount", "-o", "remount,bind,ro", str(orig)], "recheck: make the bind read-only")
-    run_tool(["mount", "-t", "overlay", "overlay", "-o",
-         f"lowerdir={orig},upperdir={work / 'upper'},workdir={work / 'ovl'}", str(sweep)],
-        "recheck: mount the overlay")
+    run_tool(
+        [
+            "mount",
+            "-t",
+            "overlay",
+            "overlay",
+            "-o",
+            f"lowerdir={orig},upperdir={work / 'upper'},workdir={work / 'ovl'}",
+            str(sweep),
+        ],
+        "recheck: mount the overlay",
+    )
     os.chdir(os.getcwd())
 
 
@@ -263,8 +295,10 @@ def inside(sweep: Path, work: Path, jobs: int) -> int:
     errors = recheck(sweep, folders, jobs)
     seconds = time.monotonic() - t0
     cmp = compare(work / "orig", sweep)
-    print(f"recheck: code {_tree()}\nrecheck: sweep {sweep}: {runs} runs, {len(folders)} check "
-          f"folders re-checked in {seconds:.0f} s")
+    print(
+        f"recheck: code {_tree()}\nrecheck: sweep {sweep}: {runs} runs, {len(folders)} check "
+        f"folders re-checked in {seconds:.0f} s"
+    )
     print(table(cmp))
     for rel, e in errors:
         print(f"NOT RE-CHECKED {rel}: {e}")
@@ -281,9 +315,22 @@ def outside(sweep: Path, jobs: int, keep: bool) -> int:
         raise CrashlabError("unshare not found (util-linux)")
     with temporary_folder("crashlab-recheck-", keep=keep) as work:
         try:
-            proc = subprocess.Popen(["unshare", "--mount", "--propagation", "private", "--",
-                                     sys.executable, __file__, str(sweep), "--jobs", str(jobs),
-                                     "--inside", str(work)])
+            proc = subprocess.Popen(
+                [
+                    "unshare",
+                    "--mount",
+                    "--propagation",
+                    "private",
+                    "--",
+                    sys.executable,
+                    __file__,
+                    str(sweep),
+                    "--jobs",
+                    str(jobs),
+                    "--inside",
+                    str(work),
+                ]
+            )
             while True:
                 try:
                     return proc.wait()

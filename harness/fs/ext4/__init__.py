@@ -29,14 +29,23 @@ class Ext4(FileSystem):
     guest_modules = ("ext4",)
     version_tool = ("e2fsprogs", ["mke2fs", "-V"])
 
-    def recover(self, image: Path, out_dir: Path, *, workdir: Path, db_name: str,
-                fsck: bool = True, skip: tuple[str, ...] = ()) -> FsRecovery:
+    def recover(
+        self,
+        image: Path,
+        out_dir: Path,
+        *,
+        workdir: Path,
+        db_name: str,
+        fsck: bool = True,
+        skip: tuple[str, ...] = (),
+    ) -> FsRecovery:
         from harness.fs.ext4.recover import recover_ext4
 
         return recover_ext4(image, out_dir, check=fsck, skip=skip)
 
-    def fast_recovery(self, workdir: Path, fsck: bool, skip: tuple[str, ...] = (),
-                      shared: Path | None = None) -> FastExt4:
+    def fast_recovery(
+        self, workdir: Path, fsck: bool, skip: tuple[str, ...] = (), shared: Path | None = None
+    ) -> FastExt4:
         from harness.env import ext4_in_process
         from harness.fs.ext4.fast import FastExt4
 
@@ -48,8 +57,9 @@ class Ext4(FileSystem):
         from harness.fs.ext4.debugfs import debugfs, extents
 
         out = debugfs(image, ["stats", f"stat {path}"])
-        bs = next((int(ln.split(":")[1]) for ln in out.splitlines()
-                   if ln.startswith("Block size:")), 4096)
+        bs = next(
+            (int(ln.split(":")[1]) for ln in out.splitlines() if ln.startswith("Block size:")), 4096
+        )
         ext, _ = extents(out)
         return BlockMap(tuple(sorted((p * bs, (p + n) * bs, lb * bs) for lb, p, n in ext)))
 
@@ -60,8 +70,7 @@ class Ext4(FileSystem):
         notes = ["jbd2 superblock unreadable: journal blocks not decoded"] if x.jsb is None else []
         return x, notes
 
-    def journal_ranges(self, reader: LogReader, base: Path | None
-                       ) -> list[tuple[int, int]] | None:
+    def journal_ranges(self, reader: LogReader, base: Path | None) -> list[tuple[int, int]] | None:
         from harness.fs.ext4.superblock import journal_ranges
 
         return journal_ranges(reader, base)

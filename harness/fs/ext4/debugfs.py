@@ -34,15 +34,18 @@ PR_SET_PDEATHSIG = 1
 SENTINEL = "crashlab-sync-"
 _PROMPT = "debugfs:  "
 # The line debugfs prints for an unknown request, which we use as sentinel.
-_SENTINEL_RE = re.compile(rb'debugfs: Unknown request "crashlab-sync-(\d+)"\.  '
-                          rb'Type "\?" for a request list\.\n')
+_SENTINEL_RE = re.compile(
+    rb'debugfs: Unknown request "crashlab-sync-(\d+)"\.  '
+    rb'Type "\?" for a request list\.\n'
+)
 
 
 def debugfs(image: Path, commands: Sequence[str]) -> str:
     """Run every command in one read-only debugfs process; its stdout (each
     command's output follows a ``debugfs: COMMAND`` line)."""
-    return tool(["debugfs", "-f", "-", str(image)], "debugfs", timeout=60,
-                stdin="\n".join(commands) + "\n").stdout
+    return tool(
+        ["debugfs", "-f", "-", str(image)], "debugfs", timeout=60, stdin="\n".join(commands) + "\n"
+    ).stdout
 
 
 def quote(path: Path | str) -> str:
@@ -86,12 +89,21 @@ class DebugfsSession:
     :meth:`request` runs commands, one output each."""
 
     def __init__(self, *options: str, timeout: float = 60.0) -> None:
-        env = {**os.environ, "PAGER": "__none__", "DEBUGFS_PAGER": "__none__",
-               "SS_READLINE_PATH": "", "LC_ALL": "C"}
+        env = {
+            **os.environ,
+            "PAGER": "__none__",
+            "DEBUGFS_PAGER": "__none__",
+            "SS_READLINE_PATH": "",
+            "LC_ALL": "C",
+        }
         try:
             self.proc: subprocess.Popen[bytes] | None = subprocess.Popen(
-                ["debugfs", *options], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                stderr=subprocess.STDOUT, env=env, preexec_fn=_die_with_parent,
+                ["debugfs", *options],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                env=env,
+                preexec_fn=_die_with_parent,
             )
         except FileNotFoundError:
             raise CrashlabError("debugfs not found: run `make setup`") from None
@@ -106,8 +118,9 @@ class DebugfsSession:
     def __enter__(self) -> DebugfsSession:
         return self
 
-    def __exit__(self, et: type[BaseException] | None, e: BaseException | None,
-                 tb: TracebackType | None) -> None:
+    def __exit__(
+        self, et: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
+    ) -> None:
         self.close()
 
     def request(self, commands: list[str]) -> list[str]:
@@ -140,8 +153,8 @@ class DebugfsSession:
             if int(m.group(1)) != want:
                 self._kill()
                 raise DebugfsError(f"debugfs out of step: sentinel {m.group(1)!r}, expected {want}")
-            head = self._buf[:m.start()].decode("utf-8", "replace")
-            self._buf = self._buf[m.end():]
+            head = self._buf[: m.start()].decode("utf-8", "replace")
+            self._buf = self._buf[m.end() :]
             outputs.append(head.replace(_PROMPT, ""))
         return outputs
 

@@ -31,8 +31,16 @@ from harness.fs.ext4.recover import recover_ext4
 from harness.materialize import DurableImage, sparse_copy
 from harness.sysops import run
 
-RESERVED_INODES = {1: "bad blocks", 2: "/", 5: "boot loader", 6: "undelete dir",
-                   7: "resize inode", 8: "journal", 9: "exclude", 10: "replica"}
+RESERVED_INODES = {
+    1: "bad blocks",
+    2: "/",
+    5: "boot loader",
+    6: "undelete dir",
+    7: "resize inode",
+    8: "journal",
+    9: "exclude",
+    10: "replica",
+}
 JOURNAL_INODE = 8
 
 
@@ -97,19 +105,20 @@ def read_layout(image: Path) -> Layout:
             raise CrashlabError(f"dumpe2fs {image}: no {name!r}")
         return int(m.group(1))
 
-    lay = Layout(field_int("Block size"), field_int("Inodes per group"),
-                 field_int("Inode size"))
+    lay = Layout(field_int("Block size"), field_int("Inodes per group"), field_int("Inode size"))
     group = -1
     for line in out.splitlines():
         m = re.match(r"Group (\d+):", line)
         if m:
             group = int(m.group(1))
             continue
-        for pat, what in ((rf"(?:Primary|Backup) superblock at {_NUM}", "superblock"),
-                          (rf"Group descriptors at {_NUM}", "group descriptors"),
-                          (rf"Reserved GDT blocks at {_NUM}", "reserved GDT blocks"),
-                          (rf"Block bitmap at {_NUM}", "block bitmap"),
-                          (rf"Inode bitmap at {_NUM}", "inode bitmap")):
+        for pat, what in (
+            (rf"(?:Primary|Backup) superblock at {_NUM}", "superblock"),
+            (rf"Group descriptors at {_NUM}", "group descriptors"),
+            (rf"Reserved GDT blocks at {_NUM}", "reserved GDT blocks"),
+            (rf"Block bitmap at {_NUM}", "block bitmap"),
+            (rf"Inode bitmap at {_NUM}", "inode bitmap"),
+        ):
             m = re.search(pat, line)
             if m and group >= 0:
                 kind = what
@@ -150,8 +159,7 @@ class InodeInfo:
 
 def _blocks_owned(image: Path, blocks: Sequence[int]) -> dict[int, int]:
     """``icheck`` of many blocks: block → inode, for the owned ones."""
-    cmds = [f"icheck {' '.join(map(str, blocks[i:i + 256]))}"
-            for i in range(0, len(blocks), 256)]
+    cmds = [f"icheck {' '.join(map(str, blocks[i : i + 256]))}" for i in range(0, len(blocks), 256)]
     found: dict[int, int] = {}
     for line in debugfs(image, cmds).splitlines():
         m = re.match(r"(\d+)\s+(\d+)$", line.strip())
@@ -177,7 +185,7 @@ def _inode_info(image: Path, inodes: Iterable[int]) -> dict[int, InodeInfo]:
                 if m and m.group(1) != "Inode":
                     paths.setdefault(int(m.group(1)), re.sub("/+", "/", m.group(2)))
         elif chunk.startswith("stat <"):
-            ino = int(chunk[6:chunk.index(">")])
+            ino = int(chunk[6 : chunk.index(">")])
             m = re.search(r"Type: (\S+)", chunk)
             if not m:
                 continue
@@ -202,8 +210,7 @@ def _names(image: Path, inodes: Iterable[int]) -> dict[int, str]:
     return names
 
 
-def attribute(views: Sequence[tuple[str, Path]], blocks: Iterable[int]
-              ) -> dict[int, Owner]:
+def attribute(views: Sequence[tuple[str, Path]], blocks: Iterable[int]) -> dict[int, Owner]:
     """Owner of each block, asking each view in turn for those still
     unattributed.  Two debugfs processes per view that is asked."""
     todo = sorted(set(blocks))
@@ -254,9 +261,13 @@ class Ext4Explainer:
                 j = self.layout.journal_block(b)
                 if j is not None and j in self.jmap:
                     wanted.add(self.jmap[j][0])
-        unknown = [b for b in wanted
-                   if self.layout.static(b) is None and self.layout.journal_block(b) is None
-                   and self.layout.itable_inodes(b) is None]
+        unknown = [
+            b
+            for b in wanted
+            if self.layout.static(b) is None
+            and self.layout.journal_block(b) is None
+            and self.layout.itable_inodes(b) is None
+        ]
         self.owners = attribute(self.views, unknown)
         inodes: set[int] = set()
         for b in wanted:
@@ -284,16 +295,20 @@ class Ext4Explainer:
                 b2 = b + 1
                 while b2 * bs < end:
                     o2 = self.owners.get(b2)
-                    if not (o2 and o2.inode == owner.inode and o2.lblk is not None
-                            and o2.lblk == owner.lblk + (b2 - b)):
+                    if not (
+                        o2
+                        and o2.inode == owner.inode
+                        and o2.lblk is not None
+                        and o2.lblk == owner.lblk + (b2 - b)
+                    ):
                         break
                     b2 += 1
                 lo, hi = max(off, b * bs), min(end, b2 * bs)
-                phrases.append(self._file_phrase(owner, b, lo, data[lo - off:hi - off]))
+                phrases.append(self._file_phrase(owner, b, lo, data[lo - off : hi - off]))
                 b = b2
                 continue
             lo, hi = max(off, b * bs), min(end, (b + 1) * bs)
-            phrases.append(self._block_phrase(b, data[lo - off:hi - off], lo - b * bs))
+            phrases.append(self._block_phrase(b, data[lo - off : hi - off], lo - b * bs))
             b += 1
         return _merge(phrases)
 
@@ -312,7 +327,7 @@ class Ext4Explainer:
             # the tail of the last block lies past the end of the file
             if foff >= owner.size:
                 return f"{head} past the end of the file ({owner.size} bytes){where}"
-            data = data[:owner.size - foff]
+            data = data[: owner.size - foff]
         if kind is not None:
             return f"{head} {explain_file_bytes(kind, foff, data, self.page_size)}{where}"
         return f"{head} bytes {foff}..{foff + len(data)}{where}"
@@ -330,11 +345,13 @@ class Ext4Explainer:
         it = self.layout.itable_inodes(block)
         if it is not None:
             group, lo, hi = it
-            named = [f"<{i}> {self.inode_names.get(i) or RESERVED_INODES.get(i)}"
-                     for i in range(lo, hi + 1) if i in self.inode_names or i == 2]
+            named = [
+                f"<{i}> {self.inode_names.get(i) or RESERVED_INODES.get(i)}"
+                for i in range(lo, hi + 1)
+                if i in self.inode_names or i == 2
+            ]
             shown = ", ".join(named[:6]) + (f", +{len(named) - 6}" if len(named) > 6 else "")
-            return f"inode table (group {group}) inodes {lo}-{hi}" + (
-                f": {shown}" if shown else "")
+            return f"inode table (group {group}) inodes {lo}-{hi}" + (f": {shown}" if shown else "")
         what = self.layout.static(block)
         if what is not None:
             return what
@@ -343,7 +360,7 @@ class Ext4Explainer:
             return f"journal block {j}"
         owner = getattr(self, "owners", {}).get(block)
         if owner is not None:
-            name = (owner.path or f"<{owner.inode}>")
+            name = owner.path or f"<{owner.inode}>"
             where = f" [per {owner.view}]" if owner.view != self.views[0][0] else ""
             if owner.lblk is None:
                 return f"extent-tree block of {name} (inode {owner.inode}){where}"
@@ -358,19 +375,22 @@ class Ext4Explainer:
             return f"journal block {j}: {desc}"
         if j in self.jmap:
             target, seq = self.jmap[j]
-            return (f"journal block {j}: jbd2 txn {seq} copy of block {target} "
-                    f"({self.describe_block(target)})")
+            return (
+                f"journal block {j}: jbd2 txn {seq} copy of block {target} "
+                f"({self.describe_block(target)})"
+            )
         return f"journal block {j}: journal data (no descriptor for it in the log)"
 
 
 def _merge(phrases: list[str], limit: int = 8) -> list[str]:
     if len(phrases) <= limit:
         return phrases
-    return phrases[:limit - 1] + [f"... {len(phrases) - limit + 1} more blocks"]
+    return phrases[: limit - 1] + [f"... {len(phrases) - limit + 1} more blocks"]
 
 
-def journal_map(layout: Layout, jsb: jbd2.JournalSuper | None,
-                writes: Iterable[tuple[int, bytes]]) -> dict[int, tuple[int, int]]:
+def journal_map(
+    layout: Layout, jsb: jbd2.JournalSuper | None, writes: Iterable[tuple[int, bytes]]
+) -> dict[int, tuple[int, int]]:
     """Journal block → (fs block it logs, jbd2 txn) from the descriptor
     blocks among ``writes`` (device offset, data), later ones winning."""
     out: dict[int, tuple[int, int]] = {}
@@ -385,7 +405,7 @@ def journal_map(layout: Layout, jsb: jbd2.JournalSuper | None,
             j = layout.journal_block(off // bs + i // bs)
             if j is None:
                 continue
-            block = data[i:i + bs]
+            block = data[i : i + bs]
             h = jbd2.header(block)
             if h is None or h.blocktype != jbd2.DESCRIPTOR:
                 continue
@@ -419,8 +439,10 @@ def ext4_explainer(ctx: ExplainContext) -> Ext4Explainer:
     if recovered is not None and recovered.exists():
         views.append(("this state", recovered))
     later = [f for f in flushes if f > state.epoch.end]
-    positions = [(later[1] + 1 if len(later) > 1 else reader.nr_entries, "a later flush"),
-                 (reader.nr_entries, "the end of the run")]
+    positions = [
+        (later[1] + 1 if len(later) > 1 else reader.nr_entries, "a later flush"),
+        (reader.nr_entries, "the end of the run"),
+    ]
     (workdir / "views").mkdir(parents=True, exist_ok=True)
     img = DurableImage(base, reader.path, workdir / "views")
     try:
@@ -444,7 +466,9 @@ def ext4_explainer(ctx: ExplainContext) -> Ext4Explainer:
     jwrites = (
         (e.sector * reader.sectorsize, write_data(reader, e))
         for e in reader.entries()
-        if e.index <= state.epoch.end and e.is_write and e.has_payload
+        if e.index <= state.epoch.end
+        and e.is_write
+        and e.has_payload
         and layout.journal_block(e.sector * reader.sectorsize // bs) is not None
     )
     jmap = journal_map(layout, jsb, jwrites)

@@ -71,8 +71,12 @@ class Extractor:
         skip = frozenset(self.skip)
         kept = memo.walked(fs, skip) if memo is not None else None
         if kept is not None:
-            self.root_raw, self.ops, self.files, self.dirs = \
-                kept.root_raw, kept.ops, kept.files, kept.dirs
+            self.root_raw, self.ops, self.files, self.dirs = (
+                kept.root_raw,
+                kept.ops,
+                kept.files,
+                kept.dirs,
+            )
             self.data = dict(kept.data)
             return
         fs.trace = [] if memo is not None else None
@@ -87,8 +91,19 @@ class Extractor:
             reads, fs.trace = fs.trace, None
         if memo is not None:
             assert reads is not None
-            memo.keep_walk(Walk(fs.sb, fs.gd(), skip, reads, self.root_raw, self.ops,
-                                self.files, self.dirs, dict(self.data)))
+            memo.keep_walk(
+                Walk(
+                    fs.sb,
+                    fs.gd(),
+                    skip,
+                    reads,
+                    self.root_raw,
+                    self.ops,
+                    self.files,
+                    self.dirs,
+                    dict(self.data),
+                )
+            )
 
     def read(self, rel: str) -> Iterator[bytes | memoryview] | None:
         """:data:`FileReader` of the walked files."""
@@ -105,7 +120,7 @@ class Extractor:
             if start < 0:
                 yield bytes(n)
             else:
-                with self.fs.view[start:start + n] as data:
+                with self.fs.view[start : start + n] as data:
                     yield data
 
     def write(self, out_dir: Path) -> None:
@@ -137,8 +152,15 @@ class Extractor:
                 for fd in stack[1:]:
                     os.close(fd)
 
-    def _write_file(self, tree: ConfinedTree, dfd: int, name: bytes, rel: bytes, raw: bytes,
-                    pieces: list[tuple[int, int]]) -> None:
+    def _write_file(
+        self,
+        tree: ConfinedTree,
+        dfd: int,
+        name: bytes,
+        rel: bytes,
+        raw: bytes,
+        pieces: list[tuple[int, int]],
+    ) -> None:
         """One regular file, its contents and then its mode, owner, times."""
         fd = tree.create(dfd, name, rel)
         if fd is None:  # the walk lets through no name it refuses
@@ -160,7 +182,7 @@ class Extractor:
             del lblk
             data = fs.read(phys, n)
             for k in range(n):
-                blk = data[k * fs.bs:(k + 1) * fs.bs]
+                blk = data[k * fs.bs : (k + 1) * fs.bs]
                 self._verify_dirblock(ino, iseed, blk)
                 for child, name in dir_entries(blk, fs.bs, names=True):
                     if name in (b".", b"..") or (top and name in self.skip):

@@ -76,17 +76,22 @@ from harness.fs.ext4.undo import written_ranges
 # Superblock fields ext2fs_flush sets from the clock and I/O counters, not
 # from recovery: masked in the key when debugfs wrote the superblock (then
 # its checksum, also masked, is valid by construction).
-_SB_VOLATILE = tuple((f.at, f.size) for f in (SB_WTIME, SB_KBYTES_WRITTEN, SB_WTIME_HI,
-                                              SB_CHECKSUM))
+_SB_VOLATILE = tuple(
+    (f.at, f.size) for f in (SB_WTIME, SB_KBYTES_WRITTEN, SB_WTIME_HI, SB_CHECKSUM)
+)
 FSCK_CACHE = 1 << 16
 KEY_SIZE = 16  # bytes of a metadata key (xxh3_128)
-_STALE_BITMAP_CSUM = re.compile(r".*: (Block|Inode) bitmap checksum does not match bitmap "
-                                r"while reading allocation bitmaps\n")
+_STALE_BITMAP_CSUM = re.compile(
+    r".*: (Block|Inode) bitmap checksum does not match bitmap "
+    r"while reading allocation bitmaps\n"
+)
 
 
 def _expected_open_banner(undo: Path, image: Path) -> str:
-    return ("Overwriting existing filesystem; this can be undone using the command:\n"
-            f"    e2undo {undo} {image}\n\n")
+    return (
+        "Overwriting existing filesystem; this can be undone using the command:\n"
+        f"    e2undo {undo} {image}\n\n"
+    )
 
 
 def _blocks(text: str) -> list[int]:
@@ -97,8 +102,15 @@ class FastExt4:
     """Recovers ext4 crash images through one debugfs process; one per
     worker, closed with :meth:`close`."""
 
-    def __init__(self, workdir: Path, *, fsck: bool = True, skip: tuple[str, ...] = (),
-                 inproc: bool = True, shared: Path | None = None) -> None:
+    def __init__(
+        self,
+        workdir: Path,
+        *,
+        fsck: bool = True,
+        skip: tuple[str, ...] = (),
+        inproc: bool = True,
+        shared: Path | None = None,
+    ) -> None:
         self.workdir = workdir
         # the clean keys every process checking this run has found, appended
         # to one file (a key is 16 bytes, one write): a worker does not run
@@ -116,8 +128,15 @@ class FastExt4:
         self.session: DebugfsSession | None = None
         self.clean: OrderedDict[bytes, None] = OrderedDict()
         self._journal: tuple[list[int], bytes, frozenset[int]] | None = None  # _journal_key
-        self.stats = {"fast": 0, "fallback": 0, "fsck_run": 0, "fsck_cached": 0,
-                      "e2fsck_replay": 0, "inproc": 0, "inproc_declined": 0}
+        self.stats = {
+            "fast": 0,
+            "fallback": 0,
+            "fsck_run": 0,
+            "fsck_cached": 0,
+            "e2fsck_replay": 0,
+            "inproc": 0,
+            "inproc_declined": 0,
+        }
         self.last_fallback = ""
         self.last_declined = ""  # why the in-process path last passed a state to debugfs
 
@@ -172,15 +191,20 @@ class FastExt4:
             return fast
         return self._reference(fast, out_dir, rebuild)
 
-    def _reference(self, why: str, out_dir: Path, rebuild: Callable[[], Path]
-                   ) -> tuple[FsRecovery, None]:
+    def _reference(
+        self, why: str, out_dir: Path, rebuild: Callable[[], Path]
+    ) -> tuple[FsRecovery, None]:
         """Fall back, for ``why``, to the reference path on ``rebuild()``."""
         self.stats["fallback"] += 1
         self.last_fallback = why
         return recover_ext4(rebuild(), out_dir, check=self.fsck, skip=self.skip), None
 
     def _inproc(
-        self, image: Path, out_dir: Path, overlay: list[tuple[int, int]], base: object,
+        self,
+        image: Path,
+        out_dir: Path,
+        overlay: list[tuple[int, int]],
+        base: object,
         want_files: WantFiles | None = None,
     ) -> tuple[FsRecovery, list[tuple[int, int]]] | str | None:
         """The in-process path (``inproc.py``); None when it declined the
@@ -188,8 +212,16 @@ class FastExt4:
         the reason e2fsck gave to fall back to the reference."""
         undo: list[tuple[int, bytes]] = []
         try:
-            got = replay_and_extract(image, out_dir, self.skip, undo, memo=self.memo, base=base,
-                                     differ=overlay, want_files=want_files)
+            got = replay_and_extract(
+                image,
+                out_dir,
+                self.skip,
+                undo,
+                memo=self.memo,
+                base=base,
+                differ=overlay,
+                want_files=want_files,
+            )
         # struct.error: a field that runs past its block (a hostile image)
         except (Unsupported, OSError, struct.error) as e:
             self.stats["inproc_declined"] += 1
@@ -203,9 +235,15 @@ class FastExt4:
                 finally:
                     os.close(fd)
             return None
-        rec = FsRecovery("ext4", ok=True, journal_replayed=got.replayed, needed_repair=False,
-                         files=out_dir, steps=["journal replay and extraction in process "
-                                               "(fast path)"], extracted=got.extracted)
+        rec = FsRecovery(
+            "ext4",
+            ok=True,
+            journal_replayed=got.replayed,
+            needed_repair=False,
+            files=out_dir,
+            steps=["journal replay and extraction in process (fast path)"],
+            extracted=got.extracted,
+        )
         why = self._check(rec, image, base, overlay, got.written, got.journal, got.data)
         return why if why is not None else (rec, got.written)
 
@@ -221,11 +259,16 @@ class FastExt4:
         self.undo.unlink(missing_ok=True)
         dbg = self._debugfs()
         opened, jr, closed = dbg.request(
-            [f"open -w -z {_quote(self.undo)} {_quote(image)}", "jr", "close"])
+            [f"open -w -z {_quote(self.undo)} {_quote(image)}", "jr", "close"]
+        )
         expected = _expected_open_banner(self.undo, image)
         stale = _STALE_BITMAP_CSUM.match(opened)
-        if stale and opened[stale.end():] in ("", expected) and \
-                jr == "jr: Filesystem not open\n" and closed == "close: Filesystem not open\n":
+        if (
+            stale
+            and opened[stale.end() :] in ("", expected)
+            and jr == "jr: Filesystem not open\n"
+            and closed == "close: Filesystem not open\n"
+        ):
             # Before replay the group descriptors may hold stale bitmap
             # checksums (the fresh ones are in the journal): libext2fs then
             # refuses to open it for jr, and nothing was written.  e2fsck's
@@ -233,8 +276,12 @@ class FastExt4:
             # recorded in the same undo format; debugfs then only reads.
             self.stats["e2fsck_replay"] += 1
             self.undo.unlink(missing_ok=True)
-            p = subprocess.run(["e2fsck", "-y", "-E", "journal_only", "-z", str(self.undo),
-                                str(image)], capture_output=True, text=True, timeout=120)
+            p = subprocess.run(
+                ["e2fsck", "-y", "-E", "journal_only", "-z", str(self.undo), str(image)],
+                capture_output=True,
+                text=True,
+                timeout=120,
+            )
             if p.returncode & ~(FSCK_CORRECTED | FSCK_REBOOT):
                 return f"e2fsck -E journal_only: exit {p.returncode}"
             replay = "recovering journal" in (p.stdout + p.stderr)
@@ -250,29 +297,48 @@ class FastExt4:
             return f"the recovered tree: {e}"
         request, private = rdump_request(tree, out_dir)
         files = tree_files(tree)
-        answers = dbg.request([f"open {_quote(image)}", *([request] if request else []),
-                               f"blocks <{JOURNAL_INO}>",
-                               *[f"blocks <{ino}>" for _, ino in files], "close"])
+        answers = dbg.request(
+            [
+                f"open {_quote(image)}",
+                *([request] if request else []),
+                f"blocks <{JOURNAL_INO}>",
+                *[f"blocks <{ino}>" for _, ino in files],
+                "close",
+            ]
+        )
         said = answers[:2] if request else answers[:1]
         if any(said) or answers[-1]:
             return f"debugfs said: {(''.join(said) + answers[-1]).strip()[:200]}"
         steps = ["debugfs open -w -z, jr, rdump (fast path)"]
         if tree.hazards:
             steps += not_copied(place(tree, out_dir, private))
-        blocks = answers[len(said):-1]
+        blocks = answers[len(said) : -1]
         try:
             journal = _blocks(blocks[0])
             data = {f: _blocks(a) for (f, _), a in zip(files, blocks[1:], strict=True)}
         except ValueError:
             return f"debugfs blocks said: {' '.join(blocks).strip()[:200]}"
-        rec = FsRecovery("ext4", ok=True, journal_replayed=replay, needed_repair=False,
-                         files=out_dir, steps=steps)
+        rec = FsRecovery(
+            "ext4",
+            ok=True,
+            journal_replayed=replay,
+            needed_repair=False,
+            files=out_dir,
+            steps=steps,
+        )
         why = self._check(rec, image, base, overlay, written, journal, data)
         return why if why is not None else (rec, written)
 
-    def _check(self, rec: FsRecovery, image: Path, base: object,
-               overlay: list[tuple[int, int]], written: list[tuple[int, int]],
-               journal: list[int], data: dict[str, list[int]]) -> str | None:
+    def _check(
+        self,
+        rec: FsRecovery,
+        image: Path,
+        base: object,
+        overlay: list[tuple[int, int]],
+        written: list[tuple[int, int]],
+        journal: list[int],
+        data: dict[str, list[int]],
+    ) -> str | None:
         """FS-RECOVER's ``e2fsck -fn`` on the replayed ``image`` (or its
         cached clean result), noted in ``rec.steps``; the reason to fall
         back when it finds a problem."""
@@ -283,8 +349,9 @@ class FastExt4:
                 rec.steps.append("e2fsck -fn: exit 0 (cached for identical metadata)")
             else:
                 self.stats["fsck_run"] += 1
-                p = subprocess.run(["e2fsck", "-fn", str(image)], capture_output=True,
-                                   text=True, timeout=120)
+                p = subprocess.run(
+                    ["e2fsck", "-fn", str(image)], capture_output=True, text=True, timeout=120
+                )
                 if p.returncode != 0:
                     return f"e2fsck -fn: exit {p.returncode}"
                 rec.steps.append("e2fsck -fn: exit 0")
@@ -313,10 +380,10 @@ class FastExt4:
                 new = f.read()
         except FileNotFoundError:
             return
-        new = new[:len(new) - len(new) % KEY_SIZE]
+        new = new[: len(new) - len(new) % KEY_SIZE]
         self._shared_read += len(new)
         for at in range(0, len(new), KEY_SIZE):
-            self._remember_clean(new[at:at + KEY_SIZE], share=False)
+            self._remember_clean(new[at : at + KEY_SIZE], share=False)
 
     def _remember_clean(self, key: bytes, *, share: bool = True) -> None:
         """Note that a state of metadata key ``key`` is clean.  The key is
@@ -337,8 +404,11 @@ class FastExt4:
         the superblock (masked).  The in-process path hands the same list
         for every state of one journal layout: made once for it."""
         if self._journal is None or self._journal[0] is not journal:
-            self._journal = (journal, struct.pack(f"<Q{len(journal)}Q", len(journal), *journal),
-                             frozenset(journal[1:]))
+            self._journal = (
+                journal,
+                struct.pack(f"<Q{len(journal)}Q", len(journal), *journal),
+                frozenset(journal[1:]),
+            )
         return self._journal[1], self._journal[2]
 
     def _fsck_key(
@@ -367,21 +437,23 @@ class FastExt4:
             h.update(packed)
             masked: set[int] = set()
             for name, blocks in data.items():
-                h.update(name.encode() + b"\0" + struct.pack(f"<Q{len(blocks)}Q",
-                                                             len(blocks), *blocks))
+                h.update(
+                    name.encode() + b"\0" + struct.pack(f"<Q{len(blocks)}Q", len(blocks), *blocks)
+                )
                 masked.update(blocks)
             touched: set[int] = set()
             for off, length in (*overlay, *written):
                 touched.update(range(off // bs, (off + length - 1) // bs + 1))
-            sb_written = any(off < SB_OFFSET + SB_SIZE and off + n > SB_OFFSET
-                             for off, n in written)
+            sb_written = any(
+                off < SB_OFFSET + SB_SIZE and off + n > SB_OFFSET for off, n in written
+            )
             h.update(b"\1")
             for b in sorted(b for b in touched if b not in masked and b not in jmasked):
                 block = bytearray(os.pread(fd, bs, b * bs))
                 if sb_written and b * bs < SB_OFFSET + SB_SIZE and (b + 1) * bs > SB_OFFSET:
                     at = SB_OFFSET - b * bs
                     for off, n in _SB_VOLATILE:
-                        block[at + off:at + off + n] = bytes(n)
+                        block[at + off : at + off + n] = bytes(n)
                 h.update(struct.pack("<Q", b))
                 h.update(block)
             return h.digest()

@@ -80,11 +80,17 @@ class Recovered:
     extracted: bool = True  # the files were written (see ``want_files``)
 
 
-def replay_and_extract(image: Path, out_dir: Path, skip: tuple[str, ...] = (),
-                       undo: list[tuple[int, bytes]] | None = None, *,
-                       memo: BlockMemo | None = None, base: object = None,
-                       differ: list[tuple[int, int]] | None = None,
-                       want_files: WantFiles | None = None) -> Recovered:
+def replay_and_extract(
+    image: Path,
+    out_dir: Path,
+    skip: tuple[str, ...] = (),
+    undo: list[tuple[int, bytes]] | None = None,
+    *,
+    memo: BlockMemo | None = None,
+    base: object = None,
+    differ: list[tuple[int, int]] | None = None,
+    want_files: WantFiles | None = None,
+) -> Recovered:
     """Replay ``image``'s journal in place and extract its files into
     ``out_dir`` (created), as debugfs ``open -w``, ``jr``, ``rdump``,
     ``close`` would.  Raises :class:`Unsupported` for anything not handled,
@@ -104,8 +110,18 @@ def replay_and_extract(image: Path, out_dir: Path, skip: tuple[str, ...] = (),
         # with a memo, its kept mapping (left open); else one for this call
         mapped = nullcontext(memo.mapping(fd)) if memo is not None else mmap.mmap(fd, size)
         with mapped as mm, memoryview(mm) as view:
-            return _run(fd, mm, view, out_dir, skip, [] if undo is None else undo, memo,
-                        base, differ, want_files)
+            return _run(
+                fd,
+                mm,
+                view,
+                out_dir,
+                skip,
+                [] if undo is None else undo,
+                memo,
+                base,
+                differ,
+                want_files,
+            )
     finally:
         os.close(fd)
 
@@ -119,12 +135,21 @@ def _write(mm: mmap.mmap, data: bytes, offset: int, undo: list[tuple[int, bytes]
 
 
 def _superblock(mm: mmap.mmap) -> bytes:
-    return mm[EXT4_SB_OFFSET:EXT4_SB_OFFSET + EXT4_SB_SIZE]
+    return mm[EXT4_SB_OFFSET : EXT4_SB_OFFSET + EXT4_SB_SIZE]
 
 
-def _run(fd: int, mm: mmap.mmap, view: memoryview, out_dir: Path, skip: tuple[str, ...],
-         undo: list[tuple[int, bytes]], memo: BlockMemo | None, base: object,
-         differ: list[tuple[int, int]] | None, want_files: WantFiles | None) -> Recovered:
+def _run(
+    fd: int,
+    mm: mmap.mmap,
+    view: memoryview,
+    out_dir: Path,
+    skip: tuple[str, ...],
+    undo: list[tuple[int, bytes]],
+    memo: BlockMemo | None,
+    base: object,
+    differ: list[tuple[int, int]] | None,
+    want_files: WantFiles | None,
+) -> Recovered:
     """debugfs ``open -w``, ``jr``, ``close``, then ``rdump``, each a step."""
     sb = _superblock(mm)
     fs = _open(fd, sb, mm)
@@ -139,8 +164,11 @@ def _run(fd: int, mm: mmap.mmap, view: memoryview, out_dir: Path, skip: tuple[st
     fs2 = _reopen(fd, mm, fs, journal)
     fs2.view = view
     _flush(mm, fs2.sb, len(undo) * fs.bs, undo)
-    rec = Recovered(bool(SB_FEATURE_INCOMPAT.get(sb) & INCOMPAT_RECOVER),
-                    [(off, len(old)) for off, old in undo], journal.phys)
+    rec = Recovered(
+        bool(SB_FEATURE_INCOMPAT.get(sb) & INCOMPAT_RECOVER),
+        [(off, len(old)) for off, old in undo],
+        journal.phys,
+    )
     ext = Extractor(fs2, skip)
     ext.walk(memo)
     rec.data = ext.data
@@ -164,8 +192,7 @@ def _open(fd: int, sb: bytes, mm: mmap.mmap) -> FsReader:
     return fs
 
 
-def _replay(fs: FsReader, journal: Journal, mm: mmap.mmap, undo: list[tuple[int, bytes]]
-            ) -> None:
+def _replay(fs: FsReader, journal: Journal, mm: mmap.mmap, undo: list[tuple[int, bytes]]) -> None:
     """jr: the journal's last copy of each block written in place, then the
     journal superblock released (ext2fs_journal_release(reset))."""
     writes, next_seq = journal.recover()
@@ -208,5 +235,5 @@ def _flush(mm: mmap.mmap, sb: bytes, written: int, undo: list[tuple[int, bytes]]
     if kb:  # volatile (masked by the fsck key): what the I/O counters add
         SB_KBYTES_WRITTEN.put(nsb, kb + (written >> 10))
     SB_WTIME.put(nsb, int(time.time()) & U32)  # volatile
-    SB_CHECKSUM.put(nsb, crc32c(U32, bytes(nsb[:SB_CHECKSUM.at])))
+    SB_CHECKSUM.put(nsb, crc32c(U32, bytes(nsb[: SB_CHECKSUM.at])))
     _write(mm, bytes(nsb), EXT4_SB_OFFSET, undo)

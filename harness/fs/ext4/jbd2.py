@@ -105,8 +105,14 @@ def journal_super(block: bytes) -> JournalSuper | None:
     if h is None or h.blocktype not in (SUPERBLOCK_V1, SUPERBLOCK_V2):
         return None
     incompat = JSB_FEATURE_INCOMPAT.get(block) if h.blocktype == SUPERBLOCK_V2 else 0
-    return JournalSuper(JSB_BLOCKSIZE.get(block), JSB_MAXLEN.get(block), JSB_FIRST.get(block),
-                        JSB_SEQUENCE.get(block), JSB_START.get(block), incompat)
+    return JournalSuper(
+        JSB_BLOCKSIZE.get(block),
+        JSB_MAXLEN.get(block),
+        JSB_FIRST.get(block),
+        JSB_SEQUENCE.get(block),
+        JSB_START.get(block),
+        incompat,
+    )
 
 
 @dataclass(frozen=True)

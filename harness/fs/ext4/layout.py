@@ -51,7 +51,7 @@ class Span:
         self.at, self.end = at, at + size
 
     def of(self, buf: bytes) -> bytes:
-        return buf[self.at:self.end]
+        return buf[self.at : self.end]
 
 
 class Record:

@@ -78,8 +78,12 @@ class BlockMemo:
         image's walk too."""
         for i in range(len(self.walks) - 1, -1, -1):
             w = self.walks[i]
-            if w.sb == fs.sb and w.gd == fs.gd() and w.skip == skip and all(
-                    fs.mm[b * fs.bs:(b + n) * fs.bs] == data for b, n, data in w.reads):
+            if (
+                w.sb == fs.sb
+                and w.gd == fs.gd()
+                and w.skip == skip
+                and all(fs.mm[b * fs.bs : (b + n) * fs.bs] == data for b, n, data in w.reads)
+            ):
                 self.walks.append(self.walks.pop(i))
                 return w
         return None
@@ -89,8 +93,9 @@ class BlockMemo:
         if len(self.walks) > WALKS:
             del self.walks[0]
 
-    def view(self, base: object, bs: int, differ: list[tuple[int, int]]
-             ) -> tuple[dict[tuple[object, ...], Any], set[int]]:
+    def view(
+        self, base: object, bs: int, differ: list[tuple[int, int]]
+    ) -> tuple[dict[tuple[object, ...], Any], set[int]]:
         """The memo for ``base`` and the blocks (of ``bs`` bytes) in
         ``differ``."""
         if base != self.base or len(self.known) > self.LIMIT:

@@ -88,12 +88,19 @@ from harness.fs.ext4.layout import (
 )
 
 # the features the in-process path reproduces (anything else: Unsupported)
-INCOMPAT_OK = INCOMPAT_FILETYPE | INCOMPAT_RECOVER | INCOMPAT_EXTENTS | INCOMPAT_64BIT | \
-    INCOMPAT_FLEX_BG
+INCOMPAT_OK = (
+    INCOMPAT_FILETYPE | INCOMPAT_RECOVER | INCOMPAT_EXTENTS | INCOMPAT_64BIT | INCOMPAT_FLEX_BG
+)
 # ext_attr, resize_inode, dir_index only change what replay and rdump leave alone
 COMPAT_OK = COMPAT_HAS_JOURNAL | COMPAT_EXT_ATTR | COMPAT_RESIZE_INODE | COMPAT_DIR_INDEX
-RO_OK = RO_SPARSE_SUPER | RO_LARGE_FILE | RO_HUGE_FILE | RO_DIR_NLINK | RO_EXTRA_ISIZE | \
-    RO_METADATA_CSUM
+RO_OK = (
+    RO_SPARSE_SUPER
+    | RO_LARGE_FILE
+    | RO_HUGE_FILE
+    | RO_DIR_NLINK
+    | RO_EXTRA_ISIZE
+    | RO_METADATA_CSUM
+)
 # up to 16 KiB blocks: a directory entry's rec_len is then the plain field
 MAX_LOG_BLOCK_SIZE = 4
 
@@ -129,8 +136,7 @@ class FsReader:
         self.incompat = SB_FEATURE_INCOMPAT.get(sb)
         self.ro = SB_FEATURE_RO_COMPAT.get(sb)
         wide = self.incompat & INCOMPAT_64BIT
-        self.blocks = SB_BLOCKS_COUNT_LO.get(sb) | (SB_BLOCKS_COUNT_HI.get(sb) << 32 if wide
-                                                     else 0)
+        self.blocks = SB_BLOCKS_COUNT_LO.get(sb) | (SB_BLOCKS_COUNT_HI.get(sb) << 32 if wide else 0)
         self.inode_size = SB_INODE_SIZE.get(sb)
         self.desc_size = SB_DESC_SIZE.get(sb) if wide else GD_SIZE_32
         self.csum = bool(self.ro & RO_METADATA_CSUM)
@@ -150,7 +156,7 @@ class FsReader:
     def read(self, block: int, count: int = 1) -> bytes:
         if block + count > self.blocks or block < 0:
             raise Unsupported(f"block {block} beyond the file system")
-        data = self.mm[block * self.bs:(block + count) * self.bs]
+        data = self.mm[block * self.bs : (block + count) * self.bs]
         if len(data) != self.bs * count:
             raise Unsupported("image shorter than the file system")
         if self.trace is not None:
@@ -163,10 +169,10 @@ class FsReader:
             nblocks = -(-self.groups * self.desc_size // self.bs)
             raw = self.read(self.gdt_block, nblocks)
             for g in range(self.groups):
-                d = raw[g * self.desc_size:(g + 1) * self.desc_size]
+                d = raw[g * self.desc_size : (g + 1) * self.desc_size]
                 if self.csum:
                     c = crc32c(self.seed, LE32(g))
-                    c = crc32c(c, d[:GD_CHECKSUM.at] + b"\0\0" + d[GD_CHECKSUM.end:]) & U16
+                    c = crc32c(c, d[: GD_CHECKSUM.at] + b"\0\0" + d[GD_CHECKSUM.end :]) & U16
                     if c != GD_CHECKSUM.get(d):
                         raise Unsupported(f"group descriptor {g} checksum")
             self._gd = raw
@@ -178,13 +184,13 @@ class FsReader:
         if not 0 < ino <= self.inodes_count:
             raise Unsupported(f"inode {ino} out of range")
         g, i = divmod(ino - 1, self.ipg)
-        d = self.gd()[g * self.desc_size:(g + 1) * self.desc_size]
+        d = self.gd()[g * self.desc_size : (g + 1) * self.desc_size]
         table = GD_INODE_TABLE_LO.get(d)
         if self.desc_size >= GD_SIZE_64:
             table |= GD_INODE_TABLE_HI.get(d) << 32
         off = i * self.inode_size
         blk = table + off // self.bs
-        raw = self.read(blk)[off % self.bs:off % self.bs + self.inode_size]
+        raw = self.read(blk)[off % self.bs : off % self.bs + self.inode_size]
         if self.csum:
             key = ("i", self.seed, ino, raw)
             if self.verified is None or key not in self.verified:
@@ -195,12 +201,14 @@ class FsReader:
 
     def _verify_inode(self, ino: int, raw: bytes) -> None:
         extra = I_EXTRA_ISIZE.get(raw) if self.inode_size > GOOD_OLD_INODE_SIZE else 0
-        has_hi = self.inode_size > GOOD_OLD_INODE_SIZE and \
-            extra >= I_CHECKSUM_HI.end - GOOD_OLD_INODE_SIZE
+        has_hi = (
+            self.inode_size > GOOD_OLD_INODE_SIZE
+            and extra >= I_CHECKSUM_HI.end - GOOD_OLD_INODE_SIZE
+        )
         buf = bytearray(raw)
-        buf[I_CHECKSUM_LO.at:I_CHECKSUM_LO.end] = b"\0\0"
+        buf[I_CHECKSUM_LO.at : I_CHECKSUM_LO.end] = b"\0\0"
         if has_hi:
-            buf[I_CHECKSUM_HI.at:I_CHECKSUM_HI.end] = b"\0\0"
+            buf[I_CHECKSUM_HI.at : I_CHECKSUM_HI.end] = b"\0\0"
         c = crc32c(crc32c(crc32c(self.seed, LE32(ino)), I_GENERATION.of(raw)), bytes(buf))
         want = I_CHECKSUM_LO.get(raw)
         if has_hi:
@@ -244,7 +252,7 @@ def file_size(raw: bytes) -> int:
 
 
 def sb_csum_ok(sb: bytes) -> bool:
-    return crc32c(U32, sb[:SB_CHECKSUM.at]) == SB_CHECKSUM.get(sb)
+    return crc32c(U32, sb[: SB_CHECKSUM.at]) == SB_CHECKSUM.get(sb)
 
 
 def check_sb(sb: bytes) -> None:
@@ -281,11 +289,15 @@ def dir_entries(blk: bytes, bs: int, *, names: bool = False) -> list[tuple[int, 
         if off + DIRENT.size > bs:  # the records stop short of the block's end
             raise Unsupported("directory entry corrupted")
         inode, rec_len, name_len, _ = DIRENT.unpack_from(blk, off)
-        if off + rec_len > bs or rec_len < DIRENT.size or rec_len % DIRENT_ALIGN or \
-                name_len + DIRENT.size > rec_len:
+        if (
+            off + rec_len > bs
+            or rec_len < DIRENT.size
+            or rec_len % DIRENT_ALIGN
+            or name_len + DIRENT.size > rec_len
+        ):
             raise Unsupported("directory entry corrupted")
         if inode:
-            name = blk[off + DIRENT.size:off + DIRENT.size + name_len]
+            name = blk[off + DIRENT.size : off + DIRENT.size + name_len]
             if names and (not name or b"/" in name or b"\0" in name):
                 raise Unsupported("directory entry name")
             out.append((inode, name))

@@ -42,8 +42,9 @@ def _complaints(out: str) -> str:
     return "; ".join(keep[:8])
 
 
-def recover_ext4(image: Path, out_dir: Path, *, check: bool = True,
-                 skip: tuple[str, ...] = ()) -> FsRecovery:
+def recover_ext4(
+    image: Path, out_dir: Path, *, check: bool = True, skip: tuple[str, ...] = ()
+) -> FsRecovery:
     """Replay the journal of the ext4 ``image`` in place, check it, repair
     if needed, and extract every file under ``out_dir`` but the root
     entries named in ``skip``."""
@@ -76,8 +77,11 @@ def recover_ext4(image: Path, out_dir: Path, *, check: bool = True,
     except (Unsupported, DebugfsError) as e:
         rec.detail = f"file extraction refused: {e}"
         return rec
-    p = _run(["debugfs", "-R", request, str(image)]) if request else \
-        subprocess.CompletedProcess([], 0, "", "")
+    p = (
+        _run(["debugfs", "-R", request, str(image)])
+        if request
+        else subprocess.CompletedProcess([], 0, "", "")
+    )
     rec.steps.append(f"debugfs rdump: exit {p.returncode}")
     if tree.hazards:
         rec.steps += not_copied(place(tree, out_dir, private))

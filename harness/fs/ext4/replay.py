@@ -51,8 +51,12 @@ class Journal:
     ``known`` keeps what was learnt from blocks not in ``unstable`` (see
     :class:`harness.fs.ext4.memo.BlockMemo`)."""
 
-    def __init__(self, fs: FsReader, known: dict[tuple[object, ...], Any],
-                 unstable: set[int] | frozenset[int]) -> None:
+    def __init__(
+        self,
+        fs: FsReader,
+        known: dict[tuple[object, ...], Any],
+        unstable: set[int] | frozenset[int],
+    ) -> None:
         self.fs = fs
         self.known, self.unstable = known, unstable
         raw = fs.inode(JOURNAL_INO)
@@ -86,27 +90,41 @@ class Journal:
         if self.csum:
             if JSB_CHECKSUM_TYPE.get(jsb) != JBD2_CRC32C_CHKSUM:
                 raise Unsupported("journal checksum type")
-            if crc32c(U32, jsb[:JSB_CHECKSUM.at] + b"\0\0\0\0" +
-                      jsb[JSB_CHECKSUM.end:JSB_SIZE]) != JSB_CHECKSUM.get(jsb):
+            if crc32c(
+                U32, jsb[: JSB_CHECKSUM.at] + b"\0\0\0\0" + jsb[JSB_CHECKSUM.end : JSB_SIZE]
+            ) != JSB_CHECKSUM.get(jsb):
                 raise Unsupported("journal superblock checksum")
             self.seed = crc32c(U32, JSB_UUID.of(jsb))
         self.wide = bool(incompat & jbd2.INCOMPAT_64BIT)
         self.tail = js.tail_bytes
-        self.first, self.last, self.sequence, self.start = js.first, js.maxlen, js.sequence, \
-            js.start
+        self.first, self.last, self.sequence, self.start = (
+            js.first,
+            js.maxlen,
+            js.sequence,
+            js.start,
+        )
 
     def _check_super(self, jsb: bytes, js: jbd2.JournalSuper, length: int) -> None:
         """Refuse a journal superblock (``jsb``, decoded ``js``) this path
         does not replay exactly (``length``: the journal inode's blocks)."""
         compat, ro = JSB_FEATURE_COMPAT.get(jsb), JSB_FEATURE_RO_COMPAT.get(jsb)
         incompat = js.incompat
-        if compat or ro or incompat & ~(jbd2.INCOMPAT_REVOKE | jbd2.INCOMPAT_64BIT |
-                                        jbd2.INCOMPAT_CSUM_V3):
+        if (
+            compat
+            or ro
+            or incompat & ~(jbd2.INCOMPAT_REVOKE | jbd2.INCOMPAT_64BIT | jbd2.INCOMPAT_CSUM_V3)
+        ):
             raise Unsupported(f"journal features {compat:#x}/{incompat:#x}/{ro:#x}")
         maxlen, first, start = js.maxlen, js.first, js.start
-        if JSB_NR_USERS.get(jsb) > 1 or JSB_ERRNO.get(jsb) or js.blocksize != self.fs.bs or \
-                maxlen != length or not 0 < first < maxlen or start >= maxlen or \
-                0 < start < first:
+        if (
+            JSB_NR_USERS.get(jsb) > 1
+            or JSB_ERRNO.get(jsb)
+            or js.blocksize != self.fs.bs
+            or maxlen != length
+            or not 0 < first < maxlen
+            or start >= maxlen
+            or 0 < start < first
+        ):
             raise Unsupported("journal superblock fields")
 
     def block(self, n: int) -> bytes:
@@ -121,7 +139,7 @@ class Journal:
         if not self.csum:
             return True
         want = CHECKSUM.get(block, at)
-        return crc32c(self.seed, block[:at] + b"\0\0\0\0" + block[at + 4:]) == want
+        return crc32c(self.seed, block[:at] + b"\0\0\0\0" + block[at + 4 :]) == want
 
     def _tags(self, desc: bytes) -> list[tuple[int, int, int]]:
         """(fs block, flags, checksum) of each tag of a descriptor."""
@@ -138,13 +156,15 @@ class Journal:
         return hit  # type: ignore[return-value]  # self.known maps each key kind to its own value type
 
     def _header(self, phys: int) -> tuple[int, int, int]:
-        return self._cached(("h", phys), phys,
-                            lambda: JBD2_HEADER.unpack_from(self.fs.read(phys), 0))
+        return self._cached(
+            ("h", phys), phys, lambda: JBD2_HEADER.unpack_from(self.fs.read(phys), 0)
+        )
 
     def _descriptor(self, phys: int) -> tuple[bool, list[tuple[int, int, int]]]:
         def compute() -> tuple[bool, list[tuple[int, int, int]]]:
             blk = self.fs.read(phys)
             return self._csum_ok(blk, self.fs.bs - BLOCK_TAIL_SIZE), self._tags(blk)
+
         return self._cached(("d", phys), phys, compute)
 
     def recover(self) -> tuple[dict[int, tuple[int, int]], int]:
@@ -157,10 +177,13 @@ class Journal:
         # revoke pass walks the same blocks up to the same end), resumed
         # where an earlier scan of the same durable image got to (ScanMemo).
         memo = self._scan_memo()
-        mark = memo.resume_point(self.unstable) if memo is not None else ScanMark(
-            self.start, self.sequence, 0, 0, ())
+        mark = (
+            memo.resume_point(self.unstable)
+            if memo is not None
+            else ScanMark(self.start, self.sequence, 0, 0, ())
+        )
         pos, seq = mark.pos, mark.seq
-        txns = memo.txns[:mark.txns] if memo is not None else []
+        txns = memo.txns[: mark.txns] if memo is not None else []
         revoked = dict(mark.revoked)
         current: list[Tag] = []
         pending_revokes: list[tuple[int, int]] = []
@@ -186,9 +209,11 @@ class Journal:
                     current.append((fsblk, self.phys[pos], flags & jbd2.FLAG_ESCAPE, csum))
                     pos = self._wrap(pos + 1)
             elif btype == jbd2.COMMIT:
-                if not self._cached(("k", phys), phys,
-                                    lambda p=phys: self._csum_ok(self.fs.read(p),
-                                                                 COMMIT_CHKSUM.at)):
+                if not self._cached(
+                    ("k", phys),
+                    phys,
+                    lambda p=phys: self._csum_ok(self.fs.read(p), COMMIT_CHKSUM.at),
+                ):
                     raise Unsupported("journal commit checksum")
                 txns.append((seq, current))
                 for b, s in pending_revokes:
@@ -216,9 +241,9 @@ class Journal:
         if memo is not None and mark.txns and not new_revokes:
             pre = memo.replayed.get(mark.txns)
             if pre is None:
-                blocks = frozenset(phys for _, tags in txns[:mark.txns] for _, phys, _, _ in tags)
+                blocks = frozenset(phys for _, tags in txns[: mark.txns] for _, phys, _, _ in tags)
                 if self.unstable.isdisjoint(blocks):
-                    self._replay(txns[:mark.txns], revoked, writes)
+                    self._replay(txns[: mark.txns], revoked, writes)
                     memo.replayed[mark.txns] = (dict(writes), blocks)
                     done = mark.txns
             elif self.unstable.isdisjoint(pre[1]):
@@ -227,8 +252,9 @@ class Journal:
         self._replay(txns[done:], revoked, writes)
         return writes, (end + 1) & U32
 
-    def _replay(self, txns: list[Txn], revoked: dict[int, int],
-                writes: dict[int, tuple[int, int]]) -> None:
+    def _replay(
+        self, txns: list[Txn], revoked: dict[int, int], writes: dict[int, tuple[int, int]]
+    ) -> None:
         """PASS_REPLAY of ``txns``, added to ``writes``: the last unrevoked
         copy of each block, its checksum verified (kept in ``known`` as
         :meth:`_cached` keeps facts, inlined: this loop runs for every
@@ -270,8 +296,10 @@ class Journal:
         if count > self.fs.bs - self.tail:
             raise Unsupported("journal revoke count")
         record = REVOKE_RECORD_64 if self.wide else REVOKE_RECORD_32
-        return [record.get(blk, off)
-                for off in range(REVOKE_RECORDS, count - record.size + 1, record.size)]
+        return [
+            record.get(blk, off)
+            for off in range(REVOKE_RECORDS, count - record.size + 1, record.size)
+        ]
 
     def copy(self, phys: int, escape: int) -> bytes:
         """The file-system block journal block ``phys`` holds (an escaped
@@ -279,7 +307,7 @@ class Journal:
         data = self.fs.read(phys)
         if escape:
             magic = BE32(jbd2.MAGIC)
-            data = magic + data[len(magic):]
+            data = magic + data[len(magic) :]
         return data
 
     def released(self, next_seq: int) -> bytes:
@@ -331,8 +359,9 @@ class ScanMemo:
         limit = min((self.first[b] for b in unstable if b in self.first), default=self.reads)
         return self.marks[bisect.bisect_right(self._reads_at, limit) - 1]
 
-    def commit(self, reads: list[int], pos: int, seq: int,
-               txn: Txn, revoked: dict[int, int]) -> None:
+    def commit(
+        self, reads: list[int], pos: int, seq: int, txn: Txn, revoked: dict[int, int]
+    ) -> None:
         """Extend the memo from its last mark by ``reads`` (the blocks
         read since, all the durable image's), ending in the commit of
         ``txn``; the scan's state is then ``pos``, ``seq``, ``revoked``."""
@@ -340,8 +369,7 @@ class ScanMemo:
             self.first.setdefault(phys, self.reads)
             self.reads += 1
         self.txns.append(txn)
-        self.marks.append(ScanMark(pos, seq, len(self.txns), self.reads,
-                                    tuple(revoked.items())))
+        self.marks.append(ScanMark(pos, seq, len(self.txns), self.reads, tuple(revoked.items())))
         self._reads_at.append(self.reads)
 
 

@@ -64,7 +64,7 @@ def _sb_from_log(reader: LogReader) -> bytes | None:
         start = e.sector * ss
         if start <= EXT4_SB_OFFSET and start + e.nr_sectors * ss >= EXT4_SB_OFFSET + EXT4_SB_SIZE:
             data = reader.payload(e)
-            return data[EXT4_SB_OFFSET - start:EXT4_SB_OFFSET - start + EXT4_SB_SIZE]
+            return data[EXT4_SB_OFFSET - start : EXT4_SB_OFFSET - start + EXT4_SB_SIZE]
     return None
 
 

@@ -84,9 +84,20 @@ from harness.fs.ext4.ondisk import FsReader, Unsupported, dir_entries
 # incompat features whose directories and inodes this reader reads as
 # libext2fs does (inline data is refused per inode); not meta_bg (the
 # descriptors lie elsewhere), dirdata, a journal device
-INCOMPAT_READ = INCOMPAT_FILETYPE | INCOMPAT_RECOVER | INCOMPAT_EXTENTS | INCOMPAT_64BIT | \
-    INCOMPAT_MMP | INCOMPAT_FLEX_BG | INCOMPAT_EA_INODE | INCOMPAT_CSUM_SEED | \
-    INCOMPAT_LARGEDIR | INCOMPAT_INLINE_DATA | INCOMPAT_ENCRYPT | INCOMPAT_CASEFOLD
+INCOMPAT_READ = (
+    INCOMPAT_FILETYPE
+    | INCOMPAT_RECOVER
+    | INCOMPAT_EXTENTS
+    | INCOMPAT_64BIT
+    | INCOMPAT_MMP
+    | INCOMPAT_FLEX_BG
+    | INCOMPAT_EA_INODE
+    | INCOMPAT_CSUM_SEED
+    | INCOMPAT_LARGEDIR
+    | INCOMPAT_INLINE_DATA
+    | INCOMPAT_ENCRYPT
+    | INCOMPAT_CASEFOLD
+)
 MAX_EXTENT_DEPTH = 5
 
 
@@ -139,7 +150,7 @@ def list_tree(image: Path, skip: tuple[str, ...] = ()) -> Tree:
     fd = os.open(image, os.O_RDONLY)
     try:
         img = _Image(fd)
-        sb = img[EXT4_SB_OFFSET:EXT4_SB_OFFSET + EXT4_SB_SIZE]
+        sb = img[EXT4_SB_OFFSET : EXT4_SB_OFFSET + EXT4_SB_SIZE]
         if len(sb) < EXT4_SB_SIZE or SB_MAGIC.get(sb) != EXT4_MAGIC:
             raise Unsupported("no ext4 superblock")
         incompat = SB_FEATURE_INCOMPAT.get(sb)
@@ -159,8 +170,9 @@ def list_tree(image: Path, skip: tuple[str, ...] = ()) -> Tree:
         os.close(fd)
 
 
-def _walk(fs: FsReader, tree: Tree, d: Node, walked: set[int], skip: set[bytes],
-          depth: int) -> None:
+def _walk(
+    fs: FsReader, tree: Tree, d: Node, walked: set[int], skip: set[bytes], depth: int
+) -> None:
     """``d``'s entries, rdump's way: each live entry but a directory called
     ``.`` or ``..``; hazards noted."""
     assert d.children is not None
@@ -172,7 +184,7 @@ def _walk(fs: FsReader, tree: Tree, d: Node, walked: set[int], skip: set[bytes],
         del lblk
         data = fs.read(phys, n)
         for k in range(n):
-            for ino, name in dir_entries(data[k * fs.bs:(k + 1) * fs.bs], fs.bs):
+            for ino, name in dir_entries(data[k * fs.bs : (k + 1) * fs.bs], fs.bs):
                 if depth == 0 and name in skip:
                     continue
                 child = Node(d.rel + b"/" + name if d.rel else name, name, ino, fs.inode(ino))
@@ -212,26 +224,44 @@ def _extents(fs: FsReader, ino: int, raw: bytes) -> list[tuple[int, int, int]]:
     return out
 
 
-def _node(fs: FsReader, ino: int, buf: bytes, room: int, depth: int | None,
-          out: list[tuple[int, int, int]], level: int) -> None:
+def _node(
+    fs: FsReader,
+    ino: int,
+    buf: bytes,
+    room: int,
+    depth: int | None,
+    out: list[tuple[int, int, int]],
+    level: int,
+) -> None:
     magic, entries, emax, d = EXTENT_HEADER.unpack_from(buf, 0)
-    if magic != EXTENT_MAGIC or entries > emax or emax > room or level > MAX_EXTENT_DEPTH or \
-            (depth is not None and d != depth):
+    if (
+        magic != EXTENT_MAGIC
+        or entries > emax
+        or emax > room
+        or level > MAX_EXTENT_DEPTH
+        or (depth is not None and d != depth)
+    ):
         raise Unsupported(f"inode {ino}: extent tree")
     for k in range(entries):
         at = EXTENT_HEADER.size + EXTENT.size * k
         if d == 0:
             lblk, n, hi, lo = EXTENT.unpack_from(buf, at)
             phys = lo | hi << 32
-            if n == 0 or n > MAX_INIT_LEN or phys < fs.first_data_block or \
-                    phys + n > fs.blocks:
+            if n == 0 or n > MAX_INIT_LEN or phys < fs.first_data_block or phys + n > fs.blocks:
                 raise Unsupported(f"inode {ino}: an unwritten, empty or out-of-range extent")
             out.append((lblk, phys, n))
         else:
             _, lo, hi = EXTENT_INDEX.unpack_from(buf, at)
             child = fs.read(lo | hi << 32)
-            _node(fs, ino, child, (fs.bs - EXTENT_HEADER.size) // EXTENT_INDEX.size, d - 1, out,
-                  level + 1)
+            _node(
+                fs,
+                ino,
+                child,
+                (fs.bs - EXTENT_HEADER.size) // EXTENT_INDEX.size,
+                d - 1,
+                out,
+                level + 1,
+            )
 
 
 def _regular(node: Node) -> list[Node]:
@@ -271,6 +301,7 @@ def _placed(tree: Tree) -> set[int]:
             out.add(id(c))
             if c.children is not None:
                 visit(c)
+
     visit(tree.root)
     return out
 
@@ -296,10 +327,10 @@ def rdump_request(tree: Tree, out_dir: Path) -> tuple[str | None, Path]:
     shutil.rmtree(private, ignore_errors=True)
     private.mkdir(mode=0o700)
     placed = _placed(tree)
-    inos = sorted({n.ino for n in _all(tree.root) if id(n) in placed and n.kind in
-                   (S_IFREG, S_IFLNK)})
-    return (f"rdump {' '.join(f'<{i}>' for i in inos)} {quote(private)}" if inos else None,
-            private)
+    inos = sorted(
+        {n.ino for n in _all(tree.root) if id(n) in placed and n.kind in (S_IFREG, S_IFLNK)}
+    )
+    return (f"rdump {' '.join(f'<{i}>' for i in inos)} {quote(private)}" if inos else None, private)
 
 
 def _all(node: Node) -> list[Node]:
@@ -372,10 +403,14 @@ def _place_file(out: ConfinedTree, c: Node, dfd: int, pfd: int) -> None:
         try:
             copy_fd(src, fd)
             st = os.fstat(src)
-            set_perms(fd, st.st_mode, (st.st_atime_ns, st.st_mtime_ns),
-                      owner=(st.st_uid, st.st_gid), ns=True)
+            set_perms(
+                fd,
+                st.st_mode,
+                (st.st_atime_ns, st.st_mtime_ns),
+                owner=(st.st_uid, st.st_gid),
+                ns=True,
+            )
         finally:
             os.close(fd)
     finally:
         os.close(src)
-

@@ -27,4 +27,5 @@ class Xfs(MountedFileSystem):
         from harness.fs.xfs.explain import XfsExplainer
 
         return XfsExplainer(ctx.recovered, ctx.db_name, DB_PAGE_SIZE), [
-            "xfs: blocks as xfs_db sees them in this state's recovered image"]
+            "xfs: blocks as xfs_db sees them in this state's recovered image"
+        ]

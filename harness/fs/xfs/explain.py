@@ -32,8 +32,9 @@ def _merge_runs(phrases: list[str]) -> list[str]:
             out.append((int(m.group(1)), int(m.group(1)), m.group(2)))
         else:
             out.append((-1, -1, ph))
-    return [w if a < 0 else f"block {a}: {w}" if a == b else f"blocks {a}-{b}: {w}"
-            for a, b, w in out]
+    return [
+        w if a < 0 else f"block {a}: {w}" if a == b else f"blocks {a}-{b}: {w}" for a, b, w in out
+    ]
 
 
 def _xfs_db(image: Path, commands: Sequence[str]) -> str:
@@ -54,8 +55,13 @@ class XfsExplainer:
         self.page_size = page_size
 
     def explain(self, writes: Sequence[tuple[int, bytes]]) -> list[list[str]]:
-        blocks = sorted({b for off, data in writes
-                         for b in range(off // BLOCK, (off + max(len(data), 1) - 1) // BLOCK + 1)})
+        blocks = sorted(
+            {
+                b
+                for off, data in writes
+                for b in range(off // BLOCK, (off + max(len(data), 1) - 1) // BLOCK + 1)
+            }
+        )
         cmds = ["blockget -n"]
         for b in blocks:
             cmds += [f"daddr {b * BLOCK // SECTOR}", "blockuse -n"]
@@ -80,20 +86,30 @@ class XfsExplainer:
                 m = re.match(r"data offset (\d+) startblock (\d+) \(\S+\) count (\d+)", line)
                 if m and cur is not None:
                     bmaps.setdefault(cur, []).append(
-                        (int(m.group(1)), int(m.group(2)), int(m.group(3))))
+                        (int(m.group(1)), int(m.group(2)), int(m.group(3)))
+                    )
         out: list[list[str]] = []
         for off, data in writes:
             phrases: list[str] = []
             for b in range(off // BLOCK, (off + max(len(data), 1) - 1) // BLOCK + 1):
                 lo, hi = max(off, b * BLOCK), min(off + len(data), (b + 1) * BLOCK)
-                phrases.append(self._phrase(b, use.get(b), fsb.get(b), bmaps,
-                                            data[lo - off:hi - off], lo - b * BLOCK))
+                phrases.append(
+                    self._phrase(
+                        b, use.get(b), fsb.get(b), bmaps, data[lo - off : hi - off], lo - b * BLOCK
+                    )
+                )
             out.append(_merge_runs(phrases))
         return out
 
-    def _phrase(self, b: int, use: tuple[str, int | None, str | None] | None,
-                fsblock: int | None, bmaps: dict[int, list[tuple[int, int, int]]],
-                data: bytes, within: int) -> str:
+    def _phrase(
+        self,
+        b: int,
+        use: tuple[str, int | None, str | None] | None,
+        fsblock: int | None,
+        bmaps: dict[int, list[tuple[int, int, int]]],
+        data: bytes,
+        within: int,
+    ) -> str:
         if use is None:
             return f"block {b}: (xfs_db gave no answer)"
         kind, ino, name = use

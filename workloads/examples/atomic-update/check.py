@@ -7,8 +7,9 @@ import os
 import sys
 
 state = json.load(open(os.environ["CRASHLAB_STATE_JSON"]))
-acks = [int(m["payload"]["value"]) for m in state["marks"]["before"]
-        if m["name"].startswith("txn-ack:")]
+acks = [
+    int(m["payload"]["value"]) for m in state["marks"]["before"] if m["name"].startswith("txn-ack:")
+]
 acked = acks[-1] if acks else 0
 
 

@@ -31,8 +31,9 @@ def main() -> None:
     ap.add_argument("--nometasync", action="store_true")
     ap.add_argument("--transfers", type=int, default=8)
     args = ap.parse_args()
-    env = lmdb.open("bank.lmdb", map_size=1 << 20, sync=not args.nosync,
-                    metasync=not args.nometasync)
+    env = lmdb.open(
+        "bank.lmdb", map_size=1 << 20, sync=not args.nosync, metasync=not args.nometasync
+    )
     with env.begin(write=True) as txn:
         for a in ACCOUNTS:
             txn.put(a, b"100")

@@ -14,10 +14,17 @@ ACCOUNTS = ["alice", "bob", "carol", "dave", "erin"]
 
 state = json.load(open(os.environ["CRASHLAB_STATE_JSON"]))
 marks = state["marks"]["before"] + state["marks"]["maybe"]
-transfers = {int(m["name"].split(":")[1]): m["payload"] for m in marks
-             if m["name"].startswith("txn-begin:")}
-acked = max([int(m["name"].split(":")[1]) for m in state["marks"]["before"]
-             if m["name"].startswith("txn-ack:")], default=0)
+transfers = {
+    int(m["name"].split(":")[1]): m["payload"] for m in marks if m["name"].startswith("txn-begin:")
+}
+acked = max(
+    [
+        int(m["name"].split(":")[1])
+        for m in state["marks"]["before"]
+        if m["name"].startswith("txn-ack:")
+    ],
+    default=0,
+)
 
 
 def fail(why: str) -> None:
@@ -42,8 +49,7 @@ for k in range(1, seq + 1):
     want[t["from"]] -= int(t["amount"])
     want[t["to"]] += int(t["amount"])
 if got != want:
-    fail(f"after {seq} transfers the balances are {got}, expected {want} "
-         f"(sum {sum(got.values())})")
+    fail(f"after {seq} transfers the balances are {got}, expected {want} (sum {sum(got.values())})")
 if seq < acked:
     fail(f"the database holds {seq} transfers, but transfer {acked} was acknowledged")
 print(f"{seq} transfers, balances consistent (acknowledged: {acked})")
