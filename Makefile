@@ -43,20 +43,19 @@ images: setup
 	  [ -f images/$$fs.img ] || { echo "images: building $$fs"; images/build-image.sh $$fs images/$$fs.img; }; \
 	  echo "images/$$fs.img sha256 $$(cat images/$$fs.img.sha256)"; done
 
+# Lint, format and types ([tool.mypy] in pyproject.toml): part of both
+# `make check` and `make test`.
 lint: setup
-	$(VENV)/bin/ruff check harness workloads checkers dhl tests
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/mypy
 	clang-format --dry-run --Werror $(C_FILES)
 
 ctest: build $(CTEST)
 
-# The quick gate: lint, format, types ([tool.mypy] in pyproject.toml) and the
-# unit tier (tests/conftest.py marks `unit` every test that needs no root,
-# loop device, FUSE, qemu or recording).  CHECK_FORMAT=0 skips the format step.
-CHECK_FORMAT ?= 1
-check: build
-	$(VENV)/bin/ruff check .
-	$(if $(filter 0,$(CHECK_FORMAT)),,$(VENV)/bin/ruff format --check .)
-	$(VENV)/bin/mypy
+# The quick gate: lint and the unit tier (tests/conftest.py marks `unit`
+# every test that needs no root, loop device, FUSE, qemu or recording).
+check: build lint
 	$(PY) -m pytest -q -m unit -p no:cacheprovider $(if $(filter 0,$(PYTEST_JOBS)),,-n $(PYTEST_JOBS))
 
 # Two pytest workers (pytest-xdist), one test file per worker: each test's
