@@ -2,8 +2,9 @@
 four kinds -- a run folder's ``writes.log``, its ``meta.json``, matrix files
 and command lines -- and the runner that feeds each to the command under a
 memory and a time cap (tests/test_damaged_input.py; ``make fuzz``).  The
-damages of folders (writes.log, meta.json, shards) are in damage_folders.py,
-the runner in damage_run.py; matrix files and command lines here.
+damages of a run folder (writes.log, meta.json) are in damage_folders.py,
+those of a shard folder in damage_shards.py, the runner in damage_run.py;
+matrix files and command lines here.
 
 Each damage is classified: ``REFUSE`` when the folder (or file, or command
 line) is inconsistent and must be refused with one error line and exit code
@@ -21,8 +22,9 @@ import random
 from collections.abc import Iterator
 from pathlib import Path
 
-from damage_folders import _log_damages, _meta_damages, _shard_damages
+from damage_folders import _log_damages, _meta_damages
 from damage_run import ANY, KINDS, MEMORY_CAP, REFUSE, Damage, run_all, table
+from damage_shards import _shard_damages
 
 __all__ = ["KINDS", "MATRIX", "MEMORY_CAP", "damages", "run_all", "table"]
 
@@ -82,6 +84,48 @@ CELL_KEYS = [
     "bogus",
 ]
 
+# sections added to the matrix file (a top-level key goes above its tables)
+SECTIONS = [
+    "[sut.x]\nrun = 1\n",
+    '[sut.x]\nrun = "true"\n',
+    '[sut.sqlite-off]\nrun = "true"\nchecker = "true"\n',
+    '[sut.y]\nrun = "true"\nchecker = "true"\ntimeout = -1\n',
+    '[sut.y]\nrun = "true"\nchecker = "true"\nbogus = 1\n',
+    "[workloads]\nX = 1\n",
+    "workloads = 3\n",
+    "cell = 3\n",
+    "[[cell]]\n",
+    '[[cell]]\nsut = "nope"\nworkload = "TINY"\n',
+    "[other]\n",
+    "sut = [1]\n",
+]
+# whole matrix files in place of MATRIX
+WHOLE_FILES = [
+    "",
+    "\xff\xfe",
+    "[[cell]]\n" * 3,
+    "x" * 100,
+    "[workloads]\n",
+    MATRIX.replace("dhl-tc-raw", "sqlite-off"),  # needs a file system
+    MATRIX.replace('"raw"', '"zfs"'),
+    MATRIX.replace('TINY"\nfs', 'insert:txns=-3"\nfs'),
+    MATRIX.replace("strategies", 'faults = ["bogus"]\nstrategies'),
+]
+
+
+def _sweep_argv(matrix_file: Path, folder: Path) -> list[str]:
+    """The command line of a sweep of ``matrix_file`` into ``folder/out``."""
+    return [
+        "sweep",
+        "--matrix",
+        str(matrix_file),
+        "--out",
+        str(folder / "out"),
+        "--no-progress",
+        "--jobs",
+        "1",
+    ]
+
 
 def _matrix_damages(rng: random.Random) -> Damage:
     """One damaged matrix file given to ``crashlab sweep --matrix``."""
@@ -101,22 +145,7 @@ def _matrix_damages(rng: random.Random) -> Damage:
         text = text.replace('strategies = ["prefix"]', "strategies = []")
         what, expect = "strategies = []", REFUSE
     elif pick == 3:
-        section = rng.choice(
-            [
-                "[sut.x]\nrun = 1\n",
-                '[sut.x]\nrun = "true"\n',
-                '[sut.sqlite-off]\nrun = "true"\nchecker = "true"\n',
-                '[sut.y]\nrun = "true"\nchecker = "true"\ntimeout = -1\n',
-                '[sut.y]\nrun = "true"\nchecker = "true"\nbogus = 1\n',
-                "[workloads]\nX = 1\n",
-                "workloads = 3\n",
-                "cell = 3\n",
-                "[[cell]]\n",
-                '[[cell]]\nsut = "nope"\nworkload = "TINY"\n',
-                "[other]\n",
-                "sut = [1]\n",
-            ]
-        )
+        section = rng.choice(SECTIONS)
         text = (
             section + text
             if section.startswith(("workloads", "cell =", "sut ="))
@@ -124,19 +153,7 @@ def _matrix_damages(rng: random.Random) -> Damage:
         )
         what, expect = f"section {section.splitlines()[0]!r}", ANY
     elif pick == 4:
-        text = rng.choice(
-            [
-                "",
-                "\xff\xfe",
-                "[[cell]]\n" * 3,
-                "x" * 100,
-                "[workloads]\n",
-                MATRIX.replace("dhl-tc-raw", "sqlite-off"),  # needs a file system
-                MATRIX.replace('"raw"', '"zfs"'),
-                MATRIX.replace('TINY"\nfs', 'insert:txns=-3"\nfs'),
-                MATRIX.replace("strategies", 'faults = ["bogus"]\nstrategies'),
-            ]
-        )
+        text = rng.choice(WHOLE_FILES)
         what, expect = f"whole file {text[:20]!r}", ANY
     else:
         special = rng.choice(["directory", "fifo", "missing", "symlink-dev", "binary"])
@@ -151,32 +168,14 @@ def _matrix_damages(rng: random.Random) -> Damage:
                 path.symlink_to("/dev/zero")
             elif special == "binary":
                 path.write_bytes(bytes(rng.randrange(256) for _ in range(200)))
-            return [
-                "sweep",
-                "--matrix",
-                str(path),
-                "--out",
-                str(folder / "out"),
-                "--no-progress",
-                "--jobs",
-                "1",
-            ]
+            return _sweep_argv(path, folder)
 
         return Damage("matrix", f"matrix file a {special}", REFUSE, make_special)
 
     def make(folder: Path) -> list[str]:
         path = folder / "m.toml"
         path.write_bytes(text.encode("utf-8", "surrogateescape"))
-        return [
-            "sweep",
-            "--matrix",
-            str(path),
-            "--out",
-            str(folder / "out"),
-            "--no-progress",
-            "--jobs",
-            "1",
-        ]
+        return _sweep_argv(path, folder)
 
     return Damage("matrix", what, expect, make)
 

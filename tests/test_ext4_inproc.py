@@ -15,6 +15,9 @@ and the reference, on real recordings:
   unchanged and the same recovery;
 * a log written here with revoke records and an escaped block replays as
   debugfs replays it.
+
+The debugfs steps and the comparisons: tests/ext4_compare.py; the
+mutated images: tests/ext4_mutations.py.
 """
 
 from __future__ import annotations
@@ -22,11 +25,17 @@ from __future__ import annotations
 import os
 import shutil
 import struct
-import subprocess
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from ext4_compare import (
+    blocks_of,
+    debugfs_recovery,
+    masked,
+    replay_undone,
+    state_images,
+    tree,
+)
 from ext4_mutations import (
     DECLINE,
     _db_ino,
@@ -40,7 +49,7 @@ from support import record_runs
 from checkers import sqlite
 from harness.check.check import CheckOptions, check_run, default_window
 from harness.check.worker import StateChecker
-from harness.fs.ext4 import inproc, jbd2, replay
+from harness.fs.ext4 import jbd2, replay
 from harness.fs.ext4.debugfs import DebugfsSession
 from harness.fs.ext4.extract import FileReader
 from harness.fs.ext4.fast import FastExt4
@@ -63,93 +72,11 @@ RUNS = {
     "sqlite-off": SMALL,  # torn states fail FS-RECOVER and DB-INTEGRITY
     "sqlite-wal-normal": "delete:txns=4,ops=3,tables=2,warmup=40,seed=1",  # rows deleted
 }
-VOLATILE = ((0x30, 4), (0x178, 8), (0x3FC, 4))  # s_wtime, s_kbytes_written, s_checksum
 
 
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, RunDir]:
     return record_runs(tmp_path_factory.mktemp("inprocruns"), RUNS)
-
-
-def _masked(image: bytes) -> bytes:
-    b = bytearray(image)
-    for off, n in VOLATILE:
-        b[1024 + off : 1024 + off + n] = bytes(n)
-    return bytes(b)
-
-
-def _tree(d: Path) -> dict[str, tuple[object, ...]]:
-    """Every entry under ``d`` (and ``d``): mode, owner, times, size and
-    content (a directory's access time left out: listing it moves it)."""
-    out: dict[str, tuple[object, ...]] = {}
-    for p in [d, *sorted(d.rglob("*"))]:
-        st = p.lstat()
-        out[p.relative_to(d).as_posix()] = (
-            st.st_mode,
-            st.st_uid,
-            st.st_gid,
-            st.st_mtime_ns,
-            None if p.is_dir() else st.st_atime_ns,
-            st.st_size,
-            p.read_bytes() if p.is_file() else None,
-        )
-    return out
-
-
-def _states(run: RunDir, strategy: str, limit: int, work: Path) -> Iterator[tuple[str, Path]]:
-    """(state id, its crash image: valid until the next) of the first
-    ``limit`` states."""
-    sc = StateChecker(run, work, fast=False)
-    try:
-        with LogReader(run.log) as r:
-            for n, state in enumerate(
-                Enumeration(r, default_window(run, Options(strategy=strategy)))
-            ):
-                if n >= limit:
-                    break
-                sc.image.advance(state.durable_upto)
-                sc.image.invalidate()
-                yield state.id, sc.image.scratch(sc.files._writes(state))
-    finally:
-        sc.close()
-
-
-def _debugfs_recovery(
-    dbg: DebugfsSession, img: Path, out: Path, undo: Path, files: list[str]
-) -> list[str] | None:
-    """What the debugfs path does to ``img``: ``open -w -z undo``, ``jr``,
-    ``rdump``, ``blocks`` of the journal and of ``files``, ``close``; for a
-    crash image whose stale bitmap checksums keep debugfs from opening it
-    for ``jr``, the replay of ``e2fsck -E journal_only -z undo`` (the
-    reference's and the debugfs path's own step) and a read-only open.  The
-    answers to ``blocks`` (None: neither could replay)."""
-    undo.unlink(missing_ok=True)
-    said = dbg.request([f"open -w -z {undo} {img}", "jr"])
-    if "bitmap checksum does not match" in said[0]:
-        undo.unlink(missing_ok=True)
-        p = subprocess.run(
-            ["e2fsck", "-y", "-E", "journal_only", "-z", str(undo), str(img)],
-            capture_output=True,
-            timeout=120,
-        )
-        if p.returncode & ~3:
-            return None
-        said = dbg.request([f"open {img}", "params"])
-        said[0] = said[1] = ""
-    banner = (
-        "Overwriting existing filesystem; this can be undone using the command:\n"
-        f"    e2undo {undo} {img}\n\n"
-    )
-    if said[0] not in ("", banner) or said[1]:
-        dbg.request(["close"])
-        return None
-    said = dbg.request([f"rdump / {out}", "blocks <8>", *[f"blocks /{f}" for f in files], "close"])
-    assert said[0] == "" and said[-1] == "", said
-    return said[1:-1]
-
-
-def _blocks_of(ranges: list[tuple[int, int]], bs: int = 4096) -> set[int]:
-    return {b for off, n in ranges for b in range(off // bs, (off + n - 1) // bs + 1)}
 
 
 @pytest.mark.parametrize(
@@ -176,7 +103,7 @@ def test_replayed_image_and_files_equal_debugfs(
     db = str(runs[sut].meta().db)
     compared = declined = 0
     with DebugfsSession() as dbg:
-        for sid, image in _states(runs[sut], strategy, 60, tmp_path / "w"):
+        for sid, image in state_images(runs[sut], strategy, 60, tmp_path / "w"):
             sparse_copy(image, a)
             sparse_copy(image, b)
             shutil.rmtree(fa, ignore_errors=True)
@@ -194,9 +121,9 @@ def test_replayed_image_and_files_equal_debugfs(
                 declined += 1
                 continue
             files = sorted(got.data)
-            blocks = _debugfs_recovery(dbg, a, fa, undo, files)
+            blocks = debugfs_recovery(dbg, a, fa, undo, files)
             assert blocks is not None, sid  # what the in-process path replays, debugfs can
-            differ = sorted(_blocks_of(written_ranges(undo)) | _blocks_of(got.written))
+            differ = sorted(blocks_of(written_ranges(undo)) | blocks_of(got.written))
             with open(a, "rb") as fa_, open(b, "rb") as fb_:
                 for blk in differ:
                     x, y = (
@@ -204,9 +131,9 @@ def test_replayed_image_and_files_equal_debugfs(
                         os.pread(fb_.fileno(), 4096, blk * 4096),
                     )
                     if blk == 0:
-                        x, y = _masked(x), _masked(y)
+                        x, y = masked(x), masked(y)
                     assert x == y, (sid, blk)
-            assert _tree(fa) == _tree(fb), sid
+            assert tree(fa) == tree(fb), sid
             # the DB-facts key from the extraction's memory is the files' key
             # (read after the comparison: reading moves the access times)
             assert keys == [sqlite.content_key(fb, db)], sid
@@ -265,7 +192,7 @@ def test_three_paths_give_identical_verdicts(
 def needs_replay(runs: dict[str, RunDir], tmp_path_factory: pytest.TempPathFactory) -> bytes:
     """A crash image whose journal holds committed transactions."""
     work = tmp_path_factory.mktemp("replay")
-    for _, path in _states(runs["sqlite-wal-full"], "reorder", 40, work / "w"):
+    for _, path in state_images(runs["sqlite-wal-full"], "reorder", 40, work / "w"):
         image = path.read_bytes()
         if struct.unpack_from("<I", image, 1024 + 0x60)[0] & 4 and len(_log_blocks(image)[2]) >= 2:
             return image
@@ -360,7 +287,7 @@ def test_skipped_root_entries_as_debugfs(needs_replay: bytes, tmp_path: Path) ->
         finally:
             fast.close()
         assert rec.ok and fast.stats["inproc"] == int(use), fast.stats
-        trees.append(_tree(work / "files"))
+        trees.append(tree(work / "files"))
     assert "crashlab.db-shm" not in trees[0] and "crashlab.db" in trees[0]
     # the folder keeps its own times (now): its mode and owner are compared
     assert trees[0].pop(".")[:3] == trees[1].pop(".")[:3]
@@ -384,7 +311,7 @@ def test_unwanted_files_are_not_written(needs_replay: bytes, tmp_path: Path) -> 
         rec = replay_and_extract(img, out, want_files=want)
         assert rec.extracted is wanted and out.exists() is wanted
         got.append((rec.replayed, rec.written, rec.journal, rec.data))
-        images.append(_masked(img.read_bytes()))
+        images.append(masked(img.read_bytes()))
     assert got[0] == got[1] and images[0] == images[1]
     assert keys[0] == keys[1] == sqlite.content_key(tmp_path / "filesTrue", "crashlab.db")
     assert "crashlab.db" in got[0][3]
@@ -416,35 +343,15 @@ def test_revoke_records_and_escaped_blocks_as_debugfs(needs_replay: bytes, tmp_p
     got = replay_and_extract(b, tmp_path / "fb")
     (tmp_path / "fa").mkdir()
     with DebugfsSession() as dbg:
-        blocks = _debugfs_recovery(dbg, a, tmp_path / "fa", undo, sorted(got.data))
+        blocks = debugfs_recovery(dbg, a, tmp_path / "fa", undo, sorted(got.data))
     assert blocks is not None
     A, B = a.read_bytes(), b.read_bytes()
-    assert _masked(A) == _masked(B)
-    assert _tree(tmp_path / "fa") == _tree(tmp_path / "fb")
+    assert masked(A) == masked(B)
+    assert tree(tmp_path / "fa") == tree(tmp_path / "fb")
     assert B[a_ * 4096 : (a_ + 1) * 4096] == crash[a_ * 4096 : (a_ + 1) * 4096]  # revoked
     assert B[c_ * 4096 : (c_ + 1) * 4096] == crash[c_ * 4096 : (c_ + 1) * 4096]  # revoked
     assert B[b_ * 4096 : (b_ + 1) * 4096] == magic + b"B" * 4092  # escaped, restored
     assert B[d_ * 4096 : (d_ + 1) * 4096] == b"d" * 4096  # the later copy
-
-
-def _replay_undone(image: Path, out: Path, **memo: object) -> tuple[inproc.Recovered, bytes]:
-    """Replay ``image`` in process (with ``memo``'s arguments), note what it
-    did and the bytes it wrote (the superblock's volatile fields masked),
-    then put the image back as it was."""
-    undo: list[tuple[int, bytes]] = []
-    shutil.rmtree(out, ignore_errors=True)
-    got = replay_and_extract(image, out, undo=undo, **memo)  # type: ignore[arg-type]  # memo holds replay's keyword memos
-    fd = os.open(image, os.O_RDWR)
-    try:
-        wrote = b"".join(
-            _masked(os.pread(fd, 4096, 0)) if off < 4096 else os.pread(fd, len(old), off)
-            for off, old in undo
-        )
-        for off, old in reversed(undo):
-            os.pwrite(fd, old, off)
-    finally:
-        os.close(fd)
-    return got, wrote
 
 
 def test_scan_memo_resumes_only_before_the_first_differing_block(
@@ -475,7 +382,7 @@ def test_scan_memo_resumes_only_before_the_first_differing_block(
 
     def outcome(**memo: object) -> object:
         try:
-            got, wrote = _replay_undone(p, tmp_path / "f", **memo)
+            got, wrote = replay_undone(p, tmp_path / "f", **memo)
         except Unsupported as e:
             return str(e)
         return got.written, got.journal, got.data, wrote
@@ -524,7 +431,7 @@ def test_memo_over_real_states_equals_no_memo(runs: dict[str, RunDir], tmp_path:
                 sc.image.advance(state.durable_upto)
                 image = sc.image.scratch(sc.files._writes(state))
                 try:
-                    want = _replay_undone(image, tmp_path / "a")
+                    want = replay_undone(image, tmp_path / "a")
                 except Unsupported:
                     continue
                 differ = sc.image.overlay
@@ -540,7 +447,7 @@ def test_memo_over_real_states_equals_no_memo(runs: dict[str, RunDir], tmp_path:
                         if isinstance(v, replay.ScanMemo)
                     )
                 kept = list(memo.walks)
-                got = _replay_undone(
+                got = replay_undone(
                     image, tmp_path / "b", memo=memo, base=sc.image.position, differ=differ
                 )
                 walks[0] += len(memo.walks) == len(kept) and memo.walks[-1] in kept
@@ -550,7 +457,7 @@ def test_memo_over_real_states_equals_no_memo(runs: dict[str, RunDir], tmp_path:
                     want[0].data,
                     want[1],
                 ), state.id
-                assert _tree(tmp_path / "a") == _tree(tmp_path / "b"), state.id
+                assert tree(tmp_path / "a") == tree(tmp_path / "b"), state.id
                 n += 1
     finally:
         sc.close()
@@ -568,19 +475,19 @@ def test_kept_walk_only_for_the_same_blocks(needs_replay: bytes, tmp_path: Path)
     replay_and_extract(p, tmp_path / "r")  # a clean journal: replay writes only its superblocks
     img = bytearray(p.read_bytes())
     memo = BlockMemo()
-    _replay_undone(p, tmp_path / "a", memo=memo, base="clean", differ=[])
+    replay_undone(p, tmp_path / "a", memo=memo, base="clean", differ=[])
     ino = _db_ino(bytes(img))
-    _replay_undone(p, tmp_path / "b", memo=memo, base="clean", differ=[])
+    replay_undone(p, tmp_path / "b", memo=memo, base="clean", differ=[])
     assert len(memo.walks) == 1  # the second replay took the kept walk
-    assert _tree(tmp_path / "a") == _tree(tmp_path / "b")
+    assert tree(tmp_path / "a") == tree(tmp_path / "b")
     _set_inode_u32(0x10, lambda t: t - 1000)(img)  # i_mtime
     _set_inode_u32(0x4, lambda n: n - 4096)(img)  # i_size_lo
     p.write_bytes(img)
     at = _inode_at(bytes(img), ino)
     differ = [(at - at % 4096, 4096)]
-    got, _ = _replay_undone(p, tmp_path / "c", memo=memo, base="clean", differ=differ)
-    want, _ = _replay_undone(p, tmp_path / "d")
-    assert _tree(tmp_path / "c") == _tree(tmp_path / "d")
+    got, _ = replay_undone(p, tmp_path / "c", memo=memo, base="clean", differ=differ)
+    want, _ = replay_undone(p, tmp_path / "d")
+    assert tree(tmp_path / "c") == tree(tmp_path / "d")
     changed = [
         n
         for n in os.listdir(tmp_path / "a")

@@ -2,11 +2,11 @@
 its scratch folder, whatever the file system holds (harness/fs/confined.py,
 harness/fs/ext4/tree.py; harness/fs/README.md "What an extraction writes").
 
-Each ext4 case is a small image crafted here: the project's base image,
-written with ``debugfs -w`` (``symlink``, ``write``, ``mknod``, ``ln``) and,
-where no tool writes such an entry (a second entry of one name, a name
-with ``/``), a directory entry renamed in place with its block's checksum
-made again.  The three extraction paths run on it: the in-process path
+Each ext4 case is a small image crafted (tests/ext4_craft.py): the
+project's base image, written with ``debugfs -w`` (``symlink``, ``write``,
+``mknod``, ``ln``) and, where no tool writes such an entry (a second entry
+of one name, a name with ``/``), a directory entry renamed in place with
+its block's checksum made again.  The three extraction paths run on it: the in-process path
 first (``FastExt4``), the debugfs session (``inproc=False``) and the
 reference (``recover_ext4``).  A canary folder outside the scratch folder,
 with the files the links point at, is snapshotted before and compared
@@ -16,10 +16,8 @@ F2FS's tar archive is unpacked by its function.
 
 from __future__ import annotations
 
-import dataclasses
 import io
 import json
-import mmap
 import os
 import shutil
 import stat
@@ -30,6 +28,17 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from ext4_craft import (
+    PAYLOAD,
+    append_image,
+    crafted,
+    debugfs_w,
+    host_disk,
+    ino_of,
+    rename_entry,
+    root_names,
+    shorten_last_record,
+)
 from support import crashlab, record_runs
 
 from checkers import sqlite
@@ -38,17 +47,14 @@ from harness.fs.base import FsRecovery
 from harness.fs.confined import links_on_way, unpack_tar
 from harness.fs.ext4 import inproc
 from harness.fs.ext4.fast import FastExt4
-from harness.fs.ext4.ondisk import FsReader, Unsupported, crc32c, dir_entries
+from harness.fs.ext4.ondisk import Unsupported, dir_entries
 from harness.fs.ext4.recover import recover_ext4
 from harness.fs.ext4.tree import list_tree
-from harness.images import ensure_image, verified_base_for_run
-from harness.logformat import ENTRY, FLUSH, SUPER, LogReader
+from harness.images import verified_base_for_run
 from harness.materialize.replay import replay
-from harness.rundir import RunDir
 from harness.sysops import loop_attach, loop_detach
 
 SMALL = "insert:txns=4,ops=3,tables=2,warmup=50,seed=1"
-PAYLOAD = b"PAYLOAD written by the crafted file system\n"
 ORIGINAL = b"the canary's own bytes\n"
 
 
@@ -94,101 +100,6 @@ def canary(tmp_path: Path) -> Path:
     (c / "dir" / "inside").write_bytes(ORIGINAL)
     os.utime(c / "target", (1_000_000, 1_000_000))
     return c
-
-
-# --- crafting ext4 images -----------------------------------------------------------------
-
-
-def debugfs_w(img: Path, commands: list[str]) -> None:
-    p = subprocess.run(
-        ["debugfs", "-w", "-f", "-", str(img)],
-        input="\n".join(commands) + "\n",
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    bad = [
-        ln
-        for ln in p.stdout.splitlines() + p.stderr.splitlines()
-        if ln and not ln.startswith(("debugfs", "Allocated inode"))
-    ]
-    assert not bad, bad
-
-
-def rename_entry(img: Path, dir_ino: int, old: bytes, new: bytes) -> None:
-    """Rename the entry ``old`` of directory ``dir_ino`` to ``new`` in
-    place (``new`` must fit its record), its block's checksum made again:
-    what neither the kernel nor debugfs writes (a second entry of a name, a
-    name with ``/``)."""
-    fd = os.open(img, os.O_RDWR)
-    try:
-        with mmap.mmap(fd, 0) as mm:
-            fs = FsReader(fd, mm[1024:2048], mm)
-            raw = fs.inode(dir_ino)
-            iseed = crc32c(crc32c(fs.seed, struct.pack("<I", dir_ino)), raw[0x64:0x68])
-            bs = fs.bs
-            for _, phys, n in fs.extents(dir_ino, raw):
-                for b in range(phys, phys + n):
-                    blk = bytearray(mm[b * bs : (b + 1) * bs])
-                    off = 0
-                    while off < bs - 12:
-                        ino, rec_len, name_len = struct.unpack_from("<IHB", blk, off)
-                        if ino and blk[off + 8 : off + 8 + name_len] == old:
-                            assert 8 + len(new) <= rec_len
-                            blk[off + 6] = len(new)
-                            blk[off + 8 : off + 8 + len(new)] = new
-                            struct.pack_into(
-                                "<I", blk, bs - 4, crc32c(iseed, bytes(blk[: bs - 12]))
-                            )
-                            mm[b * bs : (b + 1) * bs] = bytes(blk)
-                            return
-                        off += rec_len
-    finally:
-        os.close(fd)
-    raise AssertionError(f"no entry {old!r} in directory {dir_ino}")
-
-
-def ino_of(img: Path, rel: bytes) -> int:
-    """The inode of ``rel`` (b"" the root), as debugfs finds it."""
-    out = subprocess.run(
-        ["debugfs", "-R", f"stat /{os.fsdecode(rel)}", str(img)],
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout
-    return int(out.split("Inode:")[1].split()[0])
-
-
-def root_names(img: Path) -> list[str]:
-    """The names in the root directory, in directory order."""
-    out = subprocess.run(
-        ["debugfs", "-R", "ls -p /", str(img)], capture_output=True, text=True, check=True
-    ).stdout
-    return [ln.split("/")[5] for ln in out.splitlines() if ln.count("/") >= 6]
-
-
-def crafted(
-    tmp_path: Path, commands: list[str], renames: tuple[tuple[bytes, bytes, bytes], ...] = ()
-) -> Path:
-    """The base ext4 image written with ``commands`` and then ``renames``
-    (directory, old name, new name)."""
-    payload = tmp_path / "payload"
-    payload.write_bytes(PAYLOAD)
-    img = tmp_path / "crafted.img"
-    shutil.copyfile(ensure_image("ext4")[0], img)
-    debugfs_w(img, [c.replace("PAYLOAD", str(payload)) for c in commands])
-    for d, old, new in renames:
-        rename_entry(img, ino_of(img, d), old, new)
-    return img
-
-
-def host_disk() -> tuple[int, int]:
-    """Major and minor of this machine's first disk (not a loop or RAM disk)."""
-    for d in sorted(Path("/sys/block").iterdir()):
-        if not d.name.startswith(("loop", "ram", "zram")):
-            major, minor = (d / "dev").read_text().split(":")
-            return int(major), int(minor)
-    return 8, 0
 
 
 # --- the three ext4 extraction paths --------------------------------------------------------
@@ -381,28 +292,6 @@ def test_in_process_path_declines_what_it_does_not_write(tmp_path: Path) -> None
         assert not (d / "files").exists()
 
 
-def shorten_last_record(img: Path, dir_ino: int, by: int) -> None:
-    """Make the last record of directory ``dir_ino``'s first block (the
-    checksum tail's) end ``by`` bytes before the block does: what no
-    writer leaves, a next record header that would run past the block."""
-    fd = os.open(img, os.O_RDWR)
-    try:
-        with mmap.mmap(fd, 0) as mm:
-            fs = FsReader(fd, mm[1024:2048], mm)
-            raw = fs.inode(dir_ino)
-            bs = fs.bs
-            phys = next(iter(fs.extents(dir_ino, raw)))[1]
-            blk = bytearray(mm[phys * bs : (phys + 1) * bs])
-            off = last = 0
-            while off < bs:  # to the last record (the checksum tail's)
-                last = off
-                off += struct.unpack_from("<H", blk, off + 4)[0]
-            struct.pack_into("<H", blk, last + 4, struct.unpack_from("<H", blk, last + 4)[0] - by)
-            mm[phys * bs : (phys + 1) * bs] = bytes(blk)
-    finally:
-        os.close(fd)
-
-
 def test_a_record_short_of_its_block_is_declined_not_a_crash(tmp_path: Path, canary: Path) -> None:
     """A directory block whose records stop 4 bytes before its end (a
     record header there would run past the block): the in-process path and
@@ -567,33 +456,6 @@ def test_f2fs_archive_unpacks_inside_its_folder(tmp_path: Path, canary: Path) ->
 # --- end to end: `crashlab check` of a run whose recovered ext4 holds the case ---------------
 
 
-def _append_image(run: RunDir, image: Path, base: Path) -> int:
-    """Append to ``run``'s log a write of every 4 KiB block where ``image``
-    differs from ``base`` and a FLUSH, and record the log's new summary in
-    meta.json; the number of blocks."""
-    log = run.log
-    blocks = []
-    with open(image, "rb") as a, open(base, "rb") as b:
-        n = 0
-        while chunk := a.read(4096):
-            if chunk != b.read(4096):
-                blocks.append((n, chunk))
-            n += 1
-    with open(log, "r+b") as f:
-        magic, version, nr, ss = SUPER.unpack(f.read(SUPER.size))
-        f.seek(0, os.SEEK_END)
-        for blk, data in blocks:
-            f.write(ENTRY.pack(blk * 4096 // ss, 4096 // ss, 0, 0).ljust(ss, b"\0") + data)
-        f.write(ENTRY.pack(0, 0, FLUSH, 0).ljust(ss, b"\0"))
-        f.seek(0)
-        f.write(SUPER.pack(magic, version, nr + len(blocks) + 1, ss))
-    meta = json.loads(run.meta_path.read_text())
-    with LogReader(log) as reader:
-        meta["log"] = dataclasses.asdict(reader.summary())
-    run.meta_path.write_text(json.dumps(meta, indent=2, sort_keys=True) + "\n")
-    return len(blocks)
-
-
 @pytest.mark.needs_fuse
 def test_crashlab_check_of_a_run_with_the_reported_case(tmp_path: Path, canary: Path) -> None:
     """``crashlab check RUN`` of a run whose recovered ext4 holds a symbolic
@@ -625,7 +487,7 @@ def test_crashlab_check_of_a_run_with_the_reported_case(tmp_path: Path, canary: 
     )
     rename_entry(img, 2, b"evim", b"evil")
     assert root_names(img).count("evil") == 2
-    assert _append_image(run, img, final) > 0
+    assert append_image(run, img, final) > 0
     before = snapshot(tmp_path, tmp_path / "runs")
     out = tmp_path / "runs" / "check"
     p = crashlab("check", str(run.path), "--strategy", "prefix", "--no-progress", "--out", str(out))

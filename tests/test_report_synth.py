@@ -126,57 +126,85 @@ def make_sweep(
     reorder for safe-sut."""
     root.mkdir(parents=True, exist_ok=True)
     runs = {"safe-sut": f"runs/safe-sut--{MULTI}", "weak-sut": f"runs/weak-sut--{SINGLE}"}
-    expected_log = {}
-    for sut, run in runs.items():
-        d = root / run
-        d.mkdir(parents=True)
-        expected_log[sut] = write_log(d / "writes.log")
-        cmd = [
-            "/x/crashlab-runner",
-            "--ops",
-            "w.ops",
-            "--db",
-            "crashlab.db",
-            "--engine",
-            "sqlite",
-            "--journal-mode",
-            "DELETE" if sut == "weak-sut" else "WAL",
-            "--synchronous",
-            "FULL",
-            "--page-size",
-            "4096",
-        ]
-        meta = {
-            "sut": sut,
-            "workload": MULTI if sut == "safe-sut" else SINGLE,
-            "fs": "ext4",
-            "command": cmd,
-            "exit_status": 0,
-            "log": {
-                "entries": 20,
-                "writes": 8,
-                "bytes_written": 40960,
-                "flushes": 4,
-                "marks": [
-                    "setup-done",
-                    "txn-begin:1",
-                    "txn-ack:1",
-                    "txn-begin:2",
-                    "txn-ack:2",
-                    "workload-end",
-                ],
-            },
-            "image": {"fs": "ext4", "path": "/nonexistent/ext4.img", "sha256": "0"},
-        }
-        if sut == "weak-sut":
-            meta["runner"] = {
-                "transactions": 2,
-                "workload": {"fsyncs": 8, "bytes_written": 10240, "writes": 6},
+    expected_log = {sut: write_run(root / run, sut) for sut, run in runs.items()}
+    cells, viols = safe_cells(root, runs["safe-sut"], 2 if broken else 0, explanation)
+    weak, weak_viols = weak_cell(root, runs["weak-sut"], many)
+    cells.append(weak)
+    viols += weak_viols
+    write_results(root, cells)
+    summary = {"sweep": "synthetic", "ok": not broken, "cells": cells}
+    (root / "summary.json").write_text(json.dumps(summary))
+    (root / "violations.jsonl").write_text("".join(json.dumps(v) + "\n" for v in viols))
+    (root / "timing.json").write_text(
+        json.dumps(
+            {
+                Path(runs["safe-sut"]).name: {"record_s": 0.2, "prefix": 1.5, "reorder": 6.0},
+                Path(runs["weak-sut"]).name: {"record_s": 0.2, "prefix": 2.0},
             }
-        (d / "meta.json").write_text(json.dumps(meta))
+        )
+    )
+    return {"summary": summary, "violations": viols, "log": expected_log, "runs": runs}
+
+
+def write_run(d: Path, sut: str) -> dict[str, int]:
+    """The run folder ``d`` of ``sut`` (safe-sut: MULTI in WAL mode;
+    weak-sut: SINGLE in DELETE mode, with its runner's figures): writes.log
+    and meta.json; returns the log's figures (:func:`write_log`)."""
+    d.mkdir(parents=True)
+    figures = write_log(d / "writes.log")
+    cmd = [
+        "/x/crashlab-runner",
+        "--ops",
+        "w.ops",
+        "--db",
+        "crashlab.db",
+        "--engine",
+        "sqlite",
+        "--journal-mode",
+        "DELETE" if sut == "weak-sut" else "WAL",
+        "--synchronous",
+        "FULL",
+        "--page-size",
+        "4096",
+    ]
+    meta = {
+        "sut": sut,
+        "workload": MULTI if sut == "safe-sut" else SINGLE,
+        "fs": "ext4",
+        "command": cmd,
+        "exit_status": 0,
+        "log": {
+            "entries": 20,
+            "writes": 8,
+            "bytes_written": 40960,
+            "flushes": 4,
+            "marks": [
+                "setup-done",
+                "txn-begin:1",
+                "txn-ack:1",
+                "txn-begin:2",
+                "txn-ack:2",
+                "workload-end",
+            ],
+        },
+        "image": {"fs": "ext4", "path": "/nonexistent/ext4.img", "sha256": "0"},
+    }
+    if sut == "weak-sut":
+        meta["runner"] = {
+            "transactions": 2,
+            "workload": {"fsyncs": 8, "bytes_written": 10240, "writes": 6},
+        }
+    (d / "meta.json").write_text(json.dumps(meta))
+    return figures
+
+
+def safe_cells(
+    root: Path, run: str, safe_fails: int, explanation: str | None
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """safe-sut's cells (prefix: 30 states, failing DB-ATOMIC in
+    ``safe_fails``; reorder: 120 states, clean) and their violations."""
     cells = []
     viols = []
-    safe_fails = 2 if broken else 0
     for strategy, checked in (("prefix", 30), ("reorder", 120)):
         fails = {"DB-ATOMIC": safe_fails} if strategy == "prefix" and safe_fails else {}
         exp = {
@@ -193,7 +221,7 @@ def make_sweep(
                 "workload": MULTI,
                 "fs": "ext4",
                 "strategy": strategy,
-                "run": runs["safe-sut"],
+                "run": run,
                 "states": {"checked": checked, "generated": checked + 5, "folded": 5},
                 "verdicts": verdicts(checked, fails),
                 "expectation": exp,
@@ -204,7 +232,7 @@ def make_sweep(
                 viols.append(
                     violation(
                         root,
-                        runs["safe-sut"],
+                        run,
                         "safe-sut",
                         MULTI,
                         strategy,
@@ -213,30 +241,37 @@ def make_sweep(
                         **({"explanation": explanation} if explanation else {}),
                     )
                 )
+    return cells, viols
+
+
+def weak_cell(root: Path, run: str, many: int) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """weak-sut's cell (prefix, 40 states, DB-DURABLE failing in ``many``,
+    as it must) and its violations."""
     weak_guaranteed = [g for g in GUARANTEED if g != "DB-DURABLE"]
-    cells.append(
-        {
-            "sut": "weak-sut",
-            "workload": SINGLE,
-            "fs": "ext4",
-            "strategy": "prefix",
-            "run": runs["weak-sut"],
-            "states": {"checked": 40, "generated": 50, "folded": 10},
-            "verdicts": verdicts(40, {"DB-DURABLE": many}),
-            "expectation": {
-                "guaranteed": weak_guaranteed,
-                "must_violate_any": ["DB-DURABLE"],
-                "ok": True,
-                "broken": [],
-            },
-        }
-    )
-    for k in range(many):
-        viols.append(
-            violation(
-                root, runs["weak-sut"], "weak-sut", SINGLE, "prefix", "DB-DURABLE", f"e{k + 10}.p0"
-            )
-        )
+    cell = {
+        "sut": "weak-sut",
+        "workload": SINGLE,
+        "fs": "ext4",
+        "strategy": "prefix",
+        "run": run,
+        "states": {"checked": 40, "generated": 50, "folded": 10},
+        "verdicts": verdicts(40, {"DB-DURABLE": many}),
+        "expectation": {
+            "guaranteed": weak_guaranteed,
+            "must_violate_any": ["DB-DURABLE"],
+            "ok": True,
+            "broken": [],
+        },
+    }
+    viols = [
+        violation(root, run, "weak-sut", SINGLE, "prefix", "DB-DURABLE", f"e{k + 10}.p0")
+        for k in range(many)
+    ]
+    return cell, viols
+
+
+def write_results(root: Path, cells: list[dict[str, Any]]) -> None:
+    """Each cell's result.json in its run's check folder."""
     for i, c in enumerate(cells):
         check = root / c["run"] / "check" / f"{c['strategy']}-{i:08x}"
         check.mkdir(parents=True, exist_ok=True)
@@ -251,15 +286,3 @@ def make_sweep(
                 }
             )
         )
-    summary = {"sweep": "synthetic", "ok": not broken, "cells": cells}
-    (root / "summary.json").write_text(json.dumps(summary))
-    (root / "violations.jsonl").write_text("".join(json.dumps(v) + "\n" for v in viols))
-    (root / "timing.json").write_text(
-        json.dumps(
-            {
-                Path(runs["safe-sut"]).name: {"record_s": 0.2, "prefix": 1.5, "reorder": 6.0},
-                Path(runs["weak-sut"]).name: {"record_s": 0.2, "prefix": 2.0},
-            }
-        )
-    )
-    return {"summary": summary, "violations": viols, "log": expected_log, "runs": runs}

@@ -27,17 +27,18 @@ from rich.table import Table
 
 from harness.check.check import CheckOptions, check_run, count_states, default_window, options_for
 from harness.check.multicrash import COMPOSITE, Composite
+from harness.check.records import CheckResult
 from harness.check.usercheck import DEFAULT_TIMEOUT, UserChecker, parse_checker, unique
 from harness.cli.params import COUNT, DEPTH, JOBS, NONNEG, SECONDS
 from harness.cli.statescmd import options_from, state_options
 from harness.errors import CrashlabError
 from harness.outlock import locked_output, refuse_results
 from harness.record.backends import CHOICES as BACKEND_CHOICES
-from harness.rundir import CHECK_RESULTS, SWEEP_RESULTS, RunDir
-from harness.states import STRATEGIES
+from harness.rundir import CHECK_RESULTS, SWEEP_RESULTS, RunDir, RunMeta
+from harness.states import STRATEGIES, Options
 from harness.states.coverage import describe
 from harness.sweep.cell import UserSut
-from harness.sweep.expectations import evaluate
+from harness.sweep.expectations import ExpectationResult, evaluate_result
 from harness.sweep.matrix import MATRICES, Cell, matrix, parse_shard, shard
 from harness.sweep.sweep import SweepOptions, run_sweep
 from harness.validate import validate
@@ -326,29 +327,7 @@ def check_cmd(
         )
     kw["strategy"] = then if strategy in COMPOSITE else strategy
     states = options_from(kw)
-    if meta.sut is not None:
-        # the state faults asked for and those the run's meta.json lists
-        cell = Cell(
-            get_sut(meta.sut).name,
-            str(meta.workload),
-            meta.fs,
-            (strategy,),
-            checkers=checkers,
-            faults=(*meta.faults, *default_window(rd, states).faults),
-        )
-    elif checkers:  # a run of the user's own command
-        cell = Cell(
-            "command",
-            "",
-            meta.fs,
-            (strategy,),
-            user=UserSut("command", " ".join(meta.command), checkers=checkers),
-        )
-    else:
-        raise CrashlabError(
-            f"{run}: the run names no SUT (recorded with `crashlab record -- "
-            "COMMAND`): check it with --checker NAME=COMMAND"
-        )
+    cell = _run_cell(run, rd, meta, strategy, states, checkers)
     base = CheckOptions(
         states=states,
         max_states=max_states,
@@ -374,13 +353,51 @@ def check_cmd(
             task = bar.add_task(f"{cell.sut} {opts.states.strategy}", total=total, rate=0.0)
             hook = _hook(bar, task)
         result = check_run(rd, opts, out, resume=resume, on_progress=hook)
-    exp = evaluate(
-        cell.expectation(strategy),
-        result["verdicts"],
-        result["states"]["checked"],
-        result.get("skips"),
-        result.get("errors"),
+    exp = evaluate_result(cell.expectation(strategy), result)
+    _echo_check(run, out or run / "check" / opts.tag(), cell, result, exp)
+    return 0 if exp.ok else 1
+
+
+def _run_cell(
+    run: Path,
+    rd: RunDir,
+    meta: RunMeta,
+    strategy: str,
+    states: Options,
+    checkers: tuple[UserChecker, ...],
+) -> Cell:
+    """The one-cell matrix a check of run ``rd`` is (what it promises):
+    its built-in SUT's, with the state faults asked for and those its
+    meta.json lists; else the user's command with ``checkers`` (a
+    CrashlabError when there are none)."""
+    if meta.sut is not None:
+        return Cell(
+            get_sut(meta.sut).name,
+            str(meta.workload),
+            meta.fs,
+            (strategy,),
+            checkers=checkers,
+            faults=(*meta.faults, *default_window(rd, states).faults),
+        )
+    if checkers:
+        return Cell(
+            "command",
+            "",
+            meta.fs,
+            (strategy,),
+            user=UserSut("command", " ".join(meta.command), checkers=checkers),
+        )
+    raise CrashlabError(
+        f"{run}: the run names no SUT (recorded with `crashlab record -- "
+        "COMMAND`): check it with --checker NAME=COMMAND"
     )
+
+
+def _echo_check(
+    run: Path, where: Path, cell: Cell, result: CheckResult, exp: ExpectationResult
+) -> None:
+    """What a check found: the verdict table, the broken promises, where
+    the states are, the first violation and its repro command."""
     row = {
         **result,
         "sut": cell.sut,
@@ -394,15 +411,11 @@ def check_cmd(
     }
     _print_table(f"crashlab check {run}", [row])
     _print_broken("", row["expectation"])
-    click.echo(
-        f"{len(result['violations'])} violations; states and verdicts in "
-        f"{out or run / 'check' / opts.tag()}"
-    )
+    click.echo(f"{len(result['violations'])} violations; states and verdicts in {where}")
     if result["violations"]:
         v = result["violations"][0]
         first = (v["explanation"].splitlines() or [""])[0]
         click.echo(f"first: {v['state']} {v['invariant']}: {first}\n  repro: {v['repro']}")
-    return 0 if exp.ok else 1
 
 
 def _hook(bar: Progress, task: Any) -> Any:  # noqa: ANN401

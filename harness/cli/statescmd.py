@@ -26,6 +26,7 @@ from harness.validate import resolve_log
 _D = Options()
 
 
+# long: one click option per field of Options, in one list (their one spelling)
 def state_options(
     f: Callable[..., Any], strategies: tuple[str, ...] = STRATEGIES
 ) -> Callable[..., Any]:

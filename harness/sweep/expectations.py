@@ -19,6 +19,10 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from harness.check.records import CheckResult
 
 HELD, BROKEN, UNVERIFIED, ERROR = "held", "broken", "unverified", "error"
 
@@ -101,6 +105,17 @@ def evaluate(
             )
     status = BROKEN if broken else ERROR if errs else UNVERIFIED if unverified else HELD
     return ExpectationResult(status, broken, unverified, errs)
+
+
+def evaluate_result(exp: Expectation, result: CheckResult) -> ExpectationResult:
+    """:func:`evaluate` on one check's result (result.json)."""
+    return evaluate(
+        exp,
+        result["verdicts"],
+        result["states"]["checked"],
+        result.get("skips"),
+        result.get("errors"),
+    )
 
 
 def exit_code(results: Iterable[ExpectationResult]) -> int:

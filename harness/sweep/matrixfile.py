@@ -293,6 +293,54 @@ def _listed(spec: dict[str, Any], key: str, default: Any, where: str) -> list[An
     return list(v) if isinstance(v, list) else [v]
 
 
+def _strategies(spec: dict[str, Any], where: str) -> tuple[str, ...]:
+    """A cell's ``strategies`` (default prefix and reorder): known, and
+    at least one."""
+    strategies = _strs(spec, "strategies", where) if "strategies" in spec else ("prefix", "reorder")
+    if not strategies:
+        raise CrashlabError(f"{where}: `strategies` is empty: the cell would check nothing")
+    bad = [s for s in strategies if s not in (*STRATEGIES, *COMPOSITE)]
+    if bad:
+        raise CrashlabError(f"{where}: unknown strategy {bad[0]!r}")
+    return strategies
+
+
+def _cell_sut(
+    sut: object,
+    workload: object,
+    fs: object,
+    suts: dict[str, UserSut],
+    strategies: tuple[str, ...],
+    where: str,
+) -> UserSut | None:
+    """One (sut, workload, fs) of a cell, checked: a known fs, and a known
+    SUT that fits the workload and strategies; the user's SUT, or None for
+    a built-in one."""
+    if not (isinstance(sut, str) and isinstance(workload, str) and isinstance(fs, str)):
+        raise CrashlabError(f"{where}: sut, workload and fs are strings or lists of strings")
+    if fs not in FILESYSTEMS:
+        raise CrashlabError(f"{where}: unknown fs {fs!r} (choose from {', '.join(FILESYSTEMS)})")
+    user = suts.get(sut)
+    if user is None and not _builtin(sut):
+        raise CrashlabError(
+            f"{where}: unknown SUT {sut!r} (yours: "
+            f"{', '.join(suts) or 'none'}; built-in: {', '.join(SUTS)}, "
+            "or sqlite:journal=J,sync=S,...)"
+        )
+    if user is not None and set(strategies) & set(COMPOSITE):
+        raise CrashlabError(
+            f"{where}: {', '.join(COMPOSITE)} continue a built-in SUT's "
+            f"workload after a crash; {sut!r} is yours"
+        )
+    if user is None and not workload:
+        raise CrashlabError(f"{where}: the built-in SUT {sut!r} needs a workload")
+    if user is not None and workload:
+        raise CrashlabError(
+            f"{where}: {sut!r} is yours: it runs its own `run` command, not a workload"
+        )
+    return user
+
+
 def _cells(
     spec: Any,
     i: int,
@@ -309,12 +357,7 @@ def _cells(
         raise CrashlabError(
             f"{where}: unknown key {sorted(unknown)[0]!r} (known: {', '.join(sorted(CELL_KEYS))})"
         )
-    strategies = _strs(spec, "strategies", where) if "strategies" in spec else ("prefix", "reorder")
-    if not strategies:
-        raise CrashlabError(f"{where}: `strategies` is empty: the cell would check nothing")
-    bad = [s for s in strategies if s not in (*STRATEGIES, *COMPOSITE)]
-    if bad:
-        raise CrashlabError(f"{where}: unknown strategy {bad[0]!r}")
+    strategies = _strategies(spec, where)
     extra = _checkers(_dict(spec, "checkers", where), here, DEFAULT_TIMEOUT, where)
     waived = _strs(spec, "waived", where)
     faults = _faults(spec, where)
@@ -339,30 +382,7 @@ def _cells(
         _listed(spec, "workload", "", where),
         _listed(spec, "fs", "ext4", where),
     ):
-        if not all(isinstance(x, str) for x in (sut, workload, fs)):
-            raise CrashlabError(f"{where}: sut, workload and fs are strings or lists of strings")
-        if fs not in FILESYSTEMS:
-            raise CrashlabError(
-                f"{where}: unknown fs {fs!r} (choose from {', '.join(FILESYSTEMS)})"
-            )
-        user = suts.get(sut)
-        if user is None and not _builtin(sut):
-            raise CrashlabError(
-                f"{where}: unknown SUT {sut!r} (yours: "
-                f"{', '.join(suts) or 'none'}; built-in: {', '.join(SUTS)}, "
-                "or sqlite:journal=J,sync=S,...)"
-            )
-        if user is not None and set(strategies) & set(COMPOSITE):
-            raise CrashlabError(
-                f"{where}: {', '.join(COMPOSITE)} continue a built-in SUT's "
-                f"workload after a crash; {sut!r} is yours"
-            )
-        if user is None and not workload:
-            raise CrashlabError(f"{where}: the built-in SUT {sut!r} needs a workload")
-        if user is not None and workload:
-            raise CrashlabError(
-                f"{where}: {sut!r} is yours: it runs its own `run` command, not a workload"
-            )
+        user = _cell_sut(sut, workload, fs, suts, strategies, where)
         must = (
             _strs(spec, "must_violate_any", where)
             if "must_violate_any" in spec

@@ -38,7 +38,7 @@ from harness.record.recorder import RecordRequest, record
 from harness.report.junit import write_junit
 from harness.rundir import RESULT_NAME, RunDir, SweepDir
 from harness.states import Options
-from harness.sweep.expectations import ExpectationResult, evaluate, exit_code
+from harness.sweep.expectations import ExpectationResult, evaluate_result, exit_code
 from harness.sweep.matrix import Cell, Shard
 
 Progress = Callable[[str, int, int], None]  # (cell label, generated, checked)
@@ -159,6 +159,68 @@ def cell_record(
     }
 
 
+def _check_options(cell: Cell, strategy: str, opts: SweepOptions) -> CheckOptions:
+    """The options of the check of ``cell`` under ``strategy``: the
+    sweep's, with the cell's own state options and faults."""
+    return options_for(
+        strategy,
+        CheckOptions(
+            states=dataclasses.replace(
+                opts.base_states, **dict(cell.states), faults=cell.state_faults
+            ),
+            max_states=opts.max_states,
+            jobs=opts.jobs,
+            fsck=opts.fsck,
+            crashsafe_sample=opts.crashsafe_sample,
+            composite=dataclasses.replace(opts.composite, backend=opts.backend),
+            checkers=cell.all_checkers,
+            executor=opts.executor,
+            scheduler=opts.scheduler,
+        ),
+    )
+
+
+def _check_strategy(
+    run: RunDir,
+    cell: Cell,
+    strategy: str,
+    opts: SweepOptions,
+    resume: bool,
+    on_progress: Progress | None,
+) -> CheckResult:
+    """Check the recorded ``run`` of ``cell`` under ``strategy``; with
+    ``resume``, a check with a result.json is read back, not redone."""
+    copts = _check_options(cell, strategy, opts)
+    check_dir = run.check_dir(copts.tag())
+    done = check_dir / RESULT_NAME
+    if resume and done.exists():
+        result: CheckResult = json.loads(done.read_text())
+        return result
+    label = f"{cell.sut} {strategy}"
+    return check_run(
+        run,
+        copts,
+        check_dir,
+        resume=resume,
+        on_progress=(lambda g, c: on_progress(label, g, c)) if on_progress else None,
+    )
+
+
+def _violation_rows(cell: Cell, strategy: str, result: CheckResult) -> list[dict[str, Any]]:
+    """violations.jsonl lines of one check: each violation with its cell."""
+    return [
+        {
+            "sut": cell.sut,
+            "workload": cell.workload,
+            "fs": cell.fs,
+            "strategy": strategy,
+            **({"faults": fault_specs(cell.faults)} if cell.faults else {}),
+            **v,
+        }
+        for v in result["violations"]
+    ]
+
+
 def run_sweep(
     name: str,
     cells: list[Cell],
@@ -212,57 +274,11 @@ def _sweep_into(
         timing[cell.name] = {"record_s": round(time.monotonic() - t0, 3)}
         for strategy in cell.strategies:
             t1 = time.monotonic()
-            copts = options_for(
-                strategy,
-                CheckOptions(
-                    states=dataclasses.replace(
-                        opts.base_states, **dict(cell.states), faults=cell.state_faults
-                    ),
-                    max_states=opts.max_states,
-                    jobs=opts.jobs,
-                    fsck=opts.fsck,
-                    crashsafe_sample=opts.crashsafe_sample,
-                    composite=dataclasses.replace(opts.composite, backend=opts.backend),
-                    checkers=cell.all_checkers,
-                    executor=opts.executor,
-                    scheduler=opts.scheduler,
-                ),
-            )
-            label = f"{cell.sut} {strategy}"
-            check_dir = run.check_dir(copts.tag())
-            done = check_dir / RESULT_NAME
-            if resume and done.exists():
-                result = json.loads(done.read_text())
-            else:
-                result = check_run(
-                    run,
-                    copts,
-                    check_dir,
-                    resume=resume,
-                    on_progress=(lambda g, c, lab=label: on_progress(lab, g, c))
-                    if on_progress
-                    else None,
-                )
-            exp = evaluate(
-                cell.expectation(strategy),
-                result["verdicts"],
-                result["states"]["checked"],
-                result.get("skips"),
-                result.get("errors"),
-            )
+            result = _check_strategy(run, cell, strategy, opts, resume, on_progress)
+            exp = evaluate_result(cell.expectation(strategy), result)
             results.append(exp)
             cell_records.append(cell_record(cell, strategy, result, exp))
-            for v in result["violations"]:
-                violations.append(
-                    {
-                        "sut": cell.sut,
-                        "workload": cell.workload,
-                        "fs": cell.fs,
-                        "strategy": strategy,
-                        **({"faults": fault_specs(cell.faults)} if cell.faults else {}),
-                        **v,
-                    }
-                )
+            violations.extend(_violation_rows(cell, strategy, result))
             timing[cell.name][strategy] = round(time.monotonic() - t1, 3)
     code = exit_code(results)
     summary: dict[str, Any] = {"sweep": name, "ok": code == 0, "cells": cell_records}
