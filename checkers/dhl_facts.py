@@ -2,16 +2,17 @@
 write trace, and how both read an image's stored slot headers.
 
 * :class:`DhlFacts` (:class:`Before` and :class:`After` DHL recovery): what
-  ``checkers/dhl.py`` examines of one image, in Python, and what
-  ``checkers/dhl_native.py`` takes of it in one C call; ``checkers/dhl.py``
-  judges them;
+  ``checkers/dhl_examine.py`` examines of one image, in Python, and what
+  ``checkers/dhl_native.py`` takes of it in one C call;
+  ``checkers/dhl_judge.py`` judges them;
 * :class:`RunFacts`: what the write trace says of a run
-  (``checkers/dhl_trace.py`` finds them, ``checkers/dhl.py`` judges with them);
+  (``checkers/dhl_trace.py`` finds them, ``checkers/dhl_judge.py`` judges
+  with them);
 * :func:`open_image` and the commit-record reading of stored slot headers
   (:func:`committed_fcc`, :func:`newest_commit`, ...), shared by the
   per-state examination and the trace walk.
 
-Below the three modules that use it: it imports none of them.
+Below the modules that use it: it imports none of them.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """The raw tier's DHL facts in one C call per state (``checkers/native/``).
 
 :class:`NativeExaminer` gives, for a crash state of a raw-tier DHL run, the
-:class:`checkers.dhl_facts.DhlFacts` that :func:`checkers.dhl.examine_image` gives
+:class:`checkers.dhl_facts.DhlFacts` that :func:`checkers.dhl_examine.examine_image` gives
 — equal, field by field (``tests/test_raw_fast.py`` compares them on every
 state of real runs) — but takes them in C: the image built in a reused
 buffer from the durable image and the state's overlay, the engine's open,
@@ -350,7 +350,7 @@ class NativeExaminer:
     ) -> bytes | None:
         """The serialised facts of the state whose image is the durable
         image (``size`` bytes, zero past byte ``used``) with ``writes`` on
-        top, as :func:`checkers.dhl.examine_image` takes them of a block
+        top, as :func:`checkers.dhl_examine.examine_image` takes them of a block
         device's image named ``label``; None: take the Python path."""
         addr = self._address(size)
         self._set_label(label)

@@ -27,7 +27,7 @@ exactly the TIDs below W are committed).  Then:
   below the one at the previous ``txn-ack``.
 
 Besides the three verdicts, the walk leaves per-run facts for the
-per-state judges of ``checkers/dhl.py`` (:class:`RunFacts`): the pages each
+per-state judges of ``checkers/dhl_judge.py`` (:class:`RunFacts`): the pages each
 transaction stamped with its TID, and the transaction whose writes preceded
 each ``txn-ack`` — facts of the log, not of the engine's counting.
 

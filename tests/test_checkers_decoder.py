@@ -13,8 +13,9 @@ from pathlib import Path
 import pytest
 from support import CRASHLAB, ROOT, record_runs
 
-from checkers import dhl as ck
+from checkers.dhl_facts import Before
 from checkers.dhl_format import read_committed, valid
+from checkers.dhl_judge import judge_read
 from dhl import Database
 from harness.mutants import build, catalogue
 from harness.sweep.matrix import DHL_INSERT
@@ -41,8 +42,8 @@ def test_both_readers_agree_on_a_database(tmp_path: Path, mode: str) -> None:
 
 
 def test_a_disagreement_fails_dhl_read() -> None:
-    b = ck.Before(fcc=7, digest="a" * 32, indep_fcc=7, indep_digest="b" * 32)
-    v = ck.judge_read(b, ["a" * 32], 0, 0)
+    b = Before(fcc=7, digest="a" * 32, indep_fcc=7, indep_digest="b" * 32)
+    v = judge_read(b, ["a" * 32], 0, 0)
     assert v.failed and "two readers disagree" in v.explanation
 
 

@@ -22,6 +22,9 @@ import pytest
 
 from checkers import dhl as ck
 from checkers import dhl_trace as tr
+from checkers.dhl_examine import examine_after, examine_before
+from checkers.dhl_facts import After, Before, DhlFacts
+from checkers.dhl_judge import AFTER_IDS, judge_count, judge_mono, judge_rollback
 from checkers.recovery import crashsafe_verdict
 from dhl.binding import CaptureIO, Database, IoOp
 from harness.filetrace import BlockMap, FileTrace
@@ -222,9 +225,9 @@ def test_read_rule_content_differs_from_recovered(runs: dict[str, Run], tmp_path
         b = f.read(1)
         f.seek(leaf.pgno * PS + off + 10)
         f.write(bytes([b[0] ^ 0xFF]))
-    before, nolog = ck.examine_before(bad)
-    after = ck.examine_after(good, tmp_path / "rec.db", before, nolog)
-    vs = ck.judge(ck.DhlFacts(True, nolog, before, after), run.digests, 4, 4)
+    before, nolog = examine_before(bad)
+    after = examine_after(good, tmp_path / "rec.db", before, nolog)
+    vs = ck.judge(DhlFacts(True, nolog, before, after), run.digests, 4, 4)
     assert fails(vs) == {"DHL-READ"}
     read = next(v for v in vs if v.invariant == "DHL-READ")
     assert "matches no oracle state" in read.explanation
@@ -244,9 +247,9 @@ def test_inv_header_above_fcc_survives(runs: dict[str, Run], tmp_path: Path) -> 
             if db.page(r.pgno).slots[1 - r.slot].tid not in (0, fcc)
         )
     poke32(rec, pg * PS + s * SLOT, fcc + 1)  # recovery "forgot" to invalidate it
-    before, nolog = ck.examine_before(img)
-    after = ck.examine_after(img, rec, before, nolog, recover=False)
-    vs = ck.judge(ck.DhlFacts(True, nolog, before, after), run.digests, 6, 6)
+    before, nolog = examine_before(img)
+    after = examine_after(img, rec, before, nolog, recover=False)
+    vs = ck.judge(DhlFacts(True, nolog, before, after), run.digests, 6, 6)
     inv = next(v for v in vs if v.invariant == "DHL-INV")
     assert (
         f"page {pg}: slot header {s} TID {fcc + 1} > FCC {fcc} survives recovery" in inv.explanation
@@ -267,9 +270,9 @@ def test_count_short_after_recovery(runs: dict[str, Run], tmp_path: Path) -> Non
             (r.pgno, r.slot) for r in db.reachable() if db.page(r.pgno).slots[r.slot].tid == fcc
         )
     poke32(rec, pg * PS + s * SLOT, 0)  # recovery destroyed a committed header
-    before, nolog = ck.examine_before(img)
-    after = ck.examine_after(img, rec, before, nolog, recover=False)
-    vs = ck.judge(ck.DhlFacts(True, nolog, before, after), run.digests, 5, 6)
+    before, nolog = examine_before(img)
+    after = examine_after(img, rec, before, nolog, recover=False)
+    vs = ck.judge(DhlFacts(True, nolog, before, after), run.digests, 5, 6)
     count = next(v for v in vs if v.invariant == "CC-COUNT")
     assert count.failed and count.actual == count.expected - 1
     idem = next(v for v in vs if v.invariant == "REC-IDEMPOTENT")
@@ -288,10 +291,10 @@ def test_rollback_forgotten(runs: dict[str, Run], tmp_path: Path) -> None:
     img = image(run, tmp_path / "short.db", run.ack[k], {data[-1]})
     rec = tmp_path / "rec.db"
     shutil.copy(img, rec)  # a "recovery" that wrote nothing: transaction k+1 kept
-    before, nolog = ck.examine_before(img)
+    before, nolog = examine_before(img)
     assert before.short
-    after = ck.examine_after(img, rec, before, nolog, recover=False)
-    vs = ck.judge(ck.DhlFacts(True, nolog, before, after), run.digests, k, k + 1)
+    after = examine_after(img, rec, before, nolog, recover=False)
+    vs = ck.judge(DhlFacts(True, nolog, before, after), run.digests, k, k + 1)
     rb = next(v for v in vs if v.invariant == "CC-ROLLBACK")
     assert rb.failed and f"expected {before.newest - 1}" in rb.explanation
     # keeping a short transaction is also a short count, and not a fixpoint
@@ -368,7 +371,7 @@ def test_nolog_mid_transaction_fails_t1_and_atomicity(runs: dict[str, Run], tmp_
         for upto in range(run.begin[k] + 1, run.ack[k]):
             vs = judge_image(run, image(run, tmp_path / "n.db", upto), k, k + 1)
             bad |= fails(vs)
-            assert all(v.status == "skip" for v in vs if v.invariant in ck.AFTER_IDS)
+            assert all(v.status == "skip" for v in vs if v.invariant in AFTER_IDS)
     assert {"DB-ATOMIC", "DHL-T1"} <= bad
 
 
@@ -509,12 +512,12 @@ def test_page_map_pieces() -> None:
 def test_an_over_counted_commit_record_is_short_too() -> None:
     """Recovery rolls back on any mismatch of count and size, so the checker
     judges the rollback for more headers than the size as well."""
-    b = ck.Before(fcc=9, newest=10, newest_size=3, newest_count=4, previous=9)
+    b = Before(fcc=9, newest=10, newest_size=3, newest_count=4, previous=9)
     assert b.short
-    kept = ck.After(fcc=10, txn_size=3, count_fcc=(1, 2, 3, 4), count_newest=(1, 2, 3, 4))
-    v = ck.judge_rollback(b, kept)
+    kept = After(fcc=10, txn_size=3, count_fcc=(1, 2, 3, 4), count_newest=(1, 2, 3, 4))
+    v = judge_rollback(b, kept)
     assert v.failed and "expected 9" in v.explanation
-    idle = ck.judge_rollback(ck.Before(newest=10, newest_size=3, newest_count=3), kept)
+    idle = judge_rollback(Before(newest=10, newest_size=3, newest_count=3), kept)
     assert idle.status == "pass" and not idle.exercised
     assert "exercised" in idle.to_json() and "exercised" not in v.to_json()
 
@@ -543,38 +546,38 @@ def test_rollback_is_judged_by_the_pages_the_trace_saw_written() -> None:
     """An engine whose commit record and count agree on a wrong size (page 0
     left out) keeps an incomplete transaction: the count rule sees nothing
     to roll back, the write trace sees page 0 missing."""
-    b = ck.Before(newest=10, newest_size=2, newest_count=2, newest_pages=(1, 2), previous=9)
-    kept = ck.After(fcc=10, engine_fcc=10, txn_size=2, count_fcc=(1, 2), fcc_pages=(1, 2))
-    assert ck.judge_rollback(b, kept).status == "pass"  # the engine's own rule: fooled
-    v = ck.judge_rollback(b, kept, FACTS)
+    b = Before(newest=10, newest_size=2, newest_count=2, newest_pages=(1, 2), previous=9)
+    kept = After(fcc=10, engine_fcc=10, txn_size=2, count_fcc=(1, 2), fcc_pages=(1, 2))
+    assert judge_rollback(b, kept).status == "pass"  # the engine's own rule: fooled
+    v = judge_rollback(b, kept, FACTS)
     assert v.failed and "incomplete by the write trace" in v.explanation and "0" in v.explanation
-    count = ck.judge_count(kept, FACTS)
+    count = judge_count(kept, FACTS)
     assert count.failed and "incomplete by the write trace" in count.explanation
 
 
 def test_rolling_back_a_complete_transaction_fails() -> None:
-    b = ck.Before(newest=10, newest_size=4, newest_count=3, newest_pages=(0, 1, 2), previous=9)
+    b = Before(newest=10, newest_size=4, newest_count=3, newest_pages=(0, 1, 2), previous=9)
     assert b.short  # the engine's count says short: a wrong size was recorded
-    back = ck.After(fcc=9, engine_fcc=9, txn_size=2, count_fcc=(0, 4), fcc_pages=(0, 4))
-    assert ck.judge_rollback(b, back).status == "pass"  # by the count: a proper rollback
-    v = ck.judge_rollback(b, back, FACTS)
+    back = After(fcc=9, engine_fcc=9, txn_size=2, count_fcc=(0, 4), fcc_pages=(0, 4))
+    assert judge_rollback(b, back).status == "pass"  # by the count: a proper rollback
+    v = judge_rollback(b, back, FACTS)
     assert v.failed and "complete by the write trace" in v.explanation
 
 
 def test_a_commit_record_size_the_trace_contradicts_fails_cc_count() -> None:
-    a = ck.After(fcc=10, engine_fcc=10, txn_size=3, count_fcc=(0, 1, 2), fcc_pages=(0, 1, 2))
-    assert ck.judge_count(a, FACTS).status == "pass"
-    wrong = ck.After(fcc=9, engine_fcc=9, txn_size=1, count_fcc=(4,), fcc_pages=(0, 4))
-    assert ck.judge_count(wrong).status == "pass"  # count == recorded size
-    v = ck.judge_count(wrong, FACTS)
+    a = After(fcc=10, engine_fcc=10, txn_size=3, count_fcc=(0, 1, 2), fcc_pages=(0, 1, 2))
+    assert judge_count(a, FACTS).status == "pass"
+    wrong = After(fcc=9, engine_fcc=9, txn_size=1, count_fcc=(4,), fcc_pages=(0, 4))
+    assert judge_count(wrong).status == "pass"  # count == recorded size
+    v = judge_count(wrong, FACTS)
     assert v.failed and "the engine counts wrongly" in v.explanation
 
 
 def test_cc_mono_per_image_against_the_acknowledged_tid() -> None:
-    a = ck.After(fcc=9, engine_fcc=9)
-    assert ck.judge_mono(a, FACTS, 3).status == "pass"
-    v = ck.judge_mono(a, FACTS, 4)  # transaction 4 was written as TID 10 and acknowledged
+    a = After(fcc=9, engine_fcc=9)
+    assert judge_mono(a, FACTS, 3).status == "pass"
+    v = judge_mono(a, FACTS, 4)  # transaction 4 was written as TID 10 and acknowledged
     assert v.failed and "below TID 10" in v.explanation
-    idle = ck.judge_mono(a, FACTS, 2)
+    idle = judge_mono(a, FACTS, 2)
     assert idle.status == "pass" and not idle.exercised
-    assert ck.judge_mono(a, None, 4).status == "skip"
+    assert judge_mono(a, None, 4).status == "skip"

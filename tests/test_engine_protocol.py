@@ -12,13 +12,15 @@ from checkers.engines import ENGINES
 from checkers.protocol import EngineChecker
 
 # The modules of the engines' checkers: the table's own (CHECKER of each)
-# and what only they use (DHL's facts, trace, format reader, native twin,
-# and REC-CRASHSAFE).  Shared ones (verdict, content, invariants, protocol,
-# engines) are not among them.
+# and what only they use (DHL's examination, verdicts, facts, trace, format
+# reader, native twin, and REC-CRASHSAFE).  Shared ones (verdict, content,
+# invariants, protocol, engines) are not among them.
 ENGINE_MODULES = {
     "checkers.sqlite",
     "checkers.xlog",
     "checkers.dhl",
+    "checkers.dhl_examine",
+    "checkers.dhl_judge",
     "checkers.dhl_facts",
     "checkers.dhl_trace",
     "checkers.dhl_format",

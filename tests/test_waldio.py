@@ -26,7 +26,8 @@ from workloads.generate import write_opstream
 from workloads.oracle import Oracle, sqlite_digest
 from workloads.run import runner_command, runner_path
 from workloads.spec import parse_spec
-from workloads.sqlite_grammar import WALDIO_RULES, parse_sqlite_name, rule_for
+from workloads.sqlite_grammar import parse_sqlite_name
+from workloads.sqlite_rules import WALDIO_RULES, rule_for
 from workloads.suts import get_sut
 from workloads.vfs import WALDIO_VFS
 

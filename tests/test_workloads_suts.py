@@ -13,15 +13,8 @@ import pytest
 from checkers.invariants import DB_LEVEL
 from harness.errors import CrashlabError
 from workloads.fault_guarantees import fault_weaknesses, promised_under
-from workloads.sqlite_grammar import (
-    JOURNALS,
-    RULES,
-    SYNCS,
-    WEAKNESSES,
-    grid,
-    parse_sqlite_name,
-    rule_for,
-)
+from workloads.sqlite_grammar import JOURNALS, SYNCS, grid, parse_sqlite_name
+from workloads.sqlite_rules import RULES, WEAKNESSES, rule_for
 from workloads.suts import (
     DB_INVARIANTS,
     SQLITE_ALIASES,

@@ -12,6 +12,10 @@ from harness.errors import CrashlabError
 from workloads.guarantee import DB_INVARIANTS, Guarantee
 from workloads.sqlite_grammar import SqliteConfig
 
+# The page size of the SUTs that are not grammar names (a SQLite grammar
+# name has its own, ``page=``).
+PAGE_SIZE = 4096
+
 # The promises a SUT that is not torn-safe (Sut.torn_safe) does not keep
 # under torn writes: its torn states are checked and reported, not held to
 # these.

@@ -1,5 +1,5 @@
 /*
-** rawcheck.c — the facts checkers/dhl.py's examine() takes of a raw-tier
+** rawcheck.c — the facts checkers/dhl_examine.py's examine() takes of a raw-tier
 ** crash image, in one C call (rawcheck.h).  Three parts:
 **
 ** 1. the image, built in a buffer reused from state to state: the durable
@@ -10,7 +10,7 @@
 **    table in struct rc_engine): the read-only open before recovery, the
 **    recovery in place, a second recovery of a copy — the same calls, in the
 **    same order and with the same labels as the Python path, and the same
-**    arithmetic on the slot headers the engine decodes (dhl.py);
+**    arithmetic on the slot headers the engine decodes (dhl_facts.py);
 ** 3. the checker's own reader of the DHL format (the "independent decoder"
 **    of checkers/dhl_format.py, restated here from dhl/FORMAT.md): FCC from
 **    the commit records, the read rule, the tree walk, the content digest.
@@ -57,7 +57,7 @@ static int open_db(rc_ctx *c, const char *label, int mode, uint32_t flags, struc
     return rc;
 }
 
-/* --- the engine's slot headers, and dhl.py's arithmetic on them ------------------ */
+/* --- the engine's slot headers, and dhl_facts.py's arithmetic on them ------------ */
 
 struct heads {
     rc_ctx *c;
@@ -77,7 +77,7 @@ static int decode(rc_ctx *c, struct image *im, uint32_t ps, uint32_t ntrees, str
     return RC_OK;
 }
 
-/* pagecount_at: the page count transaction tid saw (dhl.py pagecount_at). */
+/* pagecount_at: the page count transaction tid saw (dhl_facts.py pagecount_at). */
 static uint32_t pagecount_at(const struct heads *hs, uint32_t tid)
 {
     if (!hs->npages)
@@ -140,7 +140,7 @@ static uint32_t previous_commit(const struct heads *hs, uint32_t below)
 /* The facts of one state, emitted as: the NSCALAR scalars (u32 each), the
 ** NSTR strings (u32 length and bytes, or NONE), the NARR lists (u32 count
 ** and u32 items, or NONE) — the order below, which checkers/dhl_native.py
-** parses.  Defaults (0, NONE, empty) are dhl.py's Before/After defaults. */
+** parses.  Defaults (0, NONE, empty) are dhl_facts.py's Before/After defaults. */
 enum {
     B_FCC,
     B_NEWEST,
@@ -262,7 +262,7 @@ static int independent(rc_ctx *c, struct facts *f)
     return RC_OK;
 }
 
-/* before: Before and nolog (dhl.py examine_before); *newest: Before.newest. */
+/* before: Before and nolog (dhl_examine.py examine_before); *newest: Before.newest. */
 static int before(rc_ctx *c, struct facts *f, const char *label, int *nolog, uint32_t *newest)
 {
     struct image *im = &c->img;
@@ -334,7 +334,7 @@ static int before(rc_ctx *c, struct facts *f, const char *label, int *nolog, uin
     return independent(c, f);
 }
 
-/* second: the second recovery of a copy of the recovered image (dhl.py
+/* second: the second recovery of a copy of the recovered image (dhl_examine.py
 ** _second_recovery): the pages it changed into c->changed, or *failed with
 ** the message in c->err. */
 static int second(rc_ctx *c, const char *label, uint32_t ps, int *failed)
@@ -370,7 +370,7 @@ static int second(rc_ctx *c, const char *label, uint32_t ps, int *failed)
     return RC_OK;
 }
 
-/* after: After (dhl.py examine_after on the image recovered in place). */
+/* after: After (dhl_examine.py examine_after on the image recovered in place). */
 static int after(rc_ctx *c, struct facts *f, const char *label, const char *label_again, int nolog,
                  uint32_t newest)
 {

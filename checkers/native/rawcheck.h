@@ -91,7 +91,7 @@ void rc_free(rc_ctx *c);
 /* rc_examine: build the crash state's image in the context's buffer — the
 ** first `size` bytes of `durable` (bytes past `used` are zero and are not
 ** read), then the `nwrites` writes, write i putting lens[i] bytes of `data`
-** (consecutive) at byte offs[i] — and take its facts as checkers/dhl.py's
+** (consecutive) at byte offs[i] — and take its facts as checkers/dhl_examine.py's
 ** examine() takes them of a block device's image: read-only before
 ** recovery (labelled `label`), recovered in place (`label_rec`), recovered
 ** again on a copy (`label_again`).  On RC_OK *out / *outlen hold the facts

@@ -92,6 +92,40 @@ def _hms(s: float) -> str:
     return f"{s / 3600:.1f} h" if s >= 3600 else f"{s / 60:.0f} min"
 
 
+def _scaling(run: RunDir, name: str, d: Path, parts: list[Part], serial_s: float) -> None:
+    """Print how the matrix scales with workers, measured on the cell
+    ``name`` (its run ``run``) and projected over ``parts``; ``serial_s``:
+    the recording and the checks' fixed parts, serial on the client."""
+    print(f"scaling ({name}, first {SCALING_STATES} reorder states):")
+    rates = workers(run, d / "scaling", SCALING_STATES)
+    local = _client_cpu(run, d / "cpu-local", "local", SCALING_STATES)
+    client = _client_cpu(run, d / "cpu-dask", "dask", SCALING_STATES)
+    per_worker = rates["--jobs 1"]
+    ceiling = 1 / client
+    print(
+        f"  client CPU per state while states flow: {local * 1e3:.2f} ms with local "
+        f"workers, {client * 1e3:.2f} ms with the LocalCluster (its scheduler included)"
+    )
+    # each part's rate on one worker: its 2-worker rate over the
+    # measured 2-worker speed-up; on N workers, capped by the client
+    speedup = rates["--jobs 2"] / rates["--jobs 1"]
+    for n in PROJECT_TO:
+        t = serial_s + sum(p.states / min(n * p.rate / speedup, ceiling) for p in parts)
+        bound = "worker-bound" if n * per_worker < ceiling else "client-bound"
+        print(
+            f"  {n} workers: {min(n * per_worker, ceiling):,.0f} states/s on this cell "
+            f"({bound}); the matrix in {_hms(t)}"
+        )
+    print(
+        "  assumptions: each worker has a core as fast as one here (the 1-worker rate); "
+        "the client and scheduler cost what they cost here per state, and their "
+        f"CPU caps the rate ({ceiling:,.0f} states/s); recording and each check's fixed "
+        "part stay serial on the client; the log and base image come from a shared "
+        "folder, read once per worker; the network is no limit (a chunk of 32 states is "
+        "a few hundred bytes each way)"
+    )
+
+
 def run() -> None:
     from harness.record.fuse import FuseBackend
     from harness.sweep.matrix import matrix
@@ -146,31 +180,4 @@ def run() -> None:
 
         sut, prefix = SCALING_CELL
         name = next(c.name for c in cells if c.sut == sut and c.workload.startswith(prefix))
-        print(f"scaling ({name}, first {SCALING_STATES} reorder states):")
-        rates = workers(runs[name], d / "scaling", SCALING_STATES)
-        local = _client_cpu(runs[name], d / "cpu-local", "local", SCALING_STATES)
-        client = _client_cpu(runs[name], d / "cpu-dask", "dask", SCALING_STATES)
-        per_worker = rates["--jobs 1"]
-        ceiling = 1 / client
-        print(
-            f"  client CPU per state while states flow: {local * 1e3:.2f} ms with local "
-            f"workers, {client * 1e3:.2f} ms with the LocalCluster (its scheduler included)"
-        )
-        # each part's rate on one worker: its 2-worker rate over the
-        # measured 2-worker speed-up; on N workers, capped by the client
-        speedup = rates["--jobs 2"] / rates["--jobs 1"]
-        for n in PROJECT_TO:
-            t = record_s + fixed + sum(p.states / min(n * p.rate / speedup, ceiling) for p in parts)
-            bound = "worker-bound" if n * per_worker < ceiling else "client-bound"
-            print(
-                f"  {n} workers: {min(n * per_worker, ceiling):,.0f} states/s on this cell "
-                f"({bound}); the matrix in {_hms(t)}"
-            )
-        print(
-            "  assumptions: each worker has a core as fast as one here (the 1-worker rate); "
-            "the client and scheduler cost what they cost here per state, and their "
-            f"CPU caps the rate ({ceiling:,.0f} states/s); recording and each check's fixed "
-            "part stay serial on the client; the log and base image come from a shared "
-            "folder, read once per worker; the network is no limit (a chunk of 32 states is "
-            "a few hundred bytes each way)"
-        )
+        _scaling(runs[name], name, d, parts, record_s + fixed)

@@ -224,25 +224,21 @@ def _print_profile(
         )
 
 
-def _profile(run: RunDir, work: Path, n: int) -> None:
-    """Wall ms per state of each stage in one worker (sequential, so the
-    helper processes' time is inside the stage that waits for them)."""
-    import harness.fs.ext4.fast as ext4fast
-
-    stages: dict[str, float] = {}
-    sc = StateChecker(run, work / "profile", fast=True)
-    img = sc.image
-    img.advance = _timed(stages, "materialise: advance durable image", img.advance)  # type: ignore[method-assign]  # the bench wraps a method in a timer
-    img.scratch = _timed(stages, "materialise: scratch (restore + overlay)", img.scratch)  # type: ignore[method-assign]  # the bench wraps a method in a timer
+def _time_image(stages: dict[str, float], img: Any) -> None:  # noqa: ANN401
+    """Time the durable image's materialising methods into ``stages``."""
+    img.advance = _timed(stages, "materialise: advance durable image", img.advance)
+    img.scratch = _timed(stages, "materialise: scratch (restore + overlay)", img.scratch)
     img.load_state = _timed(
-        stages,
-        "materialise: load state into memory (raw fast path)",  # type: ignore[method-assign]  # the bench wraps a method in a timer
-        img.load_state,
+        stages, "materialise: load state into memory (raw fast path)", img.load_state
     )
-    ctx = sc.ctx
+
+
+def _time_engine(stages: dict[str, float], ctx: Any) -> None:  # noqa: ANN401
+    """Put a stand-in for the engine's checker in ``ctx`` that times its
+    key, examination and judging into ``stages``."""
     ck = ctx.engine
     assert ck is not None
-    ctx.engine = SimpleNamespace(  # type: ignore[assignment]  # the bench swaps in a timed stand-in
+    ctx.engine = SimpleNamespace(
         IDS=ck.IDS,
         refused=ck.refused,
         run_checks=ck.run_checks,
@@ -256,6 +252,11 @@ def _profile(run: RunDir, work: Path, n: int) -> None:
         if ck.content_key_of is None
         else _timed(stages, _MEM_KEY, ck.content_key_of),
     )
+
+
+def _time_raw_paths(stages: dict[str, float], sc: StateChecker) -> Any:  # noqa: ANN401
+    """Time the raw tier's native and in-memory paths of ``sc`` into
+    ``stages``; the native examiner (None: not that path)."""
     native = sc.path.native if isinstance(sc.path, NativePath) else None
     if native is not None:  # as a check takes them: a chunk's states in one call
         native.examine_chunk = _timed(  # type: ignore[method-assign]  # the bench wraps a method in a timer
@@ -263,22 +264,70 @@ def _profile(run: RunDir, work: Path, n: int) -> None:
             "db: native facts (one C call per chunk: images, engine, own reader)",
             native.examine_chunk,
         )
-        native.facts = _timed(
-            stages,
-            "db: parse native facts (new facts only)",  # type: ignore[method-assign]  # the bench wraps a method in a timer
-            native.facts,
+        native.facts = _timed(  # type: ignore[method-assign]  # the bench wraps a method in a timer
+            stages, "db: parse native facts (new facts only)", native.facts
         )
     memory = sc.path.memory if isinstance(sc.path, NativePath) else sc.path
     if isinstance(memory, MemoryPath):  # it calls the loading, counted apart below
         memory.examine_image = _timed(
             stages, "db: examine in memory (recovery + checks)", memory.examine_image
         )
+    return native
+
+
+def _time_fast(stages: dict[str, float], fast: Any) -> None:  # noqa: ANN401
+    """Time the ext4 fast path's stages (its debugfs session's requests
+    too) into ``stages``."""
+    fast._fsck_key = _timed(stages, "fs: e2fsck cache key", fast._fsck_key)
+    fast._check = _timed(stages, "fs: check total", fast._check)
+    fast._fast = _timed(stages, "fs: fast path total", fast._fast)
+    real_debugfs = fast._debugfs
+
+    def debugfs() -> Any:  # noqa: ANN401
+        s = real_debugfs()
+        if not hasattr(s, "_timed"):
+            s.request = _timed(stages, "fs: debugfs open/jr/rdump/blocks/close", s.request)
+            s._timed = True
+        return s
+
+    fast._debugfs = debugfs
+
+
+def _feed(sc: StateChecker, run: RunDir, n: int, native: object) -> int:
+    """Check the first ``n`` reorder states of ``run`` with ``sc`` (in
+    chunks on the native path, as a worker does): how many were checked."""
+    count = 0
+    with LogReader(run.log) as r:
+        states = Enumeration(r, default_window(run, Options(strategy="reorder")))
+        if native is not None:  # the states.jsonl lines, as a worker makes them
+            for chunk in _chunks(iter(states), 0, n):
+                sc.lines(chunk)
+                count += len(chunk)
+        else:
+            for state in states:
+                sc.record(state)
+                count += 1
+                if count >= n:
+                    break
+    return count
+
+
+def _profile(run: RunDir, work: Path, n: int) -> None:
+    """Wall ms per state of each stage in one worker (sequential, so the
+    helper processes' time is inside the stage that waits for them)."""
+    import harness.fs.ext4.fast as ext4fast
+
+    stages: dict[str, float] = {}
+    sc = StateChecker(run, work / "profile", fast=True)
+    _time_image(stages, sc.image)
+    _time_engine(stages, sc.ctx)
+    native = _time_raw_paths(stages, sc)
     saved = ext4fast.recover_ext4
     ext4fast.recover_ext4 = _timed(
         stages, "fs: reference fallback (full copy + e2fsprogs)", ext4fast.recover_ext4
     )
-    ctx.fsobj = SimpleNamespace(  # type: ignore[assignment]  # the bench swaps in a timed stand-in
-        recover=_timed(stages, "fs: recover (raw: move the image)", ctx.fsobj.recover)
+    sc.ctx.fsobj = SimpleNamespace(  # type: ignore[assignment]  # the bench swaps in a timed stand-in
+        recover=_timed(stages, "fs: recover (raw: move the image)", sc.ctx.fsobj.recover)
     )
     saved_inproc = ext4fast.replay_and_extract
     ext4fast.replay_and_extract = _timed(  # type: ignore[assignment]  # the bench swaps in a timed stand-in
@@ -286,41 +335,14 @@ def _profile(run: RunDir, work: Path, n: int) -> None:
     )
     fast = sc.files.fast
     if fast is not None:
-        fast._fsck_key = _timed(stages, "fs: e2fsck cache key", fast._fsck_key)  # type: ignore[method-assign]  # the bench wraps a method in a timer
-        fast._check = _timed(stages, "fs: check total", fast._check)  # type: ignore[method-assign]  # the bench wraps a method in a timer
-        fast._fast = _timed(stages, "fs: fast path total", fast._fast)  # type: ignore[method-assign]  # the bench wraps a method in a timer
-        real_debugfs = fast._debugfs
-
-        def debugfs() -> Any:  # noqa: ANN401
-            s = real_debugfs()
-            if not hasattr(s, "_timed"):
-                s.request = _timed(
-                    stages,
-                    "fs: debugfs open/jr/rdump/blocks/close",  # type: ignore[method-assign]  # the bench wraps a method in a timer
-                    s.request,
-                )
-                s._timed = True
-            return s
-
-        fast._debugfs = debugfs  # type: ignore[method-assign]  # the bench wraps a method in a timer
+        _time_fast(stages, fast)
     count = 0
     t0 = time.perf_counter()
     try:
-        with LogReader(run.log) as r:
-            states = Enumeration(r, default_window(run, Options(strategy="reorder")))
-            if native is not None:  # the states.jsonl lines, as a worker makes them
-                for chunk in _chunks(iter(states), 0, n):
-                    sc.lines(chunk)
-                    count += len(chunk)
-            else:
-                for state in states:
-                    sc.record(state)
-                    count += 1
-                    if count >= n:
-                        break
+        count = _feed(sc, run, n, native)
     finally:
         ext4fast.recover_ext4 = saved
-        ext4fast.replay_and_extract = saved_inproc  # type: ignore[assignment]  # the bench swaps in a timed stand-in
+        ext4fast.replay_and_extract = saved_inproc
         wall = time.perf_counter() - t0
         extra = dict(fast.stats) if fast is not None else {}
         sc.close()

@@ -81,6 +81,20 @@ def guest_env(env: Mapping[str, str]) -> bytes:
     return "".join(lines).encode()
 
 
+def _deliver(files: Mapping[str, bytes], outputs: Sequence[str], moved: Mapping[str, str]) -> None:
+    """Leave what the guest's command left, as if it had run here: the
+    ``outputs`` it wrote (``moved``: each one's path in the guest) and its
+    stdout and stderr."""
+    for path in outputs:
+        data = files.get(moved[path].lstrip("/"))
+        if data is not None:
+            Path(path).write_bytes(data)
+    sys.stdout.buffer.write(files.get("out/stdout", b""))
+    sys.stdout.flush()
+    sys.stderr.buffer.write(files.get("out/stderr", b""))
+    sys.stderr.flush()
+
+
 class QemuBackend(Backend):
     name = "qemu"
     log_order = "dm-log-writes"  # the guest kernel's own target
@@ -184,14 +198,7 @@ class QemuBackend(Backend):
             if isinstance(e, CrashlabError):
                 raise CrashlabError(f"qemu backend: {e}") from None
             raise
-        for path in outputs:
-            data = answer.files.get(moved[path].lstrip("/"))
-            if data is not None:
-                Path(path).write_bytes(data)
-        sys.stdout.buffer.write(answer.files.get("out/stdout", b""))
-        sys.stdout.flush()
-        sys.stderr.buffer.write(answer.files.get("out/stderr", b""))
-        sys.stderr.flush()
+        _deliver(answer.files, outputs, moved)
         if self.blktrace:
             self._blkparse(answer.files, workdir)
         kernel = answer.kernel

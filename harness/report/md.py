@@ -212,7 +212,12 @@ def _io(r: Report) -> list[str]:
         rows,
         numeric=list(range(4, 12)),
     )
-    out += [
+    return out + _beside_papers(r)
+
+
+def _beside_papers(r: Report) -> list[str]:
+    """The papers' published I/O cost beside this sweep's runs in their setting."""
+    out = [
         f"### Beside the papers ({papers.SETTING})",
         "",
         "Rows marked *paper* are **the papers' published numbers**, not ours; rows marked "

@@ -255,39 +255,10 @@ class FastExt4:
             sb = f.read(SB_OFFSET + SB_SIZE)[SB_OFFSET:]
         if len(sb) < SB_SIZE or SB_MAGIC.get(sb) != MAGIC:
             return "no ext4 superblock"
-        replay = bool(SB_FEATURE_INCOMPAT.get(sb) & INCOMPAT_RECOVER)
-        self.undo.unlink(missing_ok=True)
         dbg = self._debugfs()
-        opened, jr, closed = dbg.request(
-            [f"open -w -z {_quote(self.undo)} {_quote(image)}", "jr", "close"]
-        )
-        expected = _expected_open_banner(self.undo, image)
-        stale = _STALE_BITMAP_CSUM.match(opened)
-        if (
-            stale
-            and opened[stale.end() :] in ("", expected)
-            and jr == "jr: Filesystem not open\n"
-            and closed == "close: Filesystem not open\n"
-        ):
-            # Before replay the group descriptors may hold stale bitmap
-            # checksums (the fresh ones are in the journal): libext2fs then
-            # refuses to open it for jr, and nothing was written.  e2fsck's
-            # replay copes (it is the reference's own step), with its writes
-            # recorded in the same undo format; debugfs then only reads.
-            self.stats["e2fsck_replay"] += 1
-            self.undo.unlink(missing_ok=True)
-            p = subprocess.run(
-                ["e2fsck", "-y", "-E", "journal_only", "-z", str(self.undo), str(image)],
-                capture_output=True,
-                text=True,
-                timeout=120,
-            )
-            if p.returncode & ~(FSCK_CORRECTED | FSCK_REBOOT):
-                return f"e2fsck -E journal_only: exit {p.returncode}"
-            replay = "recovering journal" in (p.stdout + p.stderr)
-            opened = expected = jr = closed = ""
-        if opened != expected or jr or closed:
-            return f"debugfs said: {(opened + jr + closed).strip()[:200]}"
+        replay = self._replay(dbg, image, bool(SB_FEATURE_INCOMPAT.get(sb) & INCOMPAT_RECOVER))
+        if isinstance(replay, str):
+            return replay
         written = written_ranges(self.undo)
         # the replayed image, closed: its tree read here says whether rdump
         # may write it into a real folder (tree.py)
@@ -328,6 +299,42 @@ class FastExt4:
         )
         why = self._check(rec, image, base, overlay, written, journal, data)
         return why if why is not None else (rec, written)
+
+    def _replay(self, dbg: DebugfsSession, image: Path, pending: bool) -> bool | str:
+        """Replay the journal of ``image`` in place, its writes recorded in
+        the undo file: whether a journal was replayed (``pending``: the
+        superblock says one is to be), or why the fast path cannot."""
+        self.undo.unlink(missing_ok=True)
+        opened, jr, closed = dbg.request(
+            [f"open -w -z {_quote(self.undo)} {_quote(image)}", "jr", "close"]
+        )
+        expected = _expected_open_banner(self.undo, image)
+        stale = _STALE_BITMAP_CSUM.match(opened)
+        if (
+            stale
+            and opened[stale.end() :] in ("", expected)
+            and jr == "jr: Filesystem not open\n"
+            and closed == "close: Filesystem not open\n"
+        ):
+            # Before replay the group descriptors may hold stale bitmap
+            # checksums (the fresh ones are in the journal): libext2fs then
+            # refuses to open it for jr, and nothing was written.  e2fsck's
+            # replay copes (it is the reference's own step), with its writes
+            # recorded in the same undo format; debugfs then only reads.
+            self.stats["e2fsck_replay"] += 1
+            self.undo.unlink(missing_ok=True)
+            p = subprocess.run(
+                ["e2fsck", "-y", "-E", "journal_only", "-z", str(self.undo), str(image)],
+                capture_output=True,
+                text=True,
+                timeout=120,
+            )
+            if p.returncode & ~(FSCK_CORRECTED | FSCK_REBOOT):
+                return f"e2fsck -E journal_only: exit {p.returncode}"
+            return "recovering journal" in (p.stdout + p.stderr)
+        if opened != expected or jr or closed:
+            return f"debugfs said: {(opened + jr + closed).strip()[:200]}"
+        return pending
 
     def _check(
         self,

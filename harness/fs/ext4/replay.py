@@ -232,25 +232,40 @@ class Journal:
                 pending_revokes += [(b, seq) for b in self._revokes(blk)]
             else:
                 break  # recovery.c: unrecognised block type ends the scan
-        end = seq
         # PASS_REPLAY, from the memo's replay of the transactions before the
         # mark when it holds for this image: the revokes are the mark's (none
-        # came after it) and no block of those transactions differs
+        # came after it)
         writes: dict[int, tuple[int, int]] = {}
         done = 0
         if memo is not None and mark.txns and not new_revokes:
-            pre = memo.replayed.get(mark.txns)
-            if pre is None:
-                blocks = frozenset(phys for _, tags in txns[: mark.txns] for _, phys, _, _ in tags)
-                if self.unstable.isdisjoint(blocks):
-                    self._replay(txns[: mark.txns], revoked, writes)
-                    memo.replayed[mark.txns] = (dict(writes), blocks)
-                    done = mark.txns
-            elif self.unstable.isdisjoint(pre[1]):
-                writes.update(pre[0])
-                done = mark.txns
+            done = self._replay_memo(memo, txns, mark.txns, revoked, writes)
         self._replay(txns[done:], revoked, writes)
-        return writes, (end + 1) & U32
+        return writes, (seq + 1) & U32
+
+    def _replay_memo(
+        self,
+        memo: ScanMemo,
+        txns: list[Txn],
+        n: int,
+        revoked: dict[int, int],
+        writes: dict[int, tuple[int, int]],
+    ) -> int:
+        """PASS_REPLAY of the first ``n`` of ``txns`` (those before the
+        memo's mark), added to ``writes``: taken from the memo (or replayed
+        and kept there) when no block of theirs differs in this image.  How
+        many were replayed: ``n``, or 0 (the caller replays them)."""
+        pre = memo.replayed.get(n)
+        if pre is None:
+            blocks = frozenset(phys for _, tags in txns[:n] for _, phys, _, _ in tags)
+            if not self.unstable.isdisjoint(blocks):
+                return 0
+            self._replay(txns[:n], revoked, writes)
+            memo.replayed[n] = (dict(writes), blocks)
+            return n
+        if not self.unstable.isdisjoint(pre[1]):
+            return 0
+        writes.update(pre[0])
+        return n
 
     def _replay(
         self, txns: list[Txn], revoked: dict[int, int], writes: dict[int, tuple[int, int]]
