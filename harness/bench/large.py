@@ -20,7 +20,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import os
 import resource
@@ -144,7 +143,7 @@ def run() -> None:
             runs[cell.name] = record_cell(cell, d / cell.name, "fuse", False)
             rec = time.perf_counter() - t0
             for i, strategy in enumerate(cell.strategies):
-                opts = dataclasses.replace(Options(strategy=strategy), **dict(cell.states))
+                opts = cell.state_options(Options(strategy=strategy))
                 n = count_states(runs[cell.name], default_window(runs[cell.name], opts))
                 parts.append(Part(cell.name, strategy, n, rec if i == 0 else 0.0))
         total = sum(p.states for p in parts)
@@ -160,7 +159,7 @@ def run() -> None:
 
         for p in parts:
             cell = next(c for c in cells if c.name == p.cell)
-            opts = dataclasses.replace(Options(strategy=p.strategy), **dict(cell.states))
+            opts = cell.state_options(Options(strategy=p.strategy))
             p.fixed_s, p.rate = _steady(runs[p.cell], d / "subset", opts, SUBSET)
         fixed = sum(p.fixed_s for p in parts)
         states_s = sum(p.states / p.rate for p in parts)

@@ -330,7 +330,7 @@ def _profile(run: RunDir, work: Path, n: int) -> None:
         recover=_timed(stages, "fs: recover (raw: move the image)", sc.ctx.fsobj.recover)
     )
     saved_inproc = ext4fast.replay_and_extract
-    ext4fast.replay_and_extract = _timed(  # type: ignore[assignment]  # the bench swaps in a timed stand-in
+    ext4fast.replay_and_extract = _timed(
         stages, "fs: journal replay + extraction in process", ext4fast.replay_and_extract
     )
     fast = sc.files.fast

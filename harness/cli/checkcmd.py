@@ -398,19 +398,16 @@ def _echo_check(
 ) -> None:
     """What a check found: the verdict table, the broken promises, where
     the states are, the first violation and its repro command."""
-    row = {
-        **result,
-        "sut": cell.sut,
-        "expectation": {
-            "ok": exp.ok,
-            "status": exp.status,
-            "broken": exp.broken,
-            "unverified": exp.unverified,
-            "errors": exp.errors,
-        },
+    expectation: dict[str, Any] = {
+        "ok": exp.ok,
+        "status": exp.status,
+        "broken": exp.broken,
+        "unverified": exp.unverified,
+        "errors": exp.errors,
     }
+    row = {**result, "sut": cell.sut, "expectation": expectation}
     _print_table(f"crashlab check {run}", [row])
-    _print_broken("", row["expectation"])
+    _print_broken("", expectation)
     click.echo(f"{len(result['violations'])} violations; states and verdicts in {where}")
     if result["violations"]:
         v = result["violations"][0]

@@ -89,6 +89,8 @@ class FastRecovery(Protocol):
     """A per-worker recovery path kept across states (ext4: a debugfs
     session; F2FS: a recovery guest), with the reference's verdicts."""
 
+    stats: dict[str, int]  # how often each way was taken (the bench's profile)
+
     def recover(
         self,
         image: Path,

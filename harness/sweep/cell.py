@@ -11,7 +11,9 @@ so that a sweep that stops finding them fails too.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
+from typing import Any, cast
 
 from checkers.engines import engine_of
 from checkers.invariants import RESTART_LEVEL
@@ -20,6 +22,7 @@ from harness.check.multicrash import COMPOSITE
 from harness.check.usercheck import UserChecker
 from harness.faults import DEVICE, STATE, Fault, by_stage, unique_faults
 from harness.fs import get_fs
+from harness.states import Options
 from harness.states.strategies import TEARING
 from harness.sweep.expectations import Expectation
 from workloads.fault_guarantees import promised_under
@@ -88,6 +91,12 @@ class Cell:
             name += f"--{self.backend}"
         name = name + "--" + "-".join(self.strategies) if self.waived else name
         return name + "--" + "-".join(_slug(str(f)) for f in self.faults) if self.faults else name
+
+    def state_options(self, base: Options) -> Options:
+        """``base`` with this cell's own enumeration options (``states``)."""
+        # a matrix file's `states` values were checked against Options'
+        # field types when it was read (harness/sweep/matrixfile.py)
+        return dataclasses.replace(base, **cast(dict[str, Any], dict(self.states)))
 
     @property
     def state_faults(self) -> tuple[Fault, ...]:

@@ -166,7 +166,7 @@ def _check_options(cell: Cell, strategy: str, opts: SweepOptions) -> CheckOption
         strategy,
         CheckOptions(
             states=dataclasses.replace(
-                opts.base_states, **dict(cell.states), faults=cell.state_faults
+                cell.state_options(opts.base_states), faults=cell.state_faults
             ),
             max_states=opts.max_states,
             jobs=opts.jobs,

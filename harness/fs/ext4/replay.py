@@ -75,7 +75,8 @@ class Journal:
             if file_size(raw) != len(phys) * fs.bs:
                 raise Unsupported("journal size")
             layout = known[key] = (phys, frozenset(phys))
-        phys, self.phys_set = layout
+        phys, phys_set = layout
+        self.phys_set: frozenset[int] = phys_set
         self.phys: list[int] = phys
         self.jsb = jsb = fs.read(phys[0])
         magic, btype, _ = JBD2_HEADER.unpack_from(jsb, 0)
@@ -153,11 +154,17 @@ class Journal:
         hit = self.known.get(key)
         if hit is None:
             hit = self.known[key] = compute()
-        return hit  # type: ignore[return-value]  # self.known maps each key kind to its own value type
+        return hit
 
     def _header(self, phys: int) -> tuple[int, int, int]:
         return self._cached(
             ("h", phys), phys, lambda: JBD2_HEADER.unpack_from(self.fs.read(phys), 0)
+        )
+
+    def _commit_ok(self, phys: int) -> bool:
+        """Whether the commit block at ``phys`` has a valid checksum."""
+        return self._cached(
+            ("k", phys), phys, lambda: self._csum_ok(self.fs.read(phys), COMMIT_CHKSUM.at)
         )
 
     def _descriptor(self, phys: int) -> tuple[bool, list[tuple[int, int, int]]]:
@@ -209,11 +216,7 @@ class Journal:
                     current.append((fsblk, self.phys[pos], flags & jbd2.FLAG_ESCAPE, csum))
                     pos = self._wrap(pos + 1)
             elif btype == jbd2.COMMIT:
-                if not self._cached(
-                    ("k", phys),
-                    phys,
-                    lambda p=phys: self._csum_ok(self.fs.read(p), COMMIT_CHKSUM.at),
-                ):
+                if not self._commit_ok(phys):
                     raise Unsupported("journal commit checksum")
                 txns.append((seq, current))
                 for b, s in pending_revokes:
@@ -222,7 +225,7 @@ class Journal:
                         new_revokes = True
                 current, pending_revokes = [], []
                 seq = (seq + 1) & U32
-                if recording:
+                if recording and memo is not None:
                     memo.commit(reads, pos, seq, txns[-1], revoked)
                     reads = []
             elif btype == jbd2.REVOKE:
@@ -304,7 +307,7 @@ class Journal:
         memo = self.known.get(key)
         if memo is None:
             memo = self.known[key] = ScanMemo(self.start, self.sequence)
-        return memo  # type: ignore[no-any-return]  # self.known maps each key kind to its own value type
+        return memo
 
     def _revokes(self, blk: bytes) -> list[int]:
         count = REVOKE_COUNT.get(blk)
