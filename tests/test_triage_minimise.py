@@ -8,15 +8,33 @@ neighbours with the check's own path."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Sequence
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
 
 import pytest
 
-from harness.logformat import FUA, Entry
+from harness.check.check import CheckOptions, check_run
+from harness.check.repro import ReproOptions, state_checker
+from harness.errors import CrashlabError
+from harness.logformat import FUA, Entry, LogReader
+from harness.rundir import RunDir
+from harness.states import Options, State, iter_epochs
 from harness.states.epochs import Epoch
 from harness.states.model import DM_LOG_WRITES
-from harness.states.stateid import StateKey, format_id, parse_id
-from harness.triage.search import EpochSpace, Space, ddmin, shrink, shrink_composite
+from harness.states.stateid import StateKey, format_id, iter_bits, parse_id
+from harness.triage.minimise import minimise
+from harness.triage.search import (
+    EpochSpace,
+    Space,
+    ddmin,
+    dropped,
+    kind_of,
+    shrink,
+    shrink_composite,
+)
 
 UNITS = 8  # 512-byte units of every synthetic write (a 4 KiB page)
 
@@ -110,6 +128,27 @@ def test_model_forbids_dropping_a_fua_write() -> None:
     assert run("e0.k0,5", both, dm) == "e0.k0,2,4-5"
 
 
+def test_reorder_that_needs_no_drop_becomes_a_prefix() -> None:
+    # every state of epoch 1 that has write 2 fails: no reordering needed,
+    # and the earliest such crash point is p3
+    def rule(k: StateKey) -> bool:
+        return k.epoch == 1 and k.kept >> 2 & 1 == 1
+
+    assert run("e1.k2,4-5", rule, make_epochs([3, 7])) == "e1.p3"
+
+
+def test_crash_point_within_the_epoch() -> None:
+    # the invariant fails in epoch 0 too, for another reason
+    def rule(k: StateKey) -> bool:
+        return k.epoch == 0 or (k.kept >> 4 & 1 == 1 and not k.kept >> 1 & 1)
+
+    space = EpochSpace(make_epochs([3, 7]))
+    key = parse_id("e1.k0,4-6")
+    assert format_id(shrink(key, Recorder(space, rule), space).minimal) == "e0.p0"
+    got = shrink(key, Recorder(space, rule), space, whole_log=False)
+    assert format_id(got.minimal) == "e1.k0,2-4"
+
+
 def test_torn_smallest_tear() -> None:
     # fails while write 3's unit 5 did not persist
     def rule(k: StateKey) -> bool:
@@ -174,10 +213,115 @@ def test_composite_without_a_continuation_moves_no_first_crash() -> None:
 
 
 def test_a_state_that_does_not_fail_is_refused() -> None:
-    from harness.errors import CrashlabError
-
     space = EpochSpace(make_epochs([4]))
     with pytest.raises(CrashlabError, match="not a failing state"):
         shrink(parse_id("e0.p3"), lambda k: False, space)
     with pytest.raises(CrashlabError, match="not a failing state"):
         shrink(parse_id("e0.p9"), lambda k: True, space)  # epoch 0 has 4 writes
+
+
+# --- a real recording -------------------------------------------------------
+
+MULTI = "insert:txns=10,ops=3,tables=3,warmup=100,seed=1"  # harness/sweep/builtin_workloads.py
+REAL = [
+    # journal OFF: a reordered page write leaves a partial transaction
+    ("sqlite-off", "DB-ATOMIC"),
+    # DELETE/FULL: the journal's unlink is not synced, an acked transaction rolls back
+    ("sqlite-delete-full", "DB-DURABLE"),
+]
+
+
+def crash_point(key: StateKey) -> tuple[int, int]:
+    """(epoch, writes considered): where a state's crash lies in the log."""
+    return key.epoch, (key.kept | key.torn_mask).bit_length()
+
+
+def check_verdicts(run: RunDir, invariant: str, out: Path) -> dict[str, str | None]:
+    """The reorder check of ``run``: state ID -> its status on ``invariant``."""
+    check_run(run, CheckOptions(states=Options(strategy="reorder"), jobs=1), out)
+    verdicts = {}
+    for line in (out / "states.jsonl").read_text().splitlines():
+        rec = json.loads(line)
+        verdicts[rec["id"]] = rec["v"].get(invariant)
+    return verdicts
+
+
+def neighbours(space: EpochSpace, key: StateKey) -> list[StateKey]:
+    """The states one step bigger than ``key`` that the model allows: each
+    dropped write restored, each torn write made whole, the crash point
+    before (its last kept write not persisted)."""
+    out = [replace(key, kept=key.kept | 1 << w) for w in iter_bits(dropped(key))]
+    for i, (w, _) in enumerate(key.torn):
+        out.append(replace(key, kept=key.kept | 1 << w, torn=key.torn[:i] + key.torn[i + 1 :]))
+    last = (key.kept | key.torn_mask).bit_length() - 1
+    if last >= 0 and key.kept >> last & 1:
+        out.append(replace(key, kept=key.kept & ~(1 << last)))
+    return [k for k in out if space.valid(k)]
+
+
+@pytest.mark.needs_fuse
+@pytest.mark.parametrize(("sut", "invariant"), REAL)
+def test_real_reorder_state_shrinks_to_a_minimal_witness(
+    recorded: Any, tmp_path: Path, sut: str, invariant: str
+) -> None:
+    run = recorded(sut, MULTI)
+    verdicts = check_verdicts(run, invariant, tmp_path / "check")
+    failing = [parse_id(i) for i, v in verdicts.items() if v == "fail"]
+    # the failing reorder state with the most dropped writes, the last such
+    reorder = [k for k in failing if kind_of(k) == "reorder"]
+    original = max(reorder, key=lambda k: (dropped(k).bit_count(), crash_point(k)))
+    assert dropped(original).bit_count() >= 2
+    space = space_of(run)
+    (tmp_path / "judge").mkdir()
+    checker = state_checker(run, tmp_path / "judge", ReproOptions(), faulted=False)
+
+    def fails(key: StateKey) -> bool:
+        state = State(key, space.epoch(key))
+        return any(v.invariant == invariant and v.failed for v in checker.check(state))
+
+    try:
+        points = []
+        for whole_log in (False, True):
+            got = minimise(run.path, format_id(original), invariant, whole_log=whole_log)
+            minimal = parse_id(got.minimal)
+            assert (got.original, got.invariant) == (format_id(original), invariant)
+            assert got.kind == kind_of(minimal) and 1 < got.judged < len(verdicts) / 4
+            assert crash_point(minimal) <= crash_point(original)
+            assert dropped(minimal).bit_count() <= dropped(original).bit_count()
+            lost = State(minimal, space.epoch(minimal)).dropped_entries
+            assert tuple(w.entry for w in got.lost) == lost
+            # judged afresh: it fails, and every state one step bigger passes
+            assert fails(minimal), minimal
+            for bigger in neighbours(space, minimal):
+                assert not fails(bigger), (minimal, bigger)
+            # a prefix witness is exact: the check itself passed every earlier
+            # prefix state (here every reorder failure shrinks to one: the
+            # bug of these SUTs shows without reordering)
+            assert got.kind == "prefix"
+            earlier = [
+                parse_id(i)
+                for i in verdicts
+                if kind_of(parse_id(i)) == "prefix"
+                and crash_point(parse_id(i)) < crash_point(minimal)
+                and (whole_log or parse_id(i).epoch == original.epoch)
+            ]
+            assert all(verdicts[format_id(k)] != "fail" for k in earlier)
+            points.append(crash_point(minimal))
+        assert points[1] <= points[0]
+    finally:
+        checker.close()
+
+
+def space_of(run: RunDir) -> EpochSpace:
+    with LogReader(run.log) as reader:
+        return EpochSpace(list(iter_epochs(reader, run.log_order)))
+
+
+def test_minimise_refuses_bad_input(recorded: Any) -> None:
+    run = recorded("sqlite-off", MULTI)
+    with pytest.raises(CrashlabError, match="unknown invariant 'DB-NOPE'"):
+        minimise(run.path, "e0.p0", "DB-NOPE")
+    with pytest.raises(CrashlabError, match="does not fail DB-ATOMIC"):
+        minimise(run.path, "e0.p0", "DB-ATOMIC")
+    with pytest.raises(CrashlabError, match="no epoch 9999"):
+        minimise(run.path, "e9999.p0", "DB-ATOMIC")

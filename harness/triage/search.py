@@ -15,7 +15,9 @@ the phases are in README.md beside this file:
    not persisted), and phases 2-3 again while that still fails.
 
 The kind of a state (prefix, reorder, torn, torn-reorder: :func:`kind_of`)
-never changes: every candidate keeps it.
+only gets simpler: phase 1 keeps it; phases 2-3 first try every dropped
+write kept (every missing unit restored), and a state that fails without
+its drops or its tear is searched again as the simpler kind.
 """
 
 from __future__ import annotations
@@ -31,6 +33,10 @@ from harness.states.stateid import StateKey, iter_bits
 
 T = TypeVar("T")
 Fails = Callable[[StateKey], bool]
+
+
+class NotFailing(CrashlabError):
+    """The state to shrink is not a failing state the model allows."""
 
 
 class Space(Protocol):
@@ -118,6 +124,8 @@ class Judge:
 
     fails: Fails
     space: Space
+    # phase 1 looks at every epoch before the state's (False: its own only)
+    whole_log: bool = True
     memo: dict[StateKey, bool] = field(default_factory=dict)
 
     @property
@@ -178,12 +186,14 @@ def lossiest(space: Space, like: StateKey, at: StateKey) -> StateKey | None:
     return key if kind_of(key) == kind else None
 
 
-def crash_points(space: Space, key: StateKey) -> Iterator[StateKey]:
+def crash_points(space: Space, key: StateKey, whole_log: bool = True) -> Iterator[StateKey]:
     """The crash points before ``key``'s, earliest first, each as the
-    prefix key ``p m`` of its epoch: every epoch from 0 for a key without
-    faults, else only ``key``'s own (possibly merged) epoch."""
+    prefix key ``p m`` of its epoch: every epoch from 0 (``whole_log``,
+    and a key without faults), else only ``key``'s own (possibly merged)
+    epoch."""
     last = members(key).bit_length()
-    epochs = range(key.epoch, key.epoch + 1) if key.faulted else range(key.epoch + 1)
+    own = key.faulted or not whole_log
+    epochs = range(key.epoch, key.epoch + 1) if own else range(key.epoch + 1)
     for e in epochs:
         probe = replace(key, epoch=e, kept=0, torn=())
         n = last - 1 if e == key.epoch else space.nr_writes(probe)
@@ -194,7 +204,7 @@ def crash_points(space: Space, key: StateKey) -> Iterator[StateKey]:
 def earliest(judge: Judge, key: StateKey) -> StateKey:
     """Phase 1: the lossiest state of ``key``'s kind at the earliest crash
     point where it fails (``key`` itself when none before its own does)."""
-    for point in crash_points(judge.space, key):
+    for point in crash_points(judge.space, key, judge.whole_log):
         cand = lossiest(judge.space, key, point)
         if cand is not None and judge(cand):
             return cand
@@ -217,8 +227,11 @@ def with_drops(key: StateKey, drops: Sequence[int]) -> StateKey:
 
 
 def fewest_drops(judge: Judge, key: StateKey) -> StateKey:
-    """Phase 2: ddmin over the dropped writes, restoring (keeping) them."""
+    """Phase 2: ddmin over the dropped writes, restoring (keeping) them;
+    every one of them first (the state's failure may need no reordering)."""
     drops = list(iter_bits(dropped(key)))
+    if drops and judge(with_drops(key, [])):
+        return with_drops(key, [])
     return with_drops(key, ddmin(drops, lambda ds: judge(with_drops(key, ds))))
 
 
@@ -226,32 +239,41 @@ def with_missing(key: StateKey, i: int, full: int, missing: Sequence[int]) -> St
     """``key`` with its ``i``-th torn write (of ``full`` units) missing
     exactly the units ``missing``."""
     torn = list(key.torn)
-    torn[i] = (torn[i][0], full & ~mask_of(missing))
+    write = torn[i][0]
+    if not missing:  # wholly restored: kept
+        return replace(key, kept=key.kept | 1 << write, torn=tuple(torn[:i] + torn[i + 1 :]))
+    torn[i] = (write, full & ~mask_of(missing))
     return replace(key, torn=tuple(torn))
 
 
 def smallest_tears(judge: Judge, key: StateKey) -> StateKey:
-    """Phase 3: ddmin over each torn write's missing units, restoring them."""
-    for i, (write, _) in enumerate(key.torn):
-        full = (1 << judge.space.units(key, write)) - 1
-        key = with_missing(key, i, full, _fewest_missing(judge, key, i, full))
+    """Phase 3: ddmin over each torn write's missing units, restoring them;
+    all of them first (the failure may need no tear: the write is kept)."""
+    i = 0
+    while i < len(key.torn):
+        full = (1 << judge.space.units(key, key.torn[i][0])) - 1
+        missing = _fewest_missing(judge, key, i, full)
+        key = with_missing(key, i, full, missing)
+        i += bool(missing)
     return key
 
 
 def _fewest_missing(judge: Judge, key: StateKey, i: int, full: int) -> list[int]:
-    """The units ddmin leaves missing of ``key``'s ``i``-th torn write."""
+    """The units left missing of ``key``'s ``i``-th torn write: none when
+    the state fails with the write whole, else what ddmin leaves."""
+    if judge(with_missing(key, i, full, [])):
+        return []
     missing = list(iter_bits(full & ~key.torn[i][1]))
     return ddmin(missing, lambda ms: judge(with_missing(key, i, full, ms)))
 
 
 def step_back(key: StateKey) -> StateKey | None:
     """``key`` one crash point back with the same drops: its last write
-    not persisted (None: that write is torn, or the kind would change)."""
+    not persisted (None: that write is torn, or there is none)."""
     last = members(key).bit_length() - 1
     if last < 0 or not key.kept >> last & 1:
         return None
-    back = replace(key, kept=key.kept & ~(1 << last))
-    return back if kind_of(back) == kind_of(key) else None
+    return replace(key, kept=key.kept & ~(1 << last))
 
 
 @dataclass(frozen=True)
@@ -265,23 +287,29 @@ class Shrunk:
 
 
 def shrink_with(judge: Judge, key: StateKey) -> StateKey:
-    """The phases of :func:`shrink` on a key ``judge`` finds failing."""
+    """The phases of :func:`shrink` on a key ``judge`` finds failing.  Each
+    round makes (crash point, drops, missing units) smaller or stops; a
+    state that turned out not to need its drops or tear is of a simpler
+    kind, and the search over crash points starts again for that kind."""
     key = earliest(judge, key)
     while True:
-        key = smallest_tears(judge, fewest_drops(judge, key))
-        back = step_back(key)
-        if back is None or not judge(back):
+        new = smallest_tears(judge, fewest_drops(judge, key))
+        back = step_back(new)
+        if back is not None and judge(back):
+            new = back
+        if new == key:
             return key
-        key = back
+        key = new if kind_of(new) == kind_of(key) else earliest(judge, new)
 
 
-def shrink(key: StateKey, fails: Fails, space: Space) -> Shrunk:
-    """A smallest state of ``key``'s kind that still ``fails`` (README.md);
-    CrashlabError (one line) when ``key`` itself is not a failing state the
-    model allows."""
-    judge = Judge(fails, space)
+def shrink(key: StateKey, fails: Fails, space: Space, *, whole_log: bool = True) -> Shrunk:
+    """A smallest state of ``key``'s kind that still ``fails`` (README.md),
+    its crash point searched over the whole log or (not ``whole_log``)
+    over ``key``'s epoch; :class:`NotFailing` (one line) when ``key``
+    itself is not a failing state the model allows."""
+    judge = Judge(fails, space, whole_log)
     if not judge(key):
-        raise CrashlabError(f"state {key}: not a failing state of the crash model")
+        raise NotFailing(f"state {key}: not a failing state of the crash model")
     return Shrunk(key, shrink_with(judge, key), judge.judged)
 
 
@@ -324,14 +352,18 @@ class PartSpace:
 
 
 def shrink_composite(
-    keys: Keys, fails: Callable[[Keys], bool], space_of: Callable[[Keys], Space | None]
+    keys: Keys,
+    fails: Callable[[Keys], bool],
+    space_of: Callable[[Keys], Space | None],
+    *,
+    whole_log: bool = True,
 ) -> tuple[Keys, int]:
     """A composite state (crash, recover and continue, crash ...) shrunk
     one crash at a time, first to last, each by :func:`shrink`'s phases
     with the others fixed; ``space_of(prefix)`` is the space of the crash
     after the crashes ``prefix`` (None: that continuation was not
     recorded, so no candidate lies there).  Returns the minimal keys and
-    the distinct composite states judged."""
+    the distinct composite states judged (``whole_log``: as :func:`shrink`)."""
     memo: dict[Keys, bool] = {}
 
     def judged(ks: Keys) -> bool:
@@ -340,7 +372,7 @@ def shrink_composite(
         return memo[ks]
 
     if not PartSpace(space_of, keys, 0).valid(keys[0]) or not judged(keys):
-        raise CrashlabError(
+        raise NotFailing(
             f"state {'/'.join(map(str, keys))}: not a failing state of the crash model"
         )
     for i in range(len(keys)):
@@ -350,5 +382,5 @@ def shrink_composite(
         def fails_i(key: StateKey, at: Keys = at, i: int = i) -> bool:
             return judged(at[:i] + (key,) + at[i + 1 :])
 
-        keys = keys[:i] + (shrink_with(Judge(fails_i, part), keys[i]),) + keys[i + 1 :]
+        keys = keys[:i] + (shrink_with(Judge(fails_i, part, whole_log), keys[i]),) + keys[i + 1 :]
     return keys, len(memo)
