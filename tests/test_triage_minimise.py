@@ -110,6 +110,15 @@ def test_reorder_earliest_point_then_drops() -> None:
     assert run("e0.k0,4-5,8", rule, make_epochs([10])) == "e0.k0,2-4"
 
 
+def test_reorder_steps_back_with_its_drops() -> None:
+    # write 1 lost while write 0 persisted, from write 3 on: the lossiest
+    # states (write 0 lost too) pass, so only stepping back finds it
+    def rule(k: StateKey) -> bool:
+        return k.kept & 0b11 == 1 and k.kept.bit_length() >= 4
+
+    assert run("e0.k0,2-6", rule, make_epochs([8])) == "e0.k0,2-3"
+
+
 def test_model_forbids_dropping_a_fua_write() -> None:
     # write 2 is FUA: no state whose last write comes after it lacks it
     def rule(k: StateKey) -> bool:
