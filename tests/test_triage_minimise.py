@@ -25,7 +25,7 @@ from harness.states import Options, State, iter_epochs
 from harness.states.epochs import Epoch
 from harness.states.model import DM_LOG_WRITES
 from harness.states.stateid import StateKey, format_id, iter_bits, parse_id
-from harness.triage.minimise import minimise
+from harness.triage.minimise import join_id, minimise, split_id
 from harness.triage.search import (
     EpochSpace,
     Space,
@@ -334,3 +334,14 @@ def test_minimise_refuses_bad_input(recorded: Any) -> None:
         minimise(run.path, "e0.p0", "DB-ATOMIC")
     with pytest.raises(CrashlabError, match="no epoch 9999"):
         minimise(run.path, "e9999.p0", "DB-ATOMIC")
+
+
+def test_composite_ids_split_and_join() -> None:
+    for sid, kinds in [
+        ("e7.k0-2/e3.p1", ["multicrash"]),
+        ("e7.k0-2/recovery/e0.p3", ["recovery-crash"]),
+        ("e1.p2/e3.p1/recovery/e0.k1", ["multicrash", "recovery-crash"]),
+    ]:
+        parts, got = split_id(sid)
+        assert got == kinds
+        assert join_id(tuple(parse_id(p) for p in parts), got) == sid
