@@ -338,8 +338,8 @@ def test_minimise_refuses_bad_input(recorded: Any) -> None:
 
 def test_composite_ids_split_and_join() -> None:
     for sid, kinds in [
-        ("e7.k0-2/e3.p1", ["multicrash"]),
-        ("e7.k0-2/recovery/e0.p3", ["recovery-crash"]),
+        ("e7.k0,2/e3.p1", ["multicrash"]),
+        ("e7.k0,2/recovery/e0.p3", ["recovery-crash"]),
         ("e1.p2/e3.p1/recovery/e0.k1", ["multicrash", "recovery-crash"]),
     ]:
         parts, got = split_id(sid)
