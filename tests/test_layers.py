@@ -80,6 +80,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("workloads", ("workloads/",)),
     ("checkers", ("checkers/",)),
     ("check", ("harness/check/",)),
+    ("triage", ("harness/triage/",)),  # judges candidate states with the check stage
     ("report", ("harness/report/", "harness/paper/")),
     # the sweep drives record, check and report in turn: it sits above them
     ("sweep", ("harness/sweep/",)),

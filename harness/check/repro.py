@@ -142,24 +142,30 @@ def locate(run: Path, state_id: str) -> Target:
     return Target(rd, meta, state)
 
 
+def state_checker(rd: RunDir, work: Path, options: ReproOptions, *, faulted: bool) -> StateChecker:
+    """A :class:`StateChecker` that judges states of ``rd`` as its check
+    did (scratch in ``work``): with the run's facts from its whole log, and
+    where a state may carry faults (``faulted``), where its database lies
+    (whether a fault touched it).  The caller closes it."""
+    level = prepare_run_level(rd, work)
+    faults = STATE_FAULTS if faulted else ()
+    return StateChecker(
+        rd,
+        work / "check",
+        fsck=options.fsck,
+        run_facts=level.facts,
+        checkers=options.checkers,
+        db_spans=fault_targets(rd, faults, work / "dbmap"),
+    )
+
+
 def reproduce(target: Target, folder: Path, options: ReproOptions = ReproOptions()) -> Repro:
     """Check and explain ``target``'s state as the sweep checks it, keeping
     crash.img, recovered.img, files/ and repro.json in ``folder`` (which
     exists); scratch work goes to a temporary folder, removed."""
     rd, state = target.run, target.state
     with temporary_folder("crashlab-repro-work-") as work:
-        # the run's facts from its whole log, as the check had them, and
-        # where its database lies (whether a fault touched it)
-        level = prepare_run_level(rd, work)
-        faults = STATE_FAULTS if state.key.faulted else ()
-        checker = StateChecker(
-            rd,
-            work / "check",
-            fsck=options.fsck,
-            run_facts=level.facts,
-            checkers=options.checkers,
-            db_spans=fault_targets(rd, faults, work / "dbmap"),
-        )
+        checker = state_checker(rd, work, options, faulted=state.key.faulted)
         try:
             checker.keep = folder
             # and, where it was continued, whether the SUT's own restart agreed
