@@ -3,13 +3,26 @@
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, TypedDict, cast
 
 from checkers.invariants import invariant
 
 # "error": the checker itself failed (a user checker that crashed or hung):
 # no verdict on the SUT, reported apart from failures.
 Status = Literal["pass", "fail", "skip", "error"]
+
+
+class VerdictJson(TypedDict, total=False):
+    """:meth:`Verdict.to_json`: the fields that say something (how states.jsonl
+    keeps a failure)."""
+
+    invariant: str
+    status: Status
+    explanation: str
+    expected: Any
+    actual: Any
+    implicated: list[str]
+    exercised: bool  # only when False
 
 
 @dataclass
@@ -38,8 +51,9 @@ class Verdict:
     def failed(self) -> bool:
         return self.status == "fail"
 
-    def to_json(self) -> dict[str, Any]:
-        out = {k: v for k, v in asdict(self).items() if v not in (None, [], "")}
+    def to_json(self) -> VerdictJson:
+        # asdict's keys are the fields, which VerdictJson names
+        out = cast(VerdictJson, {k: v for k, v in asdict(self).items() if v not in (None, [], "")})
         if self.exercised:
             del out["exercised"]
         return out

@@ -126,6 +126,21 @@ class Fault:
                 return v
         return False if key in FLAGS else DEFAULTS.get(self.kind, {}).get(key)
 
+    def get_int(self, key: str) -> int | None:
+        """An integer key's value or default (None: neither); TypeError for
+        a key whose values are not integers (a caller's mistake)."""
+        v = self.get(key)
+        if v is not None and (isinstance(v, bool) or not isinstance(v, int)):
+            raise TypeError(f"{self.kind} key {key!r} is not an integer: {v!r}")
+        return v
+
+    def get_range(self, key: str) -> tuple[int, int] | None:
+        """A range key's ``(lo, hi)`` or None; TypeError for another key."""
+        v = self.get(key)
+        if v is not None and not isinstance(v, tuple):
+            raise TypeError(f"{self.kind} key {key!r} is not a range: {v!r}")
+        return v
+
     def __str__(self) -> str:
         return format_fault(self)
 

@@ -112,7 +112,9 @@ def prepare(run: RunDir, work: Path) -> FileTrace | str:
     meta = run.meta()
     fs, db_name = get_fs(meta.fs), str(meta.db)
     if not fs.block_mapped:
-        return fs.block_map(Path(), "/" + db_name)  # why not
+        why = fs.block_map(Path(), "/" + db_name)
+        assert isinstance(why, str)  # the base class's block_map: it only says why not
+        return why
     base = verified_base_for_run(run)
     final = work / "final.img"
     replay(base, run.log, final)

@@ -31,6 +31,7 @@ from collections.abc import Iterator
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol
 
 from harness.confine import open_regular
 from harness.errors import CrashlabError
@@ -131,6 +132,16 @@ class LogSummary:
     marks: list[str]
     epochs: int  # FLUSH-delimited runs; the last one may be open
     salvaged: int  # entries read past a stale nr_entries
+
+
+class Payloads(Protocol):
+    """What reads the data of a log's writes: a :class:`LogReader`, or a
+    cache in front of one."""
+
+    @property
+    def sectorsize(self) -> int: ...
+
+    def payload(self, entry: Entry) -> bytes: ...
 
 
 class LogReader(AbstractContextManager["LogReader"]):

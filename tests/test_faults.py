@@ -17,6 +17,7 @@ from checkers.verdict import failed, passed, skipped
 from harness.check.check import CheckOptions, check_run
 from harness.errors import CrashlabError
 from harness.faults import fault_specs, format_fault, parse_fault, parse_faults
+from harness.record.fuse import daemon_fault_args
 from harness.rundir import RunDir
 from harness.states import Options
 from harness.sweep.matrix import Cell
@@ -66,6 +67,28 @@ def test_bad_faults_say_why_in_one_line(text: str, why: str) -> None:
     with pytest.raises(CrashlabError, match=why) as e:
         parse_fault(text)
     assert "\n" not in str(e.value)
+
+
+def test_typed_getters_give_a_value_or_its_default_and_refuse_another_shape() -> None:
+    f = parse_fault("eio:write,range=4K-8K,after=go")
+    assert f.get_range("range") == (4096, 8192)
+    assert f.get_int("nth") == 1  # the default
+    assert parse_fault("eio:flush").get_range("range") is None
+    assert parse_fault("corrupt").get_int("bits") == 1
+    assert parse_fault("corrupt,bits=3").get_int("bits") == 3
+    for get, key in ((f.get_int, "range"), (f.get_int, "sticky"), (f.get_range, "after")):
+        with pytest.raises(TypeError, match=key):
+            get(key)
+
+
+def test_the_daemon_gets_the_eio_rules_in_its_wire_form() -> None:
+    faults = parse_faults(["eio:write,range=4K-8K,nth=2,sticky", "eio:flush,after=go"])
+    assert daemon_fault_args(faults) == [
+        "--fault",
+        "write:2:1:4096:8192",
+        "--fault",
+        "flush:1:0:0:0:go",
+    ]
 
 
 def test_faults_join_with_plus_and_repeat_once() -> None:

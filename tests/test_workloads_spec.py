@@ -32,6 +32,7 @@ def test_canonical_form_round_trips(text):
 def test_defaults_follow_mobibench():
     assert parse_spec("insert") == MobibenchSpec("insert", 100, 1, 100, "seq", 3, 0, 1)
     assert parse_spec("update").warmup == 300
+    assert MobibenchSpec("update").warmup_rows == 300  # resolved, never None
     # delete pre-fills enough rows for every delete that lands on one table
     assert parse_spec("delete:txns=1000,tables=2").warmup == 500
     assert parse_spec("app:facebook") == AppSpec("facebook", 100, 200, 1)

@@ -66,7 +66,7 @@ def _warmup(rng: random.Random, tables: list[_Table], rows: int, size: tuple[int
 def _mobibench(spec: MobibenchSpec) -> tuple[Txn, Iterator[Txn]]:
     rng = random.Random(spec.seed)
     tables = [_Table() for _ in range(spec.tables)]
-    setup = _warmup(rng, tables, spec.warmup, (spec.size, spec.size))
+    setup = _warmup(rng, tables, spec.warmup_rows, (spec.size, spec.size))
     cursor = [0] * spec.tables
     rand = spec.order == "rand"
 
@@ -85,7 +85,7 @@ def _mobibench(spec: MobibenchSpec) -> tuple[Txn, Iterator[Txn]]:
             if rand:
                 key = table.pick(rng)
             else:
-                key = cursor[t] % spec.warmup + 1
+                key = cursor[t] % spec.warmup_rows + 1
                 cursor[t] += 1
             return (UPDATE, t, key, rng.randbytes(spec.size))
         # delete: ascending keys, or a random live one

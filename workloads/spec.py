@@ -73,13 +73,22 @@ class MobibenchSpec:
             }[self.kind]
             object.__setattr__(self, "warmup", default)
         _range("warmup", self.warmup, 0, MAX_COUNT)
-        if self.kind == "update" and self.warmup < 1:
+        warmup = self.warmup_rows
+        if self.kind == "update" and warmup < 1:
             raise CrashlabError("update workload needs warmup>=1 (rows to update)")
-        if self.kind == "delete" and self.warmup < per_table:
+        if self.kind == "delete" and warmup < per_table:
             raise CrashlabError(
                 f"delete workload deletes up to {per_table} rows per table: "
                 f"needs warmup>={per_table}"
             )
+
+    @property
+    def warmup_rows(self) -> int:
+        """The warm-up rows per table: ``warmup`` as ``__post_init__`` resolved
+        it (only a constructor argument may be None, never the stored value)."""
+        if self.warmup is None:
+            raise AssertionError("warmup is resolved in __post_init__")
+        return self.warmup
 
     @property
     def max_ops_per_table(self) -> int:
@@ -182,14 +191,14 @@ def parse_spec(text: str) -> WorkloadSpec:
     text = text.strip()
     head, _, rest = text.partition(":")
     if head in KINDS:
-        return MobibenchSpec(kind=head, **_params(rest, _MOBI_KEYS, text))  # type: ignore[arg-type]  # _params returns validated keys as object
+        return MobibenchSpec(kind=head, **_params(rest, _MOBI_KEYS, text))  # type: ignore[arg-type]  # values typed per key at run time (__post_init__)
     if head == "app":
         app, _, params = rest.partition(",")
         if app not in APPS:
             raise CrashlabError(
                 f"unknown app {app!r} in workload spec {text!r} (choose from {', '.join(APPS)})"
             )
-        return AppSpec(app=app, **_params(params, _APP_KEYS, text))  # type: ignore[arg-type]  # _params returns validated keys as object
+        return AppSpec(app=app, **_params(params, _APP_KEYS, text))  # type: ignore[arg-type]  # values typed per key at run time (__post_init__)
     raise CrashlabError(
         f"unknown workload kind {head!r} in {text!r} (choose from "
         f"{', '.join(KINDS)}, app:{'|'.join(APPS)})"

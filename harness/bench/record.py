@@ -15,7 +15,7 @@ from pathlib import Path
 
 from harness.env import temporary_folder
 from harness.images import ensure_image
-from harness.logformat import LogReader
+from harness.logformat import LogReader, LogSummary
 from harness.record.fuse import FuseBackend
 from harness.sysops import loop_mounted
 
@@ -61,9 +61,9 @@ def _plain(base: Path, work: Path, mode: str) -> float:
     return float(result.read_text())
 
 
-def _fuse(base: Path, work: Path, mode: str) -> tuple[float, dict[str, object]]:
-    """The workload recorded by the fuse backend; returns its time and what
-    the log and the daemon report."""
+def _fuse(base: Path, work: Path, mode: str) -> tuple[float, LogSummary, str]:
+    """The workload recorded by the fuse backend; returns its time, the
+    log's summary and the daemon's last report line."""
     wd = work / "fuse-run"
     wd.mkdir()
     image = wd / "disk.img"
@@ -80,7 +80,7 @@ def _fuse(base: Path, work: Path, mode: str) -> tuple[float, dict[str, object]]:
     daemon = (wd / "logfuse.err").read_text().strip().splitlines()[-1]
     shutil.rmtree(wd)
     log.unlink()
-    return float(result.read_text()), {"log": s, "daemon": daemon}
+    return float(result.read_text()), s, daemon
 
 
 def run() -> None:
@@ -92,19 +92,17 @@ def run() -> None:
     with temporary_folder("crashlab-bench-") as work:
         for mode in ("delete", "wal"):
             plain, fuse = [], []
-            info: dict[str, object] = {}
             for _ in range(REPEAT):  # interleaved, so drift hits both alike
                 plain.append(_plain(base, work, mode))
-                t, info = _fuse(base, work, mode)
+                t, s, daemon = _fuse(base, work, mode)
                 fuse.append(t)
             p, f = statistics.median(plain), statistics.median(fuse)
-            s = info["log"]
             print(
                 f"{mode:6s} {INSERTS} inserts: plain loop {p:.3f} s, fuse {f:.3f} s, "
                 f"ratio {f / p:.2f}x (median of {REPEAT})"
             )
             print(
                 f"       log: {s.entries} entries, {s.writes} writes, {s.flushes} flushes, "
-                f"{s.bytes_written / INSERTS / 1024:.1f} KiB/txn"  # type: ignore[attr-defined]  # s is the recorder's summary object
+                f"{s.bytes_written / INSERTS / 1024:.1f} KiB/txn"
             )
-            print(f"       {info['daemon']}")
+            print(f"       {daemon}")

@@ -40,6 +40,7 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 from checkers.invariants import invariant
+from checkers.verdict import VerdictJson
 from harness.atomic import write_json_atomic, write_text_atomic
 from harness.check.cluster import dask_imap
 from harness.check.multicrash import COMPOSITE, Composite, check_composite, resolve
@@ -330,7 +331,7 @@ def _check_composite(run: RunDir, opts: CheckOptions, out: Path, resume: bool) -
 
 
 def _violation(
-    run: RunDir, rec: StateRecord, v: dict[str, Any], checkers: tuple[UserChecker | PyChecker, ...]
+    run: RunDir, rec: StateRecord, v: VerdictJson, checkers: tuple[UserChecker | PyChecker, ...]
 ) -> Violation:
     """One violations.jsonl record; a trace-level one (DHL-T2, CC-NEXT,
     CC-MONO) names log entries, not a state, and is shown with `log show`;
@@ -387,7 +388,7 @@ def summarise(
                 for v in rec.get("fail", []):
                     violations.append(_violation(run, rec, v, opts.checkers))
                 for group, key in ((skips, "skip"), (errors, "error")):
-                    for inv, why in rec.get(key, {}).items():  # type: ignore[attr-defined]  # StateRecord's verdict keys hold dicts
+                    for inv, why in rec.get(key, {}).items():
                         per = group.setdefault(inv, {})
                         per[why] = per.get(why, 0) + 1
     if opts.max_states is None and checked == 0 and not allow_empty:

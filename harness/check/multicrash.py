@@ -57,7 +57,7 @@ import xxhash
 from checkers.agree import judge_agree
 from checkers.verdict import Verdict
 from harness.atomic import write_text_atomic
-from harness.check.records import CheckResult, verdict_record
+from harness.check.records import CheckResult, CompositeResult, Continuation, verdict_record
 from harness.check.window import default_window
 from harness.check.worker import StateChecker
 from harness.errors import CrashlabError
@@ -263,7 +263,7 @@ def check_composite(
     work: Path,
     *,
     resume: bool = False,
-) -> dict[str, Any]:
+) -> CompositeResult:
     """Continue ``run`` after its chosen first crashes, check each
     continuation with ``check_nested(nested_run, out_folder)`` (the normal
     check, or this one again for a deeper ``depth``), and write
@@ -273,8 +273,8 @@ def check_composite(
     (:func:`agree_record`)."""
     chosen, counts = first_crashes(run, comp, work / "first")
     oracle = oracle_from_meta(run.meta()).digests if chosen else []
-    lines = {STATES_NAME: [], RUN_NAME: []}
-    continuations = []
+    lines: dict[str, list[str]] = {STATES_NAME: [], RUN_NAME: []}
+    continuations: list[Continuation] = []
     for first in chosen:
         folder = run.path / comp.kind / first.state_id
         nested = continue_from(run, first, comp, folder, resume)

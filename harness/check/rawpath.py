@@ -112,7 +112,7 @@ class NativePath:
         if hit is None:
             verdicts = self.ctx.judge(self.native.facts(blob), marks)
             part = verdict_record("", verdicts, acked=marks[0], begun=marks[1])
-            del part["id"]  # type: ignore[misc]  # a StateRecord without its id
+            del part["id"]  # a StateRecord without its id
             if len(self.judged) >= CACHE_SIZE:
                 self.judged.clear()
             hit = self.judged[key] = (verdicts, part)
@@ -135,12 +135,12 @@ class NativePath:
             return None
         image = self.ctx.image
         image.advance(state.durable_upto)
-        writes = list(state.extents(self._payloads(state)))  # type: ignore[arg-type]  # payloads are bytes-like
+        writes = list(state.extents(self._payloads(state)))
         return self.native.examine(image.size, image.data_end, writes, self.db_label)
 
     def _record(self, state: State, blob: bytes, marks: tuple[int, int]) -> StateRecord:
         """The record of ``state`` whose native facts are ``blob``."""
-        rec: StateRecord = {"id": state.id, **self._judge_native(blob, marks)[1]}  # type: ignore[typeddict-item]  # the rest of a StateRecord
+        rec: StateRecord = {"id": state.id, **self._judge_native(blob, marks)[1]}
         if "fail" in rec:
             rec["dropped"] = list(state.dropped_entries)
             rec["torn"] = [e for e, _ in state.torn_entries]

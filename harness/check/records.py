@@ -15,7 +15,7 @@ from json.encoder import encode_basestring_ascii
 from typing import TYPE_CHECKING, Any, TypedDict
 
 if TYPE_CHECKING:
-    from checkers.verdict import Verdict
+    from checkers.verdict import Status, Verdict, VerdictJson
     from harness.states import State
 
 
@@ -30,7 +30,7 @@ class StateRecord(TypedDict, total=False):
     skip: dict[str, str]  # invariant -> why it was skipped
     error: dict[str, str]  # invariant -> how its (user) checker failed
     ne: list[str]  # passed, but the situation did not arise
-    fail: list[dict[str, Any]]  # Verdict.to_json() of each failure
+    fail: list[VerdictJson]  # each failure
     dropped: list[int]  # with a failure: the state's dropped and torn log entries, its cut
     torn: list[int]
     cut: list[int]
@@ -45,13 +45,37 @@ class Violation(TypedDict, total=False):
     begun: int | None
     category: str
     invariant: str
+    status: Status  # "fail"
     explanation: str
     expected: Any
     actual: Any
     implicated: list[str]
+    exercised: bool  # only when False
     dropped: list[int]
     torn: list[int]
     repro: str  # the command that reproduces it
+
+
+class Continuation(TypedDict, total=False):
+    """One continuation of a composite check (its first crash ``state``):
+    ``error`` alone when it failed, else the other keys."""
+
+    state: str
+    error: str
+    from_txn: int | None  # the transaction the SUT resumed at
+    recovered_txn: int  # the oracle index the first crash recovered to
+    states: int  # its states checked, generated and folded
+    generated: int
+    folded: int
+    log_entries: int | None
+
+
+class CompositeResult(TypedDict):
+    """What a multicrash / recovery-crash check adds to result.json."""
+
+    kind: str
+    first: dict[str, int]  # how the first crashes were chosen: states, violating, duplicates
+    continuations: list[Continuation]
 
 
 class CheckResult(TypedDict, total=False):
@@ -63,6 +87,7 @@ class CheckResult(TypedDict, total=False):
     fs: str
     strategy: str
     options: dict[str, Any]
+    faults: list[str]  # the state faults injected on top of every state
     states: dict[str, int]  # checked, generated, folded
     verdicts: dict[str, dict[str, int]]  # invariant -> counts
     violations: list[Violation]
@@ -70,7 +95,7 @@ class CheckResult(TypedDict, total=False):
     errors: dict[str, dict[str, int]]  # invariant -> checker error -> states
     crashsafe: dict[str, int]  # REC-CRASHSAFE: states, recovery_states
     coverage: dict[str, Any]  # harness/states/coverage.py summary
-    multicrash: dict[str, Any]  # multicrash / recovery-crash: first crashes, continuations
+    multicrash: CompositeResult
     timing: dict[str, float]  # not written to result.json
 
 

@@ -29,13 +29,16 @@ import shutil
 import tarfile
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from harness.errors import CrashlabError
 from harness.fs.base import FileSystem, FsRecovery, not_copied
 from harness.fs.confined import unpack_tar
 from harness.materialize import sparse_copy
 from harness.sysops import tool
+
+if TYPE_CHECKING:  # imported when a guest boots (start-up time)
+    from harness.qemu.vm import Guest
 
 ANSWER_SIZE = 64 << 20  # the answer disk: a tar archive of the recovered files
 # f2fs's softdep "pre: crc32" names a crypto alias, which a package
@@ -58,7 +61,7 @@ class RecoveryGuest:
         self.fs = fs
         self.fs_modules = tuple(fs_modules)  # what the guest loads for ``fs``
         self.fsck = fsck
-        self.guest = None  # harness.qemu.vm.Guest, once booted
+        self.guest: Guest | None = None  # once booted
         self.size = 0
         self.stats = {"states": 0}
 

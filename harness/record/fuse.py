@@ -62,7 +62,7 @@ def daemon_fault_args(faults: tuple[Fault, ...]) -> list[str]:
     OP:NTH:STICKY:LO:HI[:AFTER] of harness/fuse/faultrules.h)."""
     args: list[str] = []
     for f in faults:
-        lo, hi = f.get("range") or (0, 0)  # type: ignore[misc]  # Fault.get is untyped: range is a pair
+        lo, hi = f.get_range("range") or (0, 0)
         after = f.get("after")
         rule = f"{f.op}:{f.get('nth')}:{int(bool(f.get('sticky')))}:{lo}:{hi}"
         args += ["--fault", f"{rule}:{after}" if after else rule]
@@ -160,7 +160,7 @@ class _DaemonStop:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> bool:
-        errors = []
+        errors: list[str] = []
         with signals_deferred():
             unmounted = self._unmount(errors)
             try:

@@ -81,11 +81,12 @@ def run_cost(run: Path, meta: RunMeta) -> RunCost:
         window = jbytes = flushes = writes = tail = acks = 0
         for e in reader.entries():
             if e.is_mark:
-                if e.label == "setup-done":
+                label = e.label or ""  # a mark always has one (harness/logformat.py)
+                if label == "setup-done":
                     inside = True
-                elif e.label == "workload-end" and inside:
+                elif label == "workload-end" and inside:
                     ended = True
-                elif e.label.startswith("txn-ack:") and inside and not ended:
+                elif label.startswith("txn-ack:") and inside and not ended:
                     acks += 1
                 continue
             if not inside:

@@ -371,7 +371,7 @@ def _paper_rows(io: list[IoRow]) -> list[dict[str, Any]]:
 def _shown(v: dict[str, Any], breaks: bool) -> dict[str, Any]:
     """A violation record as the renderers show it: every column present
     (a checker may leave out what it could not determine, e.g. ``actual``)."""
-    shown = {
+    shown: dict[str, Any] = {
         k: ""
         for k in (
             "state",
@@ -458,32 +458,32 @@ def build_report(sweep: Sweep, *, per_group: int = DEFAULT_PER_GROUP) -> Report:
         )
     invariants = _order_invariants(inv_ids)
     matrix: dict[str, list[MatrixRow]] = {s: [] for s in strategies}
-    for c in cells:
+    for cell in cells:
         row = MatrixRow(
-            c.sut,
-            c.workload,
-            c.fs,
-            c.states["checked"],
-            c.expectation["ok"],
-            c.problems,
+            cell.sut,
+            cell.workload,
+            cell.fs,
+            cell.states["checked"],
+            cell.expectation["ok"],
+            cell.problems,
             [],
-            c.status,
+            cell.status,
         )
         for inv in invariants:
-            v = c.verdicts.get(inv)
+            v = cell.verdicts.get(inv)
             row.cells.append(
                 MatrixCell(
                     inv,
                     (v or {}).get("fail", 0),
                     (v or {}).get("pass", 0),
                     (v or {}).get("skip", 0),
-                    classify(inv, v, c.expectation),
+                    classify(inv, v, cell.expectation),
                 )
             )
-        matrix[c.strategy].append(row)
+        matrix[cell.strategy].append(row)
     groups, total = _groups(sweep, per_group)
     io = _io_rows(sweep)
-    ok = bool(sweep.summary.get("ok", all(c.expectation["ok"] for c in cells)))
+    ok = bool(sweep.summary.get("ok", all(cell.expectation["ok"] for cell in cells)))
     return Report(
         name=sweep.name,
         path=sweep.path,

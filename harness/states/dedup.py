@@ -33,6 +33,8 @@ from harness.states.model import State
 from harness.states.stateid import UNIT, iter_bits
 
 EMPTY_DIGEST = 0
+# a state of the epoch as a digest reference: (kept mask, torn units, digest)
+_Ref = tuple[int, dict[int, int], int]
 _MOD = (1 << 128) - 1
 _ZERO_UNIT = xxhash.xxh3_128_digest(bytes(UNIT))
 
@@ -57,7 +59,7 @@ class EpochContent:
         self._overlaps: list[int] | None = None
         self._sums: dict[int, int] = {}
         self._full: int | None = None
-        self._prev: tuple[int, dict[int, int], int] | None = None
+        self._prev: _Ref | None = None
 
     def contributions(self, w: int) -> list[int]:
         """Digest terms of write ``w``'s units, in order."""
@@ -86,10 +88,10 @@ class EpochContent:
             self._writers = ws
         return self._writers
 
-    def _term(self, u: int, kept: int, torn: dict[int, int], top: int) -> int:
-        """Digest term of unit ``u`` in the state (kept, torn) whose writes
-        all lie below ``top``: its last writer's, or 0 if none touches it."""
-        ws = self._writers[u]  # type: ignore[index]  # _writers is set before any _term call
+    def _term(self, u: int, ws: list[int], kept: int, torn: dict[int, int], top: int) -> int:
+        """Digest term of unit ``u`` (whose writers are ``ws``) in the state
+        (kept, torn) whose writes all lie below ``top``: its last writer's,
+        or 0 if none touches it."""
         for j in range(bisect.bisect_left(ws, top) - 1, -1, -1):
             w = ws[j]
             i = u - self.first[w]
@@ -159,7 +161,8 @@ class EpochContent:
         # cost a walk over every write of the state.
         direct_cost = (kept | _mask(torn)).bit_count()
         full = self.epoch.full_mask
-        best_cost, best_ref, best_changed = -1, (0, {}, 0), 0
+        best_ref: _Ref = (0, {}, 0)
+        best_cost, best_changed = -1, 0
         for ref in (self._prev, (0, {}, EMPTY_DIGEST), (full, {}, -1)):
             if ref is None:
                 continue
@@ -171,7 +174,7 @@ class EpochContent:
             d = self.direct(kept, torn)
             self._prev = (kept, torn, d)
             return d
-        self.writers()
+        writers = self.writers()
         if best_ref[2] == -1:
             best_ref = (full, {}, self.full_digest())
         rkept, rtorn, d = best_ref
@@ -185,7 +188,8 @@ class EpochContent:
             for a, b in spans:
                 units.update(range(a, b))
         for u in units:
-            d += self._term(u, kept, torn, top) - self._term(u, rkept, rtorn, top)
+            ws = writers[u]
+            d += self._term(u, ws, kept, torn, top) - self._term(u, ws, rkept, rtorn, top)
         d &= _MOD
         self._prev = (kept, torn, d)
         return d
@@ -205,7 +209,7 @@ def direct_digest(content: EpochContent, state: State) -> int:
     return sum(final.values()) & _MOD
 
 
-def _changed(ref: tuple[int, dict[int, int], int], kept: int, torn: dict[int, int]) -> int:
+def _changed(ref: _Ref, kept: int, torn: dict[int, int]) -> int:
     """Writes whose part in the state differs between ``ref`` and (kept, torn)."""
     rkept, rtorn, _ = ref
     changed = (kept ^ rkept) | _mask(torn) | _mask(rtorn)
@@ -230,8 +234,9 @@ class Folder:
         self.reader = reader
         self._epoch = -1
         self._content: EpochContent | None = None
-        self._seen: dict[tuple[bytes, int, int], str] = {}
-        self._carry: dict[tuple[bytes, int, int], str] = {}
+        # (overlay digest, marks_lo, marks_hi) -> the first state's ID
+        self._seen: dict[tuple[int, int, int], str] = {}
+        self._carry: dict[tuple[int, int, int], str] = {}
 
     def fold(self, state: State) -> str | None:
         """None if ``state`` is new (it is remembered), else the ID of the

@@ -143,8 +143,8 @@ class Targets:
                     writes.append(_write(e, epoch.sectorsize))
             self._pending[epoch.index + i] = (here, writes)
         for idx in sorted(i for i in self._pending if i < epoch.index):
-            pieces, writes = self._pending.pop(idx)
-            for off, n in pieces.items():
+            landed, writes = self._pending.pop(idx)
+            for off, n in landed.items():
                 self._before[off] = max(n, self._before.get(off, 0))
             self._recent.extend(writes)
         both = dict(self._before)
@@ -166,9 +166,10 @@ class Targets:
             mis = self._misdirect(state, rng)
             if mis is None:
                 return None
-        if self.faults.corrupt is not None:
-            rng = random.Random(f"{self.faults.corrupt}:{state.id}")
-            cor = self._corrupt(state, rng)
+        corrupt = self.faults.corrupt
+        if corrupt is not None:
+            rng = random.Random(f"{corrupt}:{state.id}")
+            cor = self._corrupt(state, rng, corrupt.get_int("bits") or 1)
             if cor is None:
                 return None
         return StateKey(key.epoch, key.kept, key.torn, key.last, mis, cor)
@@ -196,7 +197,7 @@ class Targets:
         fits = [off for off, n in self._landing if off != at and n >= length]
         return index, rng.choice(fits or places) // UNIT
 
-    def _corrupt(self, state: State, rng: random.Random) -> tuple[int, int] | None:
+    def _corrupt(self, state: State, rng: random.Random, nbits: int) -> tuple[int, int] | None:
         pieces = [p for _, ps in self._kept_pieces(state) for p in ps]
         if not pieces:
             pieces = sorted(self._before.items())
@@ -204,7 +205,6 @@ class Targets:
             return None
         off, n = rng.choice(pieces)
         sector = off // UNIT + rng.randrange(max(1, n // UNIT))
-        nbits = int(self.faults.corrupt.get("bits") or 1)  # type: ignore[union-attr]  # corrupt is set on this path
         bits = 0
         for b in rng.sample(range(SECTOR_BITS), min(nbits, SECTOR_BITS)):
             bits |= 1 << b

@@ -48,7 +48,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from harness.errors import CrashlabError
-from harness.logformat import Entry, LogReader
+from harness.logformat import Entry, LogReader, Payloads
 from harness.states.epochs import Epoch
 from harness.states.stateid import UNIT, StateKey, format_id, iter_bits, mask_runs
 
@@ -272,7 +272,7 @@ class State:
         members = self.key.kept | self.key.torn_mask
         return [(w, torn.get(w, -1)) for w in iter_bits(members)]
 
-    def extents(self, reader: LogReader) -> Iterator[tuple[int, bytes]]:
+    def extents(self, reader: Payloads) -> Iterator[tuple[int, bytes]]:
         """``(byte offset on the device, data)`` to write, in order, on top of
         the durable base of the epoch to get this state's image, before the
         state faults (``harness/materialize/faults.py``)."""
@@ -378,7 +378,7 @@ def item_spans(entry: Entry, units: int, sectorsize: int) -> Iterator[tuple[int,
         yield base + lo, None if src is None else src + lo, max(0, hi - lo)
 
 
-def item_extents(reader: LogReader, entry: Entry, units: int) -> Iterator[tuple[int, bytes]]:
+def item_extents(reader: Payloads, entry: Entry, units: int) -> Iterator[tuple[int, bytes]]:
     """The extents one overlay item writes (see :meth:`State.program`):
     discards write zeros, as :func:`harness.replay.apply_entry` does."""
     s = reader.sectorsize

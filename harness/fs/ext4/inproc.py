@@ -153,6 +153,7 @@ def _run(
     """debugfs ``open -w``, ``jr``, ``close``, then ``rdump``, each a step."""
     sb = _superblock(mm)
     fs = _open(fd, sb, mm)
+    unstable: set[int] | frozenset[int]
     if memo is not None and differ is not None:
         known, unstable = memo.view(base, fs.bs, differ)
     else:  # nothing known: every block counts as differing
