@@ -40,13 +40,13 @@ UNITS = 8  # 512-byte units of every synthetic write (a 4 KiB page)
 
 
 def make_epochs(
-    sizes: Sequence[int], fua: dict[int, set[int]] | None = None, **kw: str
+    sizes: Sequence[int], fua: dict[int, set[int]] | None = None, log_order: str = "completion"
 ) -> list[Epoch]:
     """Epochs of ``sizes`` writes each, write w of epoch e at sector
-    1000*e + 8*w; ``fua``: epoch -> its FUA writes; ``kw``: log_order."""
+    1000*e + 8*w; ``fua``: epoch -> its FUA writes."""
     out, index = [], 0
     for e, n in enumerate(sizes):
-        ep = Epoch(e, index, flush=None if e == 0 else index - 1, **kw)  # type: ignore[arg-type]
+        ep = Epoch(e, index, flush=None if e == 0 else index - 1, log_order=log_order)
         for w in range(n):
             flags = FUA if w in (fua or {}).get(e, set()) else 0
             ep._add_write(Entry(index, 0, 1000 * e + UNITS * w, UNITS, flags, None))
@@ -62,7 +62,8 @@ class Recorder:
     a key the model forbids."""
 
     def __init__(self, space: Space, rule: Callable[[StateKey], bool]) -> None:
-        self.space, self.rule, self.asked = space, rule, []  # type: ignore[var-annotated]
+        self.space, self.rule = space, rule
+        self.asked: list[StateKey] = []
 
     def __call__(self, key: StateKey) -> bool:
         assert self.space.valid(key), f"asked about {key}, which the model forbids"
