@@ -119,23 +119,27 @@ def private_tmp(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Pat
 
 
 def _manifest(run: Path) -> dict[str, tuple[int, int]]:
-    """Every file under ``run``: relative path -> (size, mtime in ns)."""
-    return {
-        str(p.relative_to(run)): (p.stat().st_size, p.stat().st_mtime_ns)
-        for p in sorted(run.rglob("*"))
-        if p.is_file() or p.is_symlink()
-    }
+    """Every entry under ``run``: relative path -> (size, mtime in ns) of a
+    file or link, (0, 0) for a folder (a new empty folder is a write too)."""
+    out = {}
+    for p in sorted(run.rglob("*")):
+        st = p.lstat()
+        out[str(p.relative_to(run))] = (0, 0) if p.is_dir() else (st.st_size, st.st_mtime_ns)
+    return out
 
 
 class Recordings:
     """The fuse recordings of a test session, each distinct (sut, workload,
     fs, backend) recorded once (per xdist worker) and shared.  A shared run
     is read-only: a test that checks it writes its results elsewhere
-    (``--out``), and a test that changes it takes ``copy()``.  Each hand-out
-    first verifies that no earlier test wrote into the run."""
+    (``--out``), and a test that changes it takes ``copy()``.  Each hand-out,
+    and the end of each test that used them, verifies that no run was
+    written into; a run written into is dropped (recorded afresh when next
+    asked for), so only the test that wrote fails."""
 
     def __init__(self, root: Path) -> None:
         self.root = root
+        self.made = 0
         self.runs: dict[tuple[str, str, str, str], tuple[RunDir, dict[str, tuple[int, int]]]] = {}
 
     def __call__(self, sut: str, workload: str, fs: str = "ext4", backend: str = "fuse") -> RunDir:
@@ -145,16 +149,23 @@ class Recordings:
 
         key = (sut, workload, fs, backend)
         if key not in self.runs:
-            folder = self.root / f"{len(self.runs):03d}-{sut}-{fs}-{backend}"
+            self.made += 1
+            folder = self.root / f"{self.made:03d}-{sut}-{fs}-{backend}"
             run = record_cell(Cell(sut, workload, fs), folder, backend, False)
             self.runs[key] = (run, _manifest(run.path))
-        run, made = self.runs[key]
-        if _manifest(run.path) != made:
+        self.verify()
+        return self.runs[key][0]
+
+    def verify(self) -> None:
+        """Fail, naming them, if shared runs differ from when they were
+        recorded; those runs are dropped."""
+        dirty = [key for key, (run, made) in self.runs.items() if _manifest(run.path) != made]
+        if dirty:
+            named = "; ".join(f"{self.runs.pop(k)[0].path} ({', '.join(k[:3])})" for k in dirty)
             pytest.fail(
-                f"a test wrote into the shared recording {run.path} "
-                f"({sut}, {workload}, {fs}): check with --out elsewhere, or copy() it"
+                f"a test wrote into the shared recording {named}: "
+                "check with --out elsewhere, or copy() it"
             )
-        return run
 
     def copy(
         self, dest: Path, sut: str, workload: str, fs: str = "ext4", backend: str = "fuse"
@@ -172,6 +183,15 @@ class Recordings:
 def recorded(tmp_path_factory: pytest.TempPathFactory) -> Recordings:
     """The session's shared recordings (see Recordings); needs the fuse backend."""
     return Recordings(tmp_path_factory.mktemp("recorded"))
+
+
+@pytest.fixture(autouse=True)
+def _shared_runs_untouched(request: pytest.FixtureRequest) -> Iterator[None]:
+    """After each test that used the shared recordings, verify that it left
+    them as recorded: the failure names the test that wrote, not a later one."""
+    yield
+    if "recorded" in request.fixturenames:
+        request.getfixturevalue("recorded").verify()
 
 
 @pytest.fixture(scope="session")
