@@ -14,14 +14,11 @@ from __future__ import annotations
 
 import functools
 import os
-import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from support import loops, mounts, procs_mentioning
-
-from harness.rundir import RunDir
+from support import Recordings, loops, mounts, procs_mentioning
 
 # `root` is the older name of needs_root: a test written with it still skips.
 FACILITY_MARKS = ("needs_root", "needs_fuse", "needs_qemu", "root")
@@ -118,60 +115,19 @@ def private_tmp(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Pat
     parent.rmdir()
 
 
-def _manifest(run: Path) -> dict[str, tuple[int, int]]:
-    """Every file under ``run``: relative path -> (size, mtime in ns)."""
-    return {
-        str(p.relative_to(run)): (p.stat().st_size, p.stat().st_mtime_ns)
-        for p in sorted(run.rglob("*"))
-        if p.is_file() or p.is_symlink()
-    }
-
-
-class Recordings:
-    """The fuse recordings of a test session, each distinct (sut, workload,
-    fs, backend) recorded once (per xdist worker) and shared.  A shared run
-    is read-only: a test that checks it writes its results elsewhere
-    (``--out``), and a test that changes it takes ``copy()``.  Each hand-out
-    first verifies that no earlier test wrote into the run."""
-
-    def __init__(self, root: Path) -> None:
-        self.root = root
-        self.runs: dict[tuple[str, str, str, str], tuple[RunDir, dict[str, tuple[int, int]]]] = {}
-
-    def __call__(self, sut: str, workload: str, fs: str = "ext4", backend: str = "fuse") -> RunDir:
-        """The shared recording of ``sut`` running ``workload`` on ``fs``."""
-        from harness.sweep.matrix import Cell
-        from harness.sweep.sweep import record_cell
-
-        key = (sut, workload, fs, backend)
-        if key not in self.runs:
-            folder = self.root / f"{len(self.runs):03d}-{sut}-{fs}-{backend}"
-            run = record_cell(Cell(sut, workload, fs), folder, backend, False)
-            self.runs[key] = (run, _manifest(run.path))
-        run, made = self.runs[key]
-        if _manifest(run.path) != made:
-            pytest.fail(
-                f"a test wrote into the shared recording {run.path} "
-                f"({sut}, {workload}, {fs}): check with --out elsewhere, or copy() it"
-            )
-        return run
-
-    def copy(
-        self, dest: Path, sut: str, workload: str, fs: str = "ext4", backend: str = "fuse"
-    ) -> RunDir:
-        """A private copy, at ``dest``, of the shared recording: the test may change it."""
-        shutil.copytree(self(sut, workload, fs, backend).path, dest, symlinks=True)
-        return RunDir(dest)
-
-    def many(self, workloads: dict[str, str], fs: str = "ext4") -> dict[str, RunDir]:
-        """``{sut: shared recording}`` for ``{sut: workload}`` on ``fs``."""
-        return {sut: self(sut, wl, fs) for sut, wl in workloads.items()}
-
-
 @pytest.fixture(scope="session")
 def recorded(tmp_path_factory: pytest.TempPathFactory) -> Recordings:
     """The session's shared recordings (see Recordings); needs the fuse backend."""
     return Recordings(tmp_path_factory.mktemp("recorded"))
+
+
+@pytest.fixture(autouse=True)
+def _shared_runs_untouched(request: pytest.FixtureRequest) -> Iterator[None]:
+    """After each test that used the shared recordings, verify that it left
+    them as recorded: the failure names the test that wrote, not a later one."""
+    yield
+    if "recorded" in request.fixturenames:
+        request.getfixturevalue("recorded").verify()
 
 
 @pytest.fixture(scope="session")

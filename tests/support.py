@@ -1,10 +1,12 @@
 """Helpers shared by the test modules: what a run left behind on the machine
 (loop devices, mounts, processes), the installed ``crashlab`` command, C
-builds, and the recordings a test module shares."""
+builds, and the recordings the test modules share (Recordings: the
+session fixture ``recorded`` of conftest.py)."""
 
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -117,3 +119,61 @@ def resummarize(run: Path) -> None:
         meta["log"] = dataclasses.asdict(reader.summary())
     meta["marks"] = meta["log"]["marks"]
     (run / "meta.json").write_text(json.dumps(meta))
+
+
+def _manifest(run: Path) -> dict[str, tuple[int, int]]:
+    """Every entry under ``run``: relative path -> (size, mtime in ns) of a
+    file or link, (0, 0) for a folder (a new empty folder is a write too)."""
+    out = {}
+    for p in sorted(run.rglob("*")):
+        st = p.lstat()
+        out[str(p.relative_to(run))] = (0, 0) if p.is_dir() else (st.st_size, st.st_mtime_ns)
+    return out
+
+
+class Recordings:
+    """The fuse recordings of a test session, each distinct (sut, workload,
+    fs, backend) recorded once (per xdist worker) and shared.  A shared run
+    is read-only: a test that checks it writes its results elsewhere
+    (``--out``), and a test that changes it takes ``copy()``.  Each hand-out,
+    and the end of each test that used them, verifies that no run was
+    written into; a run written into is dropped (recorded afresh when next
+    asked for), so only the test that wrote fails."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.made = 0
+        self.runs: dict[tuple[str, str, str, str], tuple[RunDir, dict[str, tuple[int, int]]]] = {}
+
+    def __call__(self, sut: str, workload: str, fs: str = "ext4", backend: str = "fuse") -> RunDir:
+        """The shared recording of ``sut`` running ``workload`` on ``fs``."""
+        key = (sut, workload, fs, backend)
+        if key not in self.runs:
+            self.made += 1
+            folder = self.root / f"{self.made:03d}-{sut}-{fs}-{backend}"
+            run = record_cell(Cell(sut, workload, fs), folder, backend, False)
+            self.runs[key] = (run, _manifest(run.path))
+        self.verify()
+        return self.runs[key][0]
+
+    def verify(self) -> None:
+        """Fail, naming them, if shared runs differ from when they were
+        recorded; those runs are dropped."""
+        dirty = [key for key, (run, made) in self.runs.items() if _manifest(run.path) != made]
+        if dirty:
+            named = "; ".join(f"{self.runs.pop(k)[0].path} ({', '.join(k[:3])})" for k in dirty)
+            pytest.fail(
+                f"a test wrote into the shared recording {named}: "
+                "check with --out elsewhere, or copy() it"
+            )
+
+    def copy(
+        self, dest: Path, sut: str, workload: str, fs: str = "ext4", backend: str = "fuse"
+    ) -> RunDir:
+        """A private copy, at ``dest``, of the shared recording: the test may change it."""
+        shutil.copytree(self(sut, workload, fs, backend).path, dest, symlinks=True)
+        return RunDir(dest)
+
+    def many(self, workloads: dict[str, str], fs: str = "ext4") -> dict[str, RunDir]:
+        """``{sut: shared recording}`` for ``{sut: workload}`` on ``fs``."""
+        return {sut: self(sut, wl, fs) for sut, wl in workloads.items()}

@@ -10,7 +10,7 @@ import shutil
 from pathlib import Path
 
 import pytest
-from support import crashlab, record_runs, resummarize
+from support import Recordings, crashlab, resummarize
 
 from harness.logformat import LogReader, LogWriter
 from harness.rundir import RunDir
@@ -33,8 +33,8 @@ def _break_header(run: RunDir) -> None:
         os.close(fd)
 
 
-def test_check_and_sweep_finish_on_a_broken_sut(tmp_path: Path) -> None:
-    run = record_runs(tmp_path / "rec", {"dhl-cc-raw": DHL_INSERT}, fs="raw")["dhl-cc-raw"]
+def test_check_and_sweep_finish_on_a_broken_sut(recorded: Recordings, tmp_path: Path) -> None:
+    run = recorded.copy(tmp_path / "rec", "dhl-cc-raw", DHL_INSERT, "raw")
     _break_header(run)
     p = crashlab("check", str(run.path), "--strategy", "prefix", "--out", str(tmp_path / "c"))
     assert p.returncode == 1, p.stderr
@@ -80,9 +80,9 @@ def _zero_superblock_after(run: RunDir, label: str) -> None:
 
 
 def test_a_file_system_that_does_not_recover_skips_the_database_verdicts_saying_why(
-    tmp_path: Path,
+    recorded: Recordings, tmp_path: Path
 ) -> None:
-    run = record_runs(tmp_path / "rec", {"sqlite-wal-full": SINGLE})["sqlite-wal-full"]
+    run = recorded.copy(tmp_path / "rec", "sqlite-wal-full", SINGLE)
     _zero_superblock_after(run, "txn-ack:5")
     p = crashlab("check", str(run.path), "--strategy", "prefix", "--out", str(tmp_path / "c"))
     assert p.returncode == 1 and "Traceback" not in p.stderr, p.stderr

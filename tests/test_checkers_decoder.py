@@ -11,7 +11,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from support import CRASHLAB, ROOT, record_runs
+from support import CRASHLAB, ROOT, Recordings
 
 from checkers.dhl_facts import Before
 from checkers.dhl_format import read_committed, valid
@@ -48,8 +48,10 @@ def test_a_disagreement_fails_dhl_read() -> None:
 
 
 @pytest.mark.needs_fuse
-def test_a_libdhl_read_rule_bug_is_caught_as_a_disagreement(tmp_path: Path) -> None:
-    run = record_runs(tmp_path, {"dhl-cc-raw": DHL_INSERT}, fs="raw")["dhl-cc-raw"]
+def test_a_libdhl_read_rule_bug_is_caught_as_a_disagreement(
+    recorded: Recordings, tmp_path: Path
+) -> None:
+    run = recorded("dhl-cc-raw", DHL_INSERT, "raw")
     lib = build(next(m for m in catalogue() if m.name == "dhl-read-ignores-fcc"))
     p = subprocess.run(
         [

@@ -11,7 +11,7 @@ import struct
 from pathlib import Path
 
 import pytest
-from support import record_runs
+from support import Recordings
 
 from checkers.dhl_format import footprint, slot
 from harness.check.runlevel import trace_verdicts
@@ -69,8 +69,8 @@ def _edit_committed_slot(run: RunDir) -> int:
 
 
 @pytest.mark.needs_fuse
-def test_editing_the_committed_slot_fails_dhl_t2(tmp_path: Path) -> None:
-    run = record_runs(tmp_path / "rec", {"dhl-tc-raw": DHL_INSERT}, fs="raw")["dhl-tc-raw"]
+def test_editing_the_committed_slot_fails_dhl_t2(recorded: Recordings, tmp_path: Path) -> None:
+    run = recorded("dhl-tc-raw", DHL_INSERT, "raw")
     clean = {v.invariant: v for v in trace_verdicts(run)}
     assert all(v.status == "pass" for v in clean.values())
     edited = RunDir(tmp_path / "edited")

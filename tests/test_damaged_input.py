@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 from damage import KINDS, MATRIX, MEMORY_CAP, damages, run_all, table
-from support import CRASHLAB, ROOT, record_runs, resummarize
+from support import CRASHLAB, ROOT, Recordings, resummarize
 
 from harness.logformat import DISCARD, MARK, LogReader
 from harness.rundir import RunDir
@@ -31,10 +31,10 @@ SQL, RAW = "sqlite-delete-full", "dhl-tc-raw"
 
 
 @pytest.fixture(scope="module")
-def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, RunDir]:
-    """Two small real recordings: SQLite on ext4 and DHL on the raw device."""
-    root = tmp_path_factory.mktemp("damaged")
-    return {**record_runs(root, {SQL: SMALL}), **record_runs(root, {RAW: SMALL}, fs="raw")}
+def runs(recorded: Recordings) -> dict[str, RunDir]:
+    """Two small real recordings, SQLite on ext4 and DHL on the raw device
+    (shared: each test damages its own copy)."""
+    return {SQL: recorded(SQL, SMALL), RAW: recorded(RAW, SMALL, "raw")}
 
 
 @pytest.fixture(scope="module")

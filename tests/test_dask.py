@@ -11,7 +11,7 @@ import threading
 from pathlib import Path
 
 import pytest
-from support import record_runs
+from support import Recordings
 
 from harness.check.check import CheckOptions, check_run
 from harness.rundir import RESULT_NAME, STATES_NAME, RunDir
@@ -23,10 +23,8 @@ pytestmark = pytest.mark.needs_fuse
 
 
 @pytest.fixture(scope="module")
-def run(tmp_path_factory: pytest.TempPathFactory) -> RunDir:
-    return record_runs(tmp_path_factory.mktemp("dask"), {"dhl-cc-raw": DHL_INSERT}, fs="raw")[
-        "dhl-cc-raw"
-    ]
+def run(recorded: Recordings) -> RunDir:
+    return recorded("dhl-cc-raw", DHL_INSERT, "raw")
 
 
 def _files(out: Path) -> tuple[bytes, bytes]:

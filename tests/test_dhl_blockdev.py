@@ -26,7 +26,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from support import ROOT, build, record_runs
+from support import ROOT, Recordings, build
 
 from dhl import Database
 from dhl.binding import CaptureIO, recovered_in_memory, recovered_on_device
@@ -35,7 +35,6 @@ from harness.logformat import LogReader
 from harness.materialize import sparse_copy, write_state_image
 from harness.mutants import build as build_mutant
 from harness.mutants import catalogue
-from harness.rundir import RunDir
 from harness.states import Enumeration, Options
 from harness.sweep.matrix import DHL_INSERT
 from harness.sysops import loop_attach, loop_detach
@@ -201,11 +200,13 @@ def test_the_old_format_leaves_old_pages(tmp_path: Path) -> None:
 
 
 @pytest.mark.needs_fuse
-def test_checker_recovery_equals_recovery_on_a_loop_device(tmp_path: Path) -> None:
+def test_checker_recovery_equals_recovery_on_a_loop_device(
+    recorded: Recordings, tmp_path: Path
+) -> None:
     """Every prefix and reorder state of a recorded dhl-cc-raw run: the
     checkers' in-memory, block-device recovery writes the same bytes as the
     engine recovering the crash image on a loop device."""
-    run: RunDir = record_runs(tmp_path / "runs", {"dhl-cc-raw": DHL_INSERT}, fs="raw")["dhl-cc-raw"]
+    run = recorded("dhl-cc-raw", DHL_INSERT, "raw")
     base = verified_base_for_run(run)
     img = tmp_path / "dev.img"
     sparse_copy(base, img)

@@ -17,7 +17,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from support import CRASHLAB, ROOT, record_runs
+from support import CRASHLAB, ROOT, Recordings
 
 from harness.rundir import RunDir
 
@@ -26,10 +26,8 @@ TINY = "insert:txns=3,ops=1,tables=1,seed=1"
 
 
 @pytest.fixture(scope="module")
-def run(tmp_path_factory: pytest.TempPathFactory) -> RunDir:
-    return record_runs(tmp_path_factory.mktemp("runs"), {"sqlite-wal-full": TINY})[
-        "sqlite-wal-full"
-    ]
+def run(recorded: Recordings) -> RunDir:
+    return recorded("sqlite-wal-full", TINY)
 
 
 @contextlib.contextmanager

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from support import CRASHLAB, interrupt_group, record_runs, tagged
+from support import CRASHLAB, Recordings, interrupt_group, tagged
 
 from harness.check.check import CheckOptions, check_run
 from harness.rundir import RESULT_NAME, RunDir
@@ -70,13 +70,8 @@ def test_a_swallowed_interrupt_is_raised_at_the_next_safe_point() -> None:
 
 
 @pytest.fixture(scope="module")
-def run(tmp_path_factory: pytest.TempPathFactory) -> RunDir:
-    return record_runs(
-        tmp_path_factory.mktemp("interrupt"),
-        {
-            "sqlite-delete-extra": "insert:txns=4,ops=3,tables=2,warmup=50,seed=1",
-        },
-    )["sqlite-delete-extra"]
+def run(recorded: Recordings) -> RunDir:
+    return recorded("sqlite-delete-extra", "insert:txns=4,ops=3,tables=2,warmup=50,seed=1")
 
 
 def _check(run: RunDir, out: Path, on_progress: Callable[[int, int], None] | None = None) -> None:

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from support import crashlab, record_runs
+from support import Recordings, crashlab
 
 from harness.check.check import CheckOptions, check_run, options_for
 from harness.check.multicrash import Composite, compose, resolve
@@ -31,14 +31,20 @@ from harness.sweep.sweep import record_cell
 
 pytestmark = pytest.mark.needs_fuse
 SMALL = "insert:txns=5,ops=3,tables=2,warmup=50,seed=1"
+RUNS = {
+    "sqlite-delete-extra": (MULTI, "ext4"),
+    "sqlite-off": (SMALL, "ext4"),
+    "dhl-cc-raw": (DHL_INSERT, "raw"),
+}
 
 
 @pytest.fixture(scope="module")
-def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, RunDir]:
+def runs(recorded: Recordings, tmp_path_factory: pytest.TempPathFactory) -> dict[str, RunDir]:
+    """The module's own copies of shared runs: a multicrash or recovery-crash
+    check records its continuations into the run folder (and this module's
+    tests reuse them, as a resumed check does)."""
     root = tmp_path_factory.mktemp("mc")
-    out = record_runs(root / "fs", {"sqlite-delete-extra": MULTI, "sqlite-off": SMALL})
-    out |= record_runs(root / "raw", {"dhl-cc-raw": DHL_INSERT}, fs="raw")
-    return out
+    return {sut: recorded.copy(root / sut, sut, wl, fs) for sut, (wl, fs) in RUNS.items()}
 
 
 def _check(run: RunDir, kind: str, out: Path, **comp: Any) -> dict[str, Any]:  # noqa: ANN401

@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from support import CRASHLAB, record_runs
+from support import CRASHLAB, Recordings
 
 from harness.errors import CrashlabError
 from harness.outlock import LOCK_NAME, locked_output
@@ -56,10 +56,8 @@ def holder(tmp_path: Path) -> Iterator[tuple[Path, subprocess.Popen[str]]]:
 
 
 @pytest.fixture(scope="module")
-def run(tmp_path_factory: pytest.TempPathFactory) -> RunDir:
-    return record_runs(tmp_path_factory.mktemp("runs"), {"sqlite-wal-full": TINY})[
-        "sqlite-wal-full"
-    ]
+def run(recorded: Recordings) -> RunDir:
+    return recorded("sqlite-wal-full", TINY)
 
 
 @pytest.fixture(scope="module")

@@ -13,7 +13,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from support import record_runs
+from support import Recordings
 
 from checkers import dhl
 from harness.check.check import CheckOptions, check_run, default_window
@@ -31,12 +31,8 @@ LONG_UPDATES = "update:txns=100,ops=6,tables=3,size=400,order=rand,warmup=30,see
 
 
 @pytest.fixture(scope="module")
-def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, RunDir]:
-    return record_runs(
-        tmp_path_factory.mktemp("rawfast"),
-        {"dhl-cc-raw": DHL_INSERT, "dhl-nolog-raw": MULTI},
-        fs="raw",
-    )
+def runs(recorded: Recordings) -> dict[str, RunDir]:
+    return recorded.many({"dhl-cc-raw": DHL_INSERT, "dhl-nolog-raw": MULTI}, fs="raw")
 
 
 def _files(out: Path) -> tuple[bytes, bytes]:
@@ -148,7 +144,7 @@ def _log_resident_kib(log: Path) -> int:
 
 
 def test_the_log_stays_mapped_but_not_resident(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    recorded: Recordings, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A worker lets go of the mapped log's pages behind its chunks: with
     a 16 KiB allowance, what of a 3 MB log stays resident is bounded
@@ -157,7 +153,7 @@ def test_the_log_stays_mapped_but_not_resident(
     from checkers import dhl_native
     from harness.check.check import _chunks
 
-    run = record_runs(tmp_path, {"dhl-cc-raw": LONG_UPDATES}, fs="raw")["dhl-cc-raw"]
+    run = recorded("dhl-cc-raw", LONG_UPDATES, "raw")
     opts = default_window(run, Options(strategy="reorder"))
 
     def lines(sc: StateChecker) -> tuple[bytes, int]:

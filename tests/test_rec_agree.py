@@ -14,7 +14,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from support import CRASHLAB, ROOT, record_runs
+from support import CRASHLAB, ROOT, Recordings
 
 from checkers.agree import judge_agree
 from harness.env import RUNNER
@@ -129,12 +129,14 @@ def _agree(run: RunDir, out: Path, env: dict[str, str]) -> dict:
 
 
 @pytest.mark.needs_fuse
-def test_rec_agree_fails_alone_when_the_restart_opens_another_database(tmp_path: Path) -> None:
+def test_rec_agree_fails_alone_when_the_restart_opens_another_database(
+    recorded: Recordings, tmp_path: Path
+) -> None:
     """DASH's recovery is its open, which the checkers do not run: with the
     mutant's runner the restart reads a unit from the shadow, while every
     crash state of the continuation still passes (recovery-crash runs no
     transaction), so only REC-AGREE sees it.  The built runner agrees."""
-    run = record_runs(tmp_path / "runs", {"dash": W})["dash"]
+    run = recorded.copy(tmp_path / "run", "dash", W)  # recovery-crash writes into the run
     built = _agree(run, tmp_path / "built", dict(os.environ))
     assert len(built["agree"]) == 2
     assert all(r["v"] == {"REC-AGREE": "pass"} for r in built["agree"])

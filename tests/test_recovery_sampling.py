@@ -9,7 +9,7 @@ from math import comb
 from pathlib import Path
 
 import pytest
-from support import record_runs
+from support import Recordings
 
 from checkers.recovery import IoOp, recovery_states
 from harness.check.check import CheckOptions, check_run
@@ -48,8 +48,10 @@ def test_spread_order_starts_inside_the_run(tmp_path: Path) -> None:
 
 
 @pytest.mark.needs_fuse
-def test_sampled_states_are_ones_whose_recovery_writes(tmp_path: Path) -> None:
-    run = record_runs(tmp_path, {"dhl-cc-raw": DHL_INSERT}, fs="raw")["dhl-cc-raw"]
+def test_sampled_states_are_ones_whose_recovery_writes(
+    recorded: Recordings, tmp_path: Path
+) -> None:
+    run = recorded("dhl-cc-raw", DHL_INSERT, "raw")
     result = check_run(
         run,
         CheckOptions(states=Options(strategy="reorder"), jobs=2, crashsafe_sample=4),

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from support import record_runs
+from support import Recordings
 
 from harness.check.check import CheckOptions, check_run
 from harness.check.repro import locate, reproduce
@@ -33,12 +33,15 @@ DURABLE_WL = "insert:txns=5,ops=1,tables=1,seed=1"
 
 
 @pytest.fixture(scope="module")
-def checked(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[RunDir, dict[str, Any]]]:
-    """sqlite-delete-full and sqlite-off, recorded and checked (prefix)."""
+def checked(
+    recorded: Recordings, tmp_path_factory: pytest.TempPathFactory
+) -> dict[str, tuple[RunDir, dict[str, Any]]]:
+    """sqlite-delete-full and sqlite-off, recorded and checked (prefix): the
+    module's own copies (a repro without --out writes into the run)."""
     root = tmp_path_factory.mktemp("repro")
     out = {}
     for sut, wl in (("sqlite-delete-full", DURABLE_WL), ("sqlite-off", ATOMIC_WL)):
-        run = record_runs(root, {sut: wl})[sut]
+        run = recorded.copy(root / sut, sut, wl)
         result = check_run(
             run, CheckOptions(states=Options(strategy="prefix"), jobs=2), root / f"{sut}-check"
         )

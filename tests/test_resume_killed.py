@@ -17,7 +17,7 @@ import uuid
 from pathlib import Path
 
 import pytest
-from support import CRASHLAB, record_runs, tagged
+from support import CRASHLAB, Recordings, tagged
 
 from harness.rundir import RESULT_NAME, STATES_NAME, RunDir
 from harness.sweep.matrix import DHL_INSERT
@@ -27,10 +27,8 @@ pytestmark = pytest.mark.needs_fuse
 
 
 @pytest.fixture(scope="module")
-def run(tmp_path_factory: pytest.TempPathFactory) -> RunDir:
-    return record_runs(tmp_path_factory.mktemp("killed"), {"dhl-cc-raw": DHL_INSERT}, fs="raw")[
-        "dhl-cc-raw"
-    ]
+def run(recorded: Recordings) -> RunDir:
+    return recorded("dhl-cc-raw", DHL_INSERT, "raw")
 
 
 def _crashlab(args: list[str], private_tmp: Path, token: str = "") -> subprocess.Popen[str]:

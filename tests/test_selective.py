@@ -23,11 +23,10 @@ import json
 import os
 import shutil
 import subprocess
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from support import crashlab, record_runs
+from support import Recordings, crashlab
 
 from harness.fs.ext4.recover import recover_ext4
 from harness.logformat import LogReader
@@ -55,19 +54,10 @@ BROKEN = ("DB-OPEN", "DB-ATOMIC", "DB-INTEGRITY")
 
 
 @pytest.fixture(scope="module")
-def runs() -> Iterator[dict[str, RunDir]]:
-    root = Path("/dev/shm") / f"crashlab-selective-{os.getpid()}"
-    try:
-        out = record_runs(root / "small", {"selective": SMALL, "selective-ordered": SMALL})
-        out |= {
-            f"{k}-large": v
-            for k, v in record_runs(
-                root / "large", {"selective": LARGE, "selective-fsonly": LARGE}
-            ).items()
-        }
-        yield out
-    finally:
-        shutil.rmtree(root, ignore_errors=True)
+def runs(recorded: Recordings) -> dict[str, RunDir]:
+    out = recorded.many({"selective": SMALL, "selective-ordered": SMALL})
+    large = recorded.many({"selective": LARGE, "selective-fsonly": LARGE})
+    return out | {f"{k}-large": v for k, v in large.items()}
 
 
 def _check(run: RunDir, strategy: str, out: Path) -> dict:

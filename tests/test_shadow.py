@@ -12,7 +12,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from support import crashlab, record_runs
+from support import Recordings, crashlab
 
 from checkers import sqlite as sqlite_checker
 from harness.bench.shadow import pages_per_txn
@@ -37,8 +37,8 @@ DB = ("DB-OPEN", "DB-INTEGRITY", "DB-ATOMIC", "DB-DURABLE", "DB-PREFIX")
 
 
 @pytest.fixture(scope="module")
-def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, RunDir]:
-    return record_runs(tmp_path_factory.mktemp("shadow"), dict.fromkeys(SUTS, W))
+def runs(recorded: Recordings) -> dict[str, RunDir]:
+    return recorded.many(dict.fromkeys(SUTS, W))
 
 
 def _check(run: RunDir, strategy: str, out: Path) -> dict:

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from support import CRASHLAB, record_runs, tagged
+from support import CRASHLAB, Recordings, tagged
 
 from harness.rundir import RunDir
 from harness.sweep.matrix import MULTI, matrix
@@ -25,10 +25,8 @@ pytestmark = pytest.mark.needs_fuse
 
 
 @pytest.fixture(scope="module")
-def run(tmp_path_factory: pytest.TempPathFactory) -> RunDir:
-    return record_runs(tmp_path_factory.mktemp("sigterm"), {"sqlite-delete-extra": MULTI})[
-        "sqlite-delete-extra"
-    ]
+def run(recorded: Recordings) -> RunDir:
+    return recorded("sqlite-delete-extra", MULTI)
 
 
 def _start(args: list[str], private_tmp: Path, token: str) -> subprocess.Popen[str]:

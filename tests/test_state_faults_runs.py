@@ -14,13 +14,11 @@ the raw device), checked through `crashlab check --fault`:
 from __future__ import annotations
 
 import json
-import os
 import shutil
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from support import crashlab, record_runs
+from support import Recordings, crashlab
 
 from harness.faults import parse_faults
 from harness.rundir import RunDir
@@ -34,14 +32,12 @@ WAL, WAL_CKSUM = "sqlite-wal-full", "sqlite:journal=wal,sync=full,cksum=1"
 
 
 @pytest.fixture(scope="module")
-def runs() -> Iterator[dict[str, RunDir]]:
-    root = Path("/dev/shm") / f"crashlab-statefaults-{os.getpid()}"
-    try:
-        out = record_runs(root / "ext4", {s: MULTI for s in (PLAIN, CKSUM, WAL, WAL_CKSUM)})
-        out |= record_runs(root / "raw", {"dhl-cc-raw": DHL_WL}, fs="raw")
-        yield out
-    finally:
-        shutil.rmtree(root, ignore_errors=True)
+def runs(recorded: Recordings, tmp_path_factory: pytest.TempPathFactory) -> dict[str, RunDir]:
+    """The module's own copies of shared runs: checks and repros write into
+    the run folder (RUN/check/..., RUN/repro/...)."""
+    root = tmp_path_factory.mktemp("statefaults")
+    out = {s: recorded.copy(root / s, s, MULTI) for s in (PLAIN, CKSUM, WAL, WAL_CKSUM)}
+    return out | {"dhl-cc-raw": recorded.copy(root / "dhl-cc-raw", "dhl-cc-raw", DHL_WL, "raw")}
 
 
 def check(run: RunDir, *args: str, strategy: str = "prefix") -> dict:  # type: ignore[type-arg]  # result.json as untyped JSON

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from support import record_runs
+from support import Recordings
 
 from harness.check.check import CheckOptions, check_run
 from harness.rundir import STATES_NAME, RunDir
@@ -32,16 +32,15 @@ CRASHLAB = Path(sys.executable).with_name("crashlab")
 
 
 @pytest.fixture(scope="module")
-def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, RunDir]:
-    """One recording per SUT, shared by the tests of this module."""
-    return record_runs(
-        tmp_path_factory.mktemp("runs"),
+def runs(recorded: Recordings) -> dict[str, RunDir]:
+    """One shared recording per SUT (read-only: checks go into tmp_path)."""
+    return recorded.many(
         {
             "sqlite-wal-full": MULTI,
             "sqlite-delete-extra": MULTI,
             "sqlite-off": MULTI,
             "sqlite-delete-full": SINGLE,
-        },
+        }
     )
 
 

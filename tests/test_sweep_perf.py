@@ -23,7 +23,7 @@ import uuid
 from pathlib import Path
 
 import pytest
-from support import alive, interrupt_group, record_runs, tagged
+from support import Recordings, alive, interrupt_group, tagged
 
 from harness.check.check import CheckOptions, check_run
 from harness.fs.ext4.debugfs import DebugfsError, DebugfsSession
@@ -143,13 +143,12 @@ def test_debugfs_dies_with_its_parent(tmp_path: Path) -> None:
 
 
 @pytest.fixture(scope="module")
-def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, RunDir]:
-    return record_runs(
-        tmp_path_factory.mktemp("perfruns"),
+def runs(recorded: Recordings) -> dict[str, RunDir]:
+    return recorded.many(
         {
             "sqlite-off": "insert:txns=5,ops=3,tables=2,warmup=50,seed=1",
             "sqlite-delete-extra": "insert:txns=4,ops=3,tables=2,warmup=50,seed=1",
-        },
+        }
     )
 
 

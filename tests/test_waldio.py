@@ -15,13 +15,13 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from support import Recordings, crashlab, record_runs
 
 from checkers import sqlite as sqlite_checker
 from harness.env import RUNNER
 from harness.mutants import build as build_mutant
 from harness.mutants import catalogue
 from harness.rundir import RunDir
-from tests.support import crashlab, record_runs
 from workloads.generate import write_opstream
 from workloads.oracle import Oracle, sqlite_digest
 from workloads.run import runner_command, runner_path
@@ -139,16 +139,16 @@ def test_the_checker_opens_through_the_vfs(
 
 
 @pytest.fixture(scope="module")
-def run(tmp_path_factory: pytest.TempPathFactory) -> RunDir:
-    return record_runs(tmp_path_factory.mktemp("waldio-runs"), {"waldio": SPEC})["waldio"]
+def run(recorded: Recordings) -> RunDir:
+    return recorded("waldio", SPEC)
 
 
 @pytest.mark.needs_fuse
 @pytest.mark.parametrize("strategy", ["prefix", "reorder", "torn"])
-def test_every_state_holds(run: RunDir, strategy: str) -> None:
-    p = crashlab("check", str(run.path), "--strategy", strategy)
+def test_every_state_holds(run: RunDir, strategy: str, tmp_path: Path) -> None:
+    p = crashlab("check", str(run.path), "--strategy", strategy, "--out", str(tmp_path / "c"))
     assert p.returncode == 0, p.stdout + p.stderr
-    result = json.loads(next((run.path / "check").glob(f"{strategy}-*/result.json")).read_text())
+    result = json.loads((tmp_path / "c" / "result.json").read_text())
     v = result["verdicts"]
     for inv in ("DB-OPEN", "DB-INTEGRITY", "DB-ATOMIC", "DB-DURABLE", "DB-PREFIX"):
         assert v[inv]["fail"] == 0 and v[inv]["pass"] > 0, (inv, v[inv])
@@ -158,8 +158,9 @@ def test_every_state_holds(run: RunDir, strategy: str) -> None:
 def test_a_recovered_state_needs_the_vfs(run: RunDir, tmp_path: Path) -> None:
     """A prefix state right after the last acknowledgement, materialised
     and recovered by crashlab (file system first): its WAL is WALDIO's."""
-    crashlab("check", str(run.path), "--strategy", "prefix")
-    states = next((run.path / "check").glob("prefix-*/states.jsonl")).read_text().splitlines()
+    p = crashlab("check", str(run.path), "--strategy", "prefix", "--out", str(tmp_path / "c"))
+    assert p.returncode == 0, p.stdout + p.stderr
+    states = (tmp_path / "c" / "states.jsonl").read_text().splitlines()
     state = next(json.loads(s)["id"] for s in states if json.loads(s)["acked"] == TXNS)
     p = crashlab("repro", str(run.path), state, "--out", str(tmp_path / "r"))
     assert p.returncode == 0, p.stdout + p.stderr

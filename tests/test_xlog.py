@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from support import build, record_runs, resummarize
+from support import Recordings, build, resummarize
 
 from checkers import xlog as xlog_checker
 from harness.check.check import CheckOptions, check_run, default_window, options_for
@@ -49,15 +49,12 @@ from workloads.run import oracle_from_meta, runner_command, spec_from_meta
 from workloads.suts import XLOG_NVRAM_BYTES, get_sut
 
 ROOT = Path(__file__).resolve().parents[1]
+WORKLOADS = {"MULTI": MULTI, "UPDATE": UPDATE, "DELETE": DELETE}
 
 
 @pytest.fixture(scope="module")
-def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, RunDir]:
-    root = tmp_path_factory.mktemp("xlog")
-    out = {}
-    for name, wl in (("MULTI", MULTI), ("UPDATE", UPDATE), ("DELETE", DELETE)):
-        out[name] = record_runs(root / name, {"xlog": wl})["xlog"]
-    return out
+def runs(recorded: Recordings) -> dict[str, RunDir]:
+    return {name: recorded("xlog", wl) for name, wl in WORKLOADS.items()}
 
 
 def _check(run: RunDir, strategy: str, out: Path, **comp: Any) -> dict[str, Any]:  # noqa: ANN401
@@ -214,14 +211,15 @@ def test_update_delete_hold(runs: dict[str, RunDir], tmp_path: Path, workload: s
 
 
 @pytest.mark.needs_fuse
-def test_crash_during_nvram_replay_holds(runs: dict[str, RunDir], tmp_path: Path) -> None:
-    result = _check(runs["MULTI"], "recovery-crash", tmp_path / "rc", max_first=2)
+def test_crash_during_nvram_replay_holds(recorded: Recordings, tmp_path: Path) -> None:
+    run = recorded.copy(tmp_path / "run", "xlog", MULTI)  # the continuations go into the run
+    result = _check(run, "recovery-crash", tmp_path / "rc", max_first=2)
     assert result["states"]["checked"] > 50
     assert result["violations"] == [], result["violations"][:2]
     # the continuations recorded the replay: WAL writes, then the NVRAM's reset
     replayed = 0
     for c in result["multicrash"]["continuations"]:
-        nested = RunDir(runs["MULTI"].path / "recovery-crash" / c["state"])
+        nested = RunDir(run.path / "recovery-crash" / c["state"])
         offset = nvram_region(nested.meta().extra)[0]  # type: ignore[index]  # the run's extra names an nvram region
         with LogReader(nested.log) as r:
             nv = [e for e in r.entries() if e.has_payload and e.sector * r.sectorsize >= offset]
