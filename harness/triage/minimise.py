@@ -284,7 +284,7 @@ class Minimiser:
                 known=known,
             )
         except NotFailing:
-            raise CrashlabError(
+            raise NotFailing(
                 f"state {state_id} of {self.run} does not fail {self.invariant}"
             ) from None
         self.memo.update({(tag, ks): v for ks, v in memo.items()})

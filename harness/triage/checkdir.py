@@ -1,0 +1,136 @@
+"""A check folder as triage reads it: which one (a run's, chosen by tag,
+or given), the window its check.json says it judged, and its failing
+states from states.jsonl -- every byte treated as hostile: anything
+malformed is a one-line :class:`CrashlabError` naming the file."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from harness.confine import confined, open_regular, read_regular
+from harness.errors import CrashlabError
+from harness.rundir import CHECK_DIR, IDENTITY_NAME, META_NAME, STATES_NAME, RunDir
+from harness.states import Options
+
+CHECK_JSON_LIMIT = 1 << 20
+
+
+@dataclass(frozen=True)
+class Failing:
+    """A failing state of states.jsonl: its ID, the log entries it dropped
+    and tore, and its cut's first entry."""
+
+    id: str
+    dropped: frozenset[int]
+    torn: frozenset[int]
+    cut_lo: int
+
+
+@dataclass(frozen=True)
+class CheckDir:
+    """A check folder of a run: its window (the check's state options)
+    and fsck option, and per invariant its failing states in file order."""
+
+    run: RunDir
+    path: Path
+    window: Options
+    fsck: bool
+    failing: dict[str, list[Failing]]
+
+
+def find_check(path: Path, tag: str | None) -> tuple[RunDir, Path]:
+    """The run and check folder ``path`` names: a check folder itself, or
+    a run folder with one check (or ``tag``, one of its checks)."""
+    if not path.is_dir():
+        raise CrashlabError(f"{path}: no such run or check folder")
+    if (path / IDENTITY_NAME).exists() and (path / STATES_NAME).exists():
+        run = path.parent.parent
+        if path.parent.name != CHECK_DIR or not (run / META_NAME).exists():
+            raise CrashlabError(f"{path}: a check folder not inside RUN/{CHECK_DIR}/")
+        if tag is not None and tag != path.name:
+            raise CrashlabError(f"{path}: is check {path.name!r}, not {tag!r}")
+        return RunDir(run), path
+    if not (path / META_NAME).exists():
+        raise CrashlabError(f"{path}: not a run folder (no {META_NAME}) nor a check folder")
+    tags = sorted(p.name for p in (path / CHECK_DIR).glob("*") if (p / STATES_NAME).is_file())
+    if tag is not None:
+        folder = confined(path / CHECK_DIR, tag, f"{path}: --check")
+        if tag not in tags:
+            raise CrashlabError(f"{path}: no check {tag!r} (checks: {', '.join(tags) or 'none'})")
+        return RunDir(path), folder
+    if len(tags) != 1:
+        which = f"several checks ({', '.join(tags)}): choose one with --check"
+        raise CrashlabError(f"{path}: {which if tags else 'not checked (crashlab check first)'}")
+    return RunDir(path), path / CHECK_DIR / tags[0]
+
+
+def read_check(run: RunDir, folder: Path) -> CheckDir:
+    """The check in ``folder``: its check.json's window and fsck option,
+    its states.jsonl's failing states."""
+    where = str(folder / IDENTITY_NAME)
+    try:
+        ident = json.loads(read_regular(folder / IDENTITY_NAME, CHECK_JSON_LIMIT, where))
+    except (ValueError, RecursionError) as e:
+        raise CrashlabError(f"{where}: corrupt JSON ({str(e)[:80]})") from None
+    opts = ident.get("options") if isinstance(ident, dict) else None
+    if not isinstance(opts, dict):
+        raise CrashlabError(f"{where}: no options object")
+    start, end = opts.get("window_start"), opts.get("window_end")
+    if not all(v is None or isinstance(v, str) for v in (start, end)):
+        raise CrashlabError(f"{where}: a window mark that is not a string")
+    fsck = opts.get("fsck", True)
+    if not isinstance(fsck, bool):
+        raise CrashlabError(f"{where}: fsck is not true or false")
+    return CheckDir(
+        run,
+        folder,
+        Options(window_start=start, window_end=end),
+        fsck,
+        _failing(folder / STATES_NAME),
+    )
+
+
+def _failing(path: Path) -> dict[str, list[Failing]]:
+    """Per invariant, the states of states.jsonl that fail it."""
+    out: dict[str, list[Failing]] = {}
+    fd = open_regular(path, str(path))
+    with open(fd, "rb") as f:
+        for n, line in enumerate(f, 1):
+            if not line.endswith(b"\n"):
+                break  # a check still writing, or killed: its torn last line
+            rec = _record(line, f"{path}:{n}")
+            for inv, status in rec["v"].items():
+                if status == "fail":
+                    out.setdefault(inv, []).append(_failing_state(rec, f"{path}:{n}"))
+    return out
+
+
+def _record(line: bytes, where: str) -> dict[str, Any]:
+    try:
+        rec = json.loads(line)
+    except (ValueError, RecursionError) as e:
+        raise CrashlabError(f"{where}: corrupt JSON ({str(e)[:80]})") from None
+    if not (
+        isinstance(rec, dict)
+        and isinstance(rec.get("id"), str)
+        and isinstance(rec.get("v"), dict)
+        and all(isinstance(k, str) and isinstance(v, str) for k, v in rec["v"].items())
+    ):
+        raise CrashlabError(f"{where}: not a state record (id and verdicts)")
+    return rec
+
+
+def _failing_state(rec: dict[str, Any], where: str) -> Failing:
+    ints = {}
+    for key in ("dropped", "torn", "cut"):
+        v = rec.get(key, [])
+        if not isinstance(v, list) or not all(type(x) is int and x >= 0 for x in v):
+            raise CrashlabError(f"{where}: {key} is not a list of log entries")
+        ints[key] = v
+    cut = ints["cut"]
+    return Failing(
+        rec["id"], frozenset(ints["dropped"]), frozenset(ints["torn"]), cut[0] if cut else 0
+    )
