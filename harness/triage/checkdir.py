@@ -5,6 +5,7 @@ malformed is a one-line :class:`CrashlabError` naming the file."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -12,7 +13,15 @@ from typing import Any
 
 from harness.confine import confined, open_regular, read_regular
 from harness.errors import CrashlabError
-from harness.rundir import CHECK_DIR, IDENTITY_NAME, META_NAME, STATES_NAME, RunDir
+from harness.rundir import (
+    CHECK_DIR,
+    IDENTITY_NAME,
+    META_LIMIT,
+    META_NAME,
+    RESULT_NAME,
+    STATES_NAME,
+    RunDir,
+)
 from harness.states import Options
 
 CHECK_JSON_LIMIT = 1 << 20
@@ -47,12 +56,9 @@ def find_check(path: Path, tag: str | None) -> tuple[RunDir, Path]:
     if not path.is_dir():
         raise CrashlabError(f"{path}: no such run or check folder")
     if (path / IDENTITY_NAME).exists() and (path / STATES_NAME).exists():
-        run = path.parent.parent
-        if path.parent.name != CHECK_DIR or not (run / META_NAME).exists():
-            raise CrashlabError(f"{path}: a check folder not inside RUN/{CHECK_DIR}/")
         if tag is not None and tag != path.name:
             raise CrashlabError(f"{path}: is check {path.name!r}, not {tag!r}")
-        return RunDir(run), path
+        return _run_of(path), path
     if not (path / META_NAME).exists():
         raise CrashlabError(f"{path}: not a run folder (no {META_NAME}) nor a check folder")
     tags = sorted(p.name for p in (path / CHECK_DIR).glob("*") if (p / STATES_NAME).is_file())
@@ -67,15 +73,43 @@ def find_check(path: Path, tag: str | None) -> tuple[RunDir, Path]:
     return RunDir(path), path / CHECK_DIR / tags[0]
 
 
+def _run_of(folder: Path) -> RunDir:
+    """The run a check folder checked: RUN of RUN/check/TAG, else (a check
+    written elsewhere with --out) the one its result.json names; either
+    way the recording its check.json holds the digest of."""
+    run = folder.parent.parent
+    if folder.parent.name != CHECK_DIR or not (run / META_NAME).exists():
+        where = str(folder / RESULT_NAME)
+        try:
+            named = _json(folder / RESULT_NAME, where).get("run")
+        except FileNotFoundError:
+            named = None
+        if not isinstance(named, str) or not (Path(named) / META_NAME).is_file():
+            raise CrashlabError(f"{folder}: names no run (not in RUN/{CHECK_DIR}/, no result.json)")
+        run = Path(named)
+    ident = _json(folder / IDENTITY_NAME, str(folder / IDENTITY_NAME))
+    digest = hashlib.sha256(read_regular(run / META_NAME, META_LIMIT)).hexdigest()
+    if ident.get("recording") != digest:
+        raise CrashlabError(f"{folder}: a check of another recording than {run}")
+    return RunDir(run)
+
+
+def _json(path: Path, where: str) -> dict[str, Any]:
+    """A JSON object file of at most CHECK_JSON_LIMIT bytes."""
+    try:
+        doc = json.loads(read_regular(path, CHECK_JSON_LIMIT, where))
+    except (ValueError, RecursionError) as e:
+        raise CrashlabError(f"{where}: corrupt JSON ({str(e)[:80]})") from None
+    if not isinstance(doc, dict):
+        raise CrashlabError(f"{where}: not a JSON object")
+    return doc
+
+
 def read_check(run: RunDir, folder: Path) -> CheckDir:
     """The check in ``folder``: its check.json's window and fsck option,
     its states.jsonl's failing states."""
     where = str(folder / IDENTITY_NAME)
-    try:
-        ident = json.loads(read_regular(folder / IDENTITY_NAME, CHECK_JSON_LIMIT, where))
-    except (ValueError, RecursionError) as e:
-        raise CrashlabError(f"{where}: corrupt JSON ({str(e)[:80]})") from None
-    opts = ident.get("options") if isinstance(ident, dict) else None
+    opts = _json(folder / IDENTITY_NAME, where).get("options")
     if not isinstance(opts, dict):
         raise CrashlabError(f"{where}: no options object")
     start, end = opts.get("window_start"), opts.get("window_end")

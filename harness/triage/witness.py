@@ -134,7 +134,7 @@ class Namer:
         for lw in m.lost:
             status = "torn" if lw.torn else "lost"
             lost.append(self._roled(rd, by_entry[lw.entry], status, lw.missing.bit_count()))
-        persisted = [w for w in r.explanation.writes if w.status in ("kept", "torn")]
+        persisted = [w for w in r.explanation.writes if w.status == "kept"]
         last = self._roled(rd, persisted[-1], "persisted") if persisted else None
         later = [w for w in r.explanation.writes if w.status == "after cut"]
         nxt = self._roled(rd, later[0], "unwritten") if later else None
