@@ -21,7 +21,7 @@ from harness.check.repro import ReproOptions, state_checker
 from harness.errors import CrashlabError
 from harness.logformat import FUA, Entry, LogReader
 from harness.rundir import RunDir
-from harness.states import Options, State, iter_epochs
+from harness.states import Options, State, iter_epochs, resolve_window
 from harness.states.epochs import Epoch
 from harness.states.model import DM_LOG_WRITES
 from harness.states.stateid import StateKey, format_id, iter_bits, parse_id
@@ -233,6 +233,7 @@ def test_a_state_that_does_not_fail_is_refused() -> None:
 # --- a real recording -------------------------------------------------------
 
 MULTI = "insert:txns=10,ops=3,tables=3,warmup=100,seed=1"  # harness/sweep/builtin_workloads.py
+DHL_INSERT = "insert:txns=10,ops=6,tables=3,size=400,warmup=20,seed=1"
 REAL = [
     # journal OFF: a reordered page write leaves a partial transaction
     ("sqlite-off", "DB-ATOMIC"),
@@ -346,3 +347,29 @@ def test_composite_ids_split_and_join() -> None:
         parts, got = split_id(sid)
         assert got == kinds
         assert join_id(tuple(parse_id(p) for p in parts), got) == sid
+
+
+def test_minimise_stays_in_the_checks_window(recorded: Any, tmp_path: Path) -> None:
+    # dhl-nolog-raw fails DB-OPEN from its first transactions; before its
+    # setup-done mark the database does not exist, and the base image
+    # (e0.p0) "fails" too, but the check never judges it
+    run = recorded("dhl-nolog-raw", DHL_INSERT, fs="raw")
+    verdicts = check_verdicts(run, "DB-OPEN", tmp_path / "check")
+    failing = [i for i, v in verdicts.items() if v == "fail"]
+    assert failing
+    space = space_of(run)
+    with LogReader(run.log) as reader:
+        setup = resolve_window(reader, Options(window_start="setup-done"))[0]
+    assert setup is not None
+    for sid in (failing[0], failing[-1]):
+        got = minimise(run.path, sid, "DB-OPEN")
+        key = parse_id(got.minimal)
+        assert State(key, space.epoch(key)).cut.hi > setup, got
+        assert verdicts.get(got.minimal) in ("fail", None)
+    # the window of the check's own options: from a later mark
+    late = Options(window_start="txn-ack:5")
+    got = minimise(run.path, failing[-1], "DB-OPEN", states=late)
+    with LogReader(run.log) as reader:
+        ack5 = resolve_window(reader, late)[0]
+    key = parse_id(got.minimal)
+    assert ack5 is not None and State(key, space.epoch(key)).cut.hi > ack5

@@ -55,6 +55,7 @@ def _register() -> None:
         reportcmd,
         reprocmd,
         statescmd,
+        triagecmd,
     )
 
     for module in (
@@ -63,6 +64,7 @@ def _register() -> None:
         statescmd,
         checkcmd,
         reprocmd,
+        triagecmd,
         reportcmd,
         papercmd,
         benchcmd,

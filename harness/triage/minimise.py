@@ -22,12 +22,13 @@ from typing import Any
 from checkers.invariants import INVARIANTS
 from harness.check.multicrash import RECOVERY_PART, compose, resolve
 from harness.check.repro import ReproOptions, state_checker
+from harness.check.window import default_window
 from harness.check.worker import StateChecker
 from harness.env import temporary_folder
 from harness.errors import CrashlabError
 from harness.logformat import LogReader
 from harness.rundir import RunDir
-from harness.states import State, iter_epochs, state_from_id
+from harness.states import Options, State, iter_epochs, resolve_window, state_from_id
 from harness.states.model import write_units
 from harness.states.stateid import UNIT, format_id, format_ranges, iter_bits, parse_id
 from harness.triage.search import (
@@ -153,10 +154,16 @@ def join_id(keys: Keys, kinds: list[str]) -> str:
 
 class Runs:
     """The runs a composite state's crashes lie in, each opened once: its
-    :class:`EpochSpace` and, lazily, its :class:`StateChecker`."""
+    :class:`EpochSpace` (within the check's window: ``states``, the check's
+    state options, completed by :func:`default_window` for the first run;
+    a continuation's own default window) and, lazily, its
+    :class:`StateChecker`."""
 
-    def __init__(self, run: RunDir, kinds: list[str], work: Path, options: ReproOptions) -> None:
+    def __init__(
+        self, run: RunDir, kinds: list[str], work: Path, options: ReproOptions, states: Options
+    ) -> None:
         self.run, self.kinds, self.work, self.options = run, kinds, work, options
+        self.states = states
         self.spaces: dict[Path, EpochSpace] = {}
         self.checkers: dict[Path, StateChecker] = {}
         self.faulted = False
@@ -176,8 +183,10 @@ class Runs:
         if rd is None:
             return None
         if rd.path not in self.spaces:
+            opts = default_window(rd, self.states if not prefix else Options())
             with LogReader(rd.log) as reader:
-                self.spaces[rd.path] = EpochSpace(list(iter_epochs(reader, rd.log_order)))
+                window = resolve_window(reader, opts)
+                self.spaces[rd.path] = EpochSpace(list(iter_epochs(reader, rd.log_order)), window)
         return self.spaces[rd.path]
 
     def verdicts_fail(self, keys: Keys, invariant: str) -> bool:
@@ -199,6 +208,100 @@ class Runs:
             checker.close()
 
 
+class Minimiser:
+    """Minimises failing states of one run on one invariant, one after the
+    other, with one memo: a candidate judged for one state is not judged
+    again for the next, and a state whose search reaches a state already
+    shrunk stops there (many failing states shrink to the same witness).
+    ``states``: the check's state options (its window; None: the run's
+    default window, from its ``setup-done`` mark); ``whole_log`` as
+    :func:`minimise`.  A context manager: it closes its checkers."""
+
+    def __init__(
+        self,
+        run: Path,
+        invariant: str,
+        options: ReproOptions = ReproOptions(),
+        *,
+        states: Options | None = None,
+        whole_log: bool = True,
+    ) -> None:
+        if invariant not in INVARIANTS:
+            raise CrashlabError(f"unknown invariant {invariant!r}")
+        if not run.is_dir():
+            raise CrashlabError(f"{run}: no such run directory")
+        self.run, self.invariant, self.options = run, invariant, options
+        self.states = states or Options()
+        self.whole_log = whole_log
+        self.memo: dict[tuple[tuple[str, ...], Keys], bool] = {}
+        self.known: dict[tuple[tuple[str, ...], Keys], Keys] = {}
+        self._stack = ExitStack()
+        self.work = self._stack.enter_context(temporary_folder("crashlab-triage-"))
+        self._runs: dict[tuple[str, ...], Runs] = {}
+
+    def __enter__(self) -> Minimiser:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Close the checkers and remove the scratch folder."""
+        for runs in self._runs.values():
+            runs.close()
+        self._stack.close()
+
+    def _runs_for(self, kinds: list[str], faulted: bool) -> Runs:
+        """The :class:`Runs` of a composition (its continuation kinds)."""
+        tag = (*kinds, "faulted" if faulted else "")
+        if tag not in self._runs:
+            folder = self.work / f"c{len(self._runs)}"
+            folder.mkdir()
+            runs = Runs(RunDir(self.run), kinds, folder, self.options, self.states)
+            runs.faulted = faulted
+            self._runs[tag] = runs
+        return self._runs[tag]
+
+    def minimise(self, state_id: str) -> Minimised:
+        """:func:`minimise` of ``state_id``, sharing this minimiser's memo."""
+        rd, plain = resolve(RunDir(self.run), state_id)
+        with LogReader(rd.log) as reader:
+            state_from_id(reader, plain, rd.log_order)  # a one-line error for an impossible ID
+        parts, kinds = split_id(state_id)
+        keys = tuple(parse_id(p) for p in parts)
+        runs = self._runs_for(kinds, any(k.faulted for k in keys))
+        tag = tuple(kinds)
+        memo = {ks: v for (t, ks), v in self.memo.items() if t == tag}
+        known = {ks: v for (t, ks), v in self.known.items() if t == tag}
+        before = len(memo)
+        try:
+            minimal, _ = shrink_composite(
+                keys,
+                lambda ks: runs.verdicts_fail(ks, self.invariant),
+                runs.space_of,
+                whole_log=self.whole_log,
+                memo=memo,
+                known=known,
+            )
+        except NotFailing:
+            raise NotFailing(
+                f"state {state_id} of {self.run} does not fail {self.invariant}"
+            ) from None
+        self.memo.update({(tag, ks): v for ks, v in memo.items()})
+        self.known.update({(tag, ks): v for ks, v in known.items()})
+        space = runs.space_of(minimal[:-1])
+        assert space is not None
+        last = State(minimal[-1], space.epoch(minimal[-1]))
+        return Minimised(
+            state_id,
+            join_id(minimal, kinds),
+            self.invariant,
+            kind_of(minimal[-1]),
+            len(memo) - before,
+            lost_writes(last),
+        )
+
+
 def minimise(
     run: Path,
     state_id: str,
@@ -206,44 +309,17 @@ def minimise(
     options: ReproOptions = ReproOptions(),
     *,
     whole_log: bool = True,
+    states: Options | None = None,
 ) -> Minimised:
     """A smallest state of ``run`` (of ``state_id``'s kind or a simpler
     one, the crash model allowing it) that fails ``invariant`` as
     ``state_id`` does; ``whole_log``: its crash point searched from the
     log's start (False: in ``state_id``'s epoch only, so that a failure
-    of the same invariant in an earlier epoch does not absorb it).
+    of the same invariant in an earlier epoch does not absorb it); never
+    outside the check's window (``states``: the check's state options;
+    None: the run's default, from its ``setup-done`` mark on), whose
+    states the check does not judge.
     A one-line :class:`CrashlabError` for an unknown run or invariant, an
     ID the run cannot produce, or a state that does not fail ``invariant``."""
-    if invariant not in INVARIANTS:
-        raise CrashlabError(f"unknown invariant {invariant!r}")
-    if not run.is_dir():
-        raise CrashlabError(f"{run}: no such run directory")
-    rd, plain = resolve(RunDir(run), state_id)
-    with LogReader(rd.log) as reader:
-        state_from_id(reader, plain, rd.log_order)  # a one-line error for an impossible ID
-    parts, kinds = split_id(state_id)
-    keys = tuple(parse_id(p) for p in parts)
-    with temporary_folder("crashlab-triage-") as work, ExitStack() as stack:
-        runs = Runs(RunDir(run), kinds, work, options)
-        runs.faulted = any(k.faulted for k in keys)
-        stack.callback(runs.close)
-        try:
-            minimal, judged = shrink_composite(
-                keys,
-                lambda ks: runs.verdicts_fail(ks, invariant),
-                runs.space_of,
-                whole_log=whole_log,
-            )
-        except NotFailing:
-            raise CrashlabError(f"state {state_id} of {run} does not fail {invariant}") from None
-        space = runs.space_of(minimal[:-1])
-        assert space is not None
-        last = State(minimal[-1], space.epoch(minimal[-1]))
-    return Minimised(
-        state_id,
-        join_id(minimal, kinds),
-        invariant,
-        kind_of(minimal[-1]),
-        judged,
-        lost_writes(last),
-    )
+    with Minimiser(run, invariant, options, states=states, whole_log=whole_log) as m:
+        return m.minimise(state_id)

@@ -28,7 +28,7 @@ from typing import Protocol, TypeVar
 
 from harness.errors import CrashlabError
 from harness.states.epochs import Epoch, merge_epochs
-from harness.states.model import check_valid, lost_fua, write_units
+from harness.states.model import check_valid, compute_cut, lost_fua, write_units
 from harness.states.stateid import StateKey, iter_bits
 
 T = TypeVar("T")
@@ -60,13 +60,19 @@ class Space(Protocol):
         ...
 
 
+Window = tuple[int | None, int | None]
+
+
 class EpochSpace:
     """:class:`Space` over a log's epochs ``0..N`` in order (as
     :func:`harness.states.epochs.iter_epochs` yields them, or made by hand),
-    with the model's own :func:`check_valid`."""
+    with the model's own :func:`check_valid`; ``window``: the entry indices
+    of a check's window marks (``harness.states.resolve_window``), outside
+    which no state is valid, as the check's enumeration keeps none there."""
 
-    def __init__(self, epochs: Sequence[Epoch]) -> None:
+    def __init__(self, epochs: Sequence[Epoch], window: Window = (None, None)) -> None:
         self.epochs = list(epochs)
+        self.window = window
         self._merged: dict[tuple[int, int], Epoch] = {}
 
     def epoch(self, key: StateKey) -> Epoch:
@@ -95,7 +101,16 @@ class EpochSpace:
             check_valid(self.epoch(key), key)
         except CrashlabError:
             return False
-        return True
+        return self.in_window(key)
+
+    def in_window(self, key: StateKey) -> bool:
+        """Whether ``key``'s crash interval lies in the window, as the
+        enumeration decides it (``harness/states/enumerate.py``)."""
+        a, b = self.window
+        if a is None and b is None:
+            return True
+        cut = compute_cut(self.epoch(key), key.kept, key.torn_mask)
+        return (a is None or cut.hi > a) and (b is None or cut.lo <= b)
 
 
 def members(key: StateKey) -> int:
@@ -127,6 +142,9 @@ class Judge:
     # phase 1 looks at every epoch before the state's (False: its own only)
     whole_log: bool = True
     memo: dict[StateKey, bool] = field(default_factory=dict)
+    # states already shrunk -> their minimal state: a search that reaches
+    # one stops there (shared by the searches of one run and invariant)
+    known: dict[StateKey, StateKey] = field(default_factory=dict)
 
     @property
     def judged(self) -> int:
@@ -290,16 +308,24 @@ def shrink_with(judge: Judge, key: StateKey) -> StateKey:
     """The phases of :func:`shrink` on a key ``judge`` finds failing.  Each
     round makes (crash point, drops, missing units) smaller or stops; a
     state that turned out not to need its drops or tear is of a simpler
-    kind, and the search over crash points starts again for that kind."""
+    kind, and the search over crash points starts again for that kind.
+    Every state the search passes through is then known to shrink to the
+    result (``judge.known``), and a search that reaches a known one stops."""
+    path = [key]
     key = earliest(judge, key)
-    while True:
+    while key not in judge.known:
+        path.append(key)
         new = smallest_tears(judge, fewest_drops(judge, key))
         back = step_back(new)
         if back is not None and judge(back):
             new = back
         if new == key:
-            return key
+            break
         key = new if kind_of(new) == kind_of(key) else earliest(judge, new)
+    result = judge.known.get(key, key)
+    for k in path:
+        judge.known[k] = result
+    return result
 
 
 def shrink(key: StateKey, fails: Fails, space: Space, *, whole_log: bool = True) -> Shrunk:
@@ -357,14 +383,19 @@ def shrink_composite(
     space_of: Callable[[Keys], Space | None],
     *,
     whole_log: bool = True,
+    memo: dict[Keys, bool] | None = None,
+    known: dict[Keys, Keys] | None = None,
 ) -> tuple[Keys, int]:
     """A composite state (crash, recover and continue, crash ...) shrunk
     one crash at a time, first to last, each by :func:`shrink`'s phases
     with the others fixed; ``space_of(prefix)`` is the space of the crash
     after the crashes ``prefix`` (None: that continuation was not
     recorded, so no candidate lies there).  Returns the minimal keys and
-    the distinct composite states judged (``whole_log``: as :func:`shrink`)."""
-    memo: dict[Keys, bool] = {}
+    the distinct composite states judged (``whole_log``: as :func:`shrink`).
+    ``memo`` (composite state -> fails) and, for a one-crash state,
+    ``known`` (state -> its minimal state) may be shared by the searches
+    of one run and invariant, which then judge no state twice."""
+    memo = {} if memo is None else memo
 
     def judged(ks: Keys) -> bool:
         if ks not in memo:
@@ -375,6 +406,9 @@ def shrink_composite(
         raise NotFailing(
             f"state {'/'.join(map(str, keys))}: not a failing state of the crash model"
         )
+    single: dict[StateKey, StateKey] = {}
+    if known is not None and len(keys) == 1:
+        single = {k[0]: v[0] for k, v in known.items() if len(k) == 1}
     for i in range(len(keys)):
         part = PartSpace(space_of, keys, i)
         at = keys
@@ -382,5 +416,8 @@ def shrink_composite(
         def fails_i(key: StateKey, at: Keys = at, i: int = i) -> bool:
             return judged(at[:i] + (key,) + at[i + 1 :])
 
-        keys = keys[:i] + (shrink_with(Judge(fails_i, part, whole_log), keys[i]),) + keys[i + 1 :]
+        judge = Judge(fails_i, part, whole_log, known=single if len(keys) == 1 else {})
+        keys = keys[:i] + (shrink_with(judge, keys[i]),) + keys[i + 1 :]
+    if known is not None and len(keys) == 1:
+        known.update({(k,): (v,) for k, v in single.items()})
     return keys, len(memo)

@@ -1,0 +1,170 @@
+"""A check folder as triage reads it: which one (a run's, chosen by tag,
+or given), the window its check.json says it judged, and its failing
+states from states.jsonl -- every byte treated as hostile: anything
+malformed is a one-line :class:`CrashlabError` naming the file."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from harness.confine import confined, open_regular, read_regular
+from harness.errors import CrashlabError
+from harness.rundir import (
+    CHECK_DIR,
+    IDENTITY_NAME,
+    META_LIMIT,
+    META_NAME,
+    RESULT_NAME,
+    STATES_NAME,
+    RunDir,
+)
+from harness.states import Options
+
+CHECK_JSON_LIMIT = 1 << 20
+
+
+@dataclass(frozen=True)
+class Failing:
+    """A failing state of states.jsonl: its ID, the log entries it dropped
+    and tore, and its cut's first entry."""
+
+    id: str
+    dropped: frozenset[int]
+    torn: frozenset[int]
+    cut_lo: int
+
+
+@dataclass(frozen=True)
+class CheckDir:
+    """A check folder of a run: its window (the check's state options)
+    and fsck option, and per invariant its failing states in file order."""
+
+    run: RunDir
+    path: Path
+    window: Options
+    fsck: bool
+    failing: dict[str, list[Failing]]
+
+
+def find_check(path: Path, tag: str | None) -> tuple[RunDir, Path]:
+    """The run and check folder ``path`` names: a check folder itself, or
+    a run folder with one check (or ``tag``, one of its checks)."""
+    if not path.is_dir():
+        raise CrashlabError(f"{path}: no such run or check folder")
+    if (path / IDENTITY_NAME).exists() and (path / STATES_NAME).exists():
+        if tag is not None and tag != path.name:
+            raise CrashlabError(f"{path}: is check {path.name!r}, not {tag!r}")
+        return _run_of(path), path
+    if not (path / META_NAME).exists():
+        raise CrashlabError(f"{path}: not a run folder (no {META_NAME}) nor a check folder")
+    tags = sorted(p.name for p in (path / CHECK_DIR).glob("*") if (p / STATES_NAME).is_file())
+    if tag is not None:
+        folder = confined(path / CHECK_DIR, tag, f"{path}: --check")
+        if tag not in tags:
+            raise CrashlabError(f"{path}: no check {tag!r} (checks: {', '.join(tags) or 'none'})")
+        return RunDir(path), folder
+    if len(tags) != 1:
+        which = f"several checks ({', '.join(tags)}): choose one with --check"
+        raise CrashlabError(f"{path}: {which if tags else 'not checked (crashlab check first)'}")
+    return RunDir(path), path / CHECK_DIR / tags[0]
+
+
+def _run_of(folder: Path) -> RunDir:
+    """The run a check folder checked: RUN of RUN/check/TAG, else (a check
+    written elsewhere with --out) the one its result.json names; either
+    way the recording its check.json holds the digest of."""
+    run = folder.parent.parent
+    if folder.parent.name != CHECK_DIR or not (run / META_NAME).exists():
+        where = str(folder / RESULT_NAME)
+        try:
+            named = _json(folder / RESULT_NAME, where).get("run")
+        except FileNotFoundError:
+            named = None
+        if not isinstance(named, str) or not (Path(named) / META_NAME).is_file():
+            raise CrashlabError(f"{folder}: names no run (not in RUN/{CHECK_DIR}/, no result.json)")
+        run = Path(named)
+    ident = _json(folder / IDENTITY_NAME, str(folder / IDENTITY_NAME))
+    digest = hashlib.sha256(read_regular(run / META_NAME, META_LIMIT)).hexdigest()
+    if ident.get("recording") != digest:
+        raise CrashlabError(f"{folder}: a check of another recording than {run}")
+    return RunDir(run)
+
+
+def _json(path: Path, where: str) -> dict[str, Any]:
+    """A JSON object file of at most CHECK_JSON_LIMIT bytes."""
+    try:
+        doc = json.loads(read_regular(path, CHECK_JSON_LIMIT, where))
+    except (ValueError, RecursionError) as e:
+        raise CrashlabError(f"{where}: corrupt JSON ({str(e)[:80]})") from None
+    if not isinstance(doc, dict):
+        raise CrashlabError(f"{where}: not a JSON object")
+    return doc
+
+
+def read_check(run: RunDir, folder: Path) -> CheckDir:
+    """The check in ``folder``: its check.json's window and fsck option,
+    its states.jsonl's failing states."""
+    where = str(folder / IDENTITY_NAME)
+    opts = _json(folder / IDENTITY_NAME, where).get("options")
+    if not isinstance(opts, dict):
+        raise CrashlabError(f"{where}: no options object")
+    start, end = opts.get("window_start"), opts.get("window_end")
+    if not all(v is None or isinstance(v, str) for v in (start, end)):
+        raise CrashlabError(f"{where}: a window mark that is not a string")
+    fsck = opts.get("fsck", True)
+    if not isinstance(fsck, bool):
+        raise CrashlabError(f"{where}: fsck is not true or false")
+    return CheckDir(
+        run,
+        folder,
+        Options(window_start=start, window_end=end),
+        fsck,
+        _failing(folder / STATES_NAME),
+    )
+
+
+def _failing(path: Path) -> dict[str, list[Failing]]:
+    """Per invariant, the states of states.jsonl that fail it."""
+    out: dict[str, list[Failing]] = {}
+    fd = open_regular(path, str(path))
+    with open(fd, "rb") as f:
+        for n, line in enumerate(f, 1):
+            if not line.endswith(b"\n"):
+                break  # a check still writing, or killed: its torn last line
+            rec = _record(line, f"{path}:{n}")
+            for inv, status in rec["v"].items():
+                if status == "fail":
+                    out.setdefault(inv, []).append(_failing_state(rec, f"{path}:{n}"))
+    return out
+
+
+def _record(line: bytes, where: str) -> dict[str, Any]:
+    try:
+        rec = json.loads(line)
+    except (ValueError, RecursionError) as e:
+        raise CrashlabError(f"{where}: corrupt JSON ({str(e)[:80]})") from None
+    if not (
+        isinstance(rec, dict)
+        and isinstance(rec.get("id"), str)
+        and isinstance(rec.get("v"), dict)
+        and all(isinstance(k, str) and isinstance(v, str) for k, v in rec["v"].items())
+    ):
+        raise CrashlabError(f"{where}: not a state record (id and verdicts)")
+    return rec
+
+
+def _failing_state(rec: dict[str, Any], where: str) -> Failing:
+    ints = {}
+    for key in ("dropped", "torn", "cut"):
+        v = rec.get(key, [])
+        if not isinstance(v, list) or not all(type(x) is int and x >= 0 for x in v):
+            raise CrashlabError(f"{where}: {key} is not a list of log entries")
+        ints[key] = v
+    cut = ints["cut"]
+    return Failing(
+        rec["id"], frozenset(ints["dropped"]), frozenset(ints["torn"]), cut[0] if cut else 0
+    )
