@@ -145,9 +145,11 @@ class _Tally:
 
 class Lines:
     """A :class:`Watch` that writes whole lines to stderr: at each start
-    and end, and from a thread every ``interval`` seconds.  A line is one
-    ``write`` of the file descriptor (no buffer, no lock a forked worker
-    could inherit held); a failing stderr silences it, never the run."""
+    and end, and from a thread every ``interval`` seconds.  Each line is
+    written, with the change of state it reports, under one lock (a tick
+    never lands after the end it preceded) in one ``write`` of the file
+    descriptor (no buffer whose lock a forked worker could inherit held);
+    a failing stderr silences it, never the run."""
 
     def __init__(self, kind: str, interval: float) -> None:
         self.kind = kind
@@ -156,7 +158,7 @@ class Lines:
         self.lock = threading.Lock()
         self.started = time.monotonic()
         self.cells = (0, 0)  # (this cell, of how many): (0, 0) in a check
-        self.doing = "starting"
+        self.doing: str | None = "starting"  # None: done, no more ticks
         self.since = self.started
         self.tally: _Tally | None = None
         self.open_cell: tuple[str, float] | None = None  # (name, since) of the cell running
@@ -174,7 +176,9 @@ class Lines:
 
         def tick() -> None:
             while not stop.wait(self.interval):
-                self.say(self.status())
+                with self.lock:
+                    if self.doing is not None:
+                        self._say(self._status())
 
         t = threading.Thread(target=tick, name="crashlab-progress", daemon=True)
         t.start()
@@ -184,7 +188,8 @@ class Lines:
             stop.set()
             t.join()
 
-    def say(self, line: str) -> None:
+    def _say(self, line: str) -> None:
+        """Write ``line`` (the lock held)."""
         data = f"crashlab: {line}\n".encode()
         if self.fd < 0:
             return
@@ -194,40 +199,42 @@ class Lines:
         except OSError:
             self.fd = -1
 
-    def status(self) -> str:
-        """Where the run is now."""
+    def _status(self) -> str:
+        """Where the run is now (the lock held)."""
         now = time.monotonic()
-        with self.lock:
-            if self.tally is not None:
-                return self.where + self.tally.line(now)
-            return f"{self.where}{self.doing}: {clock(now - self.since)} elapsed"
+        if self.tally is not None:
+            return self.where + self.tally.line(now)
+        return f"{self.where}{self.doing}: {clock(now - self.since)} elapsed"
 
-    def _do(self, doing: str) -> None:
-        with self.lock:
-            self.tally, self.doing, self.since = None, doing, time.monotonic()
-
-    def cell(self, index: int, count: int, name: str) -> None:
-        self._end_cell()
-        self.cells = (index, count)
-        self.open_cell = (name, time.monotonic())
-        self.say(f"{self.kind} {index}/{count} cells: {name} started")
-        self._do(f"record {name}")
+    def _do(self, doing: str | None, tally: _Tally | None = None) -> None:
+        """From now on the run is at ``doing`` (the lock held; None: it is
+        over, the end is the last line)."""
+        self.tally, self.doing, self.since = tally, doing, time.monotonic()
 
     def _end_cell(self) -> None:
-        """The line that the cell running (if any) ended."""
+        """The line that the cell running (if any) ended (the lock held)."""
         if self.open_cell is not None:
             name, since = self.open_cell
             index, count = self.cells
             took = clock(time.monotonic() - since)
-            self.say(f"{self.kind} {index}/{count} cells: {name} done in {took}")
+            self._say(f"{self.kind} {index}/{count} cells: {name} done in {took}")
             self.open_cell = None
+
+    def cell(self, index: int, count: int, name: str) -> None:
+        with self.lock:
+            self._end_cell()
+            self.cells = (index, count)
+            self.open_cell = (name, time.monotonic())
+            self._say(f"{self.kind} {index}/{count} cells: {name} started")
+            self._do(f"record {name}")
 
     def check(self, label: str, total: int | None) -> CheckHook:
         tally = _Tally(label, total, time.monotonic())
         with self.lock:
-            self.tally = tally
-        states = "" if total is None else f", {total:,} states"
-        self.say(f"{self.where}{label}: started{states}")
+            self._say(
+                f"{self.where}{label}: started" + ("" if total is None else f", {total:,} states")
+            )
+            self._do(label, tally)
 
         def on_progress(done: int, checked: int) -> None:
             with self.lock:
@@ -239,26 +246,31 @@ class Lines:
         n = result["states"]["checked"]
         timing = result.get("timing")
         if timing is None or not isinstance(n, int):  # read back from an earlier check
-            self.say(f"{self.where}{label}: finished earlier, {n} states, expectation {status}")
+            line = f"{label}: finished earlier, {n} states, expectation {status}"
         else:
             s = float(timing["seconds"])
             rate = (n - int(timing["resumed_from"])) / max(s, 1e-9)
-            self.say(
-                f"{self.where}{label}: finished, {n:,} states in {clock(s)}, "
+            line = (
+                f"{label}: finished, {n:,} states in {clock(s)}, "
                 f"{rate:,.1f} states/s, expectation {status}"
             )
-        self._do(f"{label} checked")
+        with self.lock:
+            self._say(self.where + line)
+            self._do(f"after {label}" if self.kind == "sweep" else None)
 
     def step(self, what: str) -> None:
-        self._end_cell()
-        self.say(self.where + what)
-        self._do(what)
+        with self.lock:
+            self._end_cell()
+            self._say(self.where + what)
+            self._do(what)
 
     def finished(self, ok: bool) -> None:
-        self._end_cell()
         verdict = "every expectation held" if ok else "an expectation was not met"
-        took = clock(time.monotonic() - self.started)
-        self.say(f"{self.kind} finished: {self.cells[1]} cells in {took}, {verdict}")
+        with self.lock:
+            self._end_cell()
+            took = clock(time.monotonic() - self.started)
+            self._say(f"{self.kind} finished: {self.cells[1]} cells in {took}, {verdict}")
+            self._do(None)
 
 
 def clock(seconds: float) -> str:
