@@ -22,7 +22,7 @@ from harness.check.multicrash import COMPOSITE, Composite
 from harness.check.records import CheckResult
 from harness.check.usercheck import DEFAULT_TIMEOUT, UserChecker, parse_checker, unique
 from harness.cli.params import COUNT, DEPTH, JOBS, NONNEG, SECONDS
-from harness.cli.progress import INTERVAL, INTERVAL_ENV, watching
+from harness.cli.progress import PROGRESS_OPTIONS, watching
 from harness.cli.statescmd import options_from, state_options
 from harness.errors import CrashlabError
 from harness.outlock import locked_output, refuse_results
@@ -73,21 +73,7 @@ def _run_options(f: Any) -> Any:  # noqa: ANN401
                 help="DHL: crash recovery itself on this many sampled states "
                 "(REC-CRASHSAFE); 0 to skip",
             ),
-            click.option(
-                "--progress/--no-progress",
-                default=None,
-                help="progress on stderr (default: on): a bar on a terminal, else a "
-                "line at each start and end and every --progress-interval seconds",
-            ),
-            click.option(
-                "--progress-interval",
-                type=SECONDS,
-                default=INTERVAL,
-                show_default=True,
-                envvar=INTERVAL_ENV,
-                show_envvar=True,
-                help="seconds between two progress lines outside a terminal",
-            ),
+            *PROGRESS_OPTIONS,
             click.option(
                 "--max-first",
                 type=COUNT,

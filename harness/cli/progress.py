@@ -16,6 +16,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
+import click
 from rich.console import Console
 from rich.progress import (
     BarColumn,
@@ -27,12 +28,31 @@ from rich.progress import (
 )
 
 from harness.check.records import CheckResult
+from harness.cli.params import SECONDS
 from harness.sweep.sweep import CheckHook, Watch
 
 console = Console(stderr=True)
 
 INTERVAL = 10.0  # seconds between two progress lines outside a terminal
 INTERVAL_ENV = "CRASHLAB_PROGRESS_INTERVAL"
+
+PROGRESS_OPTIONS = [  # of check and sweep: what :func:`watching` is given
+    click.option(
+        "--progress/--no-progress",
+        default=None,
+        help="progress on stderr (default: on): a bar on a terminal, else a "
+        "line at each start and end and every --progress-interval seconds",
+    ),
+    click.option(
+        "--progress-interval",
+        type=SECONDS,
+        default=INTERVAL,
+        show_default=True,
+        envvar=INTERVAL_ENV,
+        show_envvar=True,
+        help="seconds between two progress lines outside a terminal",
+    ),
+]
 
 
 @contextmanager
