@@ -14,13 +14,15 @@ import os
 import re
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from support import CRASHLAB, ROOT, record_runs
 
-from harness.cli.progress import _Tally, clock
+from harness.cli.progress import Lines, _Tally, clock
 from harness.rundir import RunDir
 
 pytestmark = pytest.mark.needs_fuse
@@ -201,7 +203,7 @@ def test_a_check_through_a_pipe_prints_progress_lines(
         "--strategy",
         "reorder",
         "--jobs",
-        "1",
+        "2",  # a pool: it reads the states ahead of the checks
         "--out",
         str(tmp_path / "c"),
     ]
@@ -216,6 +218,38 @@ def test_a_check_through_a_pipe_prints_progress_lines(
         ([*args[:-1], str(tmp_path / "c3"), "--no-progress", "--progress-interval", INTERVAL], {})
     )
     assert code == 0 and stderr == "", stderr
+
+
+@pytest.mark.unit
+def test_ticks_never_land_outside_their_check(tmp_path: Path) -> None:
+    """Ticks every 0.1 ms beside 2,000 checks' start and end lines: no tick
+    of a check comes before its start or after its end (each line is
+    written with the change it reports), and none after the sweep's end."""
+    result: Any = {"states": {"checked": 1}, "timing": {"seconds": 0.5, "resumed_from": 0}}
+    log = tmp_path / "stderr"
+    lines = Lines("sweep", 0.0001)
+    lines.fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_APPEND)
+    try:
+        with lines.ticking():
+            lines.cell(1, 1, "cell")
+            for i in range(2000):
+                lines.check(f"s{i} prefix", 1)(1, 1)
+                lines.checked(f"s{i} prefix", result, "held")
+            lines.finished(True)
+            time.sleep(0.01)  # a hundred ticks' time after the end
+    finally:
+        os.close(lines.fd)
+    parsed = parse(log.read_text())
+    assert parsed[-1][0] == "sweep finished"
+    at = None  # the check whose start was the last start or end line
+    for kind, f in parsed:
+        if kind == "check started":
+            at = f["label"]
+        elif kind == "check finished":
+            assert f["label"] == at
+            at = None
+        elif kind == "tick":
+            assert f["label"] == at, (kind, f)
 
 
 @pytest.mark.unit
