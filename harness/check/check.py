@@ -189,7 +189,7 @@ def _appending(path: Path) -> Iterator[BinaryIO]:
 
 def count_states(run: RunDir, opts: Options) -> int:
     """How many states the strategy generates in the window, before dedup:
-    the progress bar's total."""
+    the total of its progress."""
     with LogReader(run.log) as reader:
         cheap = dataclasses.replace(opts, dedup=False)
         e = Enumeration(reader, cheap)
@@ -205,7 +205,9 @@ def check_run(
     on_progress: Callable[[int, int], None] | None = None,
 ) -> CheckResult:
     """Check the states of ``run``; return (and write) ``result.json``.
-    ``on_progress(generated, checked)`` is called after every chunk.
+    ``on_progress(done, checked)`` is called after every chunk: ``done``
+    of the :func:`count_states` states are settled (checked, folded into
+    an earlier one or left out), ``checked`` of them checked.
     SIGINT and SIGTERM raise :class:`harness.sysops.Interrupted`, also one
     that Python swallowed on the way (checked after every chunk and before
     ``result.json`` is written).  The run is validated first
@@ -276,8 +278,8 @@ def _check_states(
                     sink.flush()
                     os.fsync(sink.fileno())
                 checked += lines.count(b"\n")  # one line per state, no newline inside
-                if on_progress:
-                    on_progress(enum.stats.generated, checked)
+                if on_progress:  # the pool runs ahead: folded states count as done at once
+                    on_progress(checked + enum.stats.generated - enum.stats.emitted, checked)
                 stopped()
 
             init_args = (str(run.path), str(workroot), opts.fsck, level.facts, opts.checkers, spans)

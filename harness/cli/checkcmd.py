@@ -15,21 +15,14 @@ from typing import Any
 
 import click
 from rich.console import Console
-from rich.progress import (
-    BarColumn,
-    MofNCompleteColumn,
-    Progress,
-    TextColumn,
-    TimeElapsedColumn,
-    TimeRemainingColumn,
-)
 from rich.table import Table
 
-from harness.check.check import CheckOptions, check_run, count_states, default_window, options_for
+from harness.check.check import CheckOptions, check_run, default_window, options_for
 from harness.check.multicrash import COMPOSITE, Composite
 from harness.check.records import CheckResult
 from harness.check.usercheck import DEFAULT_TIMEOUT, UserChecker, parse_checker, unique
 from harness.cli.params import COUNT, DEPTH, JOBS, NONNEG, SECONDS
+from harness.cli.progress import PROGRESS_OPTIONS, watching
 from harness.cli.statescmd import options_from, state_options
 from harness.errors import CrashlabError
 from harness.outlock import locked_output, refuse_results
@@ -40,30 +33,11 @@ from harness.states.coverage import describe
 from harness.sweep.cell import UserSut
 from harness.sweep.expectations import ExpectationResult, evaluate_result
 from harness.sweep.matrix import MATRICES, Cell, matrix, parse_shard, shard
-from harness.sweep.sweep import SweepOptions, run_sweep
+from harness.sweep.sweep import SweepOptions, label, run_sweep, total_states
 from harness.validate import validate
 from workloads.suts import get_sut
 
 RESULTS_DIR = Path(__file__).resolve().parents[2] / "results"
-console = Console(stderr=True)
-
-
-@contextmanager
-def progress_bar(enabled: bool) -> Iterator[Progress | None]:
-    if not enabled:
-        yield None
-        return
-    with Progress(
-        TextColumn("{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TextColumn("{task.fields[rate]:>7.1f} states/s"),
-        TimeElapsedColumn(),
-        TimeRemainingColumn(),
-        console=console,
-        transient=False,
-    ) as p:
-        yield p
 
 
 def _check_state_options(f: Any) -> Any:  # noqa: ANN401
@@ -99,11 +73,7 @@ def _run_options(f: Any) -> Any:  # noqa: ANN401
                 help="DHL: crash recovery itself on this many sampled states "
                 "(REC-CRASHSAFE); 0 to skip",
             ),
-            click.option(
-                "--progress/--no-progress",
-                default=None,
-                help="progress bar (default: when stderr is a terminal)",
-            ),
+            *PROGRESS_OPTIONS,
             click.option(
                 "--max-first",
                 type=COUNT,
@@ -304,6 +274,7 @@ def check_cmd(
     force: bool,
     crashsafe_sample: int,
     progress: bool | None,
+    progress_interval: float,
     out: Path | None,
     max_first: int,
     depth: int,
@@ -340,20 +311,19 @@ def check_cmd(
         scheduler=_scheduler(executor, scheduler),
     )
     opts = options_for(strategy, base)
-    show = console.is_terminal if progress is None else progress
     # --out: refused onto another check's results; the default folder is
     # named after the options, so checking again there redoes the same check
     with (
         output(out, CHECK_RESULTS, "a check", resume=resume, force=force),
-        progress_bar(show) as bar,
+        watching(progress, "check", progress_interval) as watch,
     ):
         hook = None
-        if bar is not None and opts.composite is None:
-            total = count_states(rd, default_window(rd, opts.states))
-            task = bar.add_task(f"{cell.sut} {opts.states.strategy}", total=total, rate=0.0)
-            hook = _hook(bar, task)
+        if watch is not None:
+            hook = watch.check(label(cell, strategy), total_states(rd, opts))
         result = check_run(rd, opts, out, resume=resume, on_progress=hook)
-    exp = evaluate_result(cell.expectation(strategy), result)
+        exp = evaluate_result(cell.expectation(strategy), result)
+        if watch is not None:
+            watch.checked(label(cell, strategy), result, exp.status)
     _echo_check(run, out or run / "check" / opts.tag(), cell, result, exp)
     return 0 if exp.ok else 1
 
@@ -415,23 +385,6 @@ def _echo_check(
         click.echo(f"first: {v['state']} {v['invariant']}: {first}\n  repro: {v['repro']}")
 
 
-def _hook(bar: Progress, task: Any) -> Any:  # noqa: ANN401
-    """A check's progress on ``task``.  Its clock starts at the first chunk,
-    where a resumed check already counts the states of before: the rate
-    and the ETA are of this run's states alone."""
-    base: list[int] = []
-
-    def on_progress(generated: int, checked: int) -> None:
-        if not base:
-            base.append(checked)
-            bar.reset(task, completed=generated, rate=0.0)
-            return
-        elapsed = bar.tasks[task].elapsed or 1e-9
-        bar.update(task, completed=generated, rate=(checked - base[0]) / elapsed)
-
-    return on_progress
-
-
 @click.command("sweep")
 @click.option(
     "--matrix",
@@ -476,6 +429,7 @@ def sweep_cmd(
     force: bool,
     crashsafe_sample: int,
     progress: bool | None,
+    progress_interval: float,
     max_first: int,
     depth: int,
     then: str,
@@ -499,29 +453,12 @@ def sweep_cmd(
         executor=executor,
         scheduler=_scheduler(executor, scheduler),
     )
-    show = console.is_terminal if progress is None else progress
     with (
         output(out, SWEEP_RESULTS, "a sweep", resume=resume, force=force),
-        progress_bar(show) as bar,
+        watching(progress, "sweep", progress_interval) as watch,
     ):
-        hooks: dict[str, Any] = {}
-
-        def on_progress(label: str, generated: int, checked: int) -> None:
-            if bar is None:
-                return
-            if label not in hooks:
-                hooks[label] = _hook(bar, bar.add_task(label, total=None, rate=0.0))
-            hooks[label](generated, checked)
-
         summary, code = run_sweep(
-            Path(matrix_name).stem,
-            cells,
-            out,
-            opts,
-            shard=which,
-            resume=resume,
-            on_progress=on_progress,
-            on_status=(lambda m: console.log(m)) if show else None,
+            Path(matrix_name).stem, cells, out, opts, shard=which, resume=resume, watch=watch
         )
     _print_table(f"crashlab sweep {matrix_name}", summary["cells"])
     for c in summary["cells"]:

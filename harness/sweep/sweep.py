@@ -25,12 +25,13 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from harness.atomic import write_json_atomic, write_text_atomic
-from harness.check.check import CheckOptions, check_run, options_for
+from harness.check.check import CheckOptions, check_run, count_states, options_for
 from harness.check.multicrash import Composite
 from harness.check.records import CheckResult
+from harness.check.window import default_window
 from harness.errors import CrashlabError
 from harness.faults import DEVICE, PROCESS, by_stage, fault_specs
 from harness.outlock import locked_output
@@ -41,7 +42,28 @@ from harness.states import Options
 from harness.sweep.expectations import ExpectationResult, evaluate_result, exit_code
 from harness.sweep.matrix import Cell, Shard
 
-Progress = Callable[[str, int, int], None]  # (cell label, generated, checked)
+CheckHook = Callable[[int, int], None]  # a check's progress: (done, checked), check_run's hook
+
+
+class Watch(Protocol):
+    """Whoever watches a sweep or a check (the command line's progress),
+    told of each step as it starts and ends."""
+
+    def cell(self, index: int, count: int, name: str) -> None:
+        """Cell ``index`` (from 1) of ``count`` starts: it is recorded."""
+
+    def check(self, label: str, total: int | None) -> CheckHook:
+        """A check of ``total`` states (None: not known ahead) starts;
+        returns its progress hook."""
+
+    def checked(self, label: str, result: CheckResult, status: str) -> None:
+        """That check ended with ``result``; its expectation's ``status``."""
+
+    def step(self, what: str) -> None:
+        """Another step starts (the sweep's outputs are written)."""
+
+    def finished(self, ok: bool) -> None:
+        """The sweep ended; ``ok``: every expectation held."""
 
 
 @dataclass
@@ -186,7 +208,7 @@ def _check_strategy(
     strategy: str,
     opts: SweepOptions,
     resume: bool,
-    on_progress: Progress | None,
+    watch: Watch | None,
 ) -> CheckResult:
     """Check the recorded ``run`` of ``cell`` under ``strategy``; with
     ``resume``, a check with a result.json is read back, not redone."""
@@ -196,14 +218,23 @@ def _check_strategy(
     if resume and done.exists():
         result: CheckResult = json.loads(done.read_text())
         return result
-    label = f"{cell.sut} {strategy}"
-    return check_run(
-        run,
-        copts,
-        check_dir,
-        resume=resume,
-        on_progress=(lambda g, c: on_progress(label, g, c)) if on_progress else None,
-    )
+    hook = None
+    if watch is not None:
+        hook = watch.check(label(cell, strategy), total_states(run, copts))
+    return check_run(run, copts, check_dir, resume=resume, on_progress=hook)
+
+
+def label(cell: Cell, strategy: str) -> str:
+    """A check's name in the progress: ``SUT strategy``."""
+    return f"{cell.sut} {strategy}"
+
+
+def total_states(run: RunDir, opts: CheckOptions) -> int | None:
+    """The states a check of ``run`` goes through (before dedup), or None
+    for multicrash and recovery-crash, which find theirs as they go."""
+    if opts.composite is not None:
+        return None
+    return count_states(run, default_window(run, opts.states))
 
 
 def _violation_rows(cell: Cell, strategy: str, result: CheckResult) -> list[dict[str, Any]]:
@@ -229,13 +260,12 @@ def run_sweep(
     *,
     shard: Shard | None = None,
     resume: bool = False,
-    on_progress: Progress | None = None,
-    on_status: Callable[[str], None] | None = None,
+    watch: Watch | None = None,
 ) -> tuple[dict[str, Any], int]:
     """Run the sweep of matrix ``name`` (``cells``: shard ``shard`` of it,
     when given); return summary.json's content and the exit code.  ``out``
     is locked throughout (harness/outlock.py): a second sweep into it is
-    refused."""
+    refused.  ``watch`` is told of every step."""
     with locked_output(out):
         return _sweep_into(
             SweepDir(out),
@@ -244,8 +274,7 @@ def run_sweep(
             opts,
             shard=shard,
             resume=resume,
-            on_progress=on_progress,
-            on_status=on_status,
+            watch=watch,
         )
 
 
@@ -257,25 +286,26 @@ def _sweep_into(
     *,
     shard: Shard | None,
     resume: bool,
-    on_progress: Progress | None,
-    on_status: Callable[[str], None] | None,
+    watch: Watch | None,
 ) -> tuple[dict[str, Any], int]:
     """:func:`run_sweep` into the locked folder ``sweep``."""
-    say = on_status or (lambda _m: None)
     cell_records: list[dict[str, Any]] = []
     violations: list[dict[str, Any]] = []
     timing: dict[str, Any] = {}
     results: list[ExpectationResult] = []
     build_user_suts(cells)
-    for cell in cells:
+    for index, cell in enumerate(cells, 1):
         t0 = time.monotonic()
-        say(f"record {cell.name}")
+        if watch is not None:
+            watch.cell(index, len(cells), cell.name)
         run = record_cell(cell, sweep.run(cell.name).path, cell.backend or opts.backend, resume)
         timing[cell.name] = {"record_s": round(time.monotonic() - t0, 3)}
         for strategy in cell.strategies:
             t1 = time.monotonic()
-            result = _check_strategy(run, cell, strategy, opts, resume, on_progress)
+            result = _check_strategy(run, cell, strategy, opts, resume, watch)
             exp = evaluate_result(cell.expectation(strategy), result)
+            if watch is not None:
+                watch.checked(label(cell, strategy), result, exp.status)
             results.append(exp)
             cell_records.append(cell_record(cell, strategy, result, exp))
             violations.extend(_violation_rows(cell, strategy, result))
@@ -285,7 +315,11 @@ def _sweep_into(
     if shard is not None:  # what `crashlab merge` needs to put the shards together
         summary["sweep"] = f"{name}-{shard[0]}of{shard[1]}"
         summary["shard"] = {"matrix": name, "index": shard[0], "of": shard[1]}
+    if watch is not None:
+        watch.step("write summary.json, violations.jsonl, junit.xml and the reports")
     write_outputs(sweep, summary, violations, timing)
+    if watch is not None:
+        watch.finished(code == 0)
     return summary, code
 
 
