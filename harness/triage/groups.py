@@ -24,6 +24,7 @@ from harness.check.repro import ReproOptions
 from harness.errors import CrashlabError
 from harness.states.stateid import parse_id
 from harness.triage.checkdir import CheckDir, Failing, find_check, read_check
+from harness.triage.context import says_context
 from harness.triage.minimise import Minimiser, split_id
 from harness.triage.roles import phase_says, says
 from harness.triage.search import NotFailing, dropped
@@ -137,10 +138,11 @@ def explain(w: Witness, count: int) -> str:
         else "a FLUSH, nothing of the next epoch persisted"
     )
     before = f", before the write of {_write(w.next)}" if w.next else ""
+    more = f" {says_context(w.context)}" if w.context else ""
     if not w.lost:
         return (
             f"{text}, loses no write: the crash comes right after {after}{before}, "
-            "and the state on disk at that point already breaks it."
+            f"and the state on disk at that point already breaks it.{more}".rstrip()
         )
     lost = "; ".join(
         _write(x) + (f" (torn: {x.missing} 512-byte units missing)" if x.status == "torn" else "")
@@ -153,7 +155,8 @@ def explain(w: Witness, count: int) -> str:
         if flush is not None
         else ": nothing forced the earlier write(s) to disk first"
     )
-    return f"{text} ({m.kind}), loses {n} write{'s' if n != 1 else ''}: {lost}; while {after}{why}."
+    head = f"{text} ({m.kind}), loses {n} write{'s' if n != 1 else ''}: {lost}"
+    return f"{head}; while {after}{why}.{more}".rstrip()
 
 
 def _write(x: RoledWrite) -> str:
