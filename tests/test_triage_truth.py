@@ -1,0 +1,72 @@
+"""Triage's ground truth (issue 25, item 4; docs/findings.md, "Triage:
+ground truth"): known-unsafe SUTs come out as a few groups whose
+explanation names their documented weakness, generically, from the roles
+and marks around the minimal witness."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from harness.check.check import CheckOptions, check_run
+from harness.faults import parse_fault
+from harness.rundir import RunDir
+from harness.states import Options
+from harness.sweep.cell import Cell
+from harness.sweep.sweep import record_cell
+from harness.triage.groups import Triage, triage
+
+MULTI = "insert:txns=10,ops=3,tables=3,warmup=100,seed=1"
+pytestmark = pytest.mark.needs_fuse
+
+SINGLE = "insert:txns=10,ops=1,tables=1,seed=1"
+
+
+def triaged(run: RunDir, out: Path) -> Triage:
+    """``run``'s prefix states checked into ``out``, then triaged."""
+    check_run(run, CheckOptions(states=Options(strategy="prefix"), jobs=2), out)
+    return triage(out, per_invariant=4)
+
+
+def only(t: Triage, invariant: str, most: int) -> str:
+    """The explanation of ``invariant``'s first group, after checking it
+    has between 1 and ``most`` groups."""
+    groups = [g for g in t.groups if g.invariant == invariant]
+    assert 1 <= len(groups) <= most, [g.to_json() for g in groups]
+    return groups[0].explanation
+
+
+def test_delete_full_names_the_unflushed_directory_change(recorded: Any, tmp_path: Path) -> None:
+    # journal=delete, sync=full: the commit is the journal's unlink, a
+    # directory change that no fsync makes durable before the acknowledgement
+    t = triaged(recorded.copy(tmp_path / "r", "sqlite-delete-full", SINGLE), tmp_path / "c")
+    text = only(t, "DB-DURABLE", 2)
+    assert "Transaction 1 was acknowledged" in text, text
+    assert "a journalled directory block" in text, text
+    assert "only came after the next transaction began" in text, text
+
+
+def test_off_names_the_half_written_transaction(recorded: Any, tmp_path: Path) -> None:
+    # journal=off: a transaction's pages are written in place, unprotected
+    t = triaged(recorded.copy(tmp_path / "r", "sqlite-off", MULTI), tmp_path / "c")
+    text = only(t, "DB-ATOMIC", 2)
+    assert "in flight" in text and "not acknowledged" in text, text
+    assert "persisted: " in text and "database pages" in text.split("persisted: ")[-1], text
+
+
+def test_syncretry_names_the_swallowed_eio(tmp_path: Path) -> None:
+    # fsyncgate: a failed write retried and reported as success
+    cell = Cell(
+        "sqlite:journal=wal,sync=full,syncretry=1",
+        MULTI,
+        faults=(parse_fault("eio:write,after=txn-begin:5"),),
+    )
+    run = record_cell(cell, tmp_path / "r", "fuse", False)
+    t = triaged(run, tmp_path / "c")
+    for inv in ("ERR-DURABLE", "DB-DURABLE"):
+        text = only(t, inv, 2)
+        assert "the device failed a write with EIO" in text, text
+        assert "no transaction failed" in text, text
+        assert "Transaction 5 was acknowledged" in text, text
