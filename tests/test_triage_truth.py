@@ -22,6 +22,7 @@ MULTI = "insert:txns=10,ops=3,tables=3,warmup=100,seed=1"
 pytestmark = pytest.mark.needs_fuse
 
 SINGLE = "insert:txns=10,ops=1,tables=1,seed=1"
+DHL_INSERT = "insert:txns=10,ops=6,tables=3,size=400,warmup=20,seed=1"
 
 
 def triaged(run: RunDir, out: Path) -> Triage:
@@ -70,3 +71,15 @@ def test_syncretry_names_the_swallowed_eio(tmp_path: Path) -> None:
         assert "the device failed a write with EIO" in text, text
         assert "no transaction failed" in text, text
         assert "Transaction 5 was acknowledged" in text, text
+
+
+def test_a_large_check_written_with_out(recorded: Any, tmp_path: Path) -> None:
+    # about 2,000 failing states (crashlab bench --only triage): the
+    # check's result.json lists them, more than a MiB
+    run = recorded("dhl-nolog-raw", DHL_INSERT, fs="raw")
+    out = tmp_path / "c"
+    check_run(run, CheckOptions(states=Options(strategy="reorder"), jobs=2), out)
+    assert (out / "result.json").stat().st_size > 1 << 20
+    t = triage(out, per_invariant=2)
+    assert 1 <= len({g.invariant for g in t.groups}) <= len(t.counts)
+    assert sum(c["failing"] for c in t.counts.values()) > 2000
