@@ -5,16 +5,20 @@ and marks around the minimal witness."""
 
 from __future__ import annotations
 
+import dataclasses
+import shlex
 from pathlib import Path
 from typing import Any
 
 import pytest
+from support import ROOT
 
 from harness.check.check import CheckOptions, check_run
 from harness.faults import parse_fault
 from harness.rundir import RunDir
 from harness.states import Options
 from harness.sweep.cell import Cell
+from harness.sweep.matrixfile import load_matrix
 from harness.sweep.sweep import record_cell
 from harness.triage.groups import Triage, triage
 
@@ -71,6 +75,25 @@ def test_syncretry_names_the_swallowed_eio(tmp_path: Path) -> None:
         assert "the device failed a write with EIO" in text, text
         assert "no transaction failed" in text, text
         assert "Transaction 5 was acknowledged" in text, text
+
+
+def test_no_dir_fsync_with_its_checker_given_again(tmp_path: Path) -> None:
+    # a user checker's invariant: minimised with the checker given again
+    # (never one read from the folder), the repro command runs it too
+    (cell,) = [
+        dataclasses.replace(c, strategies=("prefix",))
+        for c in load_matrix(ROOT / "workloads/examples/atomic-update/crashlab.toml")
+        if c.sut == "no-dir-fsync"
+    ]
+    run = record_cell(cell, tmp_path / "r", "fuse", False)
+    out = tmp_path / "c"
+    opts = CheckOptions(states=Options(strategy="prefix"), jobs=2, checkers=cell.all_checkers)
+    check_run(run, opts, out)
+    assert triage(out, per_invariant=2).groups == []  # without it: not minimised
+    t = triage(out, per_invariant=2, checkers=cell.all_checkers)
+    text = only(t, "USER:no-dir-fsync", 2)
+    assert "was acknowledged" in text and "a journalled directory block" in text, text
+    assert f"--checker {shlex.quote(cell.all_checkers[0].spec)}" in t.groups[0].repro
 
 
 def test_a_large_check_written_with_out(recorded: Any, tmp_path: Path) -> None:

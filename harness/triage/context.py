@@ -23,14 +23,16 @@ BEGIN = "txn-begin:"
 @dataclass(frozen=True)
 class Context:
     """Around a crash at log entries ``lo``..``hi`` (its last persisted
-    write before ``lo``, the epoch's closing FLUSH at ``hi``): ``acks``
-    the transactions acknowledged in that window (entry, number),
-    ``begins`` the transactions begun in it, ``in_flight`` the one begun
+    write before ``lo``, the epoch's closing FLUSH at ``hi``) of the
+    epoch that began at entry ``start`` (after the last FLUSH before the
+    crash): ``acks`` the transactions acknowledged since ``start`` (entry,
+    number), ``begins`` the transactions begun then, ``in_flight`` the one begun
     and not acknowledged at the crash (entry of its begin, number),
     ``kept``/``unwritten`` the roles of its epoch's writes that persisted
     since it began / were not yet written, ``errors`` the error marks
     before the crash (entry, label)."""
 
+    start: int
     lo: int
     hi: int
     acks: tuple[tuple[int, str], ...] = ()
@@ -93,6 +95,7 @@ def _errors(c: Context) -> str:
 
 
 def _acks(c: Context) -> str:
+    """An acknowledgement after the last FLUSH, its writes not all on disk."""
     if not c.acks:
         return ""
     txns = ", ".join(k for _, k in c.acks)
@@ -101,20 +104,26 @@ def _acks(c: Context) -> str:
     nxt = [i for i, _ in c.begins if i > first]
     late = f" after the next transaction began (entry {nxt[0]})" if nxt else ""
     return (
-        f"Transaction {txns} was acknowledged (entry {first}) with writes still pending: "
-        f"none of those issued before the next FLUSH (entry {c.hi}) was on disk ({pending}), "
-        f"and that FLUSH only came{late}: nothing forced the acknowledged change to disk "
-        "before the acknowledgement."
+        f"Transaction {txns} was acknowledged (entry {first}) after the last FLUSH, with "
+        f"writes still pending: of those issued before the next FLUSH (entry {c.hi}), these "
+        f"were not on disk: {pending}; and that FLUSH only came{late}: nothing forced the "
+        "acknowledged change to disk before the acknowledgement."
     )
 
 
 def _in_flight(c: Context) -> str:
+    """The transaction in flight, when some of its writes persisted; what
+    is wrong with that only when no acknowledgement is (a half-done
+    transaction that recovery did not undo)."""
     if c.in_flight is None or not c.kept:
         return ""
     i, k = c.in_flight
-    rest = f"; its writes not yet on disk: {_distinct(c.unwritten)}" if c.unwritten else ""
-    return (
+    n = len(c.kept)
+    head = (
         f"Transaction {k}, in flight (begun at entry {i}, not acknowledged), had "
-        f"{len(c.kept)} write{'s' if len(c.kept) != 1 else ''} persisted: "
-        f"{_distinct(c.kept)}{rest}; a recovery that cannot undo them shows it half done."
+        f"{n} write{'s' if n != 1 else ''} persisted: {_distinct(c.kept)}"
     )
+    if c.acks:
+        return f"{head}."
+    rest = f"; its writes not yet on disk: {_distinct(c.unwritten)}" if c.unwritten else ""
+    return f"{head}{rest}; a recovery that cannot undo them shows it half done."

@@ -148,10 +148,11 @@ class Namer:
         begin = begin_of(marks, x.in_flight)
         since = begin[0] if begin else x.epoch_start
         return Context(
+            x.epoch_start,
             x.cut_lo,
             x.cut_hi,
-            marks_between(marks, x.cut_lo, x.cut_hi, ACK),
-            marks_between(marks, x.cut_lo, x.cut_hi, BEGIN),
+            marks_between(marks, x.epoch_start, x.cut_hi, ACK),
+            marks_between(marks, x.epoch_start, x.cut_hi, BEGIN),
             begin,
             tuple(roles_of(w.what) for w in x.writes if w.status == "kept" and w.entry > since),
             tuple(roles_of(w.what) for w in x.writes if w.status == "after cut"),
