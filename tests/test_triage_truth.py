@@ -77,6 +77,18 @@ def test_syncretry_names_the_swallowed_eio(tmp_path: Path) -> None:
         assert "Transaction 5 was acknowledged" in text, text
 
 
+def test_tc_opt_names_the_torn_commit_record(recorded: Any, tmp_path: Path) -> None:
+    # DHL TC_OPT under sector-torn writes (TC itself holds): a torn commit
+    # record, nothing written after it
+    run = recorded.copy(tmp_path / "r", "dhl-tc-opt-raw", DHL_INSERT, "raw")
+    check_run(run, CheckOptions(states=Options(strategy="torn"), jobs=2), tmp_path / "c")
+    t = triage(tmp_path / "c", per_invariant=4)
+    for inv in ("DB-ATOMIC", "DHL-READ"):
+        text = only(t, inv, 2)
+        assert "a DHL commit record" in text and "512-byte units missing" in text, text
+        assert "the power failed while it was being written" in text, text
+
+
 def test_no_dir_fsync_with_its_checker_given_again(tmp_path: Path) -> None:
     # a user checker's invariant: minimised with the checker given again
     # (never one read from the folder), the repro command runs it too

@@ -37,10 +37,12 @@ def run() -> None:
         t = triage(out)
         took = time.perf_counter() - t0
         failing = len({s.id for states in t.check.failing.values() for s in states})
-        judged = sum(g.minimised for g in t.groups)
+        witnesses = [w for g in t.groups for w in g.witnesses]
+        judged = sum(w.minimised.judged for w in witnesses)
         print(
             f"triage: {SUT} {WORKLOAD} reorder, {failing} failing states, "
-            f"{len(t.groups)} groups ({judged} witnesses minimised)"
+            f"{len(t.groups)} groups ({len(witnesses)} witnesses minimised, "
+            f"{judged} candidate states judged)"
         )
         print(
             f"check {checked:.1f} s (--jobs {JOBS}), triage {took:.1f} s: "

@@ -145,19 +145,41 @@ def explain(w: Witness, count: int) -> str:
             f"{text}, loses no write: the crash comes right after {after}{before}, "
             f"and the state on disk at that point already breaks it.{more}".rstrip()
         )
-    lost = "; ".join(
-        _write(x) + (f" (torn: {x.missing} 512-byte units missing)" if x.status == "torn" else "")
+    n = len(w.lost)
+    head = f"{text} ({m.kind}), loses {n} write{'s' if n != 1 else ''}: {_lost(w)}"
+    return f"{head}; {_why(w, after)}.{more}".rstrip()
+
+
+def _lost(w: Witness) -> str:
+    """The lost and torn writes of ``w`` in words."""
+    return "; ".join(
+        _write(x)
+        + (
+            f" (torn: {x.missing} of its {x.length // 512} 512-byte units missing)"
+            if x.status == "torn"
+            else ""
+        )
         for x in w.lost
     )
-    n = len(w.lost)
+
+
+def _why(w: Witness, after: str) -> str:
+    """Why the writes were lost: a later write persisted first (and a FLUSH
+    between them was lost), or, with nothing later persisted, the power
+    failed while they were being written (a tear)."""
+    m = w.minimised
+    if all(lw.overtaken_by is None for lw in m.lost):
+        return (
+            "the power failed while it was being written: part of it reached the disk "
+            "and the rest did not, and that part alone breaks it"
+        )
     flush = next((lw.flush for lw in m.lost if lw.flush is not None), None)
     why = (
         f" although a FLUSH (entry {flush}) lay between them: the device lost it"
         if flush is not None
         else ": nothing forced the earlier write(s) to disk first"
     )
-    head = f"{text} ({m.kind}), loses {n} write{'s' if n != 1 else ''}: {lost}"
-    return f"{head}; while {after}{why}.{more}".rstrip()
+    return f"while {after}{why}"
 
 
 def _write(x: RoledWrite) -> str:
