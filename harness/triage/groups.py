@@ -13,6 +13,7 @@ minimised.  README.md, "Groups".
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -241,7 +242,10 @@ def _minimise_some(
     if not judges(namer.options, inv):
         return []
     out = []
-    with Minimiser(check.run.path, inv, namer.options, states=check.window) as minimiser:
+    # only the checker judging ``inv`` runs on the candidates: a user's is a process per state
+    mine = tuple(c for c in namer.options.checkers if c.invariant == inv)
+    options = dataclasses.replace(namer.options, checkers=mine)
+    with Minimiser(check.run.path, inv, options, states=check.window) as minimiser:
         for s in states:
             if on_progress:
                 on_progress(f"{inv} {s.id}")
