@@ -21,4 +21,5 @@ MODULES: list[str] = [
     "scale",
     "large",
     "crashes",
+    "triage",
 ]

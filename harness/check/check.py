@@ -32,7 +32,6 @@ import dataclasses
 import hashlib
 import json
 import os
-import shlex
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field
@@ -47,7 +46,7 @@ from harness.check.multicrash import COMPOSITE, Composite, check_composite, reso
 from harness.check.pool import local_imap, task_of
 from harness.check.records import CheckResult, StateRecord, Violation
 from harness.check.runlevel import CRASHSAFE_ID, TRACE_ID, prepare_run_level, run_level_records
-from harness.check.usercheck import DEFAULT_TIMEOUT, PyChecker, UserChecker
+from harness.check.usercheck import PyChecker, UserChecker, repro_flags
 from harness.check.window import default_window
 from harness.env import reap_work_folders, temporary_folder
 from harness.errors import CrashlabError, writing
@@ -341,12 +340,7 @@ def _violation(
     if rec["id"].rsplit("/", 1)[-1] == TRACE_ID:  # a continuation's trace: its own log
         repro = f"crashlab log show {resolve(run, rec['id'])[0].path}"
     else:
-        repro = f"crashlab repro {run.path} {rec['id']}"
-        for uc in checkers:  # a command can be given again; a Python function cannot
-            if isinstance(uc, UserChecker) and uc.invariant == v["invariant"]:
-                repro += f" --checker {shlex.quote(uc.spec)}"
-                if uc.timeout != DEFAULT_TIMEOUT:
-                    repro += f" --checker-timeout {uc.timeout:g}"
+        repro = f"crashlab repro {run.path} {rec['id']}" + repro_flags(checkers, v["invariant"])
     return {
         "state": rec["id"],
         "acked": rec.get("acked"),

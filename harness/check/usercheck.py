@@ -132,6 +132,19 @@ def unique(checkers: Sequence[UserChecker | PyChecker], where: str) -> None:
         seen.add(c.invariant)
 
 
+def repro_flags(checkers: Sequence[UserChecker | PyChecker], inv: str) -> str:
+    """The ``crashlab repro`` options that run again the checker judging
+    ``inv`` (empty for a built-in invariant; a Python function cannot be
+    given again)."""
+    out = ""
+    for uc in checkers:
+        if isinstance(uc, UserChecker) and uc.invariant == inv:
+            out += f" --checker {shlex.quote(uc.spec)}"
+            if uc.timeout != DEFAULT_TIMEOUT:
+                out += f" --checker-timeout {uc.timeout:g}"
+    return out
+
+
 def log_marks(reader: Any) -> list[tuple[int, str]]:  # noqa: ANN401
     """``(entry, label)`` of every mark of a log, in order."""
     return [(e.index, e.label) for e in reader.entries() if e.is_mark and e.label]

@@ -19,6 +19,7 @@ import click
 from rich.console import Console
 from rich.table import Table
 
+from harness.cli.checkcmd import checker_options, user_checkers
 from harness.rundir import CHECK_DIR, RUNS_DIR, STATES_NAME, SUMMARY_NAME, SweepDir
 from harness.triage.groups import PER_INVARIANT, Triage, triage
 
@@ -81,15 +82,27 @@ def _summary(t: Triage) -> str:
     help="failing states minimised per invariant (evenly sampled; the rest assigned to groups)",
 )
 @click.option("--json", "as_json", is_flag=True, help="print triage.json's content instead")
-def triage_cmd(target: Path, tag: str | None, per_invariant: int, as_json: bool) -> int:
+@checker_options
+def triage_cmd(
+    target: Path,
+    tag: str | None,
+    per_invariant: int,
+    as_json: bool,
+    checker_specs: tuple[str, ...],
+    checker_timeout: float,
+    checker_recover: str,
+) -> int:
     """Group the failing crash states of a checked RUN (or of each failing
     run of SWEEP) into distinct violations, each shrunk to its smallest
-    failing state, its lost writes named, with its repro command."""
+    failing state, its lost writes named, with its repro command.  A
+    user checker's violations (USER:NAME) are triaged when it is given
+    again with --checker."""
+    checkers = user_checkers(checker_specs, checker_timeout, checker_recover)
     if (target / SUMMARY_NAME).is_file() and (target / RUNS_DIR).is_dir():
         folders = _checks_of_sweep(SweepDir(target), tag)
-        results = [triage(f, per_invariant=per_invariant) for f in folders]
+        results = [triage(f, per_invariant=per_invariant, checkers=checkers) for f in folders]
     else:
-        results = [triage(target, tag, per_invariant=per_invariant)]
+        results = [triage(target, tag, per_invariant=per_invariant, checkers=checkers)]
     if not results:
         click.echo(f"{target}: no check with a failing state")
     if as_json:

@@ -25,6 +25,8 @@ from harness.rundir import (
 from harness.states import Options
 
 CHECK_JSON_LIMIT = 1 << 20
+# result.json lists the failing states: 3.6 MB for 2,000 (harness/report/load.py's limit)
+RESULT_LIMIT = 256 << 20
 
 
 @dataclass(frozen=True)
@@ -81,7 +83,7 @@ def _run_of(folder: Path) -> RunDir:
     if folder.parent.name != CHECK_DIR or not (run / META_NAME).exists():
         where = str(folder / RESULT_NAME)
         try:
-            named = _json(folder / RESULT_NAME, where).get("run")
+            named = _json(folder / RESULT_NAME, where, RESULT_LIMIT).get("run")
         except FileNotFoundError:
             named = None
         if not isinstance(named, str) or not (Path(named) / META_NAME).is_file():
@@ -94,10 +96,10 @@ def _run_of(folder: Path) -> RunDir:
     return RunDir(run)
 
 
-def _json(path: Path, where: str) -> dict[str, Any]:
-    """A JSON object file of at most CHECK_JSON_LIMIT bytes."""
+def _json(path: Path, where: str, limit: int = CHECK_JSON_LIMIT) -> dict[str, Any]:
+    """A JSON object file of at most ``limit`` bytes."""
     try:
-        doc = json.loads(read_regular(path, CHECK_JSON_LIMIT, where))
+        doc = json.loads(read_regular(path, limit, where))
     except (ValueError, RecursionError) as e:
         raise CrashlabError(f"{where}: corrupt JSON ({str(e)[:80]})") from None
     if not isinstance(doc, dict):

@@ -13,7 +13,8 @@ minimised.  README.md, "Groups".
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import dataclasses
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -21,10 +22,12 @@ from typing import Any
 from checkers.invariants import INVARIANTS
 from harness.atomic import write_json_atomic
 from harness.check.repro import ReproOptions
+from harness.check.usercheck import PyChecker, UserChecker, repro_flags
 from harness.errors import CrashlabError
 from harness.states.stateid import parse_id
 from harness.triage.checkdir import CheckDir, Failing, find_check, read_check
-from harness.triage.minimise import Minimiser, split_id
+from harness.triage.context import says_context
+from harness.triage.minimise import Minimiser, judges, split_id
 from harness.triage.roles import phase_says, says
 from harness.triage.search import NotFailing, dropped
 from harness.triage.witness import Namer, RoledWrite, Witness, group_id
@@ -137,23 +140,47 @@ def explain(w: Witness, count: int) -> str:
         else "a FLUSH, nothing of the next epoch persisted"
     )
     before = f", before the write of {_write(w.next)}" if w.next else ""
+    more = f" {says_context(w.context)}" if w.context else ""
     if not w.lost:
         return (
             f"{text}, loses no write: the crash comes right after {after}{before}, "
-            "and the state on disk at that point already breaks it."
+            f"and the state on disk at that point already breaks it.{more}".rstrip()
         )
-    lost = "; ".join(
-        _write(x) + (f" (torn: {x.missing} 512-byte units missing)" if x.status == "torn" else "")
+    n = len(w.lost)
+    head = f"{text} ({m.kind}), loses {n} write{'s' if n != 1 else ''}: {_lost(w)}"
+    return f"{head}; {_why(w, after)}.{more}".rstrip()
+
+
+def _lost(w: Witness) -> str:
+    """The lost and torn writes of ``w`` in words."""
+    return "; ".join(
+        _write(x)
+        + (
+            f" (torn: {x.missing} of its {x.length // 512} 512-byte units missing)"
+            if x.status == "torn"
+            else ""
+        )
         for x in w.lost
     )
-    n = len(w.lost)
+
+
+def _why(w: Witness, after: str) -> str:
+    """Why the writes were lost: a later write persisted first (and a FLUSH
+    between them was lost), or, with nothing later persisted, the power
+    failed while they were being written (a tear)."""
+    m = w.minimised
+    if all(lw.overtaken_by is None for lw in m.lost):
+        return (
+            "the power failed while it was being written: part of it reached the disk "
+            "and the rest did not, and that part alone breaks it"
+        )
     flush = next((lw.flush for lw in m.lost if lw.flush is not None), None)
     why = (
         f" although a FLUSH (entry {flush}) lay between them: the device lost it"
         if flush is not None
         else ": nothing forced the earlier write(s) to disk first"
     )
-    return f"{text} ({m.kind}), loses {n} write{'s' if n != 1 else ''}: {lost}; while {after}{why}."
+    return f"while {after}{why}"
 
 
 def _write(x: RoledWrite) -> str:
@@ -167,23 +194,26 @@ def triage(
     per_invariant: int = PER_INVARIANT,
     on_progress: Callable[[str], None] | None = None,
     write: bool = True,
+    checkers: Sequence[UserChecker | PyChecker] = (),
 ) -> Triage:
     """The groups of the failing states of a check (``path``: its folder,
     or a run folder with ``tag`` choosing among its checks); writes
-    ``triage.json`` into the check folder, atomically (``write``)."""
+    ``triage.json`` into the check folder, atomically (``write``).  A user
+    checker's invariant (USER:NAME) is minimised when ``checkers`` holds
+    it: a command the user gives again, never one read from the folder."""
     if per_invariant < 1:
         raise CrashlabError(f"--per-invariant must be >= 1, not {per_invariant}")
     run, folder = find_check(path, tag)
     validate(run)
     check = read_check(run, folder)
-    options = ReproOptions(fsck=check.fsck)
+    options = ReproOptions(fsck=check.fsck, checkers=tuple(checkers))
     namer = Namer(run.path, options)
     groups: dict[str, Group] = {}
     counts: dict[str, dict[str, int]] = {}
     for inv in sorted(check.failing):
         states = check.failing[inv]
         done = _minimise_some(check, inv, sample(states, per_invariant), namer, on_progress)
-        mine = _group(done, groups, run.path)
+        mine = _group(done, groups, run.path, repro_flags(checkers, inv))
         tried = {s.id for s in sample(states, per_invariant)}
         rest = [s for s in states if s.id not in tried]
         unassigned = _assign(rest, mine)
@@ -209,12 +239,13 @@ def _minimise_some(
 ) -> list[Witness]:
     """The named witnesses of ``states`` on ``inv`` (none for an invariant
     crashlab does not know: a user checker's)."""
-    if inv not in INVARIANTS:
+    if not judges(namer.options, inv):
         return []
     out = []
-    with Minimiser(
-        check.run.path, inv, ReproOptions(fsck=check.fsck), states=check.window
-    ) as minimiser:
+    # only the checker judging ``inv`` runs on the candidates: a user's is a process per state
+    mine = tuple(c for c in namer.options.checkers if c.invariant == inv)
+    options = dataclasses.replace(namer.options, checkers=mine)
+    with Minimiser(check.run.path, inv, options, states=check.window) as minimiser:
         for s in states:
             if on_progress:
                 on_progress(f"{inv} {s.id}")
@@ -225,9 +256,10 @@ def _minimise_some(
     return out
 
 
-def _group(done: list[Witness], groups: dict[str, Group], run: Path) -> list[Group]:
+def _group(done: list[Witness], groups: dict[str, Group], run: Path, flags: str) -> list[Group]:
     """Witnesses into ``groups`` by signature; the groups they made or
-    joined, each with its smallest witness."""
+    joined, each with its smallest witness (``flags``: its repro
+    command's options, a user checker's)."""
     mine: dict[str, Group] = {}
     for w in done:
         sig = w.signature()
@@ -242,7 +274,7 @@ def _group(done: list[Witness], groups: dict[str, Group], run: Path) -> list[Gro
             g.witness = w
         mine[gid] = g
     for g in mine.values():
-        g.repro = f"crashlab repro {run} {g.witness.minimised.minimal}"
+        g.repro = f"crashlab repro {run} {g.witness.minimised.minimal}{flags}"
     return list(mine.values())
 
 

@@ -208,6 +208,12 @@ class Runs:
             checker.close()
 
 
+def judges(options: ReproOptions, invariant: str) -> bool:
+    """Whether a check with ``options`` judges ``invariant``: a built-in
+    one, or one of the user checkers given."""
+    return invariant in INVARIANTS or any(c.invariant == invariant for c in options.checkers)
+
+
 class Minimiser:
     """Minimises failing states of one run on one invariant, one after the
     other, with one memo: a candidate judged for one state is not judged
@@ -226,8 +232,8 @@ class Minimiser:
         states: Options | None = None,
         whole_log: bool = True,
     ) -> None:
-        if invariant not in INVARIANTS:
-            raise CrashlabError(f"unknown invariant {invariant!r}")
+        if not judges(options, invariant):
+            raise CrashlabError(f"unknown invariant {invariant!r} (a user checker's: --checker)")
         if not run.is_dir():
             raise CrashlabError(f"{run}: no such run directory")
         self.run, self.invariant, self.options = run, invariant, options

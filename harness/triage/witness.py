@@ -16,9 +16,10 @@ from typing import Any
 from harness.check.multicrash import resolve
 from harness.check.repro import ReproOptions, locate, reproduce
 from harness.env import temporary_folder
-from harness.explain.state import WriteInfo
+from harness.explain.state import Explanation, WriteInfo
 from harness.logformat import LogReader
 from harness.rundir import RunDir
+from harness.triage.context import ACK, BEGIN, Context, begin_of, marks_between
 from harness.triage.minimise import Minimised
 from harness.triage.roles import phase_of, roles_of
 
@@ -69,6 +70,7 @@ class Witness:
     lost: tuple[RoledWrite, ...]
     last: RoledWrite | None
     next: RoledWrite | None = None
+    context: Context | None = None
 
     def signature(self) -> dict[str, Any]:
         """What groups witnesses: the invariant, the kind of the state,
@@ -123,7 +125,7 @@ class Namer:
         if m.minimal not in self._done:
             self._done[m.minimal] = self._name(m)
         w = self._done[m.minimal]
-        return Witness(m, w.lost, w.last, w.next)
+        return Witness(m, w.lost, w.last, w.next, w.context)
 
     def _name(self, m: Minimised) -> Witness:
         rd = resolve(RunDir(self.run), m.minimal)[0]
@@ -138,7 +140,24 @@ class Namer:
         last = self._roled(rd, persisted[-1], "persisted") if persisted else None
         later = [w for w in r.explanation.writes if w.status == "after cut"]
         nxt = self._roled(rd, later[0], "unwritten") if later else None
-        return Witness(m, tuple(lost), last, nxt)
+        return Witness(m, tuple(lost), last, nxt, self._context(rd, r.explanation))
+
+    def _context(self, rd: RunDir, x: Explanation) -> Context:
+        """The marks and writes around the crash of explanation ``x``."""
+        marks = list(zip(*self.marks(rd), strict=True))
+        begin = begin_of(marks, x.in_flight)
+        since = begin[0] if begin else x.epoch_start
+        return Context(
+            x.epoch_start,
+            x.cut_lo,
+            x.cut_hi,
+            marks_between(marks, x.epoch_start, x.cut_hi, ACK),
+            marks_between(marks, x.epoch_start, x.cut_hi, BEGIN),
+            begin,
+            tuple(roles_of(w.what) for w in x.writes if w.status == "kept" and w.entry > since),
+            tuple(roles_of(w.what) for w in x.writes if w.status == "after cut"),
+            tuple(x.errors),
+        )
 
     def _roled(self, rd: RunDir, w: WriteInfo, status: str, missing: int = 0) -> RoledWrite:
         return RoledWrite(
