@@ -83,7 +83,10 @@ def serve(target: str) -> None:
     proto = os.fdopen(os.dup(1), "w", buffering=1)
     os.dup2(2, 1)  # the function's prints go to stderr
     sys.stdout = sys.stderr
-    fn = load(target)
+    try:
+        fn = load(target)
+    except Exception as e:  # noqa: BLE001  (an import's error: one line, not a traceback)
+        raise SystemExit(f"crashlab: py checker {target!r} does not load: {type(e).__name__}: {e}") from None
     start = os.getcwd()
     for line in sys.stdin.buffer:
         req = json.loads(line)
