@@ -86,7 +86,8 @@ def serve(target: str) -> None:
     try:
         fn = load(target)
     except Exception as e:  # noqa: BLE001  (an import's error: one line, not a traceback)
-        raise SystemExit(f"crashlab: py checker {target!r} does not load: {type(e).__name__}: {e}") from None
+        why = f"{type(e).__name__}: {e}"
+        raise SystemExit(f"crashlab: py checker {target!r} does not load: {why}") from None
     start = os.getcwd()
     for line in sys.stdin.buffer:
         req = json.loads(line)
