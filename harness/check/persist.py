@@ -87,10 +87,11 @@ class Server:
 
     def _ask(self, request: dict[str, Any], timeout: float) -> dict[str, Any]:
         proc = self.proc if self.proc is not None and self.proc.poll() is None else None
+        if self.stderr.exists():  # before a start: what a new process says at once is kept
+            os.truncate(self.stderr, 0)
         if proc is None:
             self.close(grace=0)
             proc = self._start()
-        os.truncate(self.stderr, 0)
         assert proc.stdin is not None and proc.stdout is not None
         try:
             proc.stdin.write(json.dumps(request, sort_keys=True).encode() + b"\n")
