@@ -30,6 +30,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import hashlib
+import itertools
 import json
 import os
 import time
@@ -39,15 +40,17 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 from checkers.invariants import invariant
+from checkers.protocol import RunFacts
 from checkers.verdict import VerdictJson
 from harness.atomic import write_json_atomic, write_text_atomic
 from harness.check.cluster import dask_imap
 from harness.check.multicrash import COMPOSITE, Composite, check_composite, resolve
-from harness.check.pool import local_imap, task_of
+from harness.check.pool import SHARED, local_imap, task_of
 from harness.check.records import CheckResult, StateRecord, Violation
 from harness.check.runlevel import CRASHSAFE_ID, TRACE_ID, prepare_run_level, run_level_records
 from harness.check.usercheck import PyChecker, UserChecker, repro_flags
 from harness.check.window import default_window
+from harness.check.worker import StateChecker
 from harness.env import reap_work_folders, temporary_folder
 from harness.errors import CrashlabError, writing
 from harness.faults import fault_specs
@@ -57,6 +60,7 @@ from harness.logformat import LogReader
 from harness.outlock import locked_output
 from harness.rundir import IDENTITY_NAME, RESULT_NAME, RUN_NAME, STATES_NAME, RunDir
 from harness.states import Enumeration, Options, State, coverage
+from harness.states.inject import Spans
 from harness.sysops import signals_raise
 from harness.validate import validate
 from workloads.run import oracle_from_meta
@@ -268,6 +272,8 @@ def _check_states(
         with LogReader(run.log) as reader, _appending(states_path) as sink:
             enum = Enumeration(reader, opts.states, targets=spans)
             chunks = _chunks(iter(enum), done, opts.max_states)
+            if opts.checkers:  # before any chunk is dispatched
+                chunks = _fail_fast(run, opts, chunks, workroot, level.facts, spans)
             checked = done
 
             def emit(lines: bytes) -> None:
@@ -304,6 +310,48 @@ def _check_states(
     write_json_atomic(out / RESULT_NAME, result)
     result["timing"] = {"seconds": round(time.monotonic() - t0, 3), "resumed_from": done}
     return result
+
+
+def _fail_fast(
+    run: RunDir,
+    opts: CheckOptions,
+    chunks: Iterator[list[State]],
+    workroot: Path,
+    facts: RunFacts | None,
+    spans: Spans | None,
+) -> Iterator[list[State]]:
+    """``chunks`` again, once the user's checkers judged their first state
+    here: a checker error on it (a checker that cannot start, crashes,
+    hangs or answers garbage) is a CrashlabError, before any worker
+    starts."""
+    first = next(chunks, None)
+    if first is None:
+        return chunks
+    work = workroot / "first-state"
+    work.mkdir()
+    checker = StateChecker(
+        run,
+        work,
+        fsck=opts.fsck,
+        run_facts=facts,
+        checkers=opts.checkers,
+        db_spans=spans,
+        shared=workroot / SHARED,
+    )
+    try:
+        verdicts = checker.check(first[0])
+    finally:
+        checker.close()
+    mine = {c.invariant for c in opts.checkers}
+    for v in verdicts:
+        if v.invariant in mine and v.status == "error":
+            why = " ".join(v.explanation.split())
+            why = why if len(why) <= 400 else why[:150] + " … " + why[-250:]
+            raise CrashlabError(
+                f"checker {v.invariant} failed on the first state {first[0].id}, "
+                f"nothing checked: {why}"
+            )
+    return itertools.chain([first], chunks)
 
 
 def _check_composite(run: RunDir, opts: CheckOptions, out: Path, resume: bool) -> CheckResult:

@@ -25,6 +25,7 @@ from checkers.ioerror import judge_errors
 from checkers.protocol import FilePieces, KeyOfPieces
 from checkers.verdict import Verdict, failed, passed, skipped
 from harness.check.context import CheckContext
+from harness.check.persist import Servers
 from harness.check.records import StateRecord, dump_line, state_record
 from harness.check.usercheck import PyChecker, UserChecker, log_marks, run_checker, state_facts
 from harness.faults import DEVICE, FILL_NAME, by_stage
@@ -88,6 +89,7 @@ class UserRun:
     run_abs: Path
     meta_json: dict[str, object]
     child_env: dict[str, str]  # a copy for the children, not a setting read
+    servers: Servers  # the persistent and Python checkers of this process
 
 
 class KeyProbe:
@@ -140,7 +142,13 @@ class FilePath:
         self.skip = (FILL_NAME,) if any(f.kind == "enospc" for f in ctx.faults) else ()
         self.marks = RunMarks.read(ctx.run) if checkers or self.judge_errors else None
         self.user = (
-            UserRun(tuple(checkers), ctx.run.path.resolve(), ctx.meta.to_json(), dict(os.environ))
+            UserRun(
+                tuple(checkers),
+                ctx.run.path.resolve(),
+                ctx.meta.to_json(),
+                dict(os.environ),
+                Servers(Path.cwd(), ctx.workdir / "serve"),
+            )
             if checkers
             else None
         )
@@ -159,6 +167,8 @@ class FilePath:
     def close(self) -> None:
         if self.fast is not None:
             self.fast.close()
+        if self.user is not None:
+            self.user.servers.close()
 
     def record(self, state: State) -> StateRecord:
         return state_record(state, self.check(state), self.ctx.marks(state))
@@ -202,7 +212,9 @@ class FilePath:
                 self.user.meta_json,
             )
             verdicts += [
-                run_checker(uc, files, facts, ctx.workdir / "user", self.user.child_env)
+                run_checker(
+                    uc, files, facts, ctx.workdir / "user", self.user.child_env, self.user.servers
+                )
                 for uc in self.user.checkers
             ]
         return verdicts

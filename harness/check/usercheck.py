@@ -24,6 +24,7 @@ The contract (docs/your-application.md, "The contract"):
 
 from __future__ import annotations
 
+import inspect
 import json
 import os
 import re
@@ -39,6 +40,7 @@ from typing import Any
 
 from checkers.invariants import USER_PREFIX
 from checkers.verdict import Verdict, errored, failed, passed
+from harness.check.persist import Servers, child_env, py_argv
 from harness.errors import CrashlabError
 from harness.marks import parse_label
 
@@ -46,6 +48,10 @@ DEFAULT_TIMEOUT = 60.0
 EXPLANATION_MAX = 2000  # characters of a checker's output kept in a verdict
 OUTPUT_MAX = 1 << 20  # bytes of a checker's stdout and stderr read back
 CHECKER_NAME = re.compile(r"[A-Za-z0-9_.-]{1,40}")
+# A --checker's kind is a prefix of its command: it travels with the
+# checker (one check can mix kinds) and the spec alone, as a repro line or
+# check.json shows it, says how to run it again.
+COMMAND, PERSIST, PY = "", "persist:", "py:"
 _INTERPRETER = re.compile(r"(python|sh|bash|dash|perl|ruby|node)[0-9.]*")
 
 
@@ -67,28 +73,47 @@ class UserChecker(_Checker):
     # the SUT's own recovery, run first in the same folder (sh -c); when it
     # fails, the invariant fails: the application cannot come back
     recover: str = ""
+    # COMMAND: a command per state; PERSIST: a command serving many states
+    # (harness/check/persist.py); PY: a Python function served so
+    kind: str = COMMAND
 
     @property
     def spec(self) -> str:
-        """How it is given on the command line (``NAME=COMMAND``)."""
-        return f"{self.name}={self.command}"
+        """How it is given on the command line (``NAME=[KIND:]COMMAND``)."""
+        return f"{self.name}={self.kind}{self.command}"
 
 
 @dataclass(frozen=True)
 class PyChecker(_Checker):
-    """A checker that is a Python function (the pytest plugin's):
-    ``fn(files, state)`` on a copy of the recovered files and the state's
-    facts; it holds when it returns None or True, is violated when it
-    returns a string (the explanation) or False, or raises AssertionError;
-    any other exception is a checker error."""
+    """A checker that is a module-level Python function (the pytest
+    plugin's): ``fn(files, state)``, run in a process of its own loaded
+    once per worker (harness/check/pyserve.py: the verdicts it gives),
+    its timeout enforced."""
 
     name: str
     fn: Callable[[Path, dict[str, Any]], object]
-    timeout: float = DEFAULT_TIMEOUT  # not enforced in-process; kept for the options' tag
+    timeout: float = DEFAULT_TIMEOUT
+
+    @property
+    def kind(self) -> str:
+        return PY
+
+    @property
+    def command(self) -> str:
+        """``FILE.py:QUALNAME``: what its process loads."""
+        module = inspect.getmodule(self.fn)
+        file = getattr(module, "__file__", None)
+        qual = getattr(self.fn, "__qualname__", "")
+        if not file or "<locals>" in qual or "<lambda>" in qual:
+            raise CrashlabError(
+                f"checker {self.name!r}: a Python checker must be a module-level "
+                "function of a module file (it is loaded again in a process of its own)"
+            )
+        return f"{Path(file).resolve()}:{qual}"
 
     @property
     def spec(self) -> str:
-        return f"{self.name}=python:{self.fn.__module__}.{self.fn.__qualname__}"
+        return f"{self.name}={PY}{self.command}"
 
     @property
     def recover(self) -> str:
@@ -96,28 +121,46 @@ class PyChecker(_Checker):
 
 
 def parse_checker(spec: str, timeout: float = DEFAULT_TIMEOUT) -> UserChecker:
-    """``NAME=COMMAND`` or just ``COMMAND`` (named after its program's file
-    name, without extension)."""
+    """``[NAME=][KIND:]COMMAND``: KIND ``persist:`` (a command serving many
+    states) or ``py:`` (``MODULE:FUNCTION`` or ``FILE.py:FUNCTION``), none
+    for a command per state; without NAME, named after its program's file
+    name (without extension) or its function."""
     if timeout <= 0:
         raise CrashlabError(f"--checker-timeout {timeout:g}: must be positive")
     head, sep, rest = spec.partition("=")
-    if sep and CHECKER_NAME.fullmatch(head) and rest.strip():
-        return UserChecker(head, rest, timeout)
-    try:
-        words = shlex.split(spec)
-    except ValueError as e:
-        raise CrashlabError(f"--checker {spec!r}: {e}") from None
-    if not words:
-        raise CrashlabError("--checker: empty command")
-    # an interpreter's checker is named after its script: `python3 check.py`
-    # is "check", not "python3"
-    prog = words[1] if len(words) > 1 and _INTERPRETER.fullmatch(Path(words[0]).name) else words[0]
-    name = Path(prog).stem
+    named = bool(sep) and CHECKER_NAME.fullmatch(head) is not None and bool(rest.strip())
+    body = rest if named else spec
+    kind = next((k for k in (PERSIST, PY) if body.startswith(k)), COMMAND)
+    command = body[len(kind) :]
+    if not command.strip():
+        raise CrashlabError(f"--checker {spec!r}: empty command")
+    if kind == PY:
+        where, colon, qual = command.rpartition(":")
+        if not colon or not where or not qual:
+            raise CrashlabError(
+                f"--checker {spec!r}: py: needs MODULE:FUNCTION or FILE.py:FUNCTION"
+            )
+        name = head if named else qual.rsplit(".", 1)[-1]
+    else:
+        name = head if named else _program_name(spec, command)
     if not CHECKER_NAME.fullmatch(name):
         raise CrashlabError(
             f"--checker {spec!r}: name it: NAME=COMMAND (NAME: letters, digits, _ . -)"
         )
-    return UserChecker(name, spec, timeout)
+    return UserChecker(name, command, timeout, kind=kind)
+
+
+def _program_name(spec: str, command: str) -> str:
+    """A checker named after its program: an interpreter's after its
+    script (`python3 check.py` is "check", not "python3")."""
+    try:
+        words = shlex.split(command)
+    except ValueError as e:
+        raise CrashlabError(f"--checker {spec!r}: {e}") from None
+    if not words:
+        raise CrashlabError("--checker: empty command")
+    prog = words[1] if len(words) > 1 and _INTERPRETER.fullmatch(Path(words[0]).name) else words[0]
+    return Path(prog).stem
 
 
 def unique(checkers: Sequence[UserChecker | PyChecker], where: str) -> None:
@@ -185,20 +228,46 @@ def state_facts(
 
 
 def run_checker(
-    uc: UserChecker | PyChecker, files: Path, facts: dict[str, Any], work: Path, env: dict[str, str]
+    uc: UserChecker | PyChecker,
+    files: Path,
+    facts: dict[str, Any],
+    work: Path,
+    env: dict[str, str],
+    servers: Servers | None = None,
 ) -> Verdict:
     """Run ``uc`` on a copy of ``files`` (in a fresh folder under ``work``,
-    removed afterwards) for the state ``facts`` describes; its verdict."""
+    removed afterwards) for the state ``facts`` describes; its verdict.
+    A persistent or Python checker is asked through ``servers`` (None:
+    one started for this state alone)."""
     work.mkdir(parents=True, exist_ok=True)
     here = Path(tempfile.mkdtemp(prefix="state-", dir=work))
+    own = servers is None and uc.kind != COMMAND
+    if servers is None:
+        servers = Servers(Path.cwd(), here / "serve")
     try:
-        return _judge(uc, files, facts, here, env)
+        return _judge(uc, files, facts, here, env, servers)
     finally:
+        if own:
+            servers.close()
         shutil.rmtree(here, ignore_errors=True)
 
 
+def server_argv(uc: UserChecker | PyChecker) -> list[str]:
+    """How a persistent or Python checker's process is started."""
+    return py_argv(uc.command) if uc.kind == PY else ["sh", "-c", uc.command]
+
+
+def server_env(uc: UserChecker | PyChecker, env: dict[str, str]) -> dict[str, str]:
+    return child_env(env) if uc.kind == PY else env
+
+
 def _judge(
-    uc: UserChecker | PyChecker, files: Path, facts: dict[str, Any], here: Path, env: dict[str, str]
+    uc: UserChecker | PyChecker,
+    files: Path,
+    facts: dict[str, Any],
+    here: Path,
+    env: dict[str, str],
+    servers: Servers,
 ) -> Verdict:
     mine = here / "files"
     if files.exists():
@@ -207,8 +276,6 @@ def _judge(
         mine.mkdir(parents=True)
     state_json = here / "state.json"
     state_json.write_text(json.dumps(facts, sort_keys=True))
-    if isinstance(uc, PyChecker):
-        return _run_function(uc, mine, facts)
     child_env = {
         **env,
         "CRASHLAB_FILES": str(mine),
@@ -232,6 +299,9 @@ def _judge(
                 f"the recovery command `{uc.recover}` exited {rc}: "
                 + (_text(err) or _text(out) or "no output"),
             )
+    if uc.kind != COMMAND:
+        senv = server_env(uc, {**env, "CRASHLAB_RUN": facts["run"]})
+        return servers.judge(uc.invariant, server_argv(uc), senv, uc.timeout, mine, facts)
     done = _run(uc.command, mine, here, child_env, uc.timeout)
     if isinstance(done, str):
         return errored(uc.invariant, f"the checker {done}")
@@ -262,28 +332,6 @@ def _tail(err: bytes) -> str:
     """The last line a command wrote on stderr."""
     lines = _text(err).splitlines()
     return lines[-1] if lines else ""
-
-
-def _run_function(pc: PyChecker, files: Path, facts: dict[str, Any]) -> Verdict:
-    """A Python checker's verdict (see :class:`PyChecker`)."""
-    try:
-        out = pc.fn(files, facts)
-    except AssertionError as e:
-        return failed(pc.invariant, str(e) or "assertion failed")
-    except KeyboardInterrupt:
-        raise
-    except BaseException as e:  # noqa: BLE001  (SystemExit too: the checker's failure)
-        return errored(pc.invariant, f"the checker raised {type(e).__name__}: {e}")
-    if out is None or out is True:
-        return passed(pc.invariant)
-    if out is False:
-        return failed(pc.invariant, "the checker returned False")
-    if isinstance(out, str):
-        return failed(pc.invariant, out)
-    return errored(
-        pc.invariant,
-        f"the checker returned {out!r} (None/True: holds, a string or False: violated)",
-    )
 
 
 def _run(
