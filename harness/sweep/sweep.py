@@ -36,10 +36,12 @@ from harness.faults import DEVICE, PROCESS, by_stage, fault_specs
 from harness.outlock import locked_output
 from harness.record.recorder import RecordRequest, record
 from harness.report.junit import write_junit
-from harness.rundir import RESULT_NAME, RunDir, SweepDir
+from harness.rundir import RESULT_NAME, RUNS_DIR, RunDir, SweepDir
 from harness.states import Options
 from harness.sweep.expectations import ExpectationResult, evaluate_result, exit_code
 from harness.sweep.matrix import Cell, Shard
+from harness.sweep.triaged import triage_groups
+from harness.triage.groups import PER_INVARIANT
 
 Progress = Callable[[str, int, int], None]  # (cell label, generated, checked)
 
@@ -55,6 +57,7 @@ class SweepOptions:
     composite: Composite = Composite()  # options of multicrash / recovery-crash cells
     executor: str = "local"  # where states are checked (CheckOptions.executor)
     scheduler: str | None = None
+    triage: int = PER_INVARIANT  # failing states minimised per invariant; 0: no triage
 
 
 def expected_exit(cell: Cell) -> tuple[int, ...] | None:
@@ -187,15 +190,16 @@ def _check_strategy(
     opts: SweepOptions,
     resume: bool,
     on_progress: Progress | None,
-) -> CheckResult:
+) -> tuple[CheckResult, Path]:
     """Check the recorded ``run`` of ``cell`` under ``strategy``; with
-    ``resume``, a check with a result.json is read back, not redone."""
+    ``resume``, a check with a result.json is read back, not redone.
+    Returns the result and the check's folder."""
     copts = _check_options(cell, strategy, opts)
     check_dir = run.check_dir(copts.tag())
     done = check_dir / RESULT_NAME
     if resume and done.exists():
         result: CheckResult = json.loads(done.read_text())
-        return result
+        return result, check_dir
     label = f"{cell.sut} {strategy}"
     return check_run(
         run,
@@ -203,11 +207,14 @@ def _check_strategy(
         check_dir,
         resume=resume,
         on_progress=(lambda g, c: on_progress(label, g, c)) if on_progress else None,
-    )
+    ), check_dir
 
 
-def _violation_rows(cell: Cell, strategy: str, result: CheckResult) -> list[dict[str, Any]]:
-    """violations.jsonl lines of one check: each violation with its cell."""
+def _violation_rows(
+    cell: Cell, strategy: str, result: CheckResult, group_of: dict[tuple[str, str], str]
+) -> list[dict[str, Any]]:
+    """violations.jsonl lines of one check: each violation with its cell
+    and its group (None: not minimised nor assigned, or not triaged)."""
     return [
         {
             "sut": cell.sut,
@@ -216,9 +223,22 @@ def _violation_rows(cell: Cell, strategy: str, result: CheckResult) -> list[dict
             "strategy": strategy,
             **({"faults": fault_specs(cell.faults)} if cell.faults else {}),
             **v,
+            "group": group_of.get((v.get("state", ""), v.get("invariant", ""))),
         }
         for v in result["violations"]
     ]
+
+
+def _triage(
+    cell: Cell, check_dir: Path, result: CheckResult, opts: SweepOptions
+) -> tuple[list[dict[str, Any]] | None, dict[tuple[str, str], str]]:
+    """The groups of a cell's check (None: --no-triage) and the group of
+    each violation; a check without violations is not triaged."""
+    if not opts.triage:
+        return None, {}
+    if not result["violations"]:
+        return [], {}
+    return triage_groups(check_dir, f"{RUNS_DIR}/{cell.name}", opts.triage)
 
 
 def run_sweep(
@@ -274,12 +294,18 @@ def _sweep_into(
         timing[cell.name] = {"record_s": round(time.monotonic() - t0, 3)}
         for strategy in cell.strategies:
             t1 = time.monotonic()
-            result = _check_strategy(run, cell, strategy, opts, resume, on_progress)
+            result, check_dir = _check_strategy(run, cell, strategy, opts, resume, on_progress)
             exp = evaluate_result(cell.expectation(strategy), result)
             results.append(exp)
-            cell_records.append(cell_record(cell, strategy, result, exp))
-            violations.extend(_violation_rows(cell, strategy, result))
-            timing[cell.name][strategy] = round(time.monotonic() - t1, 3)
+            t2 = time.monotonic()
+            if result["violations"] and opts.triage:
+                say(f"triage {cell.name} {strategy}")
+            groups, group_of = _triage(cell, check_dir, result, opts)
+            record = cell_record(cell, strategy, result, exp)
+            cell_records.append(record if groups is None else {**record, "groups": groups})
+            violations.extend(_violation_rows(cell, strategy, result, group_of))
+            timing[cell.name][strategy] = round(t2 - t1, 3)
+            timing[cell.name][f"{strategy}_triage"] = round(time.monotonic() - t2, 3)
     code = exit_code(results)
     summary: dict[str, Any] = {"sweep": name, "ok": code == 0, "cells": cell_records}
     if shard is not None:  # what `crashlab merge` needs to put the shards together

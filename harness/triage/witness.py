@@ -69,6 +69,8 @@ class Witness:
     lost: tuple[RoledWrite, ...]
     last: RoledWrite | None
     next: RoledWrite | None = None
+    # every write of the last crash's epoch, in log order (its picture)
+    epoch: tuple[RoledWrite, ...] = ()
 
     def signature(self) -> dict[str, Any]:
         """What groups witnesses: the invariant, the kind of the state,
@@ -87,6 +89,10 @@ def group_id(signature: dict[str, Any]) -> str:
     """A short stable hash of a signature."""
     text = json.dumps(signature, sort_keys=True).encode()
     return hashlib.sha256(text).hexdigest()[:10]
+
+
+# the explainer's status of a write (harness/explain/state.py) as a witness names it
+EPOCH_STATUS = {"kept": "persisted", "dropped": "lost", "torn": "torn", "after cut": "unwritten"}
 
 
 class Namer:
@@ -123,7 +129,7 @@ class Namer:
         if m.minimal not in self._done:
             self._done[m.minimal] = self._name(m)
         w = self._done[m.minimal]
-        return Witness(m, w.lost, w.last, w.next)
+        return Witness(m, w.lost, w.last, w.next, w.epoch)
 
     def _name(self, m: Minimised) -> Witness:
         rd = resolve(RunDir(self.run), m.minimal)[0]
@@ -138,7 +144,10 @@ class Namer:
         last = self._roled(rd, persisted[-1], "persisted") if persisted else None
         later = [w for w in r.explanation.writes if w.status == "after cut"]
         nxt = self._roled(rd, later[0], "unwritten") if later else None
-        return Witness(m, tuple(lost), last, nxt)
+        epoch = tuple(
+            self._roled(rd, w, EPOCH_STATUS.get(w.status, w.status)) for w in r.explanation.writes
+        )
+        return Witness(m, tuple(lost), last, nxt, epoch)
 
     def _roled(self, rd: RunDir, w: WriteInfo, status: str, missing: int = 0) -> RoledWrite:
         return RoledWrite(
