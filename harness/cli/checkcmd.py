@@ -312,7 +312,7 @@ def check_cmd(
     where = out or rd.check_dir(opts.tag())
     _echo_check(run, where, cell, result, exp)
     if result["violations"] and not no_triage and triage_sample:
-        groups = triage_groups(where, str(rd.path), triage_sample)[0]
+        groups = triage_groups(where, str(rd.path), triage_sample, checkers)[0]
         print_groups([{"sut": cell.sut, "strategy": strategy, **result, "groups": groups}])
     return 0 if exp.ok else 1
 

@@ -238,7 +238,7 @@ def _triage(
         return None, {}
     if not result["violations"]:
         return [], {}
-    return triage_groups(check_dir, f"{RUNS_DIR}/{cell.name}", opts.triage)
+    return triage_groups(check_dir, f"{RUNS_DIR}/{cell.name}", opts.triage, cell.all_checkers)
 
 
 def run_sweep(

@@ -11,9 +11,11 @@ torn or unwritten, by role.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from harness.check.usercheck import PyChecker, UserChecker
 from harness.triage.groups import Group, triage
 from harness.triage.witness import RoledWrite, Witness
 
@@ -22,12 +24,16 @@ CONTEXT = 2  # writes either side of one that mattered
 
 
 def triage_groups(
-    check_dir: Path, run_rel: str, per_invariant: int
+    check_dir: Path,
+    run_rel: str,
+    per_invariant: int,
+    checkers: Sequence[UserChecker | PyChecker] = (),
 ) -> tuple[list[dict[str, Any]], dict[tuple[str, str], str]]:
     """The group records of the check in ``check_dir`` (of the run
-    ``run_rel``, as the sweep names it) and (state, invariant) -> group
-    ID; triage.json is written into ``check_dir``."""
-    t = triage(check_dir, per_invariant=per_invariant)
+    ``run_rel``, as the sweep names it; with the user's ``checkers`` it
+    ran) and (state, invariant) -> group ID; triage.json is written into
+    ``check_dir``."""
+    t = triage(check_dir, per_invariant=per_invariant, checkers=checkers)
     return [group_record(g, run_rel) for g in t.groups], t.group_of()
 
 

@@ -13,7 +13,7 @@ minimised.  README.md, "Groups".
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -21,6 +21,7 @@ from typing import Any
 from checkers.invariants import INVARIANTS
 from harness.atomic import write_json_atomic
 from harness.check.repro import ReproOptions
+from harness.check.usercheck import PyChecker, UserChecker
 from harness.errors import CrashlabError
 from harness.states.stateid import parse_id
 from harness.triage.checkdir import CheckDir, Failing, find_check, read_check
@@ -172,16 +173,19 @@ def triage(
     per_invariant: int = PER_INVARIANT,
     on_progress: Callable[[str], None] | None = None,
     write: bool = True,
+    checkers: Sequence[UserChecker | PyChecker] = (),
 ) -> Triage:
     """The groups of the failing states of a check (``path``: its folder,
     or a run folder with ``tag`` choosing among its checks); writes
-    ``triage.json`` into the check folder, atomically (``write``)."""
+    ``triage.json`` into the check folder, atomically (``write``).
+    ``checkers``: the user's checkers the check ran, whose invariants are
+    then triaged too."""
     if per_invariant < 1:
         raise CrashlabError(f"--per-invariant must be >= 1, not {per_invariant}")
     run, folder = find_check(path, tag)
     validate(run)
     check = read_check(run, folder)
-    options = ReproOptions(fsck=check.fsck)
+    options = ReproOptions(fsck=check.fsck, checkers=checkers)
     namer = Namer(run.path, options)
     groups: dict[str, Group] = {}
     counts: dict[str, dict[str, int]] = {}
@@ -213,13 +217,11 @@ def _minimise_some(
     on_progress: Callable[[str], None] | None,
 ) -> list[Witness]:
     """The named witnesses of ``states`` on ``inv`` (none for an invariant
-    crashlab does not know: a user checker's)."""
-    if inv not in INVARIANTS:
+    neither crashlab nor one of the namer's checkers judges)."""
+    if inv not in INVARIANTS and inv not in {c.invariant for c in namer.options.checkers}:
         return []
     out = []
-    with Minimiser(
-        check.run.path, inv, ReproOptions(fsck=check.fsck), states=check.window
-    ) as minimiser:
+    with Minimiser(check.run.path, inv, namer.options, states=check.window) as minimiser:
         for s in states:
             if on_progress:
                 on_progress(f"{inv} {s.id}")

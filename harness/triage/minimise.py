@@ -226,7 +226,7 @@ class Minimiser:
         states: Options | None = None,
         whole_log: bool = True,
     ) -> None:
-        if invariant not in INVARIANTS:
+        if invariant not in INVARIANTS and invariant not in {c.invariant for c in options.checkers}:
             raise CrashlabError(f"unknown invariant {invariant!r}")
         if not run.is_dir():
             raise CrashlabError(f"{run}: no such run directory")
