@@ -89,9 +89,7 @@ def test_no_triage_leaves_the_groups_out(swept: tuple[Path, str], tmp_path: Path
     again = tmp_path / "again"
     shutil.copytree(out, again, ignore=shutil.ignore_patterns(".*lock*"))
     matrix = out.parent / "m.toml"
-    p = crashlab(
-        "sweep", "--matrix", str(matrix), "--out", str(again), "--resume", "--no-triage"
-    )
+    p = crashlab("sweep", "--matrix", str(matrix), "--out", str(again), "--resume", "--no-triage")
     assert p.returncode == 1, p.stderr
     assert "groups" not in _cell(again) and "distinct violation" not in p.stdout
     lines = (again / "violations.jsonl").read_text().splitlines()
@@ -142,9 +140,7 @@ def test_a_hostile_violation_group_is_a_one_line_error(
 
 @pytest.mark.needs_fuse
 @pytest.mark.skipif(CHROMIUM is None, reason="no chromium-headless-shell (harness/setup)")
-def test_report_shows_each_group_with_its_witness(
-    swept: tuple[Path, str], tmp_path: Path
-) -> None:
+def test_report_shows_each_group_with_its_witness(swept: tuple[Path, str], tmp_path: Path) -> None:
     from playwright.sync_api import sync_playwright
 
     out, _ = swept
