@@ -136,19 +136,6 @@ def _run_options(f: Any) -> Any:  # noqa: ANN401
                 "(the same results; see docs/cluster.md)",
             ),
             click.option(
-                "--triage-sample",
-                type=NONNEG,
-                default=PER_INVARIANT,
-                show_default=True,
-                help="at the end, group the failing states into distinct violations, "
-                "minimising this many per invariant (the rest are assigned to groups)",
-            ),
-            click.option(
-                "--no-triage",
-                is_flag=True,
-                help="do not group the failing states (crashlab triage can, later)",
-            ),
-            click.option(
                 "--scheduler",
                 default=None,
                 metavar="ADDRESS",
@@ -159,6 +146,23 @@ def _run_options(f: Any) -> Any:  # noqa: ANN401
     ):
         f = d(f)
     return f
+
+
+def _triage_options(f: Any) -> Any:  # noqa: ANN401
+    """``--triage-sample N`` and ``--no-triage`` (check and sweep)."""
+    f = click.option(
+        "--no-triage",
+        is_flag=True,
+        help="do not group the failing states (crashlab triage can, later)",
+    )(f)
+    return click.option(
+        "--triage-sample",
+        type=NONNEG,
+        default=PER_INVARIANT,
+        show_default=True,
+        help="at the end, group the failing states into distinct violations, "
+        "minimising this many per invariant (the rest are assigned to groups)",
+    )(f)
 
 
 def force_option(resumable: bool) -> Any:  # noqa: ANN401
@@ -241,6 +245,7 @@ def user_checkers(specs: tuple[str, ...], timeout: float, recover: str) -> tuple
 @click.argument("run", type=click.Path(path_type=Path, exists=True, file_okay=False))
 @_check_state_options
 @_run_options
+@_triage_options
 @checker_options
 @click.option(
     "--out",
@@ -423,6 +428,7 @@ def _hook(bar: Progress, task: Any) -> Any:  # noqa: ANN401
     help="run only every N-th cell from the i-th (CI matrices)",
 )
 @_run_options
+@_triage_options
 def sweep_cmd(
     matrix_name: str,
     out: Path | None,
