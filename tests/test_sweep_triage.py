@@ -174,3 +174,16 @@ def test_report_shows_each_group_with_its_witness(swept: tuple[Path, str], tmp_p
         assert g["minimal"] in text and g["repro"] in text and g["explanation"] in text
         assert rows == len(g["writes"]) and height > 16 * rows  # one drawn row per write
     assert shot.read_bytes().startswith(b"\x89PNG")
+
+
+@pytest.mark.needs_fuse
+def test_check_prints_the_groups(swept: tuple[Path, str], tmp_path: Path) -> None:
+    out, _ = swept
+    run = next((out / "runs").iterdir())
+    p = crashlab("check", str(run), "--out", str(tmp_path / "c"), "--jobs", "2")
+    assert p.returncode == 0, p.stderr  # sqlite-off must violate DB-ATOMIC: it does
+    assert "1 distinct violation" in p.stdout and "  group " in p.stdout, p.stdout
+    assert f"repro: crashlab repro {run} " in p.stdout
+    assert (tmp_path / "c" / "triage.json").is_file()
+    p = crashlab("check", str(run), "--out", str(tmp_path / "d"), "--no-triage")
+    assert "distinct violation" not in p.stdout and not (tmp_path / "d" / "triage.json").exists()
