@@ -102,7 +102,11 @@ def test_two_shards_merge_into_the_unsharded_sweep(tmp_path: Path) -> None:
     lines = [json.loads(x) for x in (merged / "violations.jsonl").read_text().splitlines()]
     assert all(v["group"] is None or v["group"] in groups for v in lines)
     assert any(v["group"] for v in lines)
-    assert all(f'id="group-{gid}"' in (merged / "report.html").read_text() for gid in groups)
+    html = (merged / "report.html").read_text()
+    assert html.count('<div class="group" id="group-') == sum(
+        len(c.get("groups", [])) for c in cells
+    )
+    assert all(f"group <code>{gid}</code>" in html for gid in groups)
     assert "distinct violation" in merge_out, merge_out
     got = (merged / "violations.jsonl").read_text()
     assert got.count("\n") > 0 and str(shards[0]) not in got

@@ -169,7 +169,7 @@ def test_report_shows_each_group_with_its_witness(swept: tuple[Path, str], tmp_p
             browser.close()
     assert problems == []
     assert heading == "Distinct violations"
-    assert [s[0] for s in shown] == [f"group-{g['id']}" for g in groups]
+    assert [s[0] for s in shown] == [f"group-0-{g['id']}" for g in groups]
     for (_, text, rows, height), g in zip(shown, groups, strict=True):
         assert g["minimal"] in text and g["repro"] in text and g["explanation"] in text
         assert rows == len(g["writes"]) and height > 16 * rows  # one drawn row per write

@@ -31,6 +31,7 @@ class Distinct:
     cell: str
     group: dict[str, Any]
     svg: Markup
+    anchor: str  # its HTML id: a group ID recurs across cells (the same signature)
 
 
 def distinct_groups(cells: list[dict[str, Any]]) -> list[Distinct]:
@@ -39,15 +40,17 @@ def distinct_groups(cells: list[dict[str, Any]]) -> list[Distinct]:
         Distinct(
             " ".join((c["sut"], c["workload"] or "-", c["fs"], strategy_label(c))),
             g,
-            witness_svg(g["id"], g["writes"]),
+            witness_svg(f"{i}-{g['id']}", g["writes"]),
+            f"group-{i}-{g['id']}",
         )
-        for c in cells
+        for i, c in enumerate(cells)
         for g in c.get("groups", [])
     ]
 
 
-def witness_svg(gid: str, writes: list[dict[str, Any]]) -> Markup:
-    """The picture of a minimal witness: its writes in log order."""
+def witness_svg(key: str, writes: list[dict[str, Any]]) -> Markup:
+    """The picture of a minimal witness: its writes in log order (``key``:
+    cell index and group ID, unique in the page)."""
     legend_y = ROW * len(writes) + 6
     rows = [_row(i, w) for i, w in enumerate(writes)]
     legend = [
@@ -58,10 +61,10 @@ def witness_svg(gid: str, writes: list[dict[str, Any]]) -> Markup:
     height = legend_y + 18
     body = "".join(rows + legend)
     return Markup(
-        f'<svg class="witness" id="witness-{escape(gid)}" xmlns="http://www.w3.org/2000/svg" '
+        f'<svg class="witness" id="witness-{escape(key)}" xmlns="http://www.w3.org/2000/svg" '
         f'width="{WIDTH}" height="{height}" viewBox="0 0 {WIDTH} {height}" '
         f'font-family="monospace" font-size="11" role="img">'
-        f"<title>minimal witness of group {escape(gid)}</title>{body}</svg>"
+        f"<title>minimal witness of group {escape(key.split('-')[-1])}</title>{body}</svg>"
     )
 
 
