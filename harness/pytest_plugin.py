@@ -108,7 +108,10 @@ class Crashlab:
         bad = result["violations"]
         errors = result.get("errors", {})
         if fail and (bad or errors):
-            pytest.fail(_describe(result, bad, errors), pytrace=False)
+            text = _describe(result, bad, errors)
+            if bad:
+                text += _groups(self.tmp / f"check{self._runs}", checker.__name__, opts)
+            pytest.fail(text, pytrace=False)
         return result
 
 
@@ -127,6 +130,21 @@ def _describe(result: CheckResult, bad: list[Any], errors: dict[str, Any]) -> st
         for why, n in reasons.items():
             lines.append(f"  checker error ({inv}, {n} states): {why}")
     return "\n".join(lines)
+
+
+def _groups(folder: Path, name: str, opts: Any) -> str:  # noqa: ANN401
+    """The distinct violations of a failing check (crashlab triage): per
+    group its minimal state, lost writes, explanation and repro command."""
+    from harness.triage.groups import triage
+
+    t = triage(folder, checkers=opts.checkers)
+    lines = [f"crashlab triage: {len(t.groups)} distinct violation(s) ({folder / 'triage.json'})"]
+    for g in t.groups:
+        lost = ", ".join("+".join(x.roles) for x in g.witness.lost) or "none"
+        lines.append(f"  group {g.id} {g.invariant}: {g.count} states, lost: {lost}")
+        lines.append(f"      {g.explanation}")
+        lines.append(f"      {g.repro}")
+    return "\n" + "\n".join(lines)
 
 
 @pytest.fixture

@@ -409,6 +409,58 @@ def check_cell(cell: object, where: str) -> None:
     for k in ("coverage", "options", "skips", "errors"):
         if not isinstance(cell.get(k, {}), dict | None):
             raise bad(f"{k} must be an object")
+    groups = cell.get("groups", [])
+    if not isinstance(groups, list):
+        raise bad("groups must be a list")
+    for i, g in enumerate(groups):
+        check_group(g, f"{where}: group {i}")
+
+
+# a group of summary.json (harness/sweep/triaged.py): its string and count fields
+GROUP_STRINGS = ("invariant", "minimal", "kind", "explanation", "repro")
+GROUP_COUNTS = ("count", "minimised")
+WRITE_STATUSES = ("persisted", "lost", "torn", "unwritten")
+
+
+def check_group(g: object, where: str) -> None:
+    """A group of a summary.json cell as the report and junit.xml read it
+    (its ID a group ID, its strings, counts, lost roles and the writes of
+    its picture), or a CrashlabError naming ``where`` and the field."""
+    if not isinstance(g, dict):
+        raise CrashlabError(f"{where}: not an object")
+    check_group_ref(g.get("id"), where)
+    if g.get("id") is None:
+        raise CrashlabError(f"{where}: no id")
+    for k in GROUP_STRINGS:
+        if not isinstance(g.get(k), str):
+            raise CrashlabError(f"{where}: {k} must be a string")
+    for k in GROUP_COUNTS:
+        if not _count(g.get(k)):
+            raise CrashlabError(f"{where}: {k} must be a count")
+    if not _strings(g.get("lost")):
+        raise CrashlabError(f"{where}: lost must be a list of strings")
+    writes = g.get("writes")
+    if not isinstance(writes, list) or not all(
+        isinstance(w, dict)
+        and _count(w.get("entry"))
+        and w.get("status") in WRITE_STATUSES
+        and _strings(w.get("roles"))
+        and isinstance(w.get("phase"), str)
+        for w in writes
+    ):
+        raise CrashlabError(f"{where}: writes must be entries with status, roles and phase")
+
+
+def check_group_ref(gid: object, where: str) -> None:
+    """A group ID (10 lowercase hex digits, harness/triage/witness.py) or
+    None, as a violations.jsonl line's ``group`` is; else a CrashlabError."""
+    if gid is None:
+        return
+    if not (isinstance(gid, str) and len(gid) == 10 and all(c in HEX for c in gid)):
+        raise CrashlabError(f"{where}: group {str(gid)[:40]!r} is not a group ID")
+
+
+HEX = frozenset("0123456789abcdef")
 
 
 def _count(v: object) -> bool:

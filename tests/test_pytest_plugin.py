@@ -84,6 +84,9 @@ def test_a_teams_pytest_test_catches_the_missing_directory_sync(tmp_path: Path) 
     assert "1 failed, 1 passed" in p.stdout, p.stdout
     assert "USER:counter_kept: counter is" in p.stdout
     assert "was acknowledged" in p.stdout and "crashlab repro " in p.stdout
+    # the failure names its distinct violations: a group, its lost writes, its repro
+    assert "distinct violation" in p.stdout and "  group " in p.stdout, p.stdout
+    assert "USER:counter_kept: " in p.stdout.split("distinct violation")[1], p.stdout
     cases = {c.get("name"): c for c in ET.parse(junit).getroot().iter("testcase")}
     assert cases["test_safe"].find("failure") is None
     assert "violations in" in cases["test_broken"].find("failure").get("message", "")

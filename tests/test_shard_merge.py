@@ -71,6 +71,7 @@ def test_two_shards_merge_into_the_unsharded_sweep(tmp_path: Path) -> None:
     p = crashlab("merge", "--out", str(merged), *map(str, shards))
     assert p.returncode == 1, p.stderr
     assert "expectation broken: dhl-tc-raw" in p.stderr
+    merge_out = p.stdout
 
     # the reference: one unsharded sweep of the same recordings
     ref = tmp_path / "ref"
@@ -93,6 +94,20 @@ def test_two_shards_merge_into_the_unsharded_sweep(tmp_path: Path) -> None:
 
     for name in ("summary.json", "junit.xml"):
         assert (merged / name).read_bytes() == (ref / name).read_bytes(), name
+    # the groups of failing states survive the merge: in summary.json (path-free
+    # repro commands, so byte-identical above), violations.jsonl and the report
+    cells = json.loads((merged / "summary.json").read_text())["cells"]
+    groups = {g["id"]: c["run"] for c in cells for g in c.get("groups", [])}
+    assert {c["sut"] for c in cells if c.get("groups")} == {"dhl-nolog-raw", "sqlite-off"}
+    lines = [json.loads(x) for x in (merged / "violations.jsonl").read_text().splitlines()]
+    assert all(v["group"] is None or v["group"] in groups for v in lines)
+    assert any(v["group"] for v in lines)
+    html = (merged / "report.html").read_text()
+    assert html.count('<div class="group" id="group-') == sum(
+        len(c.get("groups", [])) for c in cells
+    )
+    assert all(f"group <code>{gid}</code>" in html for gid in groups)
+    assert "distinct violation" in merge_out, merge_out
     got = (merged / "violations.jsonl").read_text()
     assert got.count("\n") > 0 and str(shards[0]) not in got
     assert got.replace(str(merged), str(ref)) == (ref / "violations.jsonl").read_text()

@@ -14,8 +14,6 @@ from pathlib import Path
 from typing import Any
 
 import click
-from rich.console import Console
-from rich.table import Table
 
 from harness.check.check import CheckOptions, check_run, default_window, options_for
 from harness.check.multicrash import COMPOSITE, Composite
@@ -24,16 +22,18 @@ from harness.check.usercheck import DEFAULT_TIMEOUT, UserChecker, parse_checker,
 from harness.cli.params import COUNT, DEPTH, JOBS, NONNEG, SECONDS
 from harness.cli.progress import PROGRESS_OPTIONS, watching
 from harness.cli.statescmd import options_from, state_options
+from harness.cli.verdicts import print_broken, print_groups, print_table
 from harness.errors import CrashlabError
 from harness.outlock import locked_output, refuse_results
 from harness.record.backends import CHOICES as BACKEND_CHOICES
 from harness.rundir import CHECK_RESULTS, SWEEP_RESULTS, RunDir, RunMeta
 from harness.states import STRATEGIES, Options
-from harness.states.coverage import describe
 from harness.sweep.cell import UserSut
 from harness.sweep.expectations import ExpectationResult, evaluate_result
 from harness.sweep.matrix import MATRICES, Cell, matrix, parse_shard, shard
 from harness.sweep.sweep import SweepOptions, label, run_sweep, total_states
+from harness.sweep.triaged import triage_groups
+from harness.triage.groups import PER_INVARIANT
 from harness.validate import validate
 from workloads.suts import get_sut
 
@@ -117,6 +117,23 @@ def _run_options(f: Any) -> Any:  # noqa: ANN401
     return f
 
 
+def _triage_options(f: Any) -> Any:  # noqa: ANN401
+    """``--triage-sample N`` and ``--no-triage`` (check and sweep)."""
+    f = click.option(
+        "--no-triage",
+        is_flag=True,
+        help="do not group the failing states (crashlab triage can, later)",
+    )(f)
+    return click.option(
+        "--triage-sample",
+        type=NONNEG,
+        default=PER_INVARIANT,
+        show_default=True,
+        help="at the end, group the failing states into distinct violations, "
+        "minimising this many per invariant (the rest are assigned to groups)",
+    )(f)
+
+
 def force_option(resumable: bool) -> Any:  # noqa: ANN401
     """``--force``: write into an ``--out`` that already holds results."""
     return click.option(
@@ -139,67 +156,6 @@ def output(
     with locked_output(out):
         refuse_results(out, names, what, resume=resume, force=force)
         yield
-
-
-def _print_table(title: str, rows: list[dict[str, Any]]) -> None:
-    """The verdict table on stdout (wide when stdout is not a terminal)."""
-    out = Console()
-    if not out.is_terminal:
-        out = Console(width=200)
-    out.print(_verdict_table(title, rows))
-
-
-STATUS_STYLE = {
-    "held": "[green]held[/]",
-    "broken": "[red]BROKEN[/]",
-    "unverified": "[red]UNVERIFIED[/]",
-    "error": "[red]CHECKER ERROR[/]",
-}
-
-
-def _print_broken(where: str, exp: dict[str, Any]) -> None:
-    """One stderr line per broken or unverified promise of a cell."""
-    for line in exp.get("broken", []):
-        click.echo(f"expectation broken: {where}{line}", err=True)
-    for line in exp.get("unverified", []):
-        click.echo(f"expectation unverified: {where}{line}", err=True)
-    for line in exp.get("errors", []):
-        click.echo(f"checker error: {where}{line}", err=True)
-
-
-def _verdict_table(title: str, rows: list[dict[str, Any]]) -> Table:
-    """One row per cell and strategy; the failures column names only the
-    invariants that failed, with the number of failing states (the full
-    matrix is in report.html)."""
-    t = Table(title=title)
-    for col in (
-        "SUT",
-        "workload",
-        "fs",
-        "strategy (+ faults)",
-        "states",
-        "folded",
-        "kept sets",
-        "failures",
-        "expectation",
-    ):
-        t.add_column(col, overflow="fold")
-    for r in rows:
-        fails = [f"{inv} {c['fail']}" for inv, c in sorted(r["verdicts"].items()) if c["fail"]]
-        exp = r["expectation"]
-        status = STATUS_STYLE[exp.get("status", "held" if exp["ok"] else "broken")]
-        t.add_row(
-            r["sut"],
-            r["workload"] or "-",
-            r["fs"],
-            " + ".join([r["strategy"], *r.get("faults", [])]),
-            str(r["states"]["checked"]),
-            str(r["states"].get("folded", 0)),
-            describe(r["coverage"]) if r.get("coverage") else "-",
-            ", ".join(fails) or "none",
-            status,
-        )
-    return t
 
 
 def checker_options(f: Any) -> Any:  # noqa: ANN401
@@ -258,6 +214,7 @@ def user_checkers(specs: tuple[str, ...], timeout: float, recover: str) -> tuple
 @click.argument("run", type=click.Path(path_type=Path, exists=True, file_okay=False))
 @_check_state_options
 @_run_options
+@_triage_options
 @checker_options
 @click.option(
     "--out",
@@ -284,6 +241,8 @@ def check_cmd(
     checker_recover: str,
     executor: str,
     scheduler: str | None,
+    triage_sample: int,
+    no_triage: bool,
     **kw: Any,
 ) -> int:
     """Check every crash state of one recorded run."""
@@ -324,7 +283,11 @@ def check_cmd(
         exp = evaluate_result(cell.expectation(strategy), result)
         if watch is not None:
             watch.checked(label(cell, strategy), result, exp.status)
-    _echo_check(run, out or run / "check" / opts.tag(), cell, result, exp)
+    where = out or rd.check_dir(opts.tag())
+    _echo_check(run, where, cell, result, exp)
+    if result["violations"] and not no_triage and triage_sample:
+        groups = triage_groups(where, str(rd.path), triage_sample, checkers)[0]
+        print_groups([{"sut": cell.sut, "strategy": strategy, **result, "groups": groups}])
     return 0 if exp.ok else 1
 
 
@@ -376,8 +339,8 @@ def _echo_check(
         "errors": exp.errors,
     }
     row = {**result, "sut": cell.sut, "expectation": expectation}
-    _print_table(f"crashlab check {run}", [row])
-    _print_broken("", expectation)
+    print_table(f"crashlab check {run}", [row])
+    print_broken("", expectation)
     click.echo(f"{len(result['violations'])} violations; states and verdicts in {where}")
     if result["violations"]:
         v = result["violations"][0]
@@ -417,6 +380,7 @@ def _echo_check(
     help="run only every N-th cell from the i-th (CI matrices)",
 )
 @_run_options
+@_triage_options
 def sweep_cmd(
     matrix_name: str,
     out: Path | None,
@@ -435,6 +399,8 @@ def sweep_cmd(
     then: str,
     executor: str,
     scheduler: str | None,
+    triage_sample: int,
+    no_triage: bool,
 ) -> int:
     """Record and check every cell of a matrix; write summary.json,
     violations.jsonl and junit.xml."""
@@ -452,6 +418,7 @@ def sweep_cmd(
         composite=Composite(then=then, max_first=max_first, depth=depth, backend=backend),
         executor=executor,
         scheduler=_scheduler(executor, scheduler),
+        triage=0 if no_triage else triage_sample,
     )
     with (
         output(out, SWEEP_RESULTS, "a sweep", resume=resume, force=force),
@@ -460,9 +427,10 @@ def sweep_cmd(
         summary, code = run_sweep(
             Path(matrix_name).stem, cells, out, opts, shard=which, resume=resume, watch=watch
         )
-    _print_table(f"crashlab sweep {matrix_name}", summary["cells"])
+    print_table(f"crashlab sweep {matrix_name}", summary["cells"])
+    print_groups(summary["cells"], str(out))
     for c in summary["cells"]:
-        _print_broken(f"{c['sut']} {c['workload']} {c['strategy']}: ", c["expectation"])
+        print_broken(f"{c['sut']} {c['workload']} {c['strategy']}: ", c["expectation"])
     click.echo(
         f"report: {out / 'report.html'} (also report.md, summary.json, violations.jsonl, junit.xml)"
     )
@@ -485,9 +453,10 @@ def merge_cmd(shards: tuple[Path, ...], out: Path, force: bool) -> int:
 
     with output(out, SWEEP_RESULTS, "a sweep", resume=None, force=force):
         summary, code = merge_shards(list(shards), out)
-    _print_table(f"crashlab merge {summary['sweep']} ({len(shards)} shards)", summary["cells"])
+    print_table(f"crashlab merge {summary['sweep']} ({len(shards)} shards)", summary["cells"])
+    print_groups(summary["cells"], str(out))
     for c in summary["cells"]:
-        _print_broken(f"{c['sut']} {c['workload']} {c['strategy']}: ", c["expectation"])
+        print_broken(f"{c['sut']} {c['workload']} {c['strategy']}: ", c["expectation"])
     click.echo(
         f"report: {out / 'report.html'} (also report.md, summary.json, violations.jsonl, junit.xml)"
     )

@@ -16,7 +16,7 @@ from typing import Any
 
 from harness.confine import open_regular, read_regular
 from harness.errors import CrashlabError
-from harness.rundir import RunDir, RunMeta, SweepDir, check_cell
+from harness.rundir import RunDir, RunMeta, SweepDir, check_cell, check_group_ref
 
 JSON_LIMIT = 256 << 20  # bytes of a summary, timing or result file at most
 # Where a sweep's report looks for the paper page: ``crashlab paper --out SWEEP/paper``.
@@ -61,6 +61,7 @@ class Sweep:
                     raise CrashlabError(f"{path}: line {n}: corrupt JSON ({e})") from None
                 if not isinstance(rec, dict) or "invariant" not in rec or "sut" not in rec:
                     raise CrashlabError(f"{path}: line {n}: not a violation record")
+                check_group_ref(rec.get("group"), f"{path}: line {n}")
                 yield rec
 
 

@@ -20,6 +20,7 @@ from typing import Any
 from checkers.invariants import INVARIANTS
 from harness.errors import CrashlabError
 from harness.report import papers
+from harness.report.distinct import Distinct, distinct_groups
 from harness.report.iocost import RunCost, run_cost
 from harness.report.load import Sweep, strategy_label
 from harness.rundir import RunMeta
@@ -192,6 +193,7 @@ class Report:
     papers: list[dict[str, Any]]
     per_group: int
     plots: dict[str, str] = field(default_factory=dict)  # name → path relative to the sweep
+    distinct: list[Distinct] = field(default_factory=list)  # groups of failing states
 
     @property
     def held(self) -> int:
@@ -498,6 +500,7 @@ def build_report(sweep: Sweep, *, per_group: int = DEFAULT_PER_GROUP) -> Report:
         io=io,
         papers=_paper_rows(io),
         per_group=per_group,
+        distinct=distinct_groups(sweep.cells),
     )
 
 

@@ -28,7 +28,7 @@ from typing import Any
 from harness.confine import read_regular, resolved
 from harness.errors import CrashlabError
 from harness.outlock import LOCK_NAME, locked_output
-from harness.rundir import SweepDir, check_cell
+from harness.rundir import SweepDir, check_cell, check_group_ref
 from harness.sweep.matrix import unshard
 from harness.sweep.sweep import write_outputs
 
@@ -186,6 +186,7 @@ def _violation(line: str, where: str) -> dict[str, Any]:
         raise CrashlabError(f"{where}: corrupt JSON ({e})") from None
     if not isinstance(v, dict) or not isinstance(v.get("repro"), str):
         raise CrashlabError(f"{where}: not a violation record (with a repro command)")
+    check_group_ref(v.get("group"), where)
     return v
 
 

@@ -37,10 +37,12 @@ from harness.faults import DEVICE, PROCESS, by_stage, fault_specs
 from harness.outlock import locked_output
 from harness.record.recorder import RecordRequest, record
 from harness.report.junit import write_junit
-from harness.rundir import RESULT_NAME, RunDir, SweepDir
+from harness.rundir import RESULT_NAME, RUNS_DIR, RunDir, SweepDir
 from harness.states import Options
 from harness.sweep.expectations import ExpectationResult, evaluate_result, exit_code
 from harness.sweep.matrix import Cell, Shard
+from harness.sweep.triaged import triage_groups
+from harness.triage.groups import PER_INVARIANT
 
 CheckHook = Callable[[int, int], None]  # a check's progress: (done, checked), check_run's hook
 
@@ -77,6 +79,7 @@ class SweepOptions:
     composite: Composite = Composite()  # options of multicrash / recovery-crash cells
     executor: str = "local"  # where states are checked (CheckOptions.executor)
     scheduler: str | None = None
+    triage: int = PER_INVARIANT  # failing states minimised per invariant; 0: no triage
 
 
 def expected_exit(cell: Cell) -> tuple[int, ...] | None:
@@ -209,19 +212,20 @@ def _check_strategy(
     opts: SweepOptions,
     resume: bool,
     watch: Watch | None,
-) -> CheckResult:
+) -> tuple[CheckResult, Path]:
     """Check the recorded ``run`` of ``cell`` under ``strategy``; with
-    ``resume``, a check with a result.json is read back, not redone."""
+    ``resume``, a check with a result.json is read back, not redone.
+    Returns the result and the check's folder."""
     copts = _check_options(cell, strategy, opts)
     check_dir = run.check_dir(copts.tag())
     done = check_dir / RESULT_NAME
     if resume and done.exists():
         result: CheckResult = json.loads(done.read_text())
-        return result
+        return result, check_dir
     hook = None
     if watch is not None:
         hook = watch.check(label(cell, strategy), total_states(run, copts))
-    return check_run(run, copts, check_dir, resume=resume, on_progress=hook)
+    return check_run(run, copts, check_dir, resume=resume, on_progress=hook), check_dir
 
 
 def label(cell: Cell, strategy: str) -> str:
@@ -237,8 +241,11 @@ def total_states(run: RunDir, opts: CheckOptions) -> int | None:
     return count_states(run, default_window(run, opts.states))
 
 
-def _violation_rows(cell: Cell, strategy: str, result: CheckResult) -> list[dict[str, Any]]:
-    """violations.jsonl lines of one check: each violation with its cell."""
+def _violation_rows(
+    cell: Cell, strategy: str, result: CheckResult, group_of: dict[tuple[str, str], str]
+) -> list[dict[str, Any]]:
+    """violations.jsonl lines of one check: each violation with its cell
+    and its group (None: not minimised nor assigned, or not triaged)."""
     return [
         {
             "sut": cell.sut,
@@ -247,9 +254,22 @@ def _violation_rows(cell: Cell, strategy: str, result: CheckResult) -> list[dict
             "strategy": strategy,
             **({"faults": fault_specs(cell.faults)} if cell.faults else {}),
             **v,
+            "group": group_of.get((v.get("state", ""), v.get("invariant", ""))),
         }
         for v in result["violations"]
     ]
+
+
+def _triage(
+    cell: Cell, check_dir: Path, result: CheckResult, opts: SweepOptions
+) -> tuple[list[dict[str, Any]] | None, dict[tuple[str, str], str]]:
+    """The groups of a cell's check (None: --no-triage) and the group of
+    each violation; a check without violations is not triaged."""
+    if not opts.triage:
+        return None, {}
+    if not result["violations"]:
+        return [], {}
+    return triage_groups(check_dir, f"{RUNS_DIR}/{cell.name}", opts.triage, cell.all_checkers)
 
 
 def run_sweep(
@@ -302,14 +322,20 @@ def _sweep_into(
         timing[cell.name] = {"record_s": round(time.monotonic() - t0, 3)}
         for strategy in cell.strategies:
             t1 = time.monotonic()
-            result = _check_strategy(run, cell, strategy, opts, resume, watch)
+            result, check_dir = _check_strategy(run, cell, strategy, opts, resume, watch)
             exp = evaluate_result(cell.expectation(strategy), result)
             if watch is not None:
                 watch.checked(label(cell, strategy), result, exp.status)
             results.append(exp)
-            cell_records.append(cell_record(cell, strategy, result, exp))
-            violations.extend(_violation_rows(cell, strategy, result))
-            timing[cell.name][strategy] = round(time.monotonic() - t1, 3)
+            t2 = time.monotonic()
+            if result["violations"] and opts.triage and watch is not None:
+                watch.step(f"triage {cell.name} {strategy}")
+            groups, group_of = _triage(cell, check_dir, result, opts)
+            record = cell_record(cell, strategy, result, exp)
+            cell_records.append(record if groups is None else {**record, "groups": groups})
+            violations.extend(_violation_rows(cell, strategy, result, group_of))
+            timing[cell.name][strategy] = round(t2 - t1, 3)
+            timing[cell.name][f"{strategy}_triage"] = round(time.monotonic() - t2, 3)
     code = exit_code(results)
     summary: dict[str, Any] = {"sweep": name, "ok": code == 0, "cells": cell_records}
     if shard is not None:  # what `crashlab merge` needs to put the shards together

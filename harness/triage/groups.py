@@ -49,6 +49,7 @@ class Group:
     count: int = 0
     minimised: int = 0
     witnesses: list[Witness] = field(default_factory=list)
+    members: list[str] = field(default_factory=list)  # its failing states' IDs
 
     @property
     def id(self) -> str:
@@ -88,6 +89,10 @@ class Triage:
     check: CheckDir
     groups: list[Group]
     counts: dict[str, dict[str, int]]
+
+    def group_of(self) -> dict[tuple[str, str], str]:
+        """(state ID, invariant) -> the ID of the group the state is in."""
+        return {(s, g.invariant): g.id for g in self.groups for s in g.members}
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -268,6 +273,7 @@ def _group(done: list[Witness], groups: dict[str, Group], run: Path, flags: str)
         if g is None:
             g = groups[gid] = Group(sig, w, "")
         g.witnesses.append(w)
+        g.members.append(w.minimised.original)
         g.count += 1
         g.minimised += 1
         if smallness(w) < smallness(g.witness):
@@ -289,4 +295,5 @@ def _assign(rest: list[Failing], groups: list[Group]) -> int:
             continue
         best = max(fits, key=lambda f: (f[0], f[1]))[2]
         best.count += 1
+        best.members.append(s.id)
     return left

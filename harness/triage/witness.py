@@ -71,6 +71,8 @@ class Witness:
     last: RoledWrite | None
     next: RoledWrite | None = None
     context: Context | None = None
+    # every write of the last crash's epoch, in log order (its picture)
+    epoch: tuple[RoledWrite, ...] = ()
 
     def signature(self) -> dict[str, Any]:
         """What groups witnesses: the invariant, the kind of the state,
@@ -89,6 +91,10 @@ def group_id(signature: dict[str, Any]) -> str:
     """A short stable hash of a signature."""
     text = json.dumps(signature, sort_keys=True).encode()
     return hashlib.sha256(text).hexdigest()[:10]
+
+
+# the explainer's status of a write (harness/explain/state.py) as a witness names it
+EPOCH_STATUS = {"kept": "persisted", "dropped": "lost", "torn": "torn", "after cut": "unwritten"}
 
 
 class Namer:
@@ -125,7 +131,7 @@ class Namer:
         if m.minimal not in self._done:
             self._done[m.minimal] = self._name(m)
         w = self._done[m.minimal]
-        return Witness(m, w.lost, w.last, w.next, w.context)
+        return Witness(m, w.lost, w.last, w.next, w.context, w.epoch)
 
     def _name(self, m: Minimised) -> Witness:
         rd = resolve(RunDir(self.run), m.minimal)[0]
@@ -140,7 +146,10 @@ class Namer:
         last = self._roled(rd, persisted[-1], "persisted") if persisted else None
         later = [w for w in r.explanation.writes if w.status == "after cut"]
         nxt = self._roled(rd, later[0], "unwritten") if later else None
-        return Witness(m, tuple(lost), last, nxt, self._context(rd, r.explanation))
+        epoch = tuple(
+            self._roled(rd, w, EPOCH_STATUS.get(w.status, w.status)) for w in r.explanation.writes
+        )
+        return Witness(m, tuple(lost), last, nxt, self._context(rd, r.explanation), epoch)
 
     def _context(self, rd: RunDir, x: Explanation) -> Context:
         """The marks and writes around the crash of explanation ``x``."""
