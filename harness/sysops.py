@@ -63,15 +63,22 @@ RECORD_PROGRAMS = {
 }
 
 
-def require_programs(programs: Iterable[str], what: str) -> None:
+def missing_packages(programs: Iterable[str], path: str | None = None) -> str | None:
+    """None when all of ``programs`` are on ``path`` (default: PATH); else
+    what to say: the Debian packages of those that are not."""
+    gone = [p for p in programs if shutil.which(p, path=path) is None]
+    missing = sorted({DEBIAN_PACKAGES.get(p, p) for p in gone})
+    if not missing:
+        return None
+    return f"needs the Debian packages {', '.join(missing)}: apt-get install {' '.join(missing)}"
+
+
+def require_programs(programs: Iterable[str], what: str, path: str | None = None) -> None:
     """Before any work: CrashlabError (one line) naming the Debian packages
-    of those of ``programs`` that are not on PATH."""
-    missing = sorted({DEBIAN_PACKAGES.get(p, p) for p in programs if shutil.which(p) is None})
+    of those of ``programs`` that are not on ``path`` (default: PATH)."""
+    missing = missing_packages(programs, path)
     if missing:
-        raise CrashlabError(
-            f"{what} needs the Debian packages {', '.join(missing)}: "
-            f"apt-get install {' '.join(missing)}"
-        )
+        raise CrashlabError(f"{what} {missing}")
 
 
 def tool(
