@@ -21,9 +21,10 @@ Variables, who reads them, and their defaults:
   device (4 GiB);
 * ``CRASHLAB_BENCH_SWEEP_STATES`` (bench): states of the sweep memory
   benchmark (1000000);
-* ``CRASHLAB_CACHE`` (set-up, record with the qemu backend): where the
-  guest kernel packages and built initramfs images are kept
-  (``$XDG_CACHE_HOME/crashlab``, else ``~/.cache/crashlab``);
+* ``CRASHLAB_CACHE`` (set-up, record with the qemu backend; an installed
+  crashlab's base images, ``images/``): where the guest kernel packages
+  and built initramfs images are kept (``$XDG_CACHE_HOME/crashlab``, else
+  ``~/.cache/crashlab``);
 * ``CRASHLAB_QEMU_TIMEOUT`` (record, qemu backend): seconds a guest may run
   before it is killed as hung (600);
 * ``CRASHLAB_RUNNER`` (record): the workload runner binary instead of

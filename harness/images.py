@@ -11,12 +11,26 @@ from pathlib import Path
 from typing import Protocol, TypeVar
 
 from harness.confine import resolved
-from harness.errors import CrashlabError
+from harness.env import ROOT, cache_root
+from harness.errors import CrashlabError, cause
 from harness.fs import FILESYSTEMS, get_fs
 from harness.rundir import RunDir
 
 H = TypeVar("H", bound="Hasher")
-IMAGES_DIR = Path(__file__).resolve().parent.parent / "images"
+
+
+def _images_dir() -> tuple[Path, Path]:
+    """Where base images are kept and the recipe that builds them: a
+    checkout's ``images/``; an installed crashlab (no ``images/`` beside
+    its packages) builds them on first use into ``$CRASHLAB_CACHE/images``
+    with the recipe its wheel carries (setup.py)."""
+    repo = ROOT / "images"
+    if (repo / "build-image.sh").is_file():
+        return repo, repo / "build-image.sh"
+    return cache_root() / "images", ROOT / "harness" / "build" / "build-image.sh"
+
+
+IMAGES_DIR, IMAGE_RECIPE = _images_dir()
 
 
 def image_path(fs: str) -> Path:
@@ -42,6 +56,14 @@ def file_sha256(path: Path) -> str:
     return file_digest(path, hashlib.sha256()).hexdigest()
 
 
+def _make_folder(folder: Path) -> None:
+    """``folder`` made if missing; a one-line error naming it if it cannot be."""
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise CrashlabError(f"{folder}: cannot keep base images there ({cause(e)})") from None
+
+
 def ensure_image(fs: str) -> tuple[Path, str]:
     """The base image for ``fs`` and its recorded digest, built if missing."""
     img = image_path(fs)
@@ -50,11 +72,12 @@ def ensure_image(fs: str) -> tuple[Path, str]:
         # One builder at a time (parallel recordings, test workers): the
         # build script writes one IMG.partial, and a btrfs image is known
         # only by the digest its own build recorded.
+        _make_folder(img.parent)
         with open(img.with_name(img.name + ".lock"), "w") as lock:
             fcntl.flock(lock, fcntl.LOCK_EX)
             if not img.exists() or not digest_file.exists():
                 proc = subprocess.run(
-                    [str(IMAGES_DIR / "build-image.sh"), fs, str(img)],
+                    [str(IMAGE_RECIPE), fs, str(img)],
                     capture_output=True,
                     text=True,
                 )

@@ -7,12 +7,13 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import signal
 import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from types import FrameType
 from typing import Any
@@ -21,6 +22,63 @@ from harness.errors import CrashlabError
 
 # What the e2fsprogs tools need to print plainly to a pipe.
 TOOL_ENV = {"DEBUGFS_PAGER": "__none__", "PAGER": "cat"}
+
+# The Debian package of each program crashlab runs: the one place a missing
+# program is turned into what to install (harness/setup/apt-packages.txt
+# lists the packages; `mount` is one of Debian's required packages).
+DEBIAN_PACKAGES = {
+    "mkfs.ext4": "e2fsprogs",
+    "e2fsck": "e2fsprogs",
+    "debugfs": "e2fsprogs",
+    "dumpe2fs": "e2fsprogs",
+    "mkfs.xfs": "xfsprogs",
+    "xfs_db": "xfsprogs",
+    "mkfs.btrfs": "btrfs-progs",
+    "btrfs": "btrfs-progs",
+    "mkfs.f2fs": "f2fs-tools",
+    "fsck.f2fs": "f2fs-tools",
+    "faketime": "faketime",
+    "fusermount3": "fuse3",
+    "losetup": "mount",
+    "mount": "mount",
+    "umount": "mount",
+    "blockdev": "util-linux",
+    "dmsetup": "dmsetup",
+    "blkparse": "blktrace",
+    "sqlite3": "sqlite3",
+    "qemu-system-x86_64": "qemu-system-x86",
+}
+# The programs a file system's image recipe (images/build-image.sh) and its
+# recovery run.
+FS_PROGRAMS = {
+    "ext4": ("mkfs.ext4", "e2fsck", "debugfs"),
+    "xfs": ("mkfs.xfs", "xfs_db", "faketime"),
+    "btrfs": ("mkfs.btrfs", "btrfs", "faketime"),
+    "f2fs": ("mkfs.f2fs", "fsck.f2fs", "faketime"),
+}
+# What the host runs to record with each backend (qemu: a guest brings its own).
+RECORD_PROGRAMS = {
+    "fuse": ("losetup", "mount", "umount", "fusermount3"),
+    "dm": ("losetup", "mount", "umount", "dmsetup"),
+}
+
+
+def missing_packages(programs: Iterable[str], path: str | None = None) -> str | None:
+    """None when all of ``programs`` are on ``path`` (default: PATH); else
+    what to say: the Debian packages of those that are not."""
+    gone = [p for p in programs if shutil.which(p, path=path) is None]
+    missing = sorted({DEBIAN_PACKAGES.get(p, p) for p in gone})
+    if not missing:
+        return None
+    return f"needs the Debian packages {', '.join(missing)}: apt-get install {' '.join(missing)}"
+
+
+def require_programs(programs: Iterable[str], what: str, path: str | None = None) -> None:
+    """Before any work: CrashlabError (one line) naming the Debian packages
+    of those of ``programs`` that are not on ``path`` (default: PATH)."""
+    missing = missing_packages(programs, path)
+    if missing:
+        raise CrashlabError(f"{what} {missing}")
 
 
 def tool(
@@ -40,7 +98,9 @@ def tool(
             env={**os.environ, **TOOL_ENV},
         )
     except FileNotFoundError:
-        raise CrashlabError(f"{what}: {cmd[0]} not found (run `make setup`)") from None
+        pkg = DEBIAN_PACKAGES.get(cmd[0])
+        how = f"apt-get install {pkg}" if pkg else "run `make setup`"
+        raise CrashlabError(f"{what}: {cmd[0]} not found ({how})") from None
     except subprocess.TimeoutExpired:
         raise CrashlabError(f"{what}: `{' '.join(cmd)}` timed out after {timeout:.0f} s") from None
 

@@ -146,3 +146,34 @@ def test_the_default_matrix_is_a_file_of_that_format() -> None:
     cells = matrix("default")
     assert len(cells) == 32 and sum(len(c.strategies) for c in cells) == 69
     assert matrix(str(ROOT / "harness" / "sweep" / "matrices" / "default.toml")) == cells
+
+
+def _holds(cells: dict[str, dict], sut: str) -> None:
+    """Every state of ``sut``'s cell passed its checker."""
+    v = cells[f"{sut}@ext4"]["verdicts"][f"USER:{sut}"]
+    assert v.get("fail", 0) == 0 and v["pass"] == cells[f"{sut}@ext4"]["states"]["checked"]
+
+
+@pytest.mark.needs_fuse
+def test_zodb_bank_holds(tmp_path: Path) -> None:
+    # ZODB's FileStorage fsyncs each transaction (crash-safe as documented):
+    # every prefix and reorder state holds
+    _holds(_sweep("zodb-bank", tmp_path), "zodb")
+
+
+@pytest.mark.needs_fuse
+def test_tinydb_bank_is_caught(tmp_path: Path) -> None:
+    # TinyDB rewrites its JSON file in place: torn and stale-tailed files
+    cells = _sweep("tinydb-bank", tmp_path)
+    assert cells["tinydb@ext4"]["verdicts"]["USER:tinydb"]["fail"] > 0
+    bad = [json.loads(ln) for ln in (tmp_path / "violations.jsonl").read_text().splitlines()]
+    assert any("does not open" in v["explanation"] and v["acked"] > 0 for v in bad)
+
+
+@pytest.mark.needs_fuse
+def test_sqlitedict_bank_is_caught(tmp_path: Path) -> None:
+    # sqlitedict documents commit() as persisting, but sets synchronous=OFF
+    cells = _sweep("sqlitedict-bank", tmp_path)
+    assert cells["sqlitedict@ext4"]["verdicts"]["USER:sqlitedict"]["fail"] > 0
+    bad = [json.loads(ln) for ln in (tmp_path / "violations.jsonl").read_text().splitlines()]
+    assert any(v["acked"] > 0 for v in bad)

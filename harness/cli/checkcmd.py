@@ -34,6 +34,7 @@ from harness.sweep.matrix import MATRICES, Cell, matrix, parse_shard, shard
 from harness.sweep.sweep import SweepOptions, label, run_sweep, total_states
 from harness.sweep.triaged import triage_groups
 from harness.triage.groups import PER_INVARIANT
+from harness.sysops import FS_PROGRAMS, require_programs
 from harness.validate import validate
 from workloads.suts import get_sut
 
@@ -248,6 +249,7 @@ def check_cmd(
     """Check every crash state of one recorded run."""
     rd = RunDir(run.resolve())  # absolute: repro commands and checkers get this path
     meta = validate(rd)
+    require_programs(FS_PROGRAMS.get(meta.fs, ()), "check")
     checkers = user_checkers(checker_specs, checker_timeout, checker_recover)
     strategy = kw["strategy"]
     if meta.sut is None and strategy in COMPOSITE:

@@ -13,6 +13,7 @@ from harness.faults import FAULT_MARK_PREFIX, PROCESS, Fault, by_stage
 from harness.fs import FILESYSTEMS
 from harness.record.backends import CHOICES, select_backend
 from harness.record.recorder import RecordRequest, record
+from harness.sysops import FS_PROGRAMS, RECORD_PROGRAMS, require_programs
 from workloads.run import check_sut_fs, record_workload
 from workloads.spec import parse_spec
 from workloads.suts import get_sut
@@ -95,7 +96,9 @@ def record_cmd(
             raise CrashlabError("give --sut and --workload together, and no COMMAND with them")
         check_sut_fs(get_sut(sut), fs)  # bad input fails before any setup
         parse_spec(workload)
-    _, choice = select_backend(backend, fs)
+    chosen, choice = select_backend(backend, fs)
+    if chosen.name in RECORD_PROGRAMS:
+        require_programs((*RECORD_PROGRAMS[chosen.name], *FS_PROGRAMS.get(fs, ())), "record")
     click.echo(f"crashlab: recording with {choice}", err=True)
     if sut is None or workload is None:
         run = record(

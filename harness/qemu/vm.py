@@ -29,7 +29,6 @@ import hashlib
 import io
 import os
 import select
-import shutil
 import signal
 import subprocess
 import tarfile
@@ -41,6 +40,7 @@ from pathlib import Path
 from harness.errors import CrashlabError
 from harness.qemu.initramfs import Base, base_archive, guest_modules, job_archive
 from harness.qemu.kernel import Kernel, kernel_for
+from harness.sysops import missing_packages
 
 QEMU = "qemu-system-x86_64"
 EXCHANGE_SIZE = 256 << 20  # sparse; holds the answer's tar archive
@@ -68,8 +68,9 @@ class GuestAnswer:
 
 
 def qemu_available() -> tuple[bool, str]:
-    if shutil.which(QEMU) is None:
-        return False, f"{QEMU} is not installed (run `make setup`)"
+    missing = missing_packages([QEMU])
+    if missing:
+        return False, missing
     return True, f"{QEMU} (TCG)"
 
 

@@ -16,7 +16,6 @@ from __future__ import annotations
 import contextlib
 import os
 import secrets
-import shutil
 import subprocess
 import time
 from collections.abc import Callable, Iterator
@@ -29,7 +28,14 @@ from harness.faults import Fault
 from harness.logformat import LogReader
 from harness.marks import check_label
 from harness.record.backend import Backend, Device
-from harness.sysops import loop_attach, loop_detach, run, signals_deferred
+from harness.sysops import (
+    RECORD_PROGRAMS,
+    loop_attach,
+    loop_detach,
+    missing_packages,
+    run,
+    signals_deferred,
+)
 
 DEFAULT_LOG_SIZE = 4 << 30
 # Without udev (containers, minimal VMs) dmsetup would wait for a udev
@@ -75,8 +81,9 @@ class DmBackend(Backend):
     def available(cls) -> tuple[bool, str]:
         if os.geteuid() != 0:
             return False, "needs root (device-mapper and loop devices)"
-        if shutil.which("dmsetup") is None:
-            return False, "dmsetup is not installed"
+        missing = missing_packages(RECORD_PROGRAMS["dm"])
+        if missing:
+            return False, missing
         try:
             targets = dmsetup(["targets"], "dmsetup targets")
         except CrashlabError as e:

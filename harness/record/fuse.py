@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import shutil
 import subprocess
 import time
 from collections.abc import Callable, Iterator
@@ -26,9 +25,11 @@ from harness.faults import Fault
 from harness.marks import check_label
 from harness.record.backend import NVRAM_ENV, Backend, Device
 from harness.sysops import (
+    RECORD_PROGRAMS,
     is_mounted,
     loop_attach,
     loop_detach,
+    missing_packages,
     run,
     set_queue,
     signals_deferred,
@@ -82,9 +83,9 @@ class FuseBackend(Backend):
             return False, "no /dev/fuse"
         if not Path("/dev/loop-control").exists():
             return False, "no loop devices (/dev/loop-control)"
-        for name in ("fusermount3", "losetup", "mount", "umount"):
-            if shutil.which(name) is None:
-                return False, f"{name} is not installed (run `make setup`)"
+        missing = missing_packages(RECORD_PROGRAMS["fuse"])
+        if missing:
+            return False, missing
         if not os.access(logfuse_path(), os.X_OK):
             return False, f"{logfuse_path()} is not built (run `make build`)"
         return True, "/dev/fuse, loop devices and logfuse are present"
