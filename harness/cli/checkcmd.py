@@ -33,8 +33,8 @@ from harness.sweep.expectations import ExpectationResult, evaluate_result
 from harness.sweep.matrix import MATRICES, Cell, matrix, parse_shard, shard
 from harness.sweep.sweep import SweepOptions, label, run_sweep, total_states
 from harness.sweep.triaged import triage_groups
-from harness.triage.groups import PER_INVARIANT
 from harness.sysops import FS_PROGRAMS, require_programs
+from harness.triage.groups import PER_INVARIANT
 from harness.validate import validate
 from workloads.suts import get_sut
 
