@@ -47,6 +47,9 @@ from harness.marks import parse_label
 DEFAULT_TIMEOUT = 60.0
 EXPLANATION_MAX = 2000  # characters of a checker's output kept in a verdict
 OUTPUT_MAX = 1 << 20  # bytes of a checker's stdout and stderr read back
+# The version of state_facts' keys: the "$id" of checkers/state-contract.schema.json
+# (tests/test_state_contract.py holds the two together).
+STATE_CONTRACT_VERSION = 1
 CHECKER_NAME = re.compile(r"[A-Za-z0-9_.-]{1,40}")
 # A --checker's kind is a prefix of its command: it travels with the
 # checker (one check can mix kinds) and the spec alone, as a repro line or
@@ -207,7 +210,9 @@ def state_facts(
     and begun at its cut, and the marks — ``before`` the cut (written before
     any write the image lacks: certainly before the crash) and ``maybe``
     (within the cut: before or after the crash) — each with its payload;
-    ``meta`` is the run's meta.json (the workload's own keys included)."""
+    ``meta`` is the run's meta.json (the workload's own keys included).
+    checkers/state-contract.schema.json describes every key: a key added
+    here is a new STATE_CONTRACT_VERSION."""
 
     def mark(entry: int, label: str) -> dict[str, Any]:
         m = parse_label(label)
