@@ -1,8 +1,9 @@
 """crashlab checker for bank.py: the recovered database opens, holds the
 balances after exactly its `seq` transfers (replayed from the txn-begin
 marks' payloads: no partial transfer, money neither made nor lost), and
-`seq` is no older than the last acknowledged transfer.  Exit 0 holds, 1
-violated (stdout says why)."""
+`seq` is no older than the state's `acked` (the last transfer
+acknowledged before the crash).  Exit 0 holds, 1 violated (stdout says
+why)."""
 
 import json
 import os
@@ -17,14 +18,7 @@ marks = state["marks"]["before"] + state["marks"]["maybe"]
 transfers = {
     int(m["name"].split(":")[1]): m["payload"] for m in marks if m["name"].startswith("txn-begin:")
 }
-acked = max(
-    [
-        int(m["name"].split(":")[1])
-        for m in state["marks"]["before"]
-        if m["name"].startswith("txn-ack:")
-    ],
-    default=0,
-)
+acked = state["acked"]  # the last transfer acknowledged before the crash
 
 
 def fail(why: str) -> None:
