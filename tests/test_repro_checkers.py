@@ -6,6 +6,7 @@ USER: verdict failing), not only the file system's ``PASS FS-RECOVER``."""
 
 from __future__ import annotations
 
+import json
 import os
 import shlex
 import subprocess
@@ -60,6 +61,7 @@ for line in sys.stdin:
 """
 )
 TEAM_TEST = """
+import json
 import os
 
 from judge import counter_kept
@@ -147,3 +149,19 @@ def test_the_pytest_plugins_repro_line_reruns_its_python_checker(home: Path) -> 
     assert lines and all("py:" in ln for ln in lines), p.stdout
     for line in lines[:2]:
         _reproduces(home, line, "counter_kept")
+
+
+def test_a_sweeps_repro_line_reruns_its_checker(home: Path) -> None:
+    (home / "m.toml").write_text(
+        f'[sut.unsynced]\nrun = "sh {home}/w.sh"\n'
+        f'checkers = {{ count = "py:{home}/judge.py:counter_kept" }}\n'
+        'promises = ["FS-RECOVER"]\nmust_violate_any = ["USER:count"]\n'
+        '[[cell]]\nsut = "unsynced"\nstrategies = ["prefix"]\n'
+    )
+    p = _shell(home, "crashlab sweep --matrix m.toml --backend fuse --out sw")
+    assert p.returncode == 0, p.stdout + p.stderr
+    lines = [ln.split("  (in ")[0] for ln in _repro_lines(p.stdout)]  # run: relative to sw
+    assert lines and all("--checker" in ln for ln in lines), p.stdout
+    _reproduces(home / "sw", lines[0], "count")
+    first = (home / "sw" / "violations.jsonl").read_text().splitlines()[0]
+    _reproduces(home, json.loads(first)["repro"], "count")  # run: as the sweep was given
