@@ -9,6 +9,7 @@ matrix is such a file, ``harness/sweep/matrices/default.toml``).
     run = "sh {here}/workload.sh"     # the workload (sh -c), in the recorded file system
     build = "make -C {here}"          # optional: once per sweep, before recording
     checker = "python3 {here}/check.py"   # or: checkers = { name = "command", ... }
+                                      # (persist:COMMAND, py:FILE.py:FN as with --checker)
     recover = "python3 {here}/recover.py" # optional: before each checker, on its files
     timeout = 60                      # seconds per checker and state
     promises = ["FS-RECOVER", "USER:check"]  # default: FS-RECOVER and every checker
