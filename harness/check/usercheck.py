@@ -180,14 +180,16 @@ def unique(checkers: Sequence[UserChecker | PyChecker], where: str) -> None:
 
 def repro_flags(checkers: Sequence[UserChecker | PyChecker], inv: str) -> str:
     """The ``crashlab repro`` options that run again the checker judging
-    ``inv`` (empty for a built-in invariant; a Python function cannot be
-    given again)."""
+    ``inv``, whatever its kind (its spec says it: a Python function as
+    ``py:FILE.py:QUALNAME``); empty for a built-in invariant."""
     out = ""
     for uc in checkers:
-        if isinstance(uc, UserChecker) and uc.invariant == inv:
+        if uc.invariant == inv:
             out += f" --checker {shlex.quote(uc.spec)}"
             if uc.timeout != DEFAULT_TIMEOUT:
                 out += f" --checker-timeout {uc.timeout:g}"
+            if uc.recover:
+                out += f" --checker-recover {shlex.quote(uc.recover)}"
     return out
 
 

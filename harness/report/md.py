@@ -216,7 +216,10 @@ def _io(r: Report) -> list[str]:
 
 
 def _beside_papers(r: Report) -> list[str]:
-    """The papers' published I/O cost beside this sweep's runs in their setting."""
+    """The papers' published I/O cost beside this sweep's runs in their
+    setting (none for a sweep of user SUTs only)."""
+    if not r.papers:
+        return []
     out = [
         f"### Beside the papers ({papers.SETTING})",
         "",

@@ -23,6 +23,13 @@ from harness.report import papers
 from harness.report.distinct import Distinct, distinct_groups
 from harness.report.iocost import RunCost, run_cost
 from harness.report.load import Sweep, strategy_label
+from harness.report.usersut import (
+    USER_MODE,
+    expected_actual,
+    is_user_run,
+    user_workloads,
+    workload_of,
+)
 from harness.rundir import RunMeta
 from harness.states.coverage import describe
 
@@ -137,6 +144,7 @@ class IoRow:
     note: str = ""
     matches_papers: bool = False
     journal_mode: str = ""
+    user: bool = False  # a run of a user's own SUT (no runner, no SQLite figures)
 
 
 @dataclass
@@ -299,7 +307,7 @@ def _kb(cost: RunCost, value: float | None) -> float | None:
     return None if v is None else v / KB
 
 
-def _io_rows(sweep: Sweep) -> list[IoRow]:
+def _io_rows(sweep: Sweep, commands: dict[str, str]) -> list[IoRow]:
     rows: list[IoRow] = []
     seen: set[str] = set()
     for cell in sweep.cells:
@@ -308,11 +316,12 @@ def _io_rows(sweep: Sweep) -> list[IoRow]:
         seen.add(cell["run"])
         meta = sweep.metas.get(cell["run"])
         opts = _runner_options(meta)
+        user = is_user_run(meta)
         row = IoRow(
             cell["sut"],
-            cell["workload"],
+            workload_of(cell, commands),
             cell["fs"],
-            _mode_label(opts),
+            USER_MODE if user else _mode_label(opts),
             0,
             None,
             None,
@@ -323,6 +332,7 @@ def _io_rows(sweep: Sweep) -> list[IoRow]:
             None,
             matches_papers=_matches_papers(cell["workload"], cell["fs"]),
             journal_mode=opts.get("journal-mode", "").upper(),
+            user=user,
         )
         log = sweep.run_dir(cell) / "writes.log"
         if meta is None or not log.exists():
@@ -346,7 +356,7 @@ def _io_rows(sweep: Sweep) -> list[IoRow]:
         notes = []
         if cost.journal_bytes is None:
             notes.append("journal region unknown for this fs")
-        if cost.runner is None:
+        if cost.runner is None and not user:  # a user's command has no runner stats
             notes.append("no runner stats in meta.json")
         row.note = "; ".join(notes)
         rows.append(row)
@@ -355,7 +365,10 @@ def _io_rows(sweep: Sweep) -> list[IoRow]:
 
 def _paper_rows(io: list[IoRow]) -> list[dict[str, Any]]:
     """One row per journal mode the papers measured: their figures and ours
-    from every run of this sweep in the same setting and mode."""
+    from every run of this sweep in the same setting and mode (none when
+    every run is of a user's own SUT: the papers measured SQLite)."""
+    if all(r.user for r in io):
+        return []
     out = []
     for mode in papers.modes():
         ours = [r for r in io if r.matches_papers and r.journal_mode == mode]
@@ -370,9 +383,11 @@ def _paper_rows(io: list[IoRow]) -> list[dict[str, Any]]:
     return out
 
 
-def _shown(v: dict[str, Any], breaks: bool) -> dict[str, Any]:
+def _shown(v: dict[str, Any], breaks: bool, workload: str) -> dict[str, Any]:
     """A violation record as the renderers show it: every column present
-    (a checker may leave out what it could not determine, e.g. ``actual``)."""
+    (a checker may leave out what it could not determine, e.g. ``actual``;
+    a user checker's are filled from the state's facts), ``workload``
+    where the record has none (a user SUT's command)."""
     shown: dict[str, Any] = {
         k: ""
         for k in (
@@ -387,6 +402,9 @@ def _shown(v: dict[str, Any], breaks: bool) -> dict[str, Any]:
         )
     }
     shown.update({k: ("" if val is None else val) for k, val in v.items()})
+    shown["workload"] = shown["workload"] or workload
+    if not shown["expected"] and not shown["actual"]:
+        shown["expected"], shown["actual"] = expected_actual(v)
     shown["strategy"] = strategy_label(v)
     shown["dropped"] = v.get("dropped") or []
     shown["torn"] = v.get("torn") or []
@@ -394,7 +412,10 @@ def _shown(v: dict[str, Any], breaks: bool) -> dict[str, Any]:
     return shown
 
 
-def _groups(sweep: Sweep, per_group: int) -> tuple[list[InvariantGroup], int]:
+def _groups(
+    sweep: Sweep, per_group: int, commands: dict[str, str]
+) -> tuple[list[InvariantGroup], int]:
+    workloads = {(c["sut"], c["fs"]): workload_of(c, commands) for c in sweep.cells}
     guaranteed = {
         (c["sut"], c["workload"], c["fs"], strategy_label(c)): set(c["expectation"]["guaranteed"])
         for c in sweep.cells
@@ -419,7 +440,7 @@ def _groups(sweep: Sweep, per_group: int) -> tuple[list[InvariantGroup], int]:
         breaks = inv in guaranteed.get(key, set())
         sg.breaking += breaks
         if len(sg.shown) < per_group:
-            sg.shown.append(_shown(v, breaks))
+            sg.shown.append(_shown(v, breaks, workloads.get((v["sut"], v.get("fs")), "")))
     for g in groups.values():  # SUTs whose violations break an expectation first
         g.suts = dict(sorted(g.suts.items(), key=lambda kv: kv[1].breaking == 0))
     order = _order_invariants(set(groups))
@@ -431,6 +452,7 @@ def build_report(sweep: Sweep, *, per_group: int = DEFAULT_PER_GROUP) -> Report:
     cells: list[CellInfo] = []
     inv_ids: set[str] = set()
     strategies: list[str] = []
+    commands = user_workloads(sweep)
     for i, c in enumerate(sweep.cells):
         inv_ids.update(c["verdicts"])
         label = strategy_label(c)
@@ -444,7 +466,7 @@ def build_report(sweep: Sweep, *, per_group: int = DEFAULT_PER_GROUP) -> Report:
             CellInfo(
                 i,
                 c["sut"],
-                c["workload"],
+                workload_of(c, commands),
                 c["fs"],
                 label,
                 c["run"],
@@ -483,8 +505,8 @@ def build_report(sweep: Sweep, *, per_group: int = DEFAULT_PER_GROUP) -> Report:
                 )
             )
         matrix[cell.strategy].append(row)
-    groups, total = _groups(sweep, per_group)
-    io = _io_rows(sweep)
+    groups, total = _groups(sweep, per_group, commands)
+    io = _io_rows(sweep, commands)
     ok = bool(sweep.summary.get("ok", all(cell.expectation["ok"] for cell in cells)))
     return Report(
         name=sweep.name,

@@ -9,6 +9,7 @@ matrix is such a file, ``harness/sweep/matrices/default.toml``).
     run = "sh {here}/workload.sh"     # the workload (sh -c), in the recorded file system
     build = "make -C {here}"          # optional: once per sweep, before recording
     checker = "python3 {here}/check.py"   # or: checkers = { name = "command", ... }
+                                      # (persist:COMMAND, py:FILE.py:FN as with --checker)
     recover = "python3 {here}/recover.py" # optional: before each checker, on its files
     timeout = 60                      # seconds per checker and state
     promises = ["FS-RECOVER", "USER:check"]  # default: FS-RECOVER and every checker
@@ -39,6 +40,7 @@ Every key is checked: an unknown one is an error, not a silent default.
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import shlex
 import sys
@@ -47,7 +49,13 @@ from pathlib import Path
 from typing import Any
 
 from harness.check.multicrash import COMPOSITE
-from harness.check.usercheck import CHECKER_NAME, DEFAULT_TIMEOUT, UserChecker, unique
+from harness.check.usercheck import (
+    CHECKER_NAME,
+    DEFAULT_TIMEOUT,
+    UserChecker,
+    parse_checker,
+    unique,
+)
 from harness.confine import read_regular
 from harness.errors import CrashlabError
 from harness.faults import PROCESS, STATE, Fault, by_stage, parse_faults
@@ -228,7 +236,11 @@ def _checkers(
                 f"{where}: checker {name!r} = {command!r}: a name of letters, "
                 "digits, _ . - and a command string"
             )
-        out.append(UserChecker(name, _sub(command, here), timeout, recover))
+        if not command.strip():
+            raise CrashlabError(f"{where}: checker {name!r}: empty command")
+        # its kind (persist:, py:) is a prefix of the command, as with --checker
+        uc = parse_checker(f"{name}={_sub(command, here)}", timeout)
+        out.append(dataclasses.replace(uc, recover=recover))
     unique(out, where)
     return tuple(out)
 

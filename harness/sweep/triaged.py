@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from harness.check.usercheck import PyChecker, UserChecker
+from harness.check.usercheck import PyChecker, UserChecker, repro_flags
 from harness.triage.groups import Group, triage
 from harness.triage.witness import RoledWrite, Witness
 
@@ -34,11 +34,13 @@ def triage_groups(
     ran) and (state, invariant) -> group ID; triage.json is written into
     ``check_dir``."""
     t = triage(check_dir, per_invariant=per_invariant, checkers=checkers)
-    return [group_record(g, run_rel) for g in t.groups], t.group_of()
+    records = [group_record(g, run_rel, repro_flags(checkers, g.invariant)) for g in t.groups]
+    return records, t.group_of()
 
 
-def group_record(g: Group, run_rel: str) -> dict[str, Any]:
-    """One group as summary.json holds it."""
+def group_record(g: Group, run_rel: str, flags: str = "") -> dict[str, Any]:
+    """One group as summary.json holds it (``flags``: its repro command's
+    options, the user checker that judges its invariant)."""
     w = g.witness
     return {
         "id": g.id,
@@ -49,7 +51,7 @@ def group_record(g: Group, run_rel: str) -> dict[str, Any]:
         "kind": w.minimised.kind,
         "lost": ["+".join(x.roles) for x in w.lost],
         "explanation": g.explanation,
-        "repro": f"crashlab repro {run_rel} {w.minimised.minimal}",
+        "repro": f"crashlab repro {run_rel} {w.minimised.minimal}{flags}",
         "writes": [_picture_write(x) for x in picture(w)],
     }
 
