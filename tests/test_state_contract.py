@@ -153,7 +153,7 @@ def test_the_schema_refuses_keys_it_does_not_describe_and_missing_ones() -> None
     assert problems({**SAMPLE, "extra": 1}) != []  # additionalProperties false
     for key in SAMPLE:
         assert problems({k: v for k, v in SAMPLE.items() if k != key}) != [], key
-    mark = SAMPLE["marks"]["before"][0]  # type: ignore[index]
+    mark = SAMPLE["marks"]["before"][0]  # type: ignore[index]  # SAMPLE is a dict of JSON values
     for bad in ({**mark, "x": 1}, {k: v for k, v in mark.items() if k != "payload"}):
         assert problems({**SAMPLE, "marks": {"before": [bad], "maybe": []}}) != []
     assert problems({**SAMPLE, "marks": {"before": [], "maybe": [], "after": []}}) != []
