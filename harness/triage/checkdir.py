@@ -61,6 +61,11 @@ def find_check(path: Path, tag: str | None) -> tuple[RunDir, Path]:
         if tag is not None and tag != path.name:
             raise CrashlabError(f"{path}: is check {path.name!r}, not {tag!r}")
         return _run_of(path), path
+    if (path / STATES_NAME).exists() and (path / RESULT_NAME).exists():
+        raise CrashlabError(
+            f"{path}: no {IDENTITY_NAME}: a multicrash or recovery-crash check (triage does "
+            "not minimise those yet), or not a check folder"
+        )
     if not (path / META_NAME).exists():
         raise CrashlabError(f"{path}: not a run folder (no {META_NAME}) nor a check folder")
     tags = sorted(p.name for p in (path / CHECK_DIR).glob("*") if (p / STATES_NAME).is_file())
