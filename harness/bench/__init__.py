@@ -22,4 +22,5 @@ MODULES: list[str] = [
     "large",
     "crashes",
     "triage",
+    "usercheck",
 ]
