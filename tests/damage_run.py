@@ -59,50 +59,14 @@ def _run_command(seed: int, run: Path, folder: Path, check_only: bool = False) -
     verdicts), else states, log show/stat, replay, repro (seeded); only
     check with ``check_only``."""
     rng = random.Random(seed)
+    check = ["check", str(run), "--strategy", "prefix", "--jobs", "1", "--no-progress"]
+    check += ["--max-states", "40", "--out", str(folder / "check")]
+    if check_only:
+        return rng.choice([check])
     return rng.choice(
         [
-            [
-                "check",
-                str(run),
-                "--strategy",
-                "prefix",
-                "--jobs",
-                "1",
-                "--no-progress",
-                "--max-states",
-                "40",
-                "--out",
-                str(folder / "check"),
-            ]
-        ]
-        if check_only
-        else [
-            [
-                "check",
-                str(run),
-                "--strategy",
-                "prefix",
-                "--jobs",
-                "1",
-                "--no-progress",
-                "--max-states",
-                "40",
-                "--out",
-                str(folder / "check"),
-            ],
-            [
-                "check",
-                str(run),
-                "--strategy",
-                "prefix",
-                "--jobs",
-                "1",
-                "--no-progress",
-                "--max-states",
-                "40",
-                "--out",
-                str(folder / "check"),
-            ],
+            check,
+            check,  # twice: the most frequent command
             ["states", str(run), "--count"],
             ["log", "stat", str(run)],
             ["log", "show", str(run), "--marks-only"],
