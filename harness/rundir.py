@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import shlex
 import types
 import typing
 from dataclasses import dataclass, field
@@ -122,6 +123,18 @@ class RunMeta:
         have their field's type (:class:`MetaTypeError` names the first
         that does not); unknown keys go to ``extra``."""
         return _typed(d, cls, "meta.json")
+
+    def command_label(self) -> str:
+        """The command the run recorded (``sh -c COMMAND``: COMMAND)."""
+        cmd = [str(w) for w in self.command]
+        if len(cmd) == 3 and cmd[:2] == ["sh", "-c"]:
+            return cmd[2]
+        return shlex.join(cmd)
+
+    def workload_label(self) -> str:
+        """What a table shows as the run's workload: a workload run's spec,
+        else (a user's own SUT) the command it recorded."""
+        return self.workload if self.workload is not None else self.command_label()
 
     def to_json(self) -> dict[str, Any]:
         """The JSON object: the recorder's keys always (null when unknown),

@@ -138,6 +138,25 @@ def test_missing_debian_tools_are_named_in_one_line(team: Team) -> None:
     assert not (team.project / "r").exists()
 
 
+@pytest.mark.slow
+def test_pip_installs_from_a_git_url(tmp_path: Path) -> None:
+    """``pip install git+file://CHECKOUT@HEAD`` (build isolation: pip fetches
+    the build-system's setuptools from the index) builds the C parts from
+    a clone: the CLI runs, its native library is inside the virtualenv."""
+    head = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "HEAD"], capture_output=True)
+    if head.returncode != 0:
+        pytest.skip(f"{ROOT} is not a git checkout: there is no commit to install by URL")
+    t = Team(tmp_path)
+    subprocess.run([sys.executable, "-m", "venv", str(t.venv)], check=True)
+    url = f"git+file://{ROOT}@{head.stdout.decode().strip()}"
+    p = t.run(str(t.venv / "bin" / "pip"), "install", "-q", url)
+    assert p.returncode == 0, p.stdout + p.stderr
+    p = t.run(str(t.venv / "bin" / "crashlab"), "--version")
+    assert p.returncode == 0 and "version 0.1.0" in p.stdout, p.stdout + p.stderr
+    (lib,) = t.venv.glob("lib/python*/site-packages/dhl/build/libdhl.so")
+    assert lib.stat().st_size > 0
+
+
 def test_require_programs_names_packages_not_programs() -> None:
     require_programs(["sh"], "x")  # present: nothing said
     with pytest.raises(CrashlabError, match=r"^x needs the Debian packages e2fsprogs, fuse3: "):

@@ -6,6 +6,9 @@ comparison, no "no runner stats" notes)."""
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import pytest
 from support import ROOT, crashlab
 from test_report_render import md_tables, parse_html
@@ -39,15 +42,31 @@ COMMAND = {
 
 
 @pytest.fixture(scope="module")
-def report(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, str]:
+def swept(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
+    """The sweep's folder and what it printed on stdout."""
     tmp = tmp_path_factory.mktemp("usersut")
     (tmp / "m.toml").write_text(MATRIX)
     p = crashlab(
         "sweep", "--matrix", str(tmp / "m.toml"), "--backend", "fuse", "--out", str(tmp / "o")
     )
     assert p.returncode == 0, p.stdout + p.stderr
-    parse_html(tmp / "o" / "report.html")  # well-formed
-    return (tmp / "o" / "report.md").read_text(), (tmp / "o" / "report.html").read_text()
+    return tmp / "o", p.stdout
+
+
+@pytest.fixture(scope="module")
+def report(swept: tuple[Path, str]) -> tuple[str, str]:
+    out, _ = swept
+    parse_html(out / "report.html")  # well-formed
+    return (out / "report.md").read_text(), (out / "report.html").read_text()
+
+
+def test_summary_names_the_command_as_workload(swept: tuple[Path, str]) -> None:
+    # the rows the terminal table prints (harness/cli/verdicts.py) and JUnit's
+    out, _ = swept
+    cells = json.loads((out / "summary.json").read_text())["cells"]
+    assert {c["sut"]: c["workload"] for c in cells} == COMMAND
+    junit = (out / "junit.xml").read_text()
+    assert all(f'name="{c} [ext4, prefix]"' in junit for c in COMMAND.values()), junit
 
 
 def _table(md: str, first: str, *more: str) -> list[dict[str, str]]:

@@ -440,7 +440,7 @@ def summarise(
     return {
         "run": str(run.path),
         "sut": meta.sut,
-        "workload": meta.workload,
+        "workload": meta.workload_label(),
         "fs": meta.fs,
         "strategy": opts.strategy,
         "options": opts.states.record() | opts.extra_options(),

@@ -6,7 +6,6 @@ verdict."""
 
 from __future__ import annotations
 
-import shlex
 from typing import Any
 
 from checkers.invariants import USER_PREFIX
@@ -21,18 +20,10 @@ def is_user_run(meta: RunMeta | None) -> bool:
     return meta is not None and isinstance(meta.extra.get("user_sut"), str)
 
 
-def command_label(meta: RunMeta) -> str:
-    """The command a user SUT's run recorded (``sh -c COMMAND``: COMMAND)."""
-    cmd = [str(w) for w in meta.command]
-    if len(cmd) == 3 and cmd[:2] == ["sh", "-c"]:
-        return cmd[2]
-    return shlex.join(cmd)
-
-
 def user_workloads(sweep: Sweep) -> dict[str, str]:
     """run -> the command shown as its workload, for the runs of user SUTs."""
     return {
-        run: command_label(meta)
+        run: meta.command_label()
         for run, meta in sweep.metas.items()
         if meta is not None and is_user_run(meta)
     }

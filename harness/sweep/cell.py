@@ -92,6 +92,11 @@ class Cell:
         name = name + "--" + "-".join(self.strategies) if self.waived else name
         return name + "--" + "-".join(_slug(str(f)) for f in self.faults) if self.faults else name
 
+    @property
+    def workload_label(self) -> str:
+        """The workload a table shows: a built-in SUT's spec, a user SUT's command."""
+        return self.workload or (self.user.run if self.user is not None else "")
+
     def state_options(self, base: Options) -> Options:
         """``base`` with this cell's own enumeration options (``states``)."""
         # a matrix file's `states` values were checked against Options'

@@ -157,7 +157,7 @@ def cell_record(
     expectation."""
     return {
         "sut": cell.sut,
-        "workload": cell.workload,
+        "workload": cell.workload_label,
         "fs": cell.fs,
         "strategy": strategy,
         **({"faults": fault_specs(cell.faults)} if cell.faults else {}),
@@ -249,7 +249,7 @@ def _violation_rows(
     return [
         {
             "sut": cell.sut,
-            "workload": cell.workload,
+            "workload": cell.workload_label,
             "fs": cell.fs,
             "strategy": strategy,
             **({"faults": fault_specs(cell.faults)} if cell.faults else {}),
