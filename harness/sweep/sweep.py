@@ -270,7 +270,9 @@ def _triage(
         return None, {}
     if not result["violations"]:
         return [], {}
-    return triage_groups(check_dir, f"{RUNS_DIR}/{cell.name}", opts.triage, cell.all_checkers)
+    return triage_groups(
+        check_dir, f"{RUNS_DIR}/{cell.name}", opts.triage, cell.all_checkers, opts.jobs
+    )
 
 
 def run_sweep(

@@ -28,12 +28,13 @@ def triage_groups(
     run_rel: str,
     per_invariant: int,
     checkers: Sequence[UserChecker | PyChecker] = (),
+    jobs: int = 1,
 ) -> tuple[list[dict[str, Any]], dict[tuple[str, str], str]]:
     """The group records of the check in ``check_dir`` (of the run
     ``run_rel``, as the sweep names it; with the user's ``checkers`` it
-    ran) and (state, invariant) -> group ID; triage.json is written into
-    ``check_dir``."""
-    t = triage(check_dir, per_invariant=per_invariant, checkers=checkers)
+    ran; minimised by ``jobs`` workers, 0: every core) and (state,
+    invariant) -> group ID; triage.json is written into ``check_dir``."""
+    t = triage(check_dir, per_invariant=per_invariant, checkers=checkers, jobs=jobs)
     records = [group_record(g, run_rel, repro_flags(checkers, g.invariant)) for g in t.groups]
     return records, t.group_of()
 

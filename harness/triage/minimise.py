@@ -7,9 +7,8 @@ fails the same invariant, judged by the check's own path.
 Candidates are judged one at a time by one :class:`StateChecker` per run
 (materialise, file-system recovery, the SUT's recovery, the checkers), as
 ``crashlab repro`` judges a state; a composite ID's crashes each in the run
-that holds it.  (Judging candidates on the check's worker pool is left for
-later: the phases are sequential, but ddmin's subsets of one round could go
-out together.)
+that holds it.  Several searches go out together on worker processes
+(:mod:`harness.triage.parallel`), each worker with minimisers of its own.
 """
 
 from __future__ import annotations
@@ -221,7 +220,9 @@ class Minimiser:
     shrunk stops there (many failing states shrink to the same witness).
     ``states``: the check's state options (its window; None: the run's
     default window, from its ``setup-done`` mark); ``whole_log`` as
-    :func:`minimise`.  A context manager: it closes its checkers."""
+    :func:`minimise`; ``work``: the folder its scratch folder goes in
+    (None: the temporary folders' own).  A context manager: it closes its
+    checkers."""
 
     def __init__(
         self,
@@ -231,6 +232,7 @@ class Minimiser:
         *,
         states: Options | None = None,
         whole_log: bool = True,
+        work: Path | None = None,
     ) -> None:
         if not judges(options, invariant):
             raise CrashlabError(f"unknown invariant {invariant!r} (a user checker's: --checker)")
@@ -242,7 +244,7 @@ class Minimiser:
         self.memo: dict[tuple[tuple[str, ...], Keys], bool] = {}
         self.known: dict[tuple[tuple[str, ...], Keys], Keys] = {}
         self._stack = ExitStack()
-        self.work = self._stack.enter_context(temporary_folder("crashlab-triage-"))
+        self.work = self._stack.enter_context(temporary_folder("crashlab-triage-", work))
         self._runs: dict[tuple[str, ...], Runs] = {}
 
     def __enter__(self) -> Minimiser:

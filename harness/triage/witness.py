@@ -100,10 +100,11 @@ EPOCH_STATUS = {"kept": "persisted", "dropped": "lost", "torn": "torn", "after c
 class Namer:
     """Names the writes of minimal states of one run: each state
     reproduced once (``crashlab repro``'s check and explanation, in a
-    scratch folder), each log's marks read once."""
+    scratch folder, in ``work``; None: the temporary folders' own), each
+    log's marks read once."""
 
-    def __init__(self, run: Path, options: ReproOptions) -> None:
-        self.run, self.options = run, options
+    def __init__(self, run: Path, options: ReproOptions, work: Path | None = None) -> None:
+        self.run, self.options, self.work = run, options, work
         self._marks: dict[Path, tuple[list[int], list[str]]] = {}
         self._done: dict[str, Witness] = {}
 
@@ -135,8 +136,8 @@ class Namer:
 
     def _name(self, m: Minimised) -> Witness:
         rd = resolve(RunDir(self.run), m.minimal)[0]
-        with temporary_folder("crashlab-triage-repro-") as folder:
-            r = reproduce(locate(self.run, m.minimal), folder, self.options)
+        with temporary_folder("crashlab-triage-repro-", self.work) as folder:
+            r = reproduce(locate(self.run, m.minimal), folder, self.options, self.work)
         by_entry = {w.entry: w for w in r.explanation.writes}
         lost = []
         for lw in m.lost:
