@@ -29,7 +29,7 @@ from typing import Any, Protocol
 
 from harness.atomic import write_json_atomic, write_text_atomic
 from harness.check.check import CheckOptions, check_run, count_states, options_for
-from harness.check.multicrash import COMPOSITE, Composite
+from harness.check.multicrash import Composite
 from harness.check.records import CheckResult
 from harness.check.window import default_window
 from harness.errors import CrashlabError
@@ -261,12 +261,11 @@ def _violation_rows(
 
 
 def _triage(
-    cell: Cell, strategy: str, check_dir: Path, result: CheckResult, opts: SweepOptions
+    cell: Cell, check_dir: Path, result: CheckResult, opts: SweepOptions
 ) -> tuple[list[dict[str, Any]] | None, dict[tuple[str, str], str]]:
-    """The groups of a cell's check (None: --no-triage, or a multicrash or
-    recovery-crash check, which triage does not minimise yet) and the group
-    of each violation; a check without violations is not triaged."""
-    if not opts.triage or strategy in COMPOSITE:
+    """The groups of a cell's check (None: --no-triage) and the group of
+    each violation; a check without violations is not triaged."""
+    if not opts.triage:
         return None, {}
     if not result["violations"]:
         return [], {}
@@ -333,7 +332,7 @@ def _sweep_into(
             t2 = time.monotonic()
             if result["violations"] and opts.triage and watch is not None:
                 watch.step(f"triage {cell.name} {strategy}")
-            groups, group_of = _triage(cell, strategy, check_dir, result, opts)
+            groups, group_of = _triage(cell, check_dir, result, opts)
             record = cell_record(cell, strategy, result, exp)
             cell_records.append(record if groups is None else {**record, "groups": groups})
             violations.extend(_violation_rows(cell, strategy, result, group_of))

@@ -32,6 +32,7 @@ from pathlib import Path
 from harness.check.pool import worker_pool
 from harness.check.repro import ReproOptions
 from harness.env import temporary_folder
+from harness.states import Options
 from harness.sysops import signals_deferred, worker_signals
 from harness.triage.checkdir import CheckDir, Failing
 from harness.triage.minimise import Minimiser, judges
@@ -58,8 +59,17 @@ class Searches:
         if inv not in self.minimisers:
             mine = tuple(c for c in self.options.checkers if c.invariant == inv)
             options = dataclasses.replace(self.options, checkers=mine)
+            check = self.check
+            composite = check.continued is not None
             self.minimisers[inv] = Minimiser(
-                self.check.run.path, inv, options, states=self.check.window, work=self.work
+                check.run.path,
+                inv,
+                options,
+                # a composite check's first crash: the run's default window
+                states=Options() if composite else check.window,
+                work=self.work,
+                then=check.window if composite else None,
+                continued=check.continued,
             )
         return self.minimisers[inv]
 
