@@ -126,7 +126,10 @@ def triage_cmd(
             console.print(_table(r))
             click.echo(f"{_summary(r)}; groups in {r.check.path / 'triage.json'}")
             for g in r.groups:
-                click.echo(f"{g.id}: {g.explanation}\n  repro: {g.repro}")
+                click.echo(f"{g.id}: {g.explanation}")
+                if g.witness.verdict:  # the checker's own words on the minimal state
+                    click.echo(f"  {g.invariant} says: {g.witness.verdict}")
+                click.echo(f"  repro: {g.repro}")
     return 1 if any(r.groups for r in results) else 0
 
 

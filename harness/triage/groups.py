@@ -78,6 +78,7 @@ class Group:
             "after": self.witness.last.to_json() if self.witness.last else None,
             "before": self.witness.next.to_json() if self.witness.next else None,
             "explanation": self.explanation,
+            "verdict": self.witness.verdict,
             "repro": self.repro,
         }
 
