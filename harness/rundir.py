@@ -425,6 +425,8 @@ def check_cell(cell: object, where: str) -> None:
     groups = cell.get("groups", [])
     if not isinstance(groups, list):
         raise bad("groups must be a list")
+    if not isinstance(cell.get("triage_error", ""), str):
+        raise bad("triage_error must be a string")
     for i, g in enumerate(groups):
         check_group(g, f"{where}: group {i}")
 

@@ -44,7 +44,13 @@ from checkers.protocol import RunFacts
 from checkers.verdict import VerdictJson
 from harness.atomic import write_json_atomic, write_text_atomic
 from harness.check.cluster import dask_imap
-from harness.check.multicrash import COMPOSITE, Composite, check_composite, resolve
+from harness.check.multicrash import (
+    COMPOSITE,
+    CONTINUED_KEY,
+    Composite,
+    check_composite,
+    resolve,
+)
 from harness.check.pool import SHARED, local_imap, task_of
 from harness.check.records import CheckResult, StateRecord, Violation
 from harness.check.runlevel import CRASHSAFE_ID, TRACE_ID, prepare_run_level, run_level_records
@@ -158,14 +164,19 @@ def _complete_lines(path: Path) -> int:
     return data[:end].count(b"\n")
 
 
-def _claim(out: Path, run: RunDir, opts: CheckOptions, resume: bool) -> None:
-    """Write ``out/check.json``: what this check is (its options and a digest
-    of the recording's meta.json, which differs for every recording).  On
-    resume, the states already in ``out`` must be of the same check."""
-    ident = {
+def _identity(run: RunDir, opts: CheckOptions) -> dict[str, Any]:
+    """check.json's content: the check's options and a digest of the
+    recording's meta.json, which differs for every recording."""
+    return {
         "options": opts.states.to_json() | opts.extra_options(),
         "recording": hashlib.sha256(run.meta_path.read_bytes()).hexdigest(),
     }
+
+
+def _claim(out: Path, run: RunDir, opts: CheckOptions, resume: bool) -> None:
+    """Write ``out/check.json``: what this check is (:func:`_identity`).  On
+    resume, the states already in ``out`` must be of the same check."""
+    ident = _identity(run, opts)
     ident = json.loads(json.dumps(ident))  # as read back: lists, not tuples
     path = out / IDENTITY_NAME
     if resume and (out / STATES_NAME).exists() and path.exists():
@@ -367,7 +378,10 @@ def _check_composite(run: RunDir, opts: CheckOptions, out: Path, resume: bool) -
         return check_run(nested, dataclasses.replace(then), nested_out, resume=resume)
 
     with temporary_folder("crashlab-multicrash-") as work:
-        extra = check_composite(run, comp, out, check_nested, work, resume=resume)
+        extra, continued = check_composite(run, comp, out, check_nested, work, resume=resume)
+    # what triage reads: the options (the continuations' window among
+    # them) and the crashes continued, the only ones it may move a crash to
+    write_json_atomic(out / IDENTITY_NAME, _identity(run, opts) | {CONTINUED_KEY: continued})
     states_path = out / STATES_NAME
     result = summarise(run, states_path, opts, allow_empty=True)
     result["multicrash"] = extra

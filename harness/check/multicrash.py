@@ -64,12 +64,13 @@ from harness.errors import CrashlabError
 from harness.images import file_digest, file_sha256
 from harness.logformat import LogReader
 from harness.materialize import sparse_copy
-from harness.rundir import RUN_NAME, STATES_NAME, RunDir
+from harness.rundir import IDENTITY_NAME, RUN_NAME, STATES_NAME, RunDir
 from harness.states import Enumeration, Options
 from workloads.run import oracle_from_meta, record_workload, spec_from_meta
 
 COMPOSITE = ("multicrash", "recovery-crash")
 RECOVERY_PART = "recovery"  # marks a recovery-crash continuation in a composed ID
+CONTINUED_KEY = "continued"  # check.json of a composite check: the crashes continued
 
 
 def compose(kind: str, first_id: str, second_id: str) -> str:
@@ -263,18 +264,21 @@ def check_composite(
     work: Path,
     *,
     resume: bool = False,
-) -> CompositeResult:
+) -> tuple[CompositeResult, list[str]]:
     """Continue ``run`` after its chosen first crashes, check each
     continuation with ``check_nested(nested_run, out_folder)`` (the normal
     check, or this one again for a deeper ``depth``), and write
     ``out/states.jsonl`` and ``out/run.jsonl`` with composed state IDs.
-    Returns what the continuations add to result.json.  Each continuation
-    also gives its first crash a REC-AGREE verdict in ``out/run.jsonl``
-    (:func:`agree_record`)."""
+    Returns what the continuations add to result.json, and the composed
+    IDs of the crashes that were continued and checked (a deeper one's
+    too: ``a``, ``a/b``), what triage may move a crash to.  Each
+    continuation also gives its first crash a REC-AGREE verdict in
+    ``out/run.jsonl`` (:func:`agree_record`)."""
     chosen, counts = first_crashes(run, comp, work / "first")
     oracle = oracle_from_meta(run.meta()).digests if chosen else []
     lines: dict[str, list[str]] = {STATES_NAME: [], RUN_NAME: []}
     continuations: list[Continuation] = []
+    continued: list[str] = []
     for first in chosen:
         folder = run.path / comp.kind / first.state_id
         nested = continue_from(run, first, comp, folder, resume)
@@ -290,6 +294,8 @@ def check_composite(
             continue
         nested_out = folder / "check-then"
         result = check_nested(nested, nested_out)
+        continued.append(first.state_id)
+        continued += [compose(comp.kind, first.state_id, x) for x in _continued(nested_out)]
         for name in lines:
             path = nested_out / name
             if path.exists():
@@ -311,4 +317,13 @@ def check_composite(
         )
     for name, ls in lines.items():
         write_text_atomic(out / name, "".join(x + "\n" for x in ls))
-    return {"kind": comp.kind, "first": counts, "continuations": continuations}
+    return {"kind": comp.kind, "first": counts, "continuations": continuations}, continued
+
+
+def _continued(nested_out: Path) -> list[str]:
+    """The crashes a deeper composite check in ``nested_out`` continued
+    (its check.json, just written by this process; none for a log
+    strategy's)."""
+    path = nested_out / IDENTITY_NAME
+    doc = json.loads(path.read_text()) if path.exists() else {}
+    return [str(x) for x in doc.get(CONTINUED_KEY, [])]

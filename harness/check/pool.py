@@ -19,7 +19,7 @@ import multiprocessing
 import multiprocessing.util
 import shutil
 import tempfile
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from multiprocessing.pool import Pool
 from pathlib import Path
 from typing import Any
@@ -208,8 +208,13 @@ def local_imap(
 
 
 @contextlib.contextmanager
-def worker_pool(jobs: int, init_args: tuple[Any, ...]) -> Iterator[Pool]:
-    """``jobs`` forked state-checking workers; on the way out they are
+def worker_pool(
+    jobs: int,
+    init_args: tuple[Any, ...],
+    initializer: Callable[..., None] = _init_pool_worker,
+) -> Iterator[Pool]:
+    """``jobs`` forked workers, each set up by ``initializer(*init_args)``
+    (default: a state checker, :func:`init_worker`); on the way out they are
     closed and joined when the body finished, terminated when it raised.
     A SIGINT or SIGTERM while the pool starts or stops is raised once it
     has: escaping ``Pool()`` it would leave a half-built pool whose thread
@@ -223,7 +228,7 @@ def worker_pool(jobs: int, init_args: tuple[Any, ...]) -> Iterator[Pool]:
     finished = False
     try:
         with signals_deferred(), signals_blocked():
-            pool = multiprocessing.get_context("fork").Pool(jobs, _init_pool_worker, init_args)
+            pool = multiprocessing.get_context("fork").Pool(jobs, initializer, init_args)
         yield pool
         finished = True
     finally:

@@ -159,12 +159,18 @@ def state_checker(rd: RunDir, work: Path, options: ReproOptions, *, faulted: boo
     )
 
 
-def reproduce(target: Target, folder: Path, options: ReproOptions = ReproOptions()) -> Repro:
+def reproduce(
+    target: Target,
+    folder: Path,
+    options: ReproOptions = ReproOptions(),
+    scratch: Path | None = None,
+) -> Repro:
     """Check and explain ``target``'s state as the sweep checks it, keeping
     crash.img, recovered.img, files/ and repro.json in ``folder`` (which
-    exists); scratch work goes to a temporary folder, removed."""
+    exists); scratch work goes to a temporary folder (in ``scratch``; None:
+    the temporary folders' own), removed."""
     rd, state = target.run, target.state
-    with temporary_folder("crashlab-repro-work-") as work:
+    with temporary_folder("crashlab-repro-work-", scratch) as work:
         checker = state_checker(rd, work, options, faulted=state.key.faulted)
         try:
             checker.keep = folder

@@ -287,9 +287,8 @@ def check_cmd(
             watch.checked(label(cell, strategy), result, exp.status)
     where = out or rd.check_dir(opts.tag())
     _echo_check(run, where, cell, result, exp)
-    # multicrash and recovery-crash checks are not minimised yet (README: triage)
-    if result["violations"] and not no_triage and triage_sample and opts.composite is None:
-        groups = triage_groups(where, str(rd.path), triage_sample, checkers)[0]
+    if result["violations"] and not no_triage and triage_sample:
+        groups = triage_groups(where, str(rd.path), triage_sample, checkers, jobs)[0]
         print_groups([{"sut": cell.sut, "strategy": strategy, **result, "groups": groups}])
     return 0 if exp.ok else 1
 

@@ -1,4 +1,4 @@
-"""``crashlab triage RUN|SWEEP [--check TAG] [--per-invariant N] [--json]``:
+"""``crashlab triage RUN|SWEEP [--check TAG] [--per-invariant N] [--jobs N] [--json]``:
 the failing states of a check grouped into distinct root causes, each
 shrunk to its smallest witness and explained (:mod:`harness.triage.groups`
 does the work; this module renders it).  Writes ``triage.json`` into each
@@ -20,6 +20,7 @@ from rich.console import Console
 from rich.table import Table
 
 from harness.cli.checkcmd import checker_options, user_checkers
+from harness.cli.params import JOBS
 from harness.rundir import CHECK_DIR, RUNS_DIR, STATES_NAME, SUMMARY_NAME, SweepDir
 from harness.triage.groups import PER_INVARIANT, Triage, triage
 
@@ -81,12 +82,21 @@ def _summary(t: Triage) -> str:
     show_default=True,
     help="failing states minimised per invariant (evenly sampled; the rest assigned to groups)",
 )
+@click.option(
+    "--jobs",
+    "-j",
+    type=JOBS,
+    default=0,
+    show_default=True,
+    help="worker processes minimising (0: every core); the groups do not depend on it",
+)
 @click.option("--json", "as_json", is_flag=True, help="print triage.json's content instead")
 @checker_options
 def triage_cmd(
     target: Path,
     tag: str | None,
     per_invariant: int,
+    jobs: int,
     as_json: bool,
     checker_specs: tuple[str, ...],
     checker_timeout: float,
@@ -100,9 +110,11 @@ def triage_cmd(
     checkers = user_checkers(checker_specs, checker_timeout, checker_recover)
     if (target / SUMMARY_NAME).is_file() and (target / RUNS_DIR).is_dir():
         folders = _checks_of_sweep(SweepDir(target), tag)
-        results = [triage(f, per_invariant=per_invariant, checkers=checkers) for f in folders]
+        results = [
+            triage(f, per_invariant=per_invariant, checkers=checkers, jobs=jobs) for f in folders
+        ]
     else:
-        results = [triage(target, tag, per_invariant=per_invariant, checkers=checkers)]
+        results = [triage(target, tag, per_invariant=per_invariant, checkers=checkers, jobs=jobs)]
     if not results:
         click.echo(f"{target}: no check with a failing state")
     if as_json:
@@ -114,7 +126,10 @@ def triage_cmd(
             console.print(_table(r))
             click.echo(f"{_summary(r)}; groups in {r.check.path / 'triage.json'}")
             for g in r.groups:
-                click.echo(f"{g.id}: {g.explanation}\n  repro: {g.repro}")
+                click.echo(f"{g.id}: {g.explanation}")
+                if g.witness.verdict:  # the checker's own words on the minimal state
+                    click.echo(f"  {g.invariant} says: {g.witness.verdict}")
+                click.echo(f"  repro: {g.repro}")
     return 1 if any(r.groups for r in results) else 0
 
 

@@ -80,9 +80,11 @@ def print_groups(rows: list[dict[str, Any]], where: str = "") -> None:
     a repro's relative run folder is under ``where``."""
     for r in rows:
         groups = r.get("groups") or []
+        cell = f"{r['sut']} {r.get('workload') or '-'} {r['strategy']}"
+        if r.get("triage_error"):  # that cell's triage failed; the others went on
+            click.echo(f"{cell}: triage failed: {' '.join(str(r['triage_error']).split())}")
         if not groups:
             continue
-        cell = f"{r['sut']} {r.get('workload') or '-'} {r['strategy']}"
         click.echo(f"{cell}: {len(groups)} distinct violation{'s' if len(groups) != 1 else ''}")
         for g in groups:
             click.echo(

@@ -29,7 +29,7 @@ from typing import Any, Protocol
 
 from harness.atomic import write_json_atomic, write_text_atomic
 from harness.check.check import CheckOptions, check_run, count_states, options_for
-from harness.check.multicrash import COMPOSITE, Composite
+from harness.check.multicrash import Composite
 from harness.check.records import CheckResult
 from harness.check.window import default_window
 from harness.errors import CrashlabError
@@ -41,7 +41,13 @@ from harness.rundir import RESULT_NAME, RUNS_DIR, RunDir, SweepDir
 from harness.states import Options
 from harness.sweep.expectations import ExpectationResult, evaluate_result, exit_code
 from harness.sweep.matrix import Cell, Shard
-from harness.sweep.triaged import triage_groups
+from harness.sweep.triaged import (
+    TRIAGED_NAME,
+    GroupOf,
+    load_triaged,
+    save_triaged,
+    triage_groups,
+)
 from harness.triage.groups import PER_INVARIANT
 
 CheckHook = Callable[[int, int], None]  # a check's progress: (done, checked), check_run's hook
@@ -212,20 +218,21 @@ def _check_strategy(
     opts: SweepOptions,
     resume: bool,
     watch: Watch | None,
-) -> tuple[CheckResult, Path]:
+) -> tuple[CheckResult, Path, bool]:
     """Check the recorded ``run`` of ``cell`` under ``strategy``; with
     ``resume``, a check with a result.json is read back, not redone.
-    Returns the result and the check's folder."""
+    Returns the result, the check's folder and whether it was read back."""
     copts = _check_options(cell, strategy, opts)
     check_dir = run.check_dir(copts.tag())
     done = check_dir / RESULT_NAME
     if resume and done.exists():
         result: CheckResult = json.loads(done.read_text())
-        return result, check_dir
+        return result, check_dir, True
+    (check_dir / TRIAGED_NAME).unlink(missing_ok=True)  # of an earlier check: triaged again
     hook = None
     if watch is not None:
         hook = watch.check(label(cell, strategy), total_states(run, copts))
-    return check_run(run, copts, check_dir, resume=resume, on_progress=hook), check_dir
+    return check_run(run, copts, check_dir, resume=resume, on_progress=hook), check_dir, False
 
 
 def label(cell: Cell, strategy: str) -> str:
@@ -261,16 +268,39 @@ def _violation_rows(
 
 
 def _triage(
-    cell: Cell, strategy: str, check_dir: Path, result: CheckResult, opts: SweepOptions
-) -> tuple[list[dict[str, Any]] | None, dict[tuple[str, str], str]]:
-    """The groups of a cell's check (None: --no-triage, or a multicrash or
-    recovery-crash check, which triage does not minimise yet) and the group
-    of each violation; a check without violations is not triaged."""
-    if not opts.triage or strategy in COMPOSITE:
-        return None, {}
+    cell: Cell, check_dir: Path, result: CheckResult, opts: SweepOptions, reused: bool
+) -> tuple[list[dict[str, Any]] | None, GroupOf, str | None]:
+    """The groups of a cell's check (None: --no-triage, or the triage
+    failed), the group of each violation, and why the triage failed (one
+    line; None: it did not).  A check without violations is not triaged;
+    a check read back on --resume is not triaged again when its triage
+    with the same options was recorded (:func:`load_triaged`).  A triage
+    that fails is that cell's error: the sweep goes on."""
+    if not opts.triage:
+        return None, {}, None
     if not result["violations"]:
-        return [], {}
-    return triage_groups(check_dir, f"{RUNS_DIR}/{cell.name}", opts.triage, cell.all_checkers)
+        return [], {}, None
+    checkers = cell.all_checkers
+    if reused:
+        done = load_triaged(check_dir, opts.triage, checkers)
+        if done is not None:
+            return done[0], done[1], None
+    try:
+        records, group_of = triage_groups(
+            check_dir, f"{RUNS_DIR}/{cell.name}", opts.triage, checkers, opts.jobs
+        )
+    except Exception as e:  # noqa: BLE001 (any failure of one cell's triage is reported there)
+        return None, {}, one_line(e)
+    save_triaged(check_dir, opts.triage, checkers, records, group_of)
+    return records, group_of, None
+
+
+def one_line(e: Exception) -> str:
+    """An exception as one line: a CrashlabError's own, else its type and
+    the first line of its message."""
+    text = str(e).strip().splitlines()
+    head = text[0] if text else ""
+    return head if isinstance(e, CrashlabError) else f"{type(e).__name__}: {head}".rstrip(": ")
 
 
 def run_sweep(
@@ -323,7 +353,7 @@ def _sweep_into(
         timing[cell.name] = {"record_s": round(time.monotonic() - t0, 3)}
         for strategy in cell.strategies:
             t1 = time.monotonic()
-            result, check_dir = _check_strategy(run, cell, strategy, opts, resume, watch)
+            result, check_dir, reused = _check_strategy(run, cell, strategy, opts, resume, watch)
             exp = evaluate_result(cell.expectation(strategy), result)
             if watch is not None:
                 watch.checked(label(cell, strategy), result, exp.status)
@@ -331,9 +361,15 @@ def _sweep_into(
             t2 = time.monotonic()
             if result["violations"] and opts.triage and watch is not None:
                 watch.step(f"triage {cell.name} {strategy}")
-            groups, group_of = _triage(cell, strategy, check_dir, result, opts)
+            groups, group_of, failed = _triage(cell, check_dir, result, opts, reused)
             record = cell_record(cell, strategy, result, exp)
-            cell_records.append(record if groups is None else {**record, "groups": groups})
+            if groups is not None:
+                record["groups"] = groups
+            if failed is not None:
+                record["triage_error"] = failed
+                if watch is not None:
+                    watch.step(f"triage {cell.name} {strategy} failed: {failed}")
+            cell_records.append(record)
             violations.extend(_violation_rows(cell, strategy, result, group_of))
             timing[cell.name][strategy] = round(t2 - t1, 3)
             timing[cell.name][f"{strategy}_triage"] = round(time.monotonic() - t2, 3)

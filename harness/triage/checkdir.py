@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from harness.check.multicrash import COMPOSITE, CONTINUED_KEY
 from harness.confine import confined, open_regular, read_regular
 from harness.errors import CrashlabError
 from harness.rundir import (
@@ -23,10 +24,13 @@ from harness.rundir import (
     RunDir,
 )
 from harness.states import Options
+from harness.states.stateid import parse_id
+from harness.triage.minimise import split_id
 
 CHECK_JSON_LIMIT = 1 << 20
 # result.json lists the failing states: 3.6 MB for 2,000 (harness/report/load.py's limit)
 RESULT_LIMIT = 256 << 20
+CONTINUED_LIMIT = 10_000  # crashes a composite check continued (--max-first, per level)
 
 
 @dataclass(frozen=True)
@@ -43,13 +47,17 @@ class Failing:
 @dataclass(frozen=True)
 class CheckDir:
     """A check folder of a run: its window (the check's state options)
-    and fsck option, and per invariant its failing states in file order."""
+    and fsck option, and per invariant its failing states in file order.
+    A multicrash or recovery-crash check: ``window`` is its continuations'
+    (the first crash's is the run's default), ``continued`` the composed
+    IDs of the crashes it continued (None: a log strategy's check)."""
 
     run: RunDir
     path: Path
     window: Options
     fsck: bool
     failing: dict[str, list[Failing]]
+    continued: frozenset[str] | None = None
 
 
 def find_check(path: Path, tag: str | None) -> tuple[RunDir, Path]:
@@ -63,8 +71,8 @@ def find_check(path: Path, tag: str | None) -> tuple[RunDir, Path]:
         return _run_of(path), path
     if (path / STATES_NAME).exists() and (path / RESULT_NAME).exists():
         raise CrashlabError(
-            f"{path}: no {IDENTITY_NAME}: a multicrash or recovery-crash check (triage does "
-            "not minimise those yet), or not a check folder"
+            f"{path}: no {IDENTITY_NAME}: a multicrash or recovery-crash check of an older "
+            "crashlab (check it again), or not a check folder"
         )
     if not (path / META_NAME).exists():
         raise CrashlabError(f"{path}: not a run folder (no {META_NAME}) nor a check folder")
@@ -116,7 +124,8 @@ def read_check(run: RunDir, folder: Path) -> CheckDir:
     """The check in ``folder``: its check.json's window and fsck option,
     its states.jsonl's failing states."""
     where = str(folder / IDENTITY_NAME)
-    opts = _json(folder / IDENTITY_NAME, where).get("options")
+    doc = _json(folder / IDENTITY_NAME, where)
+    opts = doc.get("options")
     if not isinstance(opts, dict):
         raise CrashlabError(f"{where}: no options object")
     start, end = opts.get("window_start"), opts.get("window_end")
@@ -131,7 +140,39 @@ def read_check(run: RunDir, folder: Path) -> CheckDir:
         Options(window_start=start, window_end=end),
         fsck,
         _failing(folder / STATES_NAME),
+        _continued(doc, opts, where),
     )
+
+
+def _continued(doc: dict[str, Any], opts: dict[str, Any], where: str) -> frozenset[str] | None:
+    """The crashes a composite check continued (its check.json's list of
+    composed IDs, each checked: a state ID or composed ones, of the
+    check's kind), None for a log strategy's check."""
+    comp = opts.get("composite")
+    if comp is None:
+        return None
+    kind = comp.get("kind") if isinstance(comp, dict) else None
+    if kind not in COMPOSITE:
+        raise CrashlabError(f"{where}: composite is not a multicrash or recovery-crash one")
+    ids = doc.get(CONTINUED_KEY)
+    if not isinstance(ids, list) or len(ids) > CONTINUED_LIMIT:
+        raise CrashlabError(f"{where}: {CONTINUED_KEY} is not a list of state IDs")
+    for x in ids:
+        parts, kinds = _split(x, where)
+        if any(k != kind for k in kinds):
+            raise CrashlabError(f"{where}: {CONTINUED_KEY}: {x!r} is not a {kind} ID")
+        for part in parts:
+            try:
+                parse_id(part)
+            except CrashlabError:
+                raise CrashlabError(f"{where}: {CONTINUED_KEY}: {x!r} is no state ID") from None
+    return frozenset(ids)
+
+
+def _split(x: object, where: str) -> tuple[list[str], list[str]]:
+    if not isinstance(x, str) or not x or len(x) > 4096:
+        raise CrashlabError(f"{where}: {CONTINUED_KEY} is not a list of state IDs")
+    return split_id(x)
 
 
 def _failing(path: Path) -> dict[str, list[Failing]]:

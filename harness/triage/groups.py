@@ -13,7 +13,7 @@ minimised.  README.md, "Groups".
 
 from __future__ import annotations
 
-import dataclasses
+import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -27,10 +27,11 @@ from harness.errors import CrashlabError
 from harness.states.stateid import parse_id
 from harness.triage.checkdir import CheckDir, Failing, find_check, read_check
 from harness.triage.context import says_context
-from harness.triage.minimise import Minimiser, judges, split_id
+from harness.triage.minimise import split_id
+from harness.triage.parallel import witnesses
 from harness.triage.roles import phase_says, says
-from harness.triage.search import NotFailing, dropped
-from harness.triage.witness import Namer, RoledWrite, Witness, group_id
+from harness.triage.search import dropped
+from harness.triage.witness import RoledWrite, Witness, group_id
 from harness.validate import validate
 
 TRIAGE_NAME = "triage.json"
@@ -77,6 +78,7 @@ class Group:
             "after": self.witness.last.to_json() if self.witness.last else None,
             "before": self.witness.next.to_json() if self.witness.next else None,
             "explanation": self.explanation,
+            "verdict": self.witness.verdict,
             "repro": self.repro,
         }
 
@@ -200,64 +202,42 @@ def triage(
     on_progress: Callable[[str], None] | None = None,
     write: bool = True,
     checkers: Sequence[UserChecker | PyChecker] = (),
+    jobs: int = 1,
 ) -> Triage:
     """The groups of the failing states of a check (``path``: its folder,
     or a run folder with ``tag`` choosing among its checks); writes
     ``triage.json`` into the check folder, atomically (``write``).  A user
     checker's invariant (USER:NAME) is minimised when ``checkers`` holds
-    it: a command the user gives again, never one read from the folder."""
+    it: a command the user gives again, never one read from the folder.
+    ``jobs``: worker processes minimising (0: every core); the result is
+    the same whatever their number (:mod:`harness.triage.parallel`)."""
     if per_invariant < 1:
         raise CrashlabError(f"--per-invariant must be >= 1, not {per_invariant}")
+    if jobs < 0:
+        raise CrashlabError(f"--jobs must be >= 0, not {jobs}")
     run, folder = find_check(path, tag)
     validate(run)
     check = read_check(run, folder)
     options = ReproOptions(fsck=check.fsck, checkers=tuple(checkers))
-    namer = Namer(run.path, options)
+    samples = {inv: sample(check.failing[inv], per_invariant) for inv in sorted(check.failing)}
+    found = witnesses(check, samples, options, jobs or os.cpu_count() or 1, on_progress)
     groups: dict[str, Group] = {}
     counts: dict[str, dict[str, int]] = {}
     for inv in sorted(check.failing):
-        states = check.failing[inv]
-        done = _minimise_some(check, inv, sample(states, per_invariant), namer, on_progress)
+        states, done = check.failing[inv], found[inv]
         mine = _group(done, groups, run.path, repro_flags(checkers, inv))
-        tried = {s.id for s in sample(states, per_invariant)}
-        rest = [s for s in states if s.id not in tried]
-        unassigned = _assign(rest, mine)
+        tried = {s.id for s in samples[inv]}
+        unassigned = _assign([s for s in states if s.id not in tried], mine)
         counts[inv] = {
             "failing": len(states),
             "minimised": len(done),
-            "not_minimised": unassigned + min(len(states), per_invariant) - len(done),
+            "not_minimised": unassigned + len(samples[inv]) - len(done),
         }
     out = Triage(
         check, sorted(groups.values(), key=lambda g: (-g.count, g.invariant, g.id)), counts
     )
     if write:
         write_json_atomic(folder / TRIAGE_NAME, out.to_json())
-    return out
-
-
-def _minimise_some(
-    check: CheckDir,
-    inv: str,
-    states: list[Failing],
-    namer: Namer,
-    on_progress: Callable[[str], None] | None,
-) -> list[Witness]:
-    """The named witnesses of ``states`` on ``inv`` (none for an invariant
-    crashlab does not know: a user checker's)."""
-    if not judges(namer.options, inv):
-        return []
-    out = []
-    # only the checker judging ``inv`` runs on the candidates: a user's is a process per state
-    mine = tuple(c for c in namer.options.checkers if c.invariant == inv)
-    options = dataclasses.replace(namer.options, checkers=mine)
-    with Minimiser(check.run.path, inv, options, states=check.window) as minimiser:
-        for s in states:
-            if on_progress:
-                on_progress(f"{inv} {s.id}")
-            try:
-                out.append(namer.witness(minimiser.minimise(s.id)))
-            except NotFailing:  # judged afresh, it passes: left unassigned
-                continue
     return out
 
 

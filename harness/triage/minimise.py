@@ -7,9 +7,8 @@ fails the same invariant, judged by the check's own path.
 Candidates are judged one at a time by one :class:`StateChecker` per run
 (materialise, file-system recovery, the SUT's recovery, the checkers), as
 ``crashlab repro`` judges a state; a composite ID's crashes each in the run
-that holds it.  (Judging candidates on the check's worker pool is left for
-later: the phases are sequential, but ddmin's subsets of one round could go
-out together.)
+that holds it.  Several searches go out together on worker processes
+(:mod:`harness.triage.parallel`), each worker with minimisers of its own.
 """
 
 from __future__ import annotations
@@ -154,16 +153,24 @@ def join_id(keys: Keys, kinds: list[str]) -> str:
 
 class Runs:
     """The runs a composite state's crashes lie in, each opened once: its
-    :class:`EpochSpace` (within the check's window: ``states``, the check's
-    state options, completed by :func:`default_window` for the first run;
-    a continuation's own default window) and, lazily, its
-    :class:`StateChecker`."""
+    :class:`EpochSpace` (within the check's window, completed by
+    :func:`default_window`: ``states`` for the first run, ``then`` for a
+    continuation) and, lazily, its :class:`StateChecker`.  ``continued``:
+    the composed IDs of the crashes whose continuation the check checked
+    (None: any recorded one)."""
 
     def __init__(
-        self, run: RunDir, kinds: list[str], work: Path, options: ReproOptions, states: Options
+        self,
+        run: RunDir,
+        kinds: list[str],
+        work: Path,
+        options: ReproOptions,
+        states: Options,
+        then: Options = Options(),
+        continued: frozenset[str] | None = None,
     ) -> None:
         self.run, self.kinds, self.work, self.options = run, kinds, work, options
-        self.states = states
+        self.states, self.then, self.continued = states, then, continued
         self.spaces: dict[Path, EpochSpace] = {}
         self.checkers: dict[Path, StateChecker] = {}
         self.faulted = False
@@ -172,6 +179,9 @@ class Runs:
         """The continuation after the crashes ``prefix`` (None: not recorded)."""
         if not prefix:
             return self.run
+        done = self.continued
+        if done is not None and join_id(prefix, self.kinds[: len(prefix) - 1]) not in done:
+            return None
         probe = join_id(prefix + (parse_id("e0.p0"),), self.kinds[: len(prefix)])
         try:
             return resolve(self.run, probe)[0]
@@ -183,7 +193,7 @@ class Runs:
         if rd is None:
             return None
         if rd.path not in self.spaces:
-            opts = default_window(rd, self.states if not prefix else Options())
+            opts = default_window(rd, self.then if prefix else self.states)
             with LogReader(rd.log) as reader:
                 window = resolve_window(reader, opts)
                 self.spaces[rd.path] = EpochSpace(list(iter_epochs(reader, rd.log_order)), window)
@@ -221,7 +231,11 @@ class Minimiser:
     shrunk stops there (many failing states shrink to the same witness).
     ``states``: the check's state options (its window; None: the run's
     default window, from its ``setup-done`` mark); ``whole_log`` as
-    :func:`minimise`.  A context manager: it closes its checkers."""
+    :func:`minimise`; ``work``: the folder its scratch folder goes in
+    (None: the temporary folders' own).  Of a composite check: ``then``
+    its continuations' state options (their window) and ``continued``
+    the crashes it continued (None: any recorded continuation).  A context manager: it closes its
+    checkers."""
 
     def __init__(
         self,
@@ -231,6 +245,9 @@ class Minimiser:
         *,
         states: Options | None = None,
         whole_log: bool = True,
+        work: Path | None = None,
+        then: Options | None = None,
+        continued: frozenset[str] | None = None,
     ) -> None:
         if not judges(options, invariant):
             raise CrashlabError(f"unknown invariant {invariant!r} (a user checker's: --checker)")
@@ -238,11 +255,12 @@ class Minimiser:
             raise CrashlabError(f"{run}: no such run directory")
         self.run, self.invariant, self.options = run, invariant, options
         self.states = states or Options()
+        self.then, self.continued = then or Options(), continued
         self.whole_log = whole_log
         self.memo: dict[tuple[tuple[str, ...], Keys], bool] = {}
         self.known: dict[tuple[tuple[str, ...], Keys], Keys] = {}
         self._stack = ExitStack()
-        self.work = self._stack.enter_context(temporary_folder("crashlab-triage-"))
+        self.work = self._stack.enter_context(temporary_folder("crashlab-triage-", work))
         self._runs: dict[tuple[str, ...], Runs] = {}
 
     def __enter__(self) -> Minimiser:
@@ -263,7 +281,15 @@ class Minimiser:
         if tag not in self._runs:
             folder = self.work / f"c{len(self._runs)}"
             folder.mkdir()
-            runs = Runs(RunDir(self.run), kinds, folder, self.options, self.states)
+            runs = Runs(
+                RunDir(self.run),
+                kinds,
+                folder,
+                self.options,
+                self.states,
+                self.then,
+                self.continued,
+            )
             runs.faulted = faulted
             self._runs[tag] = runs
         return self._runs[tag]

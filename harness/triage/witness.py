@@ -73,6 +73,9 @@ class Witness:
     context: Context | None = None
     # every write of the last crash's epoch, in log order (its picture)
     epoch: tuple[RoledWrite, ...] = ()
+    # what the invariant's checker said of the minimal state (its failing
+    # verdict's explanation: a user checker names its own files there)
+    verdict: str = ""
 
     def signature(self) -> dict[str, Any]:
         """What groups witnesses: the invariant, the kind of the state,
@@ -93,6 +96,8 @@ def group_id(signature: dict[str, Any]) -> str:
     return hashlib.sha256(text).hexdigest()[:10]
 
 
+VERDICT_CHARS = 400  # of a checker's explanation kept with a witness
+
 # the explainer's status of a write (harness/explain/state.py) as a witness names it
 EPOCH_STATUS = {"kept": "persisted", "dropped": "lost", "torn": "torn", "after cut": "unwritten"}
 
@@ -100,12 +105,14 @@ EPOCH_STATUS = {"kept": "persisted", "dropped": "lost", "torn": "torn", "after c
 class Namer:
     """Names the writes of minimal states of one run: each state
     reproduced once (``crashlab repro``'s check and explanation, in a
-    scratch folder), each log's marks read once."""
+    scratch folder, in ``work``; None: the temporary folders' own), each
+    log's marks read once."""
 
-    def __init__(self, run: Path, options: ReproOptions) -> None:
-        self.run, self.options = run, options
+    def __init__(self, run: Path, options: ReproOptions, work: Path | None = None) -> None:
+        self.run, self.options, self.work = run, options, work
         self._marks: dict[Path, tuple[list[int], list[str]]] = {}
         self._done: dict[str, Witness] = {}
+        self._says: dict[str, dict[str, str]] = {}  # state -> invariant -> its failing verdict
 
     def marks(self, rd: RunDir) -> tuple[list[int], list[str]]:
         """The entry indices and labels of ``rd``'s marks, in log order."""
@@ -131,12 +138,18 @@ class Namer:
         if m.minimal not in self._done:
             self._done[m.minimal] = self._name(m)
         w = self._done[m.minimal]
-        return Witness(m, w.lost, w.last, w.next, w.context, w.epoch)
+        says = self._says[m.minimal].get(m.invariant, "")
+        return Witness(m, w.lost, w.last, w.next, w.context, w.epoch, says)
 
     def _name(self, m: Minimised) -> Witness:
         rd = resolve(RunDir(self.run), m.minimal)[0]
-        with temporary_folder("crashlab-triage-repro-") as folder:
-            r = reproduce(locate(self.run, m.minimal), folder, self.options)
+        with temporary_folder("crashlab-triage-repro-", self.work) as folder:
+            r = reproduce(locate(self.run, m.minimal), folder, self.options, self.work)
+        self._says[m.minimal] = {
+            v.invariant: " ".join(v.explanation.split())[:VERDICT_CHARS]
+            for v in r.verdicts
+            if v.failed
+        }
         by_entry = {w.entry: w for w in r.explanation.writes}
         lost = []
         for lw in m.lost:
