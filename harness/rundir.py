@@ -131,6 +131,11 @@ class RunMeta:
             return cmd[2]
         return shlex.join(cmd)
 
+    def sut_label(self) -> str:
+        """What a table shows as the run's SUT: a workload run's, else
+        ``command`` (a run of ``crashlab record -- COMMAND``)."""
+        return self.sut if self.sut is not None else USER_COMMAND_SUT
+
     def workload_label(self) -> str:
         """What a table shows as the run's workload: a workload run's spec,
         else (a user's own SUT) the command it recorded."""
@@ -251,6 +256,9 @@ def quoted(v: object) -> str:
     text = json.dumps(v)
     return text if len(text) <= 40 else text[:37] + "..."
 
+
+# the SUT name of a run recorded with ``crashlab record -- COMMAND``
+USER_COMMAND_SUT = "command"
 
 # written only when set: a workload run's keys, and a guest's facts
 _OPTIONAL_KEYS = ("sut", "workload", "seed", "db", "runner", "continues_at", "continues", "guest")

@@ -453,7 +453,7 @@ def summarise(
         raise CrashlabError(f"{run.path}: no crash state in the window (empty log?)")
     return {
         "run": str(run.path),
-        "sut": meta.sut,
+        "sut": meta.sut_label(),
         "workload": meta.workload_label(),
         "fs": meta.fs,
         "strategy": opts.strategy,

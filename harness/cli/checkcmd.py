@@ -26,7 +26,7 @@ from harness.cli.verdicts import print_broken, print_groups, print_table
 from harness.errors import CrashlabError
 from harness.outlock import locked_output, refuse_results
 from harness.record.backends import CHOICES as BACKEND_CHOICES
-from harness.rundir import CHECK_RESULTS, SWEEP_RESULTS, RunDir, RunMeta
+from harness.rundir import CHECK_RESULTS, SWEEP_RESULTS, USER_COMMAND_SUT, RunDir, RunMeta
 from harness.states import STRATEGIES, Options
 from harness.sweep.cell import UserSut
 from harness.sweep.expectations import ExpectationResult, evaluate_result
@@ -316,11 +316,11 @@ def _run_cell(
         )
     if checkers:
         return Cell(
-            "command",
+            USER_COMMAND_SUT,
             "",
             meta.fs,
             (strategy,),
-            user=UserSut("command", " ".join(meta.command), checkers=checkers),
+            user=UserSut(USER_COMMAND_SUT, meta.command_label(), checkers=checkers),
         )
     raise CrashlabError(
         f"{run}: the run names no SUT (recorded with `crashlab record -- "

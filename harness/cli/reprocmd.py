@@ -115,8 +115,8 @@ def _report(r: Repro, out: Path | None, shown: int | None) -> None:
     echo = click.echo
     x, meta = r.explanation, r.target.meta
     echo(click.style(f"crashlab repro: state {x.state_id} of {r.target.run.path}", bold=True))
-    sut = meta.sut or "command"
-    echo(f"  run    {sut}  {meta.workload_label()}  {meta.fs} ({meta.backend} backend)")
+    what = f"{meta.sut_label()}  {meta.workload_label()}"
+    echo(f"  run    {what}  {meta.fs} ({meta.backend} backend)")
     counts = {
         s: sum(1 for w in x.writes if w.status == s)
         for s in ("kept", "dropped", "torn", "after cut")
