@@ -30,7 +30,7 @@ from harness.check.records import StateRecord, dump_line, state_record
 from harness.check.usercheck import PyChecker, UserChecker, log_marks, run_checker, state_facts
 from harness.faults import DEVICE, FILL_NAME, by_stage
 from harness.fs import FsRecovery, get_fs
-from harness.fs.confined import links_on_way, replace_file
+from harness.fs.confined import copy_tree, links_on_way, replace_file
 from harness.logformat import Entry, LogReader
 from harness.materialize import misdirect_extents, sparse_copy
 from harness.materialize.nvram import NVRAM_SUFFIX, read_nvram
@@ -343,7 +343,7 @@ class FilePath:
             sparse_copy(src, self.keep / "recovered.img")
         shutil.rmtree(self.keep / "files", ignore_errors=True)
         if files.exists():
-            shutil.copytree(files, self.keep / "files", symlinks=True)
+            copy_tree(files, self.keep / "files")  # hard links and attributes kept
 
     def _facts(self, files: Path, pre: tuple[bytes, object | None] | None) -> object:
         """The engine's examination of the recovered files, cached by their

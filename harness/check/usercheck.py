@@ -4,11 +4,12 @@ the file system recovered, judging an invariant of its own (``USER:NAME``).
 The contract (docs/your-application.md, "The contract"):
 
 * it runs with ``sh -c COMMAND`` in a private scratch folder holding a copy
-  of the recovered files (it may change them: open a database, let it
-  recover), with ``CRASHLAB_FILES`` (that folder), ``CRASHLAB_STATE`` (the
-  state ID), ``CRASHLAB_STATE_JSON`` (a JSON file of the state's facts:
-  :func:`state_facts`) and ``CRASHLAB_RUN`` (the run folder) in its
-  environment;
+  of the recovered files as recovered (hard links, extended attributes,
+  symbolic links as links: :func:`harness.fs.confined.copy_tree`; it may
+  change them: open a database, let it recover), with ``CRASHLAB_FILES``
+  (that folder), ``CRASHLAB_STATE`` (the state ID), ``CRASHLAB_STATE_JSON``
+  (a JSON file of the state's facts: :func:`state_facts`) and
+  ``CRASHLAB_RUN`` (the run folder) in its environment;
 * exit 0: the invariant holds; exit 1: it does not, and stdout explains
   why; anything else — another exit code, a signal, no exit within the
   timeout — is a *checker error*: no verdict on the SUT, reported as such
@@ -42,6 +43,7 @@ from checkers.invariants import USER_PREFIX
 from checkers.verdict import Verdict, errored, failed, passed
 from harness.check.persist import Servers, child_env, py_argv
 from harness.errors import CrashlabError
+from harness.fs.confined import copy_tree
 from harness.marks import parse_label
 
 DEFAULT_TIMEOUT = 60.0
@@ -277,8 +279,8 @@ def _judge(
     servers: Servers,
 ) -> Verdict:
     mine = here / "files"
-    if files.exists():
-        shutil.copytree(files, mine, symlinks=True)
+    if files.exists():  # as recovered: hard links, extended attributes, links as links
+        copy_tree(files, mine)
     else:
         mine.mkdir(parents=True)
     state_json = here / "state.json"
