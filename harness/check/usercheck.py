@@ -51,7 +51,7 @@ EXPLANATION_MAX = 2000  # characters of a checker's output kept in a verdict
 OUTPUT_MAX = 1 << 20  # bytes of a checker's stdout and stderr read back
 # The version of state_facts' keys: the "$id" of checkers/state-contract.schema.json
 # (tests/test_state_contract.py holds the two together).
-STATE_CONTRACT_VERSION = 1
+STATE_CONTRACT_VERSION = 2
 CHECKER_NAME = re.compile(r"[A-Za-z0-9_.-]{1,40}")
 # A --checker's kind is a prefix of its command: it travels with the
 # checker (one check can mix kinds) and the spec alone, as a repro line or
@@ -209,13 +209,16 @@ def state_facts(
     begun: int,
     marks: list[tuple[int, str]],
     meta: dict[str, Any],
+    *,
+    image: str | None = None,
 ) -> dict[str, Any]:
     """The JSON a checker reads: the state, the transactions acknowledged
     and begun at its cut, and the marks — ``before`` the cut (written before
     any write the image lacks: certainly before the crash) and ``maybe``
     (within the cut: before or after the crash) — each with its payload;
-    ``meta`` is the run's meta.json (the workload's own keys included).
-    checkers/state-contract.schema.json describes every key: a key added
+    ``meta`` is the run's meta.json (the workload's own keys included);
+    ``image`` the recovered image a checker may read (None: the host holds
+    none).  checkers/state-contract.schema.json describes every key: a key added
     here is a new STATE_CONTRACT_VERSION."""
 
     def mark(entry: int, label: str) -> dict[str, Any]:
@@ -233,6 +236,7 @@ def state_facts(
             "maybe": [mark(e, lb) for e, lb in marks if lo <= e < hi],
         },
         "meta": meta,
+        "image": image,
     }
 
 
