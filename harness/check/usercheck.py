@@ -45,6 +45,7 @@ from harness.check.persist import Servers, child_env, py_argv
 from harness.errors import CrashlabError
 from harness.fs.confined import copy_tree
 from harness.marks import parse_label
+from harness.record.command import INTERPRETER
 
 DEFAULT_TIMEOUT = 60.0
 EXPLANATION_MAX = 2000  # characters of a checker's output kept in a verdict
@@ -57,7 +58,6 @@ CHECKER_NAME = re.compile(r"[A-Za-z0-9_.-]{1,40}")
 # checker (one check can mix kinds) and the spec alone, as a repro line or
 # check.json shows it, says how to run it again.
 COMMAND, PERSIST, PY = "", "persist:", "py:"
-_INTERPRETER = re.compile(r"(python|sh|bash|dash|perl|ruby|node)[0-9.]*")
 
 
 class _Checker:
@@ -164,7 +164,7 @@ def _program_name(spec: str, command: str) -> str:
         raise CrashlabError(f"--checker {spec!r}: {e}") from None
     if not words:
         raise CrashlabError("--checker: empty command")
-    prog = words[1] if len(words) > 1 and _INTERPRETER.fullmatch(Path(words[0]).name) else words[0]
+    prog = words[1] if len(words) > 1 and INTERPRETER.fullmatch(Path(words[0]).name) else words[0]
     return Path(prog).stem
 
 
