@@ -246,3 +246,22 @@ def test_f2fs_archive_xattrs_and_links(tmp_path: Path) -> None:
     assert (files / "a").stat().st_ino == (files / "b").stat().st_ino
     assert _xattrs(files / "a") == {"user.k": b"v"}
     assert len(skipped) == 2 and all("not written" in s for s in skipped), skipped
+
+
+def test_busybox_tar_hard_links_unpack_as_links(tmp_path: Path) -> None:
+    """The F2FS guest's archiver (busybox tar, the same static binary the
+    guest gets) writes a second name as a hard-link member: unpacked, one
+    inode of two names (its attributes it does not archive)."""
+    busybox = "/bin/busybox"
+    if not os.access(busybox, os.X_OK):
+        pytest.skip("busybox not installed")
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "a").write_bytes(PAYLOAD)
+    os.link(src / "a", src / "b")
+    archive = tmp_path / "x.tar"
+    subprocess.run([busybox, "tar", "-cf", str(archive), "."], cwd=src, check=True)
+    assert unpack_tar(archive, tmp_path / "files") == []
+    files = tmp_path / "files"
+    assert (files / "a").stat().st_ino == (files / "b").stat().st_ino
+    assert (files / "a").stat().st_nlink == 2 and (files / "a").read_bytes() == PAYLOAD
