@@ -72,6 +72,13 @@ def parse_label(label: str) -> Mark:
     return Mark(name, payload)
 
 
+def names_mark(label: str, want: str) -> bool:
+    """Whether ``want`` names the mark ``label``: the whole label, or (a
+    ``want`` without a payload) its name, so ``txn-ack:1`` names
+    ``txn-ack:1;op=sync``."""
+    return label == want or (PAYLOAD_SEP not in want and parse_label(label).name == want)
+
+
 def txn_mark(label: str) -> tuple[str, int] | None:
     """``("begin"|"ack", K)`` for a ``txn-begin:K`` / ``txn-ack:K`` label
     (with or without a payload)."""

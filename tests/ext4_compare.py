@@ -34,11 +34,13 @@ def masked(image: bytes) -> bytes:
 
 
 def tree(d: Path) -> dict[str, tuple[object, ...]]:
-    """Every entry under ``d`` (and ``d``): mode, owner, times, size and
-    content (a directory's access time left out: listing it moves it)."""
+    """Every entry under ``d`` (and ``d``): mode, owner, times, size,
+    content, link count, extended attributes (a directory's access time
+    left out: listing it moves it)."""
     out: dict[str, tuple[object, ...]] = {}
     for p in [d, *sorted(d.rglob("*"))]:
         st = p.lstat()
+        link = p.is_symlink()
         out[p.relative_to(d).as_posix()] = (
             st.st_mode,
             st.st_uid,
@@ -47,6 +49,8 @@ def tree(d: Path) -> dict[str, tuple[object, ...]]:
             None if p.is_dir() else st.st_atime_ns,
             st.st_size,
             p.read_bytes() if p.is_file() else None,
+            None if p.is_dir() else st.st_nlink,
+            None if link else sorted((n, os.getxattr(p, n)) for n in os.listxattr(p)),
         )
     return out
 

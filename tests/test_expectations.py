@@ -10,7 +10,15 @@ from pathlib import Path
 import pytest
 
 from harness.report.junit import write_junit
-from harness.sweep.expectations import BROKEN, HELD, UNVERIFIED, Expectation, evaluate, exit_code
+from harness.sweep.expectations import (
+    BROKEN,
+    HELD,
+    UNVERIFIED,
+    Expectation,
+    evaluate,
+    evaluate_result,
+    exit_code,
+)
 from harness.sweep.expectations import Expectation as Exp
 from harness.sweep.matrix import DHL_INSERT, Cell
 from harness.sweep.sweep import SweepOptions, run_sweep
@@ -20,6 +28,30 @@ V = {
     "DHL-T2": {"pass": 0, "fail": 0, "skip": 1},
     "DB-DURABLE": {"pass": 8, "fail": 2, "skip": 0},
 }
+
+
+def test_a_failing_user_checker_says_what_it_reported() -> None:
+    """Not "USER:auto is guaranteed but failed": the checker's own first
+    explanation (first line, cut), and its state; a built-in keeps its
+    sentence."""
+    result = {
+        "verdicts": {"USER:auto": {"pass": 8, "fail": 2, "skip": 0}, **V},
+        "states": {"checked": 10},
+        "violations": [
+            {"invariant": "DB-DURABLE", "state": "e1.p0", "explanation": "row lost"},
+            {"invariant": "USER:auto", "state": "e3.p1", "explanation": "a/b lost\nmore"},
+            {"invariant": "USER:auto", "state": "e4.p0", "explanation": "other"},
+        ],
+    }
+    r = evaluate_result(Exp(("USER:auto", "DB-DURABLE")), result)  # type: ignore[arg-type]  # a partial result.json
+    assert r.broken == [
+        "USER:auto failed in 2 of 10 states: your checker 'auto' reported 'a/b lost' (state e3.p1)",
+        "DB-DURABLE is guaranteed but failed in 2 of 10 states",
+    ]
+    bare = evaluate(Exp(("USER:auto",)), result["verdicts"], 10)  # type: ignore[arg-type]  # as above
+    assert bare.broken == [
+        "USER:auto failed in 2 of 10 states: your checker 'auto' reported a violation"
+    ]
 
 
 def test_all_skipped_is_unverified() -> None:

@@ -128,6 +128,52 @@ def test_a_multicrash_states_json_matches_the_schema(recorded: Recordings, tmp_p
     assert any(s["acked"] > 0 for s in facts)
 
 
+# A checker reading the state's recovered image (debugfs, read-only): the
+# counter there is the counter of its copy of the files, and the image's
+# last 4 KiB (free space) are not the writer's.
+READER = """import json, os, subprocess, sys
+img = json.load(open(os.environ["CRASHLAB_STATE_JSON"]))["image"]
+mine = os.path.join(os.environ["CRASHLAB_FILES"], "counter")
+got = subprocess.run(["debugfs", "-R", "cat /counter", img], capture_output=True).stdout
+want = open(mine, "rb").read() if os.path.exists(mine) else b""
+with open(img, "rb") as f:
+    f.seek(-4096, 2)
+    tail = f.read()
+print(f"image {got!r}, files {want!r}, tail {tail[:8]!r}")
+sys.exit(0 if got == want and b"WRITTEN" not in tail else 1)
+"""
+# A checker that, on its third call, writes the recovered image's last 4 KiB.
+WRITER = """import json, os, sys
+n = len(os.listdir(sys.argv[1]))
+open(os.path.join(sys.argv[1], str(n)), "w").close()
+if n == 2:
+    with open(json.load(open(os.environ["CRASHLAB_STATE_JSON"]))["image"], "r+b") as f:
+        f.seek(-4096, 2)
+        f.write(b"WRITTEN" * 512)
+"""
+
+
+@pytest.mark.needs_fuse
+def test_the_image_is_the_recovered_one_and_read_only(run: RunDir, tmp_path: Path) -> None:
+    """``image`` is the state's recovered ext4 (its files are the copy's);
+    a checker that writes it gets a checker error for that state, and the
+    states after it a fresh image (the reader still holds on each)."""
+    (tmp_path / "reader.py").write_text(READER)
+    (tmp_path / "writer.py").write_text(WRITER)
+    (tmp_path / "calls").mkdir()
+    p = crashlab(
+        "check", str(run.path), "--strategy", "prefix", "-j", "1", "--no-triage",
+        "--out", str(tmp_path / "out"),
+        "--checker", f"read={sys.executable} {tmp_path / 'reader.py'}",
+        "--checker", f"write={sys.executable} {tmp_path / 'writer.py'} {tmp_path / 'calls'}",
+    )  # fmt: skip
+    assert p.returncode == 1, p.stderr
+    lines = [json.loads(ln) for ln in (tmp_path / "out" / "states.jsonl").read_text().splitlines()]
+    assert len(lines) > 3 and all(s["v"]["USER:read"] == "pass" for s in lines), lines
+    errors = [s["error"]["USER:write"] for s in lines if s["v"]["USER:write"] == "error"]
+    assert len(errors) == 1 and "changed the recovered image" in errors[0], errors
+
+
 def _marks(facts: dict[str, Any]) -> list[dict[str, Any]]:
     return facts["marks"]["before"] + facts["marks"]["maybe"]
 
@@ -145,6 +191,7 @@ SAMPLE = {
         "maybe": [],
     },
     "meta": {"command": ["sh"], "anything": {"the": "workload's"}},
+    "image": "/w/scratch.img",
 }
 
 
@@ -158,6 +205,7 @@ def test_the_schema_refuses_keys_it_does_not_describe_and_missing_ones() -> None
         assert problems({**SAMPLE, "marks": {"before": [bad], "maybe": []}}) != []
     assert problems({**SAMPLE, "marks": {"before": [], "maybe": [], "after": []}}) != []
     assert problems({**SAMPLE, "acked": "1"}) != [] and problems({**SAMPLE, "cut": [1]}) != []
+    assert problems({**SAMPLE, "image": None}) == [] and problems({**SAMPLE, "image": 1}) != []
 
 
 def test_the_schema_describes_every_key_and_its_version_is_the_codes() -> None:

@@ -257,6 +257,32 @@ def test_mark_window(tmp_path):
             Enumeration(r, Options(window_start="workload-end", window_end="setup-done"))
 
 
+def test_window_marks_named_without_their_payload(tmp_path):
+    """``txn-ack:1`` names ``txn-ack:1;op=sync`` (the window is the whole
+    label's); the whole label still works; a name that marks of different
+    labels share, or that names none, is a one-line error."""
+    log = tmp_path / "payload.log"
+    with LogWriter(log) as w:
+        for k in (1, 2, 3):
+            w.mark(f"txn-begin:{k};op=sync")
+            w.write(8 * k, page_bytes(k))
+            w.flush()
+            w.mark(f"txn-ack:{k};op=sync")
+            w.mark(f"step;k={k}")
+    whole = ids(log, window_start="txn-ack:1;op=sync", window_end="txn-begin:3;op=sync")
+    assert ids(log, window_start="txn-ack:1", window_end="txn-begin:3") == whole
+    assert 0 < len(whole) < len(ids(log))
+    with LogReader(log) as r:
+        with pytest.raises(CrashlabError, match=r"names 3 different marks .*whole label"):
+            Enumeration(r, Options(window_start="step"))
+        with pytest.raises(CrashlabError, match="no mark named 'txn-ack:9'"):
+            Enumeration(r, Options(window_start="txn-ack:9"))
+        with pytest.raises(CrashlabError, match="no mark named 'txn-ack:1;op=other'"):
+            Enumeration(r, Options(window_start="txn-ack:1;op=other"))
+        with pytest.raises(CrashlabError, match="no mark named 'txn-ack:1' after 'txn-ack:2'"):
+            Enumeration(r, Options(window_start="txn-ack:2", window_end="txn-ack:1"))
+
+
 def test_window_is_a_filter_on_cuts(epochs_log):
     with LogReader(epochs_log) as r:
         full = list(Enumeration(r, Options(strategy="reorder", dedup=False)))

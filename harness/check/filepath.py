@@ -23,14 +23,14 @@ from checkers.detect import judge_detect
 from checkers.invariants import ERROR_LEVEL
 from checkers.ioerror import judge_errors
 from checkers.protocol import FilePieces, KeyOfPieces
-from checkers.verdict import Verdict, failed, passed, skipped
+from checkers.verdict import Verdict, errored, failed, passed, skipped
 from harness.check.context import CheckContext
 from harness.check.persist import Servers
 from harness.check.records import StateRecord, dump_line, state_record
 from harness.check.usercheck import PyChecker, UserChecker, log_marks, run_checker, state_facts
 from harness.faults import DEVICE, FILL_NAME, by_stage
 from harness.fs import FsRecovery, get_fs
-from harness.fs.confined import links_on_way, replace_file
+from harness.fs.confined import copy_tree, links_on_way, replace_file
 from harness.logformat import Entry, LogReader
 from harness.materialize import misdirect_extents, sparse_copy
 from harness.materialize.nvram import NVRAM_SUFFIX, read_nvram
@@ -120,6 +120,7 @@ class FilePath:
     # system recovered them, before the SUT's own recovery).
     keep: Path | None = None
     last_recovery: FsRecovery | None = None  # of the last state checked
+    last_image: Path | None = None  # the scratch image the last state was recovered in
 
     def __init__(
         self,
@@ -201,23 +202,48 @@ class FilePath:
                     )
                 )
         if self.user is not None:
-            assert self.marks is not None
-            facts = state_facts(
-                self.user.run_abs,
-                state.id,
-                state.cut.lo,
-                state.cut.hi,
-                *marks,
-                self.marks.log,
-                self.user.meta_json,
-            )
-            verdicts += [
-                run_checker(
-                    uc, files, facts, ctx.workdir / "user", self.user.child_env, self.user.servers
-                )
-                for uc in self.user.checkers
-            ]
+            verdicts += self._user_verdicts(state, marks, files)
         return verdicts
+
+    def _user_verdicts(self, state: State, marks: tuple[int, int], files: Path) -> list[Verdict]:
+        """The user's checkers' verdicts on ``state``'s files.  The
+        recovered image is theirs to read only (the state contract's
+        ``image``): one that changed it gets a checker error, and the next
+        state a fresh copy of the durable image."""
+        user, ctx = self.user, self.ctx
+        assert user is not None and self.marks is not None
+        image = self.readable_image()
+        facts = state_facts(
+            user.run_abs,
+            state.id,
+            state.cut.lo,
+            state.cut.hi,
+            *marks,
+            self.marks.log,
+            user.meta_json,
+            image=None if image is None else str(image),
+        )
+        out = []
+        for uc in user.checkers:
+            before = _stamp(image)
+            v = run_checker(uc, files, facts, ctx.workdir / "user", user.child_env, user.servers)
+            if _stamp(image) != before:
+                ctx.image.invalidate()
+                v = errored(
+                    uc.invariant,
+                    f"the checker changed the recovered image {image}, which checkers may "
+                    "only read (the state contract's image)",
+                )
+            out.append(v)
+        return out
+
+    def readable_image(self) -> Path | None:
+        """The last state's recovered image, where the host holds one (its
+        file system recovers in place on the host and the file is there)."""
+        img = self.last_image
+        if img is None or not self.ctx.fsobj.recovered_on_host or not img.is_file():
+            return None
+        return img
 
     def _skipped_all(self, state: State, victim: Entry | None) -> list[Verdict]:
         """Every database verdict of a state whose file system did not
@@ -262,7 +288,7 @@ class FilePath:
                 replace_file(files, ctx.db_name + NVRAM_SUFFIX, nvram)
             except OSError:
                 pass  # a folder on the database's way is not one: _facts refuses it
-        self.last_recovery = rec
+        self.last_recovery, self.last_image = rec, img
         if self.keep is not None:
             self._keep_recovered(img, files)
         return rec, pre
@@ -343,7 +369,7 @@ class FilePath:
             sparse_copy(src, self.keep / "recovered.img")
         shutil.rmtree(self.keep / "files", ignore_errors=True)
         if files.exists():
-            shutil.copytree(files, self.keep / "files", symlinks=True)
+            copy_tree(files, self.keep / "files")  # hard links and attributes kept
 
     def _facts(self, files: Path, pre: tuple[bytes, object | None] | None) -> object:
         """The engine's examination of the recovered files, cached by their
@@ -373,3 +399,12 @@ class FilePath:
         if len(self.cache) > CACHE_SIZE:
             self.cache.popitem(last=False)
         return facts
+
+
+def _stamp(image: Path | None) -> tuple[int, int, int] | None:
+    """What a write to ``image`` changes: its size, modification and
+    change times (None: no image)."""
+    if image is None:
+        return None
+    st = os.stat(image)
+    return st.st_size, st.st_mtime_ns, st.st_ctime_ns

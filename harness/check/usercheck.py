@@ -4,11 +4,12 @@ the file system recovered, judging an invariant of its own (``USER:NAME``).
 The contract (docs/your-application.md, "The contract"):
 
 * it runs with ``sh -c COMMAND`` in a private scratch folder holding a copy
-  of the recovered files (it may change them: open a database, let it
-  recover), with ``CRASHLAB_FILES`` (that folder), ``CRASHLAB_STATE`` (the
-  state ID), ``CRASHLAB_STATE_JSON`` (a JSON file of the state's facts:
-  :func:`state_facts`) and ``CRASHLAB_RUN`` (the run folder) in its
-  environment;
+  of the recovered files as recovered (hard links, extended attributes,
+  symbolic links as links: :func:`harness.fs.confined.copy_tree`; it may
+  change them: open a database, let it recover), with ``CRASHLAB_FILES``
+  (that folder), ``CRASHLAB_STATE`` (the state ID), ``CRASHLAB_STATE_JSON``
+  (a JSON file of the state's facts: :func:`state_facts`) and
+  ``CRASHLAB_RUN`` (the run folder) in its environment;
 * exit 0: the invariant holds; exit 1: it does not, and stdout explains
   why; anything else — another exit code, a signal, no exit within the
   timeout — is a *checker error*: no verdict on the SUT, reported as such
@@ -42,20 +43,21 @@ from checkers.invariants import USER_PREFIX
 from checkers.verdict import Verdict, errored, failed, passed
 from harness.check.persist import Servers, child_env, py_argv
 from harness.errors import CrashlabError
+from harness.fs.confined import copy_tree
 from harness.marks import parse_label
+from harness.record.command import INTERPRETER
 
 DEFAULT_TIMEOUT = 60.0
 EXPLANATION_MAX = 2000  # characters of a checker's output kept in a verdict
 OUTPUT_MAX = 1 << 20  # bytes of a checker's stdout and stderr read back
 # The version of state_facts' keys: the "$id" of checkers/state-contract.schema.json
 # (tests/test_state_contract.py holds the two together).
-STATE_CONTRACT_VERSION = 1
+STATE_CONTRACT_VERSION = 2
 CHECKER_NAME = re.compile(r"[A-Za-z0-9_.-]{1,40}")
 # A --checker's kind is a prefix of its command: it travels with the
 # checker (one check can mix kinds) and the spec alone, as a repro line or
 # check.json shows it, says how to run it again.
 COMMAND, PERSIST, PY = "", "persist:", "py:"
-_INTERPRETER = re.compile(r"(python|sh|bash|dash|perl|ruby|node)[0-9.]*")
 
 
 class _Checker:
@@ -162,7 +164,7 @@ def _program_name(spec: str, command: str) -> str:
         raise CrashlabError(f"--checker {spec!r}: {e}") from None
     if not words:
         raise CrashlabError("--checker: empty command")
-    prog = words[1] if len(words) > 1 and _INTERPRETER.fullmatch(Path(words[0]).name) else words[0]
+    prog = words[1] if len(words) > 1 and INTERPRETER.fullmatch(Path(words[0]).name) else words[0]
     return Path(prog).stem
 
 
@@ -207,13 +209,16 @@ def state_facts(
     begun: int,
     marks: list[tuple[int, str]],
     meta: dict[str, Any],
+    *,
+    image: str | None = None,
 ) -> dict[str, Any]:
     """The JSON a checker reads: the state, the transactions acknowledged
     and begun at its cut, and the marks — ``before`` the cut (written before
     any write the image lacks: certainly before the crash) and ``maybe``
     (within the cut: before or after the crash) — each with its payload;
-    ``meta`` is the run's meta.json (the workload's own keys included).
-    checkers/state-contract.schema.json describes every key: a key added
+    ``meta`` is the run's meta.json (the workload's own keys included);
+    ``image`` the recovered image a checker may read (None: the host holds
+    none).  checkers/state-contract.schema.json describes every key: a key added
     here is a new STATE_CONTRACT_VERSION."""
 
     def mark(entry: int, label: str) -> dict[str, Any]:
@@ -231,6 +236,7 @@ def state_facts(
             "maybe": [mark(e, lb) for e, lb in marks if lo <= e < hi],
         },
         "meta": meta,
+        "image": image,
     }
 
 
@@ -277,8 +283,8 @@ def _judge(
     servers: Servers,
 ) -> Verdict:
     mine = here / "files"
-    if files.exists():
-        shutil.copytree(files, mine, symlinks=True)
+    if files.exists():  # as recovered: hard links, extended attributes, links as links
+        copy_tree(files, mine)
     else:
         mine.mkdir(parents=True)
     state_json = here / "state.json"

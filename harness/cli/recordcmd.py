@@ -12,6 +12,7 @@ from harness.errors import CrashlabError
 from harness.faults import FAULT_MARK_PREFIX, PROCESS, Fault, by_stage
 from harness.fs import FILESYSTEMS
 from harness.record.backends import CHOICES, select_backend
+from harness.record.command import resolve_command
 from harness.record.recorder import RecordRequest, record
 from harness.sysops import FS_PROGRAMS, RECORD_PROGRAMS, require_programs
 from workloads.run import check_sut_fs, record_workload
@@ -78,8 +79,11 @@ def record_cmd(
     point) and CRASHLAB_MARK (fuse: write `label\\n` lines to it to log a
     mark) or CRASHLAB_MARK_DM (dm: `dmsetup message $CRASHLAB_MARK_DM 0 mark
     LABEL`; also qemu, where COMMAND runs in the guest: busybox tools or a
-    host program named by absolute path).  Exits 1 if COMMAND fails (the run
-    is still written).
+    host program named by absolute path, not Python).  COMMAND's program, if
+    a relative path with a '/', and the script an interpreter runs
+    (`sh w.sh`) are taken from the current folder; other relative arguments
+    name files in the recorded file system (a note says when one also names
+    a file here).  Exits 1 if COMMAND fails (the run is still written).
 
     A device fault (--fault eio:...) fails requests as a disk does and logs a
     `fault:eio-OP` mark where it did; a workload arms a fault at run time by
@@ -101,10 +105,11 @@ def record_cmd(
         require_programs((*RECORD_PROGRAMS[chosen.name], *FS_PROGRAMS.get(fs, ())), "record")
     click.echo(f"crashlab: recording with {choice}", err=True)
     if sut is None or workload is None:
+        resolved, notes = resolve_command(command, Path.cwd())
+        for note in notes:
+            click.echo(f"crashlab: record: note: {note}", err=True)
         run = record(
-            RecordRequest(
-                list(command), out, fs=fs, backend=backend, faults=faults, blktrace=blktrace
-            )
+            RecordRequest(resolved, out, fs=fs, backend=backend, faults=faults, blktrace=blktrace)
         )
     else:
         run = record_workload(

@@ -85,13 +85,14 @@ def state_options(
             "--window-start",
             default=None,
             metavar="MARK",
-            help="only states whose crash can lie after this mark",
+            help="only states whose crash can lie after this mark (its whole label, or "
+            "its name without the payload: txn-ack:1 for txn-ack:1;op=sync)",
         ),
         click.option(
             "--window-end",
             default=None,
             metavar="MARK",
-            help="only states whose crash can lie before this mark",
+            help="only states whose crash can lie before this mark (named as --window-start)",
         ),
         click.option("--no-dedup", is_flag=True, help="do not fold identical states"),
         click.option(

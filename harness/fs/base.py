@@ -124,6 +124,10 @@ class FileSystem:
     cow_fsync: ClassVar[bool] = False
     # recover() moves the crash image into the extracted files (no copy)
     recovery_moves_image: ClassVar[bool] = False
+    # recover() leaves the image it was given recovered, on the host: what
+    # a user's checker may read (the state contract's ``image``); F2FS
+    # recovers in a guest and the host keeps the crash image
+    recovered_on_host: ClassVar[bool] = True
     # (package, command) whose first output line is the tool version a run records
     version_tool: ClassVar[tuple[str, list[str]] | None] = None
     # the kernel modules a qemu guest loads to mount it (harness/qemu/); a

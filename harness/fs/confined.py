@@ -11,8 +11,11 @@ nothing existing is replaced: a second entry of a name is not written (the
 first wins, as a lookup in a linear directory finds the first).  Names
 with ``/`` or NUL, empty names, ``.`` and ``..`` are not written either.
 Symbolic links are created as links, their targets verbatim and never
-followed; hard links become separate copies; device nodes, FIFOs and
-sockets are not created.
+followed; a hard link is a link (``linkat`` at the directory descriptor)
+to a file this tree already wrote, reached only through folders it made;
+extended attributes are set on the open file (:meth:`ConfinedTree.set_xattrs`:
+``user.``, ``trusted.`` and ``security.`` names, sizes within the kernel's
+limits); device nodes, FIFOs and sockets are not created.
 
 :func:`copy_tree` (a kernel-mounted file system) and :func:`unpack_tar`
 (F2FS's archive from its recovery guest) write through it; the ext4
@@ -22,6 +25,7 @@ before it opens a database file of the recovered tree.
 
 from __future__ import annotations
 
+import errno
 import os
 import shutil
 import stat
@@ -34,6 +38,20 @@ NEW_FILE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
 PERM_BITS = 0o777  # rdump's mode_xlate: never set-user-ID, set-group-ID or sticky
 CHUNK = 1 << 20
 MAX_DEPTH = 200  # folders below the root an extraction descends (a recursion bound)
+# extended attributes written: the namespaces an unprivileged or root
+# process sets on a regular file; system.* (ACLs, inline data) is the
+# file system's own and is not
+XATTR_PREFIXES = (b"user.", b"trusted.", b"security.")
+# a file capability grants privileges to whoever runs the file: dropped
+# as the set-user-ID bit is (PERM_BITS)
+XATTR_REFUSED = frozenset({b"security.capability"})
+XATTR_NAME_MAX = 255  # the kernel's XATTR_NAME_MAX
+XATTR_SIZE_MAX = 1 << 16  # the kernel's XATTR_SIZE_MAX: one value
+XATTRS_MAX = 1 << 16  # names and values of one file together (XATTR_LIST_MAX's size)
+# (full name, value) of one file, in order; a value None was not read (an
+# ext4 value kept in an inode of its own)
+Xattrs = list[tuple[bytes, bytes | None]]
+PAX_XATTR = "SCHILY.xattr."  # a tar member's extended attribute, by its pax record
 
 
 def bad_name(name: bytes) -> str | None:
@@ -52,6 +70,21 @@ def _show(rel: bytes) -> str:
     return repr(os.fsdecode(rel))
 
 
+def xattr_refusal(name: bytes, value: bytes | None) -> str | None:
+    """Why the extended attribute ``name`` is not written (None: it is)."""
+    if not name.startswith(XATTR_PREFIXES) or not name.partition(b".")[2]:
+        return "only user., trusted. and security. names are written"
+    if name in XATTR_REFUSED:
+        return "a file capability is never written (as set-user-ID is not)"
+    if len(name) > XATTR_NAME_MAX or b"\0" in name:
+        return f"a name longer than {XATTR_NAME_MAX} bytes or with a NUL"
+    if value is None:
+        return "its value is kept in an inode of its own (ea_inode), not read"
+    if len(value) > XATTR_SIZE_MAX:
+        return f"a value longer than {XATTR_SIZE_MAX} bytes"
+    return None
+
+
 class ConfinedTree:
     """Entries written under ``root`` (created), never outside it; what was
     not written is noted in :attr:`skipped`.  Use as a context manager or
@@ -61,6 +94,7 @@ class ConfinedTree:
         root.mkdir(parents=True, exist_ok=True)
         self.root = os.open(root, DIR_FLAGS)
         self.skipped: list[str] = []  # "'a/b': why", in order
+        self.made: dict[bytes, int] = {}  # each regular file written: its path -> inode
 
     def __enter__(self) -> ConfinedTree:
         return self
@@ -100,10 +134,73 @@ class ConfinedTree:
         if not self._name(rel, name):
             return None
         try:
-            return os.open(name, NEW_FILE, 0o600, dir_fd=parent)
+            fd = os.open(name, NEW_FILE, 0o600, dir_fd=parent)
         except FileExistsError:
             self.skip(rel, "not written: a second entry of this name")
             return None
+        self.made[rel] = os.fstat(fd).st_ino
+        return fd
+
+    def link(self, parent: int, name: bytes, rel: bytes, first: bytes) -> bool:
+        """A hard link ``name`` in ``parent`` to the regular file this tree
+        wrote as ``first`` (its path): reached from the root through the
+        folders it made, nothing followed, and the new name checked to be
+        that very inode (else removed).  False when not made (noted)."""
+        if not self._name(rel, name):
+            return False
+        ino = self.made.get(first)
+        if ino is None:
+            self.skip(rel, f"not written: a hard link to {_show(first)}, which was not written")
+            return False
+        try:
+            src_dir, src_name = self._parent_of(first)
+        except OSError as e:
+            self.skip(rel, f"not linked to {_show(first)}: {e.strerror}")
+            return False
+        try:
+            os.link(src_name, name, src_dir_fd=src_dir, dst_dir_fd=parent, follow_symlinks=False)
+        except FileExistsError:
+            self.skip(rel, "not written: a second entry of this name")
+            return False
+        except OSError as e:  # EMLINK: more links than the host's file system holds
+            self.skip(rel, f"not linked to {_show(first)}: {e.strerror}")
+            return False
+        finally:
+            os.close(src_dir)
+        if os.stat(name, dir_fd=parent, follow_symlinks=False).st_ino != ino:
+            os.unlink(name, dir_fd=parent)  # not what this tree wrote: never kept
+            self.skip(rel, f"not written: {_show(first)} is no longer the file written")
+            return False
+        return True
+
+    def _parent_of(self, rel: bytes) -> tuple[int, bytes]:
+        """The folder holding ``rel`` open (the caller closes it), reached
+        from the root one folder at a time, no link followed; its name."""
+        *folders, last = rel.split(b"/")
+        fd = os.dup(self.root)
+        for p in folders:
+            sub = os.open(p, DIR_FLAGS, dir_fd=fd)
+            os.close(fd)
+            fd = sub
+        return fd, last
+
+    def set_xattrs(self, fd: int, rel: bytes, xattrs: Xattrs) -> None:
+        """Set ``xattrs`` on the file or folder open at ``fd``; one refused
+        (:func:`xattr_refusal`), beyond :data:`XATTRS_MAX` bytes in all or
+        refused by the host's kernel is noted, not written."""
+        total = 0
+        for name, value in xattrs:
+            why = xattr_refusal(name, value)
+            total += len(name) + len(value or b"")
+            if why is None and total > XATTRS_MAX:
+                why = f"more than {XATTRS_MAX} bytes of extended attributes on one file"
+            if why is None and value is not None:
+                try:
+                    os.setxattr(fd, name, value)
+                except OSError as e:  # ENOTSUP, E2BIG, ENOSPC: the host's file system
+                    why = f"the host refused it ({e.strerror})"
+            if why is not None:
+                self.skip(rel, f"extended attribute {os.fsdecode(name)!r} not written: {why}")
 
     def symlink(self, parent: int, name: bytes, target: bytes, rel: bytes) -> bool:
         """A symbolic link ``name`` -> ``target`` (verbatim, never followed)."""
@@ -146,8 +243,16 @@ def write_all(fd: int, data: bytes | memoryview) -> None:
 
 
 def copy_fd(src: int, dst: int) -> None:
-    """The rest of ``src``'s bytes appended to ``dst``."""
-    while True:
+    """The rest of ``src``'s bytes appended to ``dst`` (by the kernel,
+    ``sendfile``, where both files allow it)."""
+    try:
+        while os.sendfile(dst, src, None, CHUNK):
+            pass
+        return
+    except OSError as e:
+        if e.errno not in (errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP):
+            raise
+    while True:  # the offsets are where sendfile left them
         data = os.read(src, CHUNK)
         if not data:
             return
@@ -155,75 +260,116 @@ def copy_fd(src: int, dst: int) -> None:
 
 
 def copy_tree(src: Path, dst: Path, skip: tuple[str, ...] = ()) -> list[str]:
-    """Copy the tree of ``src`` (a recovered file system's mount point) into
-    ``dst`` as :class:`ConfinedTree` writes (regular files with their mode
-    bits and times, as ``shutil.copy2`` kept them; directories; symbolic
-    links as links), but the root entries named in ``skip``.  Nothing under
-    ``src`` is followed: a device node, FIFO or socket is never opened.
-    Returns what was not copied."""
+    """Copy the tree of ``src`` (a recovered file system's mount point, or
+    an extraction) into ``dst`` as :class:`ConfinedTree` writes: regular
+    files with their mode bits, times and (as root) owner, a file's second
+    name a hard link to its first (within the copy), extended attributes of
+    files and folders, symbolic links as links; but the root entries named
+    in ``skip``.  Nothing under ``src`` is followed: a device node, FIFO or
+    socket is never opened.  Returns what was not copied."""
     with ConfinedTree(dst) as tree:
         top = os.open(src, DIR_FLAGS)
         try:
-            _copy_dir(tree, top, tree.root, b"", {os.fsencode(s) for s in skip}, 0)
-            st = os.fstat(top)
-            set_perms(tree.root, st.st_mode, (st.st_atime_ns, st.st_mtime_ns), ns=True)
+            copy = _Copy(tree, {os.fsencode(s) for s in skip})
+            copy.dir(top, tree.root, b"", 0)
+            copy.finish(top, tree.root, b"")
         finally:
             os.close(top)
         return tree.skipped
 
 
-def _copy_dir(
-    tree: ConfinedTree, src: int, dst: int, rel: bytes, skip: set[bytes], depth: int
-) -> None:
-    if depth > MAX_DEPTH:
-        tree.skip(rel, f"its entries not written: more than {MAX_DEPTH} folders deep")
-        return
-    for name in sorted(os.listdir(src)):
-        raw = os.fsencode(name)
-        if raw in skip:
-            continue
-        crel = rel + b"/" + raw if rel else raw
-        st = os.stat(raw, dir_fd=src, follow_symlinks=False)
-        if stat.S_ISDIR(st.st_mode):
-            fd = tree.mkdir(dst, raw, crel)
-            if fd is None:
-                continue
-            try:
-                sub = os.open(raw, DIR_FLAGS, dir_fd=src)
-                try:
-                    _copy_dir(tree, sub, fd, crel, set(), depth + 1)
-                finally:
-                    os.close(sub)
-                set_perms(fd, st.st_mode, (st.st_atime_ns, st.st_mtime_ns), ns=True)
-            finally:
-                os.close(fd)
-        elif stat.S_ISLNK(st.st_mode):
-            tree.symlink(dst, raw, os.readlink(raw, dir_fd=src), crel)
-        elif stat.S_ISREG(st.st_mode):
-            _copy_file(tree, src, dst, raw, crel)
-        else:
-            tree.skip(crel, f"not written: a {_kind(st.st_mode)}")
-
-
-def _copy_file(tree: ConfinedTree, src: int, dst: int, name: bytes, rel: bytes) -> None:
-    # O_NOFOLLOW|O_NONBLOCK: what was a regular file at the lstat is still
-    # one at the open (fstat below), and a FIFO swapped in cannot block
-    fin = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=src)
+def read_xattrs(fd: int) -> Xattrs:
+    """The extended attributes of the file open at ``fd``, in name order
+    (none where the file system keeps none)."""
     try:
-        st = os.fstat(fin)
-        if not stat.S_ISREG(st.st_mode):
-            tree.skip(rel, f"not written: a {_kind(st.st_mode)}")
+        names = sorted(os.fsencode(n) for n in os.listxattr(fd))
+    except OSError:  # ENOTSUP
+        return []
+    out: Xattrs = []
+    for n in names:
+        try:
+            out.append((n, os.getxattr(fd, n)))
+        except OSError:  # gone since the listing, or not readable here
+            continue
+    return out
+
+
+class _Copy:
+    """One :func:`copy_tree`: the files it wrote by their source inode
+    (for hard links)."""
+
+    def __init__(self, tree: ConfinedTree, skip: set[bytes]) -> None:
+        self.tree, self.skip = tree, skip
+        self.first: dict[tuple[int, int], bytes] = {}  # (device, inode) -> its first path
+        self.owner = os.geteuid() == 0  # only root gives a file away
+
+    def finish(self, src: int, dst: int, rel: bytes) -> None:
+        """Mode, owner, times and extended attributes of ``src`` on ``dst``."""
+        st = os.fstat(src)
+        owner = (st.st_uid, st.st_gid) if self.owner else None
+        set_perms(dst, st.st_mode, (st.st_atime_ns, st.st_mtime_ns), owner=owner, ns=True)
+        self.tree.set_xattrs(dst, rel, read_xattrs(src))
+
+    def dir(self, src: int, dst: int, rel: bytes, depth: int) -> None:
+        tree = self.tree
+        if depth > MAX_DEPTH:
+            tree.skip(rel, f"its entries not written: more than {MAX_DEPTH} folders deep")
             return
-        fout = tree.create(dst, name, rel)
-        if fout is None:
+        for name in sorted(os.listdir(src)):
+            raw = os.fsencode(name)
+            if depth == 0 and raw in self.skip:
+                continue
+            crel = rel + b"/" + raw if rel else raw
+            st = os.stat(raw, dir_fd=src, follow_symlinks=False)
+            if stat.S_ISDIR(st.st_mode):
+                self._subdir(src, dst, raw, crel, depth)
+            elif stat.S_ISLNK(st.st_mode):
+                tree.symlink(dst, raw, os.readlink(raw, dir_fd=src), crel)
+            elif stat.S_ISREG(st.st_mode):
+                self._file(src, dst, raw, crel)
+            else:
+                tree.skip(crel, f"not written: a {_kind(st.st_mode)}")
+
+    def _subdir(self, src: int, dst: int, name: bytes, rel: bytes, depth: int) -> None:
+        fd = self.tree.mkdir(dst, name, rel)
+        if fd is None:
             return
         try:
-            copy_fd(fin, fout)
-            set_perms(fout, st.st_mode, (st.st_atime_ns, st.st_mtime_ns), ns=True)
+            sub = os.open(name, DIR_FLAGS, dir_fd=src)
+            try:
+                self.dir(sub, fd, rel, depth + 1)
+                self.finish(sub, fd, rel)
+            finally:
+                os.close(sub)
         finally:
-            os.close(fout)
-    finally:
-        os.close(fin)
+            os.close(fd)
+
+    def _file(self, src: int, dst: int, name: bytes, rel: bytes) -> None:
+        tree = self.tree
+        # O_NOFOLLOW|O_NONBLOCK: what was a regular file at the lstat is still
+        # one at the open (fstat below), and a FIFO swapped in cannot block
+        fin = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=src)
+        try:
+            st = os.fstat(fin)
+            if not stat.S_ISREG(st.st_mode):
+                tree.skip(rel, f"not written: a {_kind(st.st_mode)}")
+                return
+            first = self.first.get((st.st_dev, st.st_ino))
+            if first is not None:
+                tree.link(dst, name, rel, first)
+                return
+            fout = tree.create(dst, name, rel)
+            if fout is None:
+                return
+            if st.st_nlink > 1:
+                self.first[(st.st_dev, st.st_ino)] = rel
+            try:
+                copy_fd(fin, fout)
+                self.finish(fin, fout, rel)
+            finally:
+                os.close(fout)
+        finally:
+            os.close(fin)
 
 
 def _kind(mode: int) -> str:
@@ -245,11 +391,12 @@ def unpack_tar(archive: Path | IO[bytes], dst: Path) -> list[str]:
     ``dst`` as :class:`ConfinedTree` writes: members' names relative (a
     leading ``./`` dropped), each component a valid name (absolute names
     and ``..`` are not written); a directory a member names but the archive
-    did not make is made; a hard link becomes a copy of the member it
-    names; a symbolic link is a link; devices and FIFOs are not made.
-    Files get their mode bits and modification time (as access time too),
-    directories theirs once everything is written.  Returns what was not
-    written."""
+    did not make is made; a hard link is a link to the file written for
+    the member it names (a copy of that member where it was not written);
+    a symbolic link is a link; devices and FIFOs are not made.  Files get
+    their mode bits, modification time (as access time too) and extended
+    attributes (pax records), directories their mode and time once
+    everything is written.  Returns what was not written."""
     with (
         ConfinedTree(dst) as tree,
         tarfile.open(
@@ -330,25 +477,60 @@ def _unpack_member(
         perms.append((rel, m.mode, int(m.mtime)))
     elif m.issym():
         tree.symlink(parent, parts[-1], os.fsencode(m.linkname), rel)
+    elif m.islnk() and (first := _link_target(tree, m)) is not None:
+        tree.link(parent, parts[-1], rel, first)
     elif m.isreg() or m.islnk():
-        try:
-            data = tar.extractfile(m)  # a hard link: the member it names
-        except (KeyError, tarfile.TarError):
-            data = None
-        if data is None:
-            tree.skip(rel, "not written: a hard link to no earlier file")
-            return
-        fd = tree.create(parent, parts[-1], rel)
-        if fd is None:
-            return
-        try:
-            while chunk := data.read(CHUNK):
-                write_all(fd, chunk)
-            set_perms(fd, m.mode, (int(m.mtime), int(m.mtime)))
-        finally:
-            os.close(fd)
+        _unpack_file(tree, tar, m, parent, parts[-1], rel)
     else:
         tree.skip(rel, "not written: a device node or FIFO")
+
+
+def _link_target(tree: ConfinedTree, m: tarfile.TarInfo) -> bytes | None:
+    """The path of the file this tree wrote that the hard link ``m`` names
+    (None: none; its data is then the member's, as tarfile finds it)."""
+    parts = [p for p in os.fsencode(m.linkname).split(b"/") if p not in (b"", b".")]
+    rel = b"/".join(parts)
+    return rel if rel in tree.made else None
+
+
+def _unpack_file(
+    tree: ConfinedTree,
+    tar: tarfile.TarFile,
+    m: tarfile.TarInfo,
+    parent: int,
+    name: bytes,
+    rel: bytes,
+) -> None:
+    """A regular file (or a hard link to a member not written here: a copy
+    of that member's data), with its mode, time and extended attributes."""
+    try:
+        data = tar.extractfile(m)  # a hard link: the member it names
+    except (KeyError, tarfile.TarError):
+        data = None
+    if data is None:
+        tree.skip(rel, "not written: a hard link to no earlier file")
+        return
+    fd = tree.create(parent, name, rel)
+    if fd is None:
+        return
+    try:
+        while chunk := data.read(CHUNK):
+            write_all(fd, chunk)
+        set_perms(fd, m.mode, (int(m.mtime), int(m.mtime)))
+        tree.set_xattrs(fd, rel, pax_xattrs(m))
+    finally:
+        os.close(fd)
+
+
+def pax_xattrs(m: tarfile.TarInfo) -> Xattrs:
+    """A member's extended attributes as GNU tar and bsdtar write them
+    (pax ``SCHILY.xattr.NAME`` records), in name order."""
+    out: Xattrs = []
+    for key, value in sorted(m.pax_headers.items()):
+        if key.startswith(PAX_XATTR):
+            raw = value.encode("utf-8", "surrogateescape")
+            out.append((key[len(PAX_XATTR) :].encode("utf-8", "surrogateescape"), raw))
+    return out
 
 
 def links_on_way(root: Path, rel: str) -> str | None:

@@ -148,6 +148,7 @@ class F2fs(FileSystem):
     # mount failure ("Structure needs cleaning") no real crash can leave.
     fua_waited = True
     guest_only = True
+    recovered_on_host = False  # the guest recovers a copy; the host keeps the crash image
 
     @staticmethod
     def version(first_line: str) -> str | None:

@@ -11,7 +11,9 @@ its last entry; the recorder copies it into the run folder as for every
 backend.  No root is needed.
 
 What runs in the guest: the command must exist there — busybox's applets,
-``dmsetup``, or a host program named by absolute path.  Every argument that
+``dmsetup``, or a host program named by absolute path (not Python: the
+guest has no Python installation, and a Python workload is refused with
+one line naming the fuse and dm backends).  Every argument that
 is an absolute path of an existing host file is copied into the guest under
 ``/host`` (``/host/PATH``; an ELF program with its shared libraries, which
 go to their own paths) and the argument rewritten; every argument that is
@@ -49,6 +51,7 @@ from harness.qemu.initramfs import BASE_MODULES
 from harness.qemu.kernel import Kernel, kernel_for
 from harness.record.backend import Backend, BackendFailed
 from harness.record.blktrace import TRACE_NAME, blkparse
+from harness.record.command import python_in_guest
 from harness.record.dm import DEFAULT_LOG_SIZE, log_end
 
 TIMEOUT_S = 600.0
@@ -158,6 +161,9 @@ class QemuBackend(Backend):
                 "the qemu backend injects no device faults (eio, enospc) yet: "
                 "record them with --backend fuse"
             )
+        why = python_in_guest(command)
+        if why is not None:
+            raise CrashlabError(f"qemu backend: {why}")
         modules = get_fs(fs).guest_modules  # the guest runner is told what to load
         self.kernel = vm.guest_kernel(modules)
         inputs, outputs = split_paths(command)

@@ -5,8 +5,10 @@ Window of marks: with ``window_start`` = A, only states whose crash interval
 reaches past the first mark A are kept (``cut.hi > index(A)``); with
 ``window_end`` = B, only states whose interval starts no later than the
 first mark B after A (``cut.lo <= index(B)``), and the walk stops after B's
-epoch.  A named mark missing from the log is an error, found by a cheap
-header-only pass before any state is produced.
+epoch.  A mark is named by its whole label, or by its name without the
+payload (``txn-ack:1`` for ``txn-ack:1;op=sync``).  A named mark missing
+from the log, or a name several different labels share, is an error, found
+by a cheap header-only pass before any state is produced.
 
 State faults (``Options.faults``, ``harness/states/inject.py``): with
 ``lost-flush`` the epochs walked are the merged pairs around each FLUSH of
@@ -24,6 +26,7 @@ from dataclasses import dataclass, field
 
 from harness.errors import CrashlabError
 from harness.logformat import LogReader
+from harness.marks import names_mark
 from harness.states.coverage import EpochCoverage, possible_kept_sets
 from harness.states.dedup import Folder
 from harness.states.epochs import Epoch, iter_epochs, merge_epochs
@@ -46,27 +49,42 @@ class Stats:
 
 
 def resolve_window(reader: LogReader, opts: Options) -> tuple[int | None, int | None]:
-    """Entry indices of the window's marks (None where not asked for)."""
+    """Entry indices of the window's marks (None where not asked for); a
+    mark is named by its whole label or, without a payload, by its name
+    (:func:`harness.marks.names_mark`)."""
     want_a, want_b = opts.window_start, opts.window_end
     if want_a is None and want_b is None:
         return None, None
-    a = b = None
-    for entry in reader.entries():
-        if not entry.is_mark:
-            continue
-        if a is None and want_a is not None:
-            if entry.label == want_a:
-                a = entry.index
-            continue
-        if want_b is not None and entry.label == want_b:
-            b = entry.index
-            break
-    if want_a is not None and a is None:
-        raise CrashlabError(f"{reader.path}: no mark named {want_a!r} (window start)")
-    if want_b is not None and b is None:
-        after = f" after {want_a!r}" if want_a is not None else ""
-        raise CrashlabError(f"{reader.path}: no mark named {want_b!r}{after} (window end)")
-    return a, b
+    marks = [(e.index, e.label) for e in reader.entries() if e.is_mark and e.label is not None]
+    a = _find(reader, marks, want_a, "window start") if want_a is not None else None
+    if want_b is None:
+        return a, None
+    after = [m for m in marks if a is None or m[0] > a]
+    where = f" after {want_a!r}" if want_a is not None else ""
+    return a, _find(reader, after, want_b, "window end", where)
+
+
+def _find(
+    reader: LogReader, marks: list[tuple[int, str]], want: str, what: str, where: str = ""
+) -> int:
+    """The entry of the first mark ``want`` names: the first whose whole
+    label it is, else the first whose name it is when every such mark has
+    the same label; CrashlabError when none, or when marks of different
+    labels share that name (ambiguous: give the whole label)."""
+    exact = [e for e, label in marks if label == want]
+    if exact:
+        return exact[0]
+    named = [(e, label) for e, label in marks if names_mark(label, want)]
+    if not named:
+        raise CrashlabError(f"{reader.path}: no mark named {want!r}{where} ({what})")
+    labels = list(dict.fromkeys(label for _, label in named))
+    if len(labels) > 1:
+        shown = ", ".join(repr(x) for x in labels[:3]) + (", ..." if len(labels) > 3 else "")
+        raise CrashlabError(
+            f"{reader.path}: {want!r}{where} ({what}) names {len(labels)} different marks "
+            f"({shown}): give the whole label"
+        )
+    return named[0][0]
 
 
 class Enumeration:

@@ -21,10 +21,13 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from checkers.invariants import USER_PREFIX
+
 if TYPE_CHECKING:
     from harness.check.records import CheckResult
 
 HELD, BROKEN, UNVERIFIED, ERROR = "held", "broken", "unverified", "error"
+REPORTED_MAX = 200  # characters of a user checker's explanation in a broken promise
 
 
 @dataclass(frozen=True)
@@ -51,12 +54,14 @@ def evaluate(
     checked: int,
     skips: Mapping[str, Mapping[str, int]] | None = None,
     errors: Mapping[str, Mapping[str, int]] | None = None,
+    first: Mapping[str, tuple[str, str]] | None = None,
 ) -> ExpectationResult:
     """``verdicts[ID]`` = ``{"pass": n, "fail": n, "skip": n, "error": n}``
     over the cell's states (and run-level records); ``skips[ID]`` and
-    ``errors[ID]`` = reason -> count.  A checker error is no verdict on the
-    SUT but leaves the promise unchecked in those states: the cell is not
-    held, and says so apart from a broken promise."""
+    ``errors[ID]`` = reason -> count; ``first[ID]`` = (state, explanation)
+    of its first failure.  A checker error is no verdict on the SUT but
+    leaves the promise unchecked in those states: the cell is not held, and
+    says so apart from a broken promise."""
 
     def count(inv: str, status: str) -> int:
         return verdicts.get(inv, {}).get(status, 0)
@@ -68,7 +73,7 @@ def evaluate(
         return f"{checked} states" if judged == checked else f"{judged} checks ({checked} states)"
 
     broken = [
-        f"{inv} is guaranteed but failed in {count(inv, 'fail')} of {among(inv)}"
+        _broken(inv, f"{count(inv, 'fail')} of {among(inv)}", (first or {}).get(inv))
         for inv in exp.guaranteed
         if count(inv, "fail") > 0
     ]
@@ -107,14 +112,31 @@ def evaluate(
     return ExpectationResult(status, broken, unverified, errs)
 
 
+def _broken(inv: str, where: str, first: tuple[str, str] | None) -> str:
+    """The sentence of a promise broken in ``where``; a user's checker's
+    says what it reported (its first failure's explanation)."""
+    if not inv.startswith(USER_PREFIX):
+        return f"{inv} is guaranteed but failed in {where}"
+    name = inv[len(USER_PREFIX) :]
+    line = (first[1].splitlines() or [""])[0] if first is not None else ""
+    if not line or first is None:
+        return f"{inv} failed in {where}: your checker {name!r} reported a violation"
+    line = line if len(line) <= REPORTED_MAX else line[:REPORTED_MAX] + " …"
+    return f"{inv} failed in {where}: your checker {name!r} reported {line!r} (state {first[0]})"
+
+
 def evaluate_result(exp: Expectation, result: CheckResult) -> ExpectationResult:
     """:func:`evaluate` on one check's result (result.json)."""
+    first: dict[str, tuple[str, str]] = {}
+    for v in result.get("violations", []):
+        first.setdefault(v["invariant"], (str(v.get("state", "")), str(v.get("explanation", ""))))
     return evaluate(
         exp,
         result["verdicts"],
         result["states"]["checked"],
         result.get("skips"),
         result.get("errors"),
+        first,
     )
 
 

@@ -2,9 +2,11 @@
 from the root (:class:`Extractor`), offered to the caller from the image's
 mapping (:data:`WantFiles`) and written, when wanted, in rdump's order
 through :class:`harness.fs.confined.ConfinedTree` (never outside the
-folder).  Declines (:class:`Unsupported`) what rdump would not write the
-same way: htree directories, symbolic links and special files, a second
-entry of a name, an empty name, a directory reached twice."""
+folder), a file's second name a hard link to its first, extended
+attributes as ``xattr.py`` reads them.  Declines (:class:`Unsupported`)
+what the debugfs path would not write the same way: htree directories,
+symbolic links and special files, a second entry of a name, an empty
+name, a directory reached twice."""
 
 from __future__ import annotations
 
@@ -12,7 +14,7 @@ import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from harness.fs.confined import ConfinedTree, set_perms, write_all
+from harness.fs.confined import ConfinedTree, Xattrs, set_perms, write_all
 from harness.fs.ext4.layout import (
     DIR_TAIL,
     DIR_TAIL_FT,
@@ -34,6 +36,7 @@ from harness.fs.ext4.layout import (
 )
 from harness.fs.ext4.memo import BlockMemo, Op, Walk
 from harness.fs.ext4.ondisk import FsReader, Unsupported, crc32c, dir_entries, file_size
+from harness.fs.ext4.xattr import inode_xattrs
 
 # A file's contents as pieces (buffers valid only until the next piece is
 # asked for), or None where no regular file of that relative path (``a/b``)
@@ -42,22 +45,26 @@ FileReader = Callable[[str], "Iterator[bytes | memoryview] | None"]
 # Given the reader of the files a state recovers to: whether to write them.
 WantFiles = Callable[[FileReader], bool]
 # what Extractor.write does, step by step
-WRITE_FILE, MAKE_DIR, SET_PERMS = "write-file", "make-dir", "set-perms"
+WRITE_FILE, LINK_FILE, MAKE_DIR, SET_PERMS = "write-file", "link-file", "make-dir", "set-perms"
 
 
 class Extractor:
-    """rdump: files with their contents, directories, mode, owner, times.
-    :meth:`walk` finds everything (and declines what it does not handle)
-    without writing; :meth:`write` then writes it in rdump's order.
-    ``data``: each file's data blocks (what debugfs ``blocks`` prints)."""
+    """rdump: files with their contents, directories, mode, owner, times,
+    and what rdump loses: hard links, extended attributes.  :meth:`walk`
+    finds everything (and declines what it does not handle) without
+    writing; :meth:`write` then writes it in rdump's order.  ``data``: each
+    file's data blocks (what debugfs ``blocks`` prints), every name of it."""
 
     def __init__(self, fs: FsReader, skip: tuple[str, ...]) -> None:
         self.fs = fs
         self.skip = {s.encode() for s in skip}
         self.root = b""
-        # in order: (WRITE_FILE, rel, inode, pieces), (MAKE_DIR, rel, inode)
-        # before its entries, (SET_PERMS, rel, inode) of a directory after them
+        # in order: (WRITE_FILE, rel, inode, pieces, xattrs), (LINK_FILE,
+        # rel, first name's rel, ...), (MAKE_DIR, rel, inode, ...) before its
+        # entries, (SET_PERMS, rel, inode, [], xattrs) of a directory after
         self.ops: list[Op] = []
+        self.root_xattrs: Xattrs = []
+        self.first: dict[int, bytes] = {}  # regular file inode -> its first name
         self.files: dict[str, list[tuple[int, int]]] = {}  # rel -> pieces
         self.dirs: set[str] = set()
         self.data: dict[str, list[int]] = {}
@@ -71,8 +78,9 @@ class Extractor:
         skip = frozenset(self.skip)
         kept = memo.walked(fs, skip) if memo is not None else None
         if kept is not None:
-            self.root_raw, self.ops, self.files, self.dirs = (
+            self.root_raw, self.root_xattrs, self.ops, self.files, self.dirs = (
                 kept.root_raw,
+                kept.root_xattrs,
                 kept.ops,
                 kept.files,
                 kept.dirs,
@@ -85,6 +93,7 @@ class Extractor:
             if I_MODE.get(raw) & S_IFMT != S_IFDIR:
                 raise Unsupported("root is not a directory")
             self.root_raw = raw
+            self.root_xattrs = inode_xattrs(fs, ROOT_INO, raw)
             self.walked_dirs = {ROOT_INO}
             self._dir(ROOT_INO, raw, b"", top=True)
         finally:
@@ -98,6 +107,7 @@ class Extractor:
                     skip,
                     reads,
                     self.root_raw,
+                    self.root_xattrs,
                     self.ops,
                     self.files,
                     self.dirs,
@@ -123,17 +133,21 @@ class Extractor:
                 with self.fs.view[start : start + n] as data:
                     yield data
 
-    def write(self, out_dir: Path) -> None:
+    def write(self, out_dir: Path) -> list[str]:
         """Write what :meth:`walk` found into ``out_dir`` (created), each
         entry at its parent's directory descriptor (:class:`ConfinedTree`:
-        nothing followed, nothing replaced)."""
+        nothing followed, nothing replaced); what was not written (an
+        extended attribute: :meth:`ConfinedTree.set_xattrs`)."""
         with ConfinedTree(out_dir) as tree:
             stack = [tree.root]  # the open directories from the root down
             try:
-                for kind, rel, raw, pieces in self.ops:
+                for kind, rel, raw, pieces, xattrs in self.ops:
                     name = rel.rpartition(b"/")[2]
                     if kind == WRITE_FILE:
-                        self._write_file(tree, stack[-1], name, rel, raw, pieces)
+                        self._write_file(tree, stack[-1], name, rel, raw, pieces, xattrs)
+                    elif kind == LINK_FILE:
+                        if not tree.link(stack[-1], name, rel, raw):
+                            raise Unsupported(f"{tree.skipped[-1]}")
                     elif kind == MAKE_DIR:
                         fd = tree.mkdir(stack[-1], name, rel)
                         if fd is None:
@@ -143,14 +157,17 @@ class Extractor:
                         fd = stack.pop()
                         try:
                             fix_perms(raw, fd)
+                            tree.set_xattrs(fd, rel, xattrs)
                         finally:
                             os.close(fd)
                 # rdump / sets the root's; rdump of its entries, as with skip, not
                 if not self.skip:
                     fix_perms(self.root_raw, tree.root)
+                    tree.set_xattrs(tree.root, b"", self.root_xattrs)
             finally:
                 for fd in stack[1:]:
                     os.close(fd)
+            return tree.skipped
 
     def _write_file(
         self,
@@ -160,8 +177,10 @@ class Extractor:
         rel: bytes,
         raw: bytes,
         pieces: list[tuple[int, int]],
+        xattrs: Xattrs,
     ) -> None:
-        """One regular file, its contents and then its mode, owner, times."""
+        """One regular file, its contents and then its mode, owner, times,
+        extended attributes."""
         fd = tree.create(dfd, name, rel)
         if fd is None:  # the walk lets through no name it refuses
             raise Unsupported(f"{tree.skipped[-1]}")
@@ -169,6 +188,7 @@ class Extractor:
             for data in self._contents(pieces):
                 write_all(fd, data)
             fix_perms(raw, fd)
+            tree.set_xattrs(fd, rel, xattrs)
         finally:
             os.close(fd)
 
@@ -198,15 +218,23 @@ class Extractor:
         craw = self.fs.inode(child)
         mode = I_MODE.get(craw)
         if mode & S_IFMT == S_IFREG:
-            self._file(child, craw, crel)
+            first = self.first.get(child)
+            if first is None:
+                self.first[child] = crel
+                self._file(child, craw, crel)
+            else:  # a second name: a hard link to the first, the same contents
+                self.ops.append((LINK_FILE, crel, first, [], []))
+                name = os.fsdecode(crel)
+                self.files[name] = self.files[os.fsdecode(first)]
+                self.data[name] = self.data[os.fsdecode(first)]
         elif mode & S_IFMT == S_IFDIR:
             if child in self.walked_dirs:  # a loop, or a folder twice
                 raise Unsupported(f"inode {child}: a directory reached twice")
             self.walked_dirs.add(child)
-            self.ops.append((MAKE_DIR, crel, craw, []))
+            self.ops.append((MAKE_DIR, crel, craw, [], []))
             self.dirs.add(os.fsdecode(crel))
             self._dir(child, craw, crel)
-            self.ops.append((SET_PERMS, crel, craw, []))
+            self.ops.append((SET_PERMS, crel, craw, [], inode_xattrs(self.fs, child, craw)))
         else:
             raise Unsupported(f"inode {child}: mode {mode:#o}")
 
@@ -238,7 +266,7 @@ class Extractor:
             done = end
         if done < size:
             pieces.append((-1, size - done))
-        self.ops.append((WRITE_FILE, rel, raw, pieces))
+        self.ops.append((WRITE_FILE, rel, raw, pieces, inode_xattrs(fs, ino, raw)))
         name = os.fsdecode(rel)
         self.files[name] = pieces
         self.data[name] = blocks

@@ -241,7 +241,10 @@ class FastExt4:
             journal_replayed=got.replayed,
             needed_repair=False,
             files=out_dir,
-            steps=["journal replay and extraction in process (fast path)"],
+            steps=[
+                "journal replay and extraction in process (fast path)",
+                *not_copied(got.skipped),
+            ],
             extracted=got.extracted,
         )
         why = self._check(rec, image, base, overlay, got.written, got.journal, got.data)
@@ -281,7 +284,7 @@ class FastExt4:
         if any(said) or answers[-1]:
             return f"debugfs said: {(''.join(said) + answers[-1]).strip()[:200]}"
         steps = ["debugfs open -w -z, jr, rdump (fast path)"]
-        if tree.hazards:
+        if tree.placed:
             steps += not_copied(place(tree, out_dir, private))
         blocks = answers[len(said) : -1]
         try:

@@ -78,6 +78,7 @@ class Recovered:
     journal: list[int]  # the journal's physical blocks, in journal order (shared: never modify)
     data: dict[str, list[int]] = field(default_factory=dict)  # file -> its data blocks
     extracted: bool = True  # the files were written (see ``want_files``)
+    skipped: list[str] = field(default_factory=list)  # what the extraction did not write
 
 
 def replay_and_extract(
@@ -174,7 +175,7 @@ def _run(
     ext.walk(memo)
     rec.data = ext.data
     if want_files is None or want_files(ext.read):
-        ext.write(out_dir)
+        rec.skipped = ext.write(out_dir)
     else:
         rec.extracted = False
     return rec

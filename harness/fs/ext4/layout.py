@@ -132,7 +132,9 @@ I_GID = Field(0x18, "<H")
 I_FLAGS = Field(0x20, "<I")
 I_BLOCK = Span(0x28, 60)  # the extent tree's root (extent-mapped inodes)
 I_GENERATION = Span(0x64, 4)
+I_FILE_ACL_LO = Field(0x68, "<I")  # the extended-attribute block (0: none)
 I_SIZE_HIGH = Field(0x6C, "<I")
+I_FILE_ACL_HIGH = Field(0x76, "<H")
 I_UID_HIGH = Field(0x78, "<H")
 I_GID_HIGH = Field(0x7A, "<H")
 I_CHECKSUM_LO = Field(0x7C, "<H")
@@ -152,6 +154,32 @@ EXTENT = Record("<IHHI")  # ee_block, ee_len, ee_start_hi, ee_start_lo
 EXTENT_INDEX = Record("<IIH2x")  # ei_block, ei_leaf_lo, ei_leaf_hi
 EXTENT_ROOT_ENTRIES = (I_BLOCK.end - I_BLOCK.at - EXTENT_HEADER.size) // EXTENT.size
 MAX_INIT_LEN = 32768  # a longer ee_len marks an unwritten extent
+
+# --- extended attributes (fs/ext4/xattr.h) ----------------------------------
+# in the inode after its i_extra_isize bytes: the magic, then entries whose
+# values are at e_value_offs from the first entry; in a block: a header of
+# XATTR_BLOCK_HEADER_SIZE bytes, then entries whose values are at
+# e_value_offs from the block's start; entries end at four zero bytes
+XATTR_MAGIC = 0xEA020000
+XATTR_IBODY_MAGIC = Field(0x0, "<I")  # of the in-inode area
+XATTR_H_MAGIC = Field(0x0, "<I")  # of a block
+XATTR_H_BLOCKS = Field(0x8, "<I")  # blocks the attributes take: 1
+XATTR_H_CHECKSUM = Field(0x10, "<I")  # crc32c(seed, le64 block number, block with it zeroed)
+XATTR_BLOCK_HEADER_SIZE = 32
+# e_name_len, e_name_index, e_value_offs, e_value_inum, e_value_size, e_hash
+XATTR_ENTRY = Record("<BBHIII")
+XATTR_PAD = 4  # an entry (its name after it) and a value are padded to it
+XATTR_END = 4  # the zero bytes that end the entries
+# e_name_index: the name's prefix (fs/ext4/xattr.h, EXT4_XATTR_INDEX_*)
+XATTR_PREFIX = {
+    1: b"user.",
+    2: b"system.posix_acl_access",
+    3: b"system.posix_acl_default",
+    4: b"trusted.",
+    6: b"security.",
+    7: b"system.",
+    8: b"system.richacl",
+}
 
 # --- directory entries (struct ext4_dir_entry_2, ext4_dir_entry_tail) -------
 DIRENT = Record("<IHBB")  # inode, rec_len, name_len, file_type; the name follows
@@ -196,4 +224,5 @@ TAG_UUID = 16  # follows a tag without the same-UUID flag
 U16, U32 = 0xFFFF, 0xFFFFFFFF  # masks: a 16-bit checksum slot, 32-bit wrap
 TID_HALF = 1 << 31  # a jbd2 sequence is after another when less than this ahead
 LE32 = struct.Struct("<I").pack  # a number as ext4 feeds it to a checksum (inode, group)
+LE64 = struct.Struct("<Q").pack  # a block number as ext4 feeds it (an attribute block)
 BE32 = struct.Struct(">I").pack  # as jbd2 does (sequence), and the jbd2 magic as bytes

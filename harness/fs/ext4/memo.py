@@ -11,12 +11,14 @@ import os
 from dataclasses import dataclass
 from typing import Any
 
+from harness.fs.confined import Xattrs
 from harness.fs.ext4.ondisk import FsReader
 
 WALKS = 16  # directory walks a BlockMemo keeps (BlockMemo.walked)
-# what the extraction does, in rdump's order: (kind, path, inode bytes,
-# pieces of the file's contents) -- see harness.fs.ext4.extract
-Op = tuple[str, bytes, bytes, list[tuple[int, int]]]
+# what the extraction does, in rdump's order: (kind, path, inode bytes --
+# of a hard link: its first name's path --, pieces of the file's contents,
+# extended attributes) -- see harness.fs.ext4.extract
+Op = tuple[str, bytes, bytes, list[tuple[int, int]], Xattrs]
 
 
 @dataclass
@@ -30,6 +32,7 @@ class Walk:
     skip: frozenset[bytes]
     reads: list[tuple[int, int, bytes]]
     root_raw: bytes
+    root_xattrs: Xattrs
     ops: list[Op]
     files: dict[str, list[tuple[int, int]]]
     dirs: set[str]

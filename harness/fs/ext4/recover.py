@@ -83,7 +83,7 @@ def recover_ext4(
         else subprocess.CompletedProcess([], 0, "", "")
     )
     rec.steps.append(f"debugfs rdump: exit {p.returncode}")
-    if tree.hazards:
+    if tree.placed:
         rec.steps += not_copied(place(tree, out_dir, private))
     if p.returncode != 0:
         rec.detail = f"file extraction failed: {p.stderr.strip()}"

@@ -11,19 +11,23 @@ the replayed image's directories (the same blocks and entries, parsed as
 ``ext2fs_process_dir_block`` parses them, refusing anything else) and says
 what of that the tree holds (:attr:`Tree.hazards`):
 
-* none (every recorded tree): ``rdump`` extracts it, byte for byte as
-  before.  With no name holding ``/``, NUL or nothing, no name twice in a
-  directory and no directory reached twice, every path rdump composes is
-  folders it made itself and then a name it writes once: nothing it made
-  can be followed;
-* any: ``rdump`` of each regular file's and symbolic link's *inode*
+* none, and no hard link or extended attribute (:attr:`Tree.lossy`:
+  what rdump would lose; no tree crashlab's own workloads record has
+  one): ``rdump`` extracts it, byte for byte as before.  With no name
+  holding ``/``, NUL or nothing, no name twice in a directory and no
+  directory reached twice, every path rdump composes is folders it made
+  itself and then a name it writes once: nothing it made can be followed;
+* any, or anything rdump would lose: ``rdump`` of each regular file's
+  and symbolic link's *inode*
   (``rdump <12> <13> … PRIV``) into a fresh private folder, where each
   becomes ``PRIV/<ino>`` (no name of the file system in the path), and
   :func:`place` puts them under their names itself
   (:class:`harness.fs.confined.ConfinedTree`: nothing followed, nothing
   replaced, the first of two entries of a name wins, a bad name or a
   directory reached twice is not written, device nodes, FIFOs and sockets
-  are not made, as rdump does not make them).
+  are not made, as rdump does not make them), a file's second name a hard
+  link to its first, and the extended attributes read here (``xattr.py``)
+  set on each file and folder.
 
 Checksums are not verified here: the listing sees every entry rdump could
 (libext2fs refuses an inode or block rdump then does not write); what the
@@ -39,7 +43,7 @@ import struct
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from harness.fs.confined import MAX_DEPTH, ConfinedTree, bad_name, copy_fd, set_perms
+from harness.fs.confined import MAX_DEPTH, ConfinedTree, Xattrs, bad_name, copy_fd, set_perms
 from harness.fs.ext4.debugfs import quote
 from harness.fs.ext4.extract import fix_perms
 from harness.fs.ext4.layout import (
@@ -80,6 +84,7 @@ from harness.fs.ext4.layout import (
     SB_REV_LEVEL,
 )
 from harness.fs.ext4.ondisk import FsReader, Unsupported, dir_entries
+from harness.fs.ext4.xattr import inode_xattrs
 
 # incompat features whose directories and inodes this reader reads as
 # libext2fs does (inline data is refused per inode); not meta_bg (the
@@ -125,6 +130,7 @@ class Node:
     ino: int
     raw: bytes
     children: list[Node] | None = None  # a directory's, in directory order
+    xattrs: Xattrs = field(default_factory=list)
 
     @property
     def mode(self) -> int:
@@ -142,6 +148,13 @@ class Tree:
     root: Node
     skip: tuple[str, ...]
     hazards: list[str] = field(default_factory=list)  # why rdump into a folder is unsafe
+    lossy: list[str] = field(default_factory=list)  # what rdump into a folder would lose
+
+    @property
+    def placed(self) -> bool:
+        """Whether :func:`place` puts the files under their names (rdump
+        writes each inode into a private folder): a hazard, or a loss."""
+        return bool(self.hazards or self.lossy)
 
 
 def list_tree(image: Path, skip: tuple[str, ...] = ()) -> Tree:
@@ -161,8 +174,9 @@ def list_tree(image: Path, skip: tuple[str, ...] = ()) -> Tree:
         raw = fs.inode(ROOT_INO)
         if I_MODE.get(raw) & S_IFMT != S_IFDIR:
             raise Unsupported("root is not a directory")
-        tree = Tree(Node(b"", b"", ROOT_INO, raw, []), skip)
+        tree = Tree(Node(b"", b"", ROOT_INO, raw, [], inode_xattrs(fs, ROOT_INO, raw)), skip)
         _walk(fs, tree, tree.root, {ROOT_INO}, {os.fsencode(s) for s in skip}, 0)
+        tree.lossy = _lossy(tree)
         return tree
     except struct.error as e:  # a field that runs past its block: a hostile image
         raise Unsupported(f"a malformed on-disk structure ({e})") from None
@@ -190,6 +204,7 @@ def _walk(
                 child = Node(d.rel + b"/" + name if d.rel else name, name, ino, fs.inode(ino))
                 if name in (b".", b"..") and child.kind == S_IFDIR:
                     continue  # rdump skips them
+                child.xattrs = inode_xattrs(fs, ino, child.raw)
                 why = bad_name(name)
                 if why is None and name in seen:
                     why = "a second entry of this name"
@@ -206,6 +221,23 @@ def _walk(
                     walked.add(ino)
                     child.children = []
                     _walk(fs, tree, child, walked, set(), depth + 1)
+
+
+def _lossy(tree: Tree) -> list[str]:
+    """What ``rdump`` into a folder would not write: a regular file's
+    second name (a copy, not a link), extended attributes."""
+    out: list[str] = []
+    first: dict[int, bytes] = {}
+    if tree.root.xattrs and not tree.skip:
+        out.append("'': extended attributes")
+    for n in _all(tree.root):
+        if n.xattrs:
+            out.append(f"{n.rel!r}: extended attributes")
+        if n.kind == S_IFREG:
+            if n.ino in first:
+                out.append(f"{n.rel!r}: a hard link to {first[n.ino]!r}")
+            first.setdefault(n.ino, n.rel)
+    return out
 
 
 def _extents(fs: FsReader, ino: int, raw: bytes) -> list[tuple[int, int, int]]:
@@ -278,7 +310,7 @@ def _regular(node: Node) -> list[Node]:
 def files(tree: Tree) -> list[tuple[str, int]]:
     """``(path, inode)`` of every regular file the extraction writes,
     sorted by path (what ``blocks`` is asked of)."""
-    if tree.hazards:
+    if tree.placed:
         placed = _placed(tree)
         nodes = [n for n in _regular(tree.root) if id(n) in placed]
     else:
@@ -309,13 +341,14 @@ def _placed(tree: Tree) -> set[int]:
 def rdump_request(tree: Tree, out_dir: Path) -> tuple[str | None, Path]:
     """The one debugfs request that extracts ``tree`` (None: nothing to
     extract), and the folder it writes: ``out_dir`` when the tree has no
-    hazard, else a fresh private folder beside it that gets the inodes of
-    its files and links (then :func:`place`).  ``out_dir`` is made empty
+    hazard and rdump loses nothing of it, else a fresh private folder
+    beside it that gets the inodes of its files and links (then
+    :func:`place`).  ``out_dir`` is made empty
     first: rdump follows what is already there (a link an earlier try
     left)."""
     shutil.rmtree(out_dir, ignore_errors=True)
     out_dir.mkdir(parents=True)
-    if not tree.hazards:
+    if not tree.placed:
         if not tree.skip:
             return f"rdump / {quote(out_dir)}", out_dir
         names = [c.name for c in tree.root.children or ()]
@@ -343,74 +376,98 @@ def _all(node: Node) -> list[Node]:
 
 
 def place(tree: Tree, out_dir: Path, private: Path) -> list[str]:
-    """Put what ``rdump`` wrote into ``private`` (a tree with hazards) under
-    ``out_dir``, as :class:`ConfinedTree` writes; directories made here,
-    with rdump's mode bits, owner and times.  Returns what was not written.
-    Removes ``private``."""
+    """Put what ``rdump`` wrote into ``private`` (a :attr:`Tree.placed`
+    tree) under ``out_dir``, as :class:`ConfinedTree` writes; directories
+    made here, with rdump's mode bits, owner and times; a file's second
+    name a hard link to its first; extended attributes.  Returns what was
+    not written.  Removes ``private``."""
     try:
         with ConfinedTree(out_dir) as out:
             pfd = os.open(private, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
             try:
-                _place_dir(out, tree.root, out.root, pfd, _placed(tree))
+                _Place(out, pfd, _placed(tree)).dir(tree.root, out.root)
             finally:
                 os.close(pfd)
             if not tree.skip:
                 fix_perms(tree.root.raw, out.root)
+                out.set_xattrs(out.root, b"", tree.root.xattrs)
             return out.skipped
     finally:
         shutil.rmtree(private, ignore_errors=True)
 
 
-def _place_dir(out: ConfinedTree, d: Node, dfd: int, pfd: int, placed: set[int]) -> None:
-    for c in d.children or ():
-        if id(c) not in placed:
-            out.skip(c.rel, f"not written: {bad_name(c.name) or 'a second entry of this name'}")
-        elif c.kind == S_IFDIR:
-            if c.children is None:
-                out.skip(c.rel, "not written: a directory reached twice")
-                continue
-            fd = out.mkdir(dfd, c.name, c.rel)
+class _Place:
+    """One :func:`place`: the inodes it wrote, by their first name."""
+
+    def __init__(self, out: ConfinedTree, pfd: int, placed: set[int]) -> None:
+        self.out, self.pfd, self.placed = out, pfd, placed
+        self.first: dict[int, bytes] = {}  # inode -> the name it was written as
+
+    def dir(self, d: Node, dfd: int) -> None:
+        out = self.out
+        for c in d.children or ():
+            if id(c) not in self.placed:
+                why = bad_name(c.name) or "a second entry of this name"
+                out.skip(c.rel, f"not written: {why}")
+            elif c.kind == S_IFDIR:
+                if c.children is None:
+                    out.skip(c.rel, "not written: a directory reached twice")
+                    continue
+                fd = out.mkdir(dfd, c.name, c.rel)
+                if fd is None:
+                    continue
+                try:
+                    self.dir(c, fd)
+                    fix_perms(c.raw, fd)
+                    out.set_xattrs(fd, c.rel, c.xattrs)
+                finally:
+                    os.close(fd)
+            elif c.kind == S_IFLNK:
+                self._link(c, dfd)
+            elif c.kind == S_IFREG:
+                if c.ino in self.first:
+                    out.link(dfd, c.name, c.rel, self.first[c.ino])
+                elif self._file(c, dfd):
+                    self.first[c.ino] = c.rel
+            else:
+                out.skip(c.rel, f"not written: a special file (mode {c.mode:#o})")
+
+    def _link(self, c: Node, dfd: int) -> None:
+        """A symbolic link, as rdump read its target; never its extended
+        attributes (no descriptor of a link to set them on)."""
+        try:
+            target = os.readlink(f"<{c.ino}>", dir_fd=self.pfd)
+        except OSError:
+            self.out.skip(c.rel, "not written: debugfs did not extract the link")
+            return
+        if self.out.symlink(dfd, c.name, os.fsencode(target), c.rel) and c.xattrs:
+            self.out.skip(c.rel, "its extended attributes not written: a symbolic link's")
+
+    def _file(self, c: Node, dfd: int) -> bool:
+        """A regular file, from rdump's copy of its inode; whether written."""
+        out = self.out
+        try:
+            src = os.open(f"<{c.ino}>", os.O_RDONLY | os.O_NOFOLLOW, dir_fd=self.pfd)
+        except OSError:
+            out.skip(c.rel, "not written: debugfs did not extract the file")
+            return False
+        try:
+            fd = out.create(dfd, c.name, c.rel)
             if fd is None:
-                continue
+                return False
             try:
-                _place_dir(out, c, fd, pfd, placed)
-                fix_perms(c.raw, fd)
+                copy_fd(src, fd)
+                st = os.fstat(src)
+                set_perms(
+                    fd,
+                    st.st_mode,
+                    (st.st_atime_ns, st.st_mtime_ns),
+                    owner=(st.st_uid, st.st_gid),
+                    ns=True,
+                )
+                out.set_xattrs(fd, c.rel, c.xattrs)
             finally:
                 os.close(fd)
-        elif c.kind == S_IFLNK:
-            try:
-                target = os.readlink(f"<{c.ino}>", dir_fd=pfd)
-            except OSError:
-                out.skip(c.rel, "not written: debugfs did not extract the link")
-                continue
-            out.symlink(dfd, c.name, os.fsencode(target), c.rel)
-        elif c.kind == S_IFREG:
-            _place_file(out, c, dfd, pfd)
-        else:
-            out.skip(c.rel, f"not written: a special file (mode {c.mode:#o})")
-
-
-def _place_file(out: ConfinedTree, c: Node, dfd: int, pfd: int) -> None:
-    try:
-        src = os.open(f"<{c.ino}>", os.O_RDONLY | os.O_NOFOLLOW, dir_fd=pfd)
-    except OSError:
-        out.skip(c.rel, "not written: debugfs did not extract the file")
-        return
-    try:
-        fd = out.create(dfd, c.name, c.rel)
-        if fd is None:
-            return
-        try:
-            copy_fd(src, fd)
-            st = os.fstat(src)
-            set_perms(
-                fd,
-                st.st_mode,
-                (st.st_atime_ns, st.st_mtime_ns),
-                owner=(st.st_uid, st.st_gid),
-                ns=True,
-            )
+            return True
         finally:
-            os.close(fd)
-    finally:
-        os.close(src)
+            os.close(src)
