@@ -20,7 +20,7 @@ from typing import Any
 
 from harness.env import temporary_folder
 from harness.errors import CrashlabError
-from harness.paper import compare, throughput, volume
+from harness.paper import QUICK_REPEATS, REPEATS, compare, throughput, volume
 from harness.report import papers
 from harness.report.systems import BASELINE, BY_KEY, Resolved, System, resolve
 
@@ -29,7 +29,7 @@ from harness.report.systems import BASELINE, BY_KEY, Resolved, System, resolve
 class Options:
     systems: tuple[str, ...]  # keys, in table order
     device: str = "loop"
-    repeats: int = 3
+    repeats: int = REPEATS
     tp_txns: int = 100  # transactions per throughput run
     ops: tuple[int, ...] = (1, 2, 4, 8, 16)
     kinds: tuple[str, ...] = throughput.KINDS
@@ -42,8 +42,8 @@ class Options:
     ) -> Options:
         keys = tuple(s.key for s in systems)
         if quick:
-            return cls(keys, device, repeats or 2, 5, (1, 2), throughput.KINDS, 5, True)
-        return cls(keys, device, repeats or 5)
+            return cls(keys, device, repeats or QUICK_REPEATS, 5, (1, 2), throughput.KINDS, 5, True)
+        return cls(keys, device, repeats or REPEATS)
 
 
 # The systems of the thesis's Fig. 10 other than WAL and DASH (MVBT_OPT is
@@ -199,21 +199,21 @@ def _claims(fig10: dict[str, Any]) -> list[dict[str, str]]:
     out = []
     kinds = fig10["kinds"]
 
-    def med(kind: str, ops: str, key: str) -> float | None:
+    def best(kind: str, ops: str, key: str) -> float | None:
         p = kinds.get(kind, {}).get(ops, {}).get(key)
         return None if p is None else p["best"]
 
     others = [k for k in FIG10_OTHERS if k in fig10["systems"]]
     if others:
         npts = sum(
-            1 for kind in kinds for o in kinds[kind] for k in others if med(kind, o, k) is not None
+            1 for kind in kinds for o in kinds[kind] for k in others if best(kind, o, k) is not None
         )
         below = [
-            f"{k} {kind} ops={o} ({med(kind, o, k):.2f})"
+            f"{k} {kind} ops={o} ({best(kind, o, k):.2f})"
             for kind in kinds
             for o in kinds[kind]
             for k in others
-            if (m := med(kind, o, k)) is not None and m < 1
+            if (m := best(kind, o, k)) is not None and m < 1
         ]
         out.append(
             {
@@ -232,7 +232,7 @@ def _claims(fig10: dict[str, Any]) -> list[dict[str, str]]:
                 (m, kind, o)
                 for kind in kinds
                 for o in kinds[kind]
-                if (m := med(kind, o, "WAL_OPT")) is not None
+                if (m := best(kind, o, "WAL_OPT")) is not None
             ),
             default=None,
         )
@@ -244,7 +244,7 @@ def _claims(fig10: dict[str, Any]) -> list[dict[str, str]]:
                 }
             )
     if {"DHL_CC", "DHL_TC"} <= set(fig10["systems"]) and "2" in kinds.get("insert", {}):
-        cc, tc = med("insert", "2", "DHL_CC"), med("insert", "2", "DHL_TC")
+        cc, tc = best("insert", "2", "DHL_CC"), best("insert", "2", "DHL_TC")
         if cc and tc:
             out.append(
                 {
