@@ -199,21 +199,25 @@ def _claims(fig10: dict[str, Any]) -> list[dict[str, str]]:
     out = []
     kinds = fig10["kinds"]
 
-    def best(kind: str, ops: str, key: str) -> float | None:
+    def ratio(kind: str, ops: str, key: str) -> float | None:
         p = kinds.get(kind, {}).get(ops, {}).get(key)
         return None if p is None else p["best"]
 
     others = [k for k in FIG10_OTHERS if k in fig10["systems"]]
     if others:
         npts = sum(
-            1 for kind in kinds for o in kinds[kind] for k in others if best(kind, o, k) is not None
-        )
-        below = [
-            f"{k} {kind} ops={o} ({best(kind, o, k):.2f})"
+            1
             for kind in kinds
             for o in kinds[kind]
             for k in others
-            if (m := best(kind, o, k)) is not None and m < 1
+            if ratio(kind, o, k) is not None
+        )
+        below = [
+            f"{k} {kind} ops={o} ({ratio(kind, o, k):.2f})"
+            for kind in kinds
+            for o in kinds[kind]
+            for k in others
+            if (m := ratio(kind, o, k)) is not None and m < 1
         ]
         out.append(
             {
@@ -232,7 +236,7 @@ def _claims(fig10: dict[str, Any]) -> list[dict[str, str]]:
                 (m, kind, o)
                 for kind in kinds
                 for o in kinds[kind]
-                if (m := best(kind, o, "WAL_OPT")) is not None
+                if (m := ratio(kind, o, "WAL_OPT")) is not None
             ),
             default=None,
         )
@@ -244,7 +248,7 @@ def _claims(fig10: dict[str, Any]) -> list[dict[str, str]]:
                 }
             )
     if {"DHL_CC", "DHL_TC"} <= set(fig10["systems"]) and "2" in kinds.get("insert", {}):
-        cc, tc = best("insert", "2", "DHL_CC"), best("insert", "2", "DHL_TC")
+        cc, tc = ratio("insert", "2", "DHL_CC"), ratio("insert", "2", "DHL_TC")
         if cc and tc:
             out.append(
                 {
