@@ -20,7 +20,7 @@ from typing import Any
 
 from harness.env import temporary_folder
 from harness.errors import CrashlabError
-from harness.paper import QUICK_REPEATS, REPEATS, compare, throughput, volume
+from harness.paper import QUICK_REPEATS, REPEATS, compare, others, throughput, volume
 from harness.report import papers
 from harness.report.systems import BASELINE, BY_KEY, Resolved, System, resolve
 
@@ -123,6 +123,10 @@ def build(opts: Options, progress: Callable[[str], None] = lambda _: None) -> di
         "tables": tables,
         "setting_note": compare.SETTING_NOTE,
         "claims": _claims(fig10),
+        "table2": others.table2(fig10),
+        "other_claims": others.xlog_claims(fig10, volumes),
+        "elsewhere": [{"claim": c, "where": w} for c, w in others.ELSEWHERE],
+        "not_reproduced": [{"figure": f, "why": w} for f, w in others.NOT_REPRODUCED],
     }
 
 
