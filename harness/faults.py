@@ -32,9 +32,12 @@ or join them with ``+``)::
                      persisting anything (default: each FLUSH in turn)
     misdirect                                                 state
         seed=N       a persisted write lands at another block (default 0)
+        file=F       the file it aims at: db (the database, default) or
+                     wal (its write-ahead log, SQLite's FILE-wal)
     corrupt                                                   state
         seed=N       bits of a persisted sector flip (default 0)
         bits=N       how many bits, 1..4096 (default 1)
+        file=F       as for misdirect
     process-crash                                             process
         at=MARK      the workload is killed (SIGKILL) right after writing
                      MARK; no power is lost (required)
@@ -80,21 +83,25 @@ KINDS: dict[str, tuple[str, tuple[str, ...], tuple[str, ...], tuple[str, ...]]] 
     "eio": (DEVICE, ("flush", "write", "read"), ("after", "nth", "range", "sticky"), ()),
     "enospc": (DEVICE, (), ("left",), ("left",)),
     "lost-flush": (STATE, (), ("nth",), ()),
-    "misdirect": (STATE, (), ("seed",), ()),
-    "corrupt": (STATE, (), ("seed", "bits"), ()),
+    "misdirect": (STATE, (), ("seed", "file"), ()),
+    "corrupt": (STATE, (), ("seed", "bits", "file"), ()),
     "process-crash": (PROCESS, (), ("at",), ("at",)),
 }
 FLAGS = ("sticky",)  # keys without a value
 # defaults per kind (a key without one: None, or False for a flag)
 DEFAULTS: dict[str, dict[str, Value]] = {
     "eio": {"nth": 1},
-    "misdirect": {"seed": 0},
-    "corrupt": {"seed": 0, "bits": 1},
+    "misdirect": {"seed": 0, "file": "db"},
+    "corrupt": {"seed": 0, "bits": 1, "file": "db"},
 }
 MARK_KEYS = ("after", "at")
 SIZE_KEYS = ("left",)
 COUNT_KEYS = ("nth", "bits")  # integers >= 1
 SEED_KEYS = ("seed",)  # integers >= 0
+# keys whose value is one of a few words; the file a misdirect or corrupt
+# fault aims at (its name beside the database's: harness/filetrace.py)
+CHOICES: dict[str, tuple[str, ...]] = {"file": ("db", "wal")}
+FILE_SUFFIX = {"db": "", "wal": "-wal"}
 MAX_BITS = 4096  # corrupt: the bits of a 512-byte sector
 
 MAX_VALUE = (1 << 64) - 1  # any number or byte count: what a u64 holds
@@ -125,6 +132,13 @@ class Fault:
             if k == key:
                 return v
         return False if key in FLAGS else DEFAULTS.get(self.kind, {}).get(key)
+
+    @property
+    def aim(self) -> str:
+        """The file a misdirect or corrupt fault aims at ("db" or "wal";
+        "db" for every other kind)."""
+        v = self.get("file")
+        return v if isinstance(v, str) else "db"
 
     def get_int(self, key: str) -> int | None:
         """An integer key's value or default (None: neither); TypeError for
@@ -164,6 +178,10 @@ def _parse_value(key: str, text: str, whole: str) -> Value:
             return text
         if key in SIZE_KEYS:
             return parse_size(text, key)
+        if key in CHOICES:
+            if text not in CHOICES[key]:
+                raise CrashlabError(f"{key} must be one of {', '.join(CHOICES[key])}, not {text!r}")
+            return text
         if key == "range":
             a, dash, b = text.partition("-")
             if not dash:

@@ -27,7 +27,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from harness.faults import Fault
+from harness.errors import CrashlabError
+from harness.faults import FILE_SUFFIX, Fault
 from harness.fs import BlockMap, FileSystem, get_fs
 from harness.images import verified_base_for_run
 from harness.logformat import LogReader
@@ -105,29 +106,35 @@ class FileTrace:
                     yield FileWrite(e.index, pieces)
 
 
-def prepare(run: RunDir, work: Path) -> FileTrace | str:
+def prepare(
+    run: RunDir, work: Path, *, suffix: str = "", end_mark: str | None = None
+) -> FileTrace | str:
     """The database file's history for ``run`` (the database named in its
-    meta.json), built in ``work`` (which the caller removes after closing
-    the trace); or why it cannot be had."""
+    meta.json), or of the file named like it plus ``suffix`` (``-wal``),
+    built in ``work`` (which the caller removes after closing the trace); or
+    why it cannot be had.  The map is read from the image at ``end_mark``
+    (default: the run's end), for a file the run deletes before its end (a
+    WAL removed at close)."""
     meta = run.meta()
     fs, db_name = get_fs(meta.fs), str(meta.db)
+    name = db_name + suffix
     if not fs.block_mapped:
-        why = fs.block_map(Path(), "/" + db_name)
+        why = fs.block_map(Path(), "/" + name)
         assert isinstance(why, str)  # the base class's block_map: it only says why not
         return why
     base = verified_base_for_run(run)
     final = work / "final.img"
-    replay(base, run.log, final)
-    view = _recovered_view(fs, final, work / "final", db_name)
+    replay(base, run.log, final, end_mark=end_mark)
+    view = _recovered_view(fs, final, work / "final", db_name, name)
     if isinstance(view, str):
-        return f"the final image does not recover: {view}"
+        return f"the {'final ' if end_mark is None else ''}image does not recover: {view}"
     base_copy = work / "base.img"
     sparse_copy(base, base_copy)  # recovery writes to it
-    base_view = _recovered_view(fs, base_copy, work / "base", db_name)
+    base_view = _recovered_view(fs, base_copy, work / "base", db_name, name)
     if isinstance(base_view, str):
         return f"the base image does not recover: {base_view}"
     (bmap, _), (base_map, base_size) = view, base_view
-    return FileTrace(base, run.log, bmap, work / "final" / db_name, base_map, base_size)
+    return FileTrace(base, run.log, bmap, work / "final" / name, base_map, base_size)
 
 
 def database_map(run: RunDir, work: Path) -> BlockMap | str:
@@ -150,33 +157,70 @@ def database_map(run: RunDir, work: Path) -> BlockMap | str:
 
 
 def fault_targets(run: RunDir, faults: tuple[Fault, ...], work: Path) -> Spans | None:
-    """The database file's device spans for state faults that aim at it
-    (misdirect, corrupt), built in ``work`` (removed again); None when no
-    such fault is among ``faults`` or the run has no block map (the faults
-    then aim at any block the run writes)."""
-    if not StateFaults.of(faults).targeted:
+    """The device spans of the file that state faults aim at (misdirect,
+    corrupt: the database file, or with ``file=wal`` its WAL), built in
+    ``work`` (removed again); None when no such fault is among ``faults`` or
+    the run has no block map (the faults then aim at any block the run
+    writes).  A WAL aimed at that the run has no map of: CrashlabError."""
+    sf = StateFaults.of(faults)
+    if not sf.targeted:
         return None
     work.mkdir(parents=True, exist_ok=True)
     try:
-        bmap = database_map(run, work)
+        if sf.aim == "db":
+            bmap = database_map(run, work)
+        else:
+            bmap = _wal_map(run, work)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     return bmap.spans if isinstance(bmap, BlockMap) else None
 
 
+def workload_end(run: RunDir) -> str:
+    """The last mark before the runner closes the database (where a WAL,
+    deleted at close, still exists with its blocks allocated):
+    ``workload-end``, else the last ``txn-ack:``; CrashlabError: neither."""
+    label = None
+    with LogReader(run.log) as reader:
+        for e in reader.entries():
+            if e.is_mark and e.label == "workload-end":
+                return e.label
+            if e.is_mark and e.label and e.label.startswith("txn-ack:"):
+                label = e.label
+    if label is None:
+        raise CrashlabError(f"{run.path}: no transaction was acknowledged")
+    return label
+
+
+def _wal_map(run: RunDir, work: Path) -> BlockMap:
+    """The block map of the run's WAL at :func:`workload_end`."""
+    meta = run.meta()
+    fs, name = get_fs(meta.fs), f"{meta.db}{FILE_SUFFIX['wal']}"
+    if not fs.block_mapped:
+        raise CrashlabError(f"{run.path}: file=wal needs a file system with a block map")
+    final = work / "wal.img"
+    replay(verified_base_for_run(run), run.log, final, end_mark=workload_end(run))
+    view = _recovered_view(fs, final, work / "wal", str(meta.db), name)
+    if isinstance(view, str) or not view[1]:
+        why = view if isinstance(view, str) else f"no {name} at {workload_end(run)}"
+        raise CrashlabError(f"{run.path}: file=wal, but no WAL to aim at: {why}")
+    return view[0]
+
+
 def _recovered_view(
-    fs: FileSystem, image: Path, files: Path, db_name: str
+    fs: FileSystem, image: Path, files: Path, db_name: str, name: str | None = None
 ) -> tuple[BlockMap, int] | str:
-    """Recover ``image`` into ``files``: the database file's block map and
-    size (0: no such file), or why it does not recover.  The map is read
-    after recovery (the journal may hold the file's extents), unless
-    recovery takes the image away."""
+    """Recover ``image`` into ``files``: the block map and size (0: no such
+    file) of the file ``name`` (default: the database), or why it does not
+    recover.  The map is read after recovery (the journal may hold the
+    file's extents), unless recovery takes the image away."""
+    name = name or db_name
     shutil.rmtree(files, ignore_errors=True)
-    early = fs.block_map(image, "/" + db_name) if fs.recovery_moves_image else None
+    early = fs.block_map(image, "/" + name) if fs.recovery_moves_image else None
     rec = fs.recover(image, files, workdir=files.parent, db_name=db_name, fsck=False)
     if not rec.ok:
         return rec.detail
-    bmap = early if early is not None else fs.block_map(image, "/" + db_name)
+    bmap = early if early is not None else fs.block_map(image, "/" + name)
     assert isinstance(bmap, BlockMap)
-    db = files / db_name
-    return bmap, db.stat().st_size if db.exists() else 0
+    path = files / name
+    return bmap, path.stat().st_size if path.exists() else 0

@@ -67,12 +67,13 @@ VALUES: dict[str, list[tuple[str, str]]] = {
     "left": [("96K", "98304"), ("0", "0"), ("2g", "2147483648")],
     "seed": [("0", "0"), ("7", "7")],
     "bits": [("1", "1"), ("4096", "4096")],
+    "file": [("db", "db"), ("wal", "wal")],
 }
 # the defaults as the module comment of harness/faults.py documents them
 DOCUMENTED_DEFAULTS = {
     "eio": {"nth": "1"},
-    "misdirect": {"seed": "0"},
-    "corrupt": {"seed": "0", "bits": "1"},
+    "misdirect": {"seed": "0", "file": "db"},
+    "corrupt": {"seed": "0", "bits": "1", "file": "db"},
 }
 
 

@@ -41,6 +41,8 @@ AT_5_FAULT = parse_fault(AT_5)
         ("enospc,left=64K", "enospc,left=65536"),
         ("process-crash,at=txn-ack:3", "process-crash,at=txn-ack:3"),
         ("corrupt,seed=0,bits=2", "corrupt,bits=2"),
+        ("corrupt,file=db", "corrupt"),
+        ("misdirect,file=wal,seed=3", "misdirect,seed=3,file=wal"),
     ],
 )
 def test_canonical_spelling_round_trips(text: str, canonical: str) -> None:
@@ -61,6 +63,8 @@ def test_canonical_spelling_round_trips(text: str, canonical: str) -> None:
         ("eio:write,after=a,b", "unknown key 'b'"),
         ("lost-flush:write", "takes no operation"),
         ("bitrot", "unknown kind 'bitrot'"),
+        ("corrupt,file=journal", "file must be one of db, wal"),
+        ("lost-flush,file=wal", "unknown key 'file'"),
     ],
 )
 def test_bad_faults_say_why_in_one_line(text: str, why: str) -> None:

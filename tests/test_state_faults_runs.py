@@ -161,3 +161,29 @@ def test_faults_in_meta_json_are_applied(runs, tmp_path: Path) -> None:
     assert r["faults"] == ["corrupt,seed=7"]
     with open(copy / "check" / "prefix---max-states-20" / "states.jsonl") as f:
         assert all(".c" in json.loads(line)["id"] for line in f)
+
+
+@pytest.mark.parametrize("kind", ["corrupt", "misdirect"])
+def test_a_fault_aimed_at_the_wal_loses_durability_never_atomicity(runs, kind: str) -> None:
+    """file=wal puts the damage in WAL frames: recovery stops at the damaged
+    frame, so acknowledged transactions after it are lost (DB-DURABLE, in
+    more than twice the states the same fault aimed at the database file
+    costs: there only the checkpoints' writes can be hit) and none is kept
+    in part (the cell's promises hold)."""
+    res = check(runs[WAL], "--fault", f"{kind},file=wal", strategy="reorder")
+    assert fails(res, "DB-DURABLE") > 0
+    assert fails(res, "DB-ATOMIC") == fails(res, "DB-INTEGRITY") == 0
+    cell = Cell(
+        WAL, MULTI, "ext4", ("reorder",), ("DB-DURABLE",), faults=parse_faults(kind + ",file=wal")
+    )
+    assert evaluate(
+        cell.expectation("reorder"), res["verdicts"], res["states"]["checked"], res.get("skips")
+    ).ok
+    on_db = check(runs[WAL], "--fault", kind, strategy="reorder")
+    assert fails(res, "DB-DURABLE") > 2 * fails(on_db, "DB-DURABLE")
+
+
+def test_a_fault_aimed_at_a_missing_wal_is_refused(runs) -> None:
+    p = crashlab("check", str(runs[PLAIN].path), "--fault", "corrupt,file=wal", "--no-progress")
+    assert p.returncode == 2 and "no WAL to aim at" in p.stderr
+    assert p.stderr.count("\n") == 1

@@ -10,7 +10,15 @@ import pytest
 
 from harness.errors import CrashlabError
 from harness.faults import fault_specs, parse_faults
-from harness.sweep.matrix import FAULT_SUTS, MULTI, STATE_FAULTS, Cell, matrix
+from harness.sweep.matrix import (
+    FAULT_SUTS,
+    MULTI,
+    STATE_FAULTS,
+    WAL_FAULT_SUT,
+    WAL_FAULTS,
+    Cell,
+    matrix,
+)
 from harness.sweep.matrixfile import load_matrix
 from workloads.fault_guarantees import INVARIANTS, fault_guarantees
 from workloads.suts import get_sut
@@ -84,10 +92,33 @@ def test_the_nightly_matrix_has_every_state_fault_on_every_family() -> None:
     cells = [c for c in matrix("nightly") if c.state_faults]
     assert {(c.sut, tuple(fault_specs(c.faults))) for c in cells} == {
         (sut, (fault,)) for fault in STATE_FAULTS for sut, _ in FAULT_SUTS
-    }
+    } | {(WAL_FAULT_SUT, (str(f),)) for f in WAL_FAULTS}
     assert all(c.strategies == ("prefix", "reorder") for c in cells)
     default = [c for c in matrix("default") if c.state_faults]
     assert [(c.sut, fault_specs(c.faults)) for c in default] == [
         ("sqlite-delete-extra", ["corrupt"]),
         (CKSUM, ["corrupt"]),
     ]
+
+
+def test_faults_aimed_at_the_wal_keep_atomicity_not_durability() -> None:
+    """misdirect/corrupt with file=wal: WAL recovery drops a damaged
+    transaction whole (DB-ATOMIC, DB-INTEGRITY kept), loses what follows
+    it (DB-DURABLE, DB-OPEN during a checkpoint: not promised); the same
+    faults on the database file promise none of them; a SUT with no WAL
+    promises nothing under them; two faults must aim at one file."""
+    for kind in ("misdirect", "corrupt"):
+        wal = Cell("sqlite-wal-full", MULTI, faults=parse_faults(f"{kind},file=wal"))
+        assert wal.expectation("reorder").guaranteed == (
+            "FS-RECOVER",
+            "DB-INTEGRITY",
+            "DB-ATOMIC",
+            "DB-PREFIX",
+        )
+        assert wal.expectation("reorder").must_violate_any == ()
+        db = Cell("sqlite-wal-full", MULTI, faults=parse_faults(kind))
+        assert "DB-ATOMIC" not in db.expectation("reorder").guaranteed
+        gs = fault_guarantees(get_sut("sqlite-delete-extra"), kind, "wal")
+        assert [g.invariant for g in gs if g.promised] == ["DB-PREFIX"]
+    with pytest.raises(CrashlabError, match="aim at different files"):
+        Cell(CKSUM, MULTI, faults=parse_faults("misdirect,file=wal+corrupt")).expectation("prefix")

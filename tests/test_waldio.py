@@ -207,3 +207,26 @@ def test_a_small_wal_overwritten_from_its_start_reaches_the_oracle(
     p = subprocess.run(cmd, capture_output=True, text=True)
     assert p.returncode == 0 and p.stderr == "", p.stderr
     assert sqlite_digest(tmp_path / "x.db", WALDIO_VFS) == Oracle(spec).final
+
+
+@pytest.mark.needs_fuse
+def test_without_the_zero_fill_each_commit_journals_its_extents(
+    run: RunDir, recorded: Recordings, tmp_path: Path
+) -> None:
+    """WALDIO §5.1's hazard (`waldio-nofill`: the pre-allocated blocks left
+    unwritten): on this kernel the log-commit's fdatasync journals the
+    extents its direct write converted (one jbd2 commit per transaction,
+    none with the zero-fill), so no crash state loses or mixes a
+    transaction: the hazard costs the journaling WALDIO removes instead."""
+    from harness.paper.volume import analyse
+
+    nofill = recorded("waldio-nofill", SPEC)
+    for strategy in ("prefix", "reorder"):
+        out = tmp_path / strategy
+        p = crashlab("check", str(nofill.path), "--strategy", strategy, "--out", str(out))
+        assert p.returncode == 0, p.stdout + p.stderr
+        v = json.loads((out / "result.json").read_text())["verdicts"]
+        for inv in ("DB-OPEN", "DB-INTEGRITY", "DB-ATOMIC", "DB-DURABLE", "DB-PREFIX"):
+            assert v[inv]["fail"] == 0 and v[inv]["pass"] > 0, (inv, v[inv])
+    assert analyse(run, tmp_path / "fill").jbd2_commits == 0
+    assert (analyse(nofill, tmp_path / "nofill").jbd2_commits or 0) >= 1

@@ -21,6 +21,14 @@ invariant and CORRUPT-DETECT, each with its cited rule:
   CORRUPT-DETECT for that loss, checkers/INVARIANTS.md).  Detection means
   the database does not open or scan, so DB-OPEN, DB-INTEGRITY, DB-ATOMIC
   and DB-DURABLE are promised by none.
+* ``misdirect`` and ``corrupt`` aimed at the WAL (``file=wal``; the DHL
+  thesis, §3.6, doubts that WAL's checksums catch what one fsync leaves):
+  WAL recovery stops at the first frame whose salts or checksum do not
+  hold and keeps the frames up to the last commit before it, so a damaged
+  transaction is dropped whole: a WAL SUT keeps DB-INTEGRITY and
+  DB-ATOMIC; it loses the acknowledged transactions from the damaged frame
+  on (DB-DURABLE, silently: CORRUPT-DETECT) and, where the crash cuts a
+  checkpoint, the frames that would finish it (DB-OPEN).
 """
 
 from __future__ import annotations
@@ -83,13 +91,46 @@ _WRONG_PLACE = (
 )
 
 
+DOC_WAL = (
+    "https://www.sqlite.org/fileformat2.html#walformat; DHL thesis §3.3, §3.6; "
+    "harness/paper/walframes.py"
+)
+_WAL_STOPS = (
+    "WAL recovery: 'A frame is considered valid if and only if the following "
+    "conditions are true: the salt-1 and salt-2 values in the frame-header match "
+    "salt values in the wal-header; the checksum values in the final 8 bytes of the "
+    "frame-header exactly match the checksum computed consecutively on the first 24 "
+    "bytes of the WAL header and the first 8 bytes and the content of all frames up "
+    "to and including the current frame' and 'only the valid frames up to the last "
+    "commit frame' are used: a damaged frame ends the WAL, so its transaction is "
+    "dropped whole"
+)
+_WAL_LOST = (
+    "the frames from the damaged one on are dropped silently, acknowledged "
+    "transactions among them (fileformat2, WAL format); and a checkpoint writes the "
+    "database in place while the WAL still holds the pages it has not finished: a "
+    "crash during it with a damaged frame leaves a database that need not open"
+)
+_NO_WAL = "the SUT writes no WAL: a fault aimed at one has nowhere to go"
+
+
 def _durable(sut: Sut) -> bool:
     return "DB-DURABLE" in sut.promises
 
 
-def fault_guarantees(sut: Sut, kind: str) -> tuple[Guarantee, ...]:
+def _wal_guarantee(sut: Sut, inv: str) -> Guarantee:
+    """``inv`` under a misdirect or corrupt fault aimed at the WAL."""
+    if sut.config is None or sut.config.journal != "wal":
+        return Guarantee(inv, False, _NO_WAL, DOC_WAL)
+    if inv in ("DB-INTEGRITY", "DB-ATOMIC"):
+        return Guarantee(inv, inv in sut.promises, _WAL_STOPS, DOC_WAL)
+    return Guarantee(inv, False, _WAL_LOST, DOC_WAL)
+
+
+def fault_guarantees(sut: Sut, kind: str, aim: str = "db") -> tuple[Guarantee, ...]:
     """One guarantee per invariant of :data:`INVARIANTS` under the state
-    fault ``kind`` ("lost-flush", "misdirect" or "corrupt")."""
+    fault ``kind`` ("lost-flush", "misdirect" or "corrupt"), aimed at the
+    file ``aim`` ("db", or "wal": harness/faults.py's ``file=``)."""
     dhl = sut.engine == "dhl"
     cksum = bool(sut.config and sut.config.cksum)
     src = DOC_DHL if dhl else DOC_HW
@@ -99,6 +140,8 @@ def fault_guarantees(sut: Sut, kind: str) -> tuple[Guarantee, ...]:
             out.append(Guarantee(inv, True, _PREFIX, "crashlab, harness/states/README.md"))
         elif kind == "lost-flush":
             out.append(Guarantee(inv, False, _DHL_FSYNC if dhl else _FSYNC, src))
+        elif aim == "wal" and kind in ("misdirect", "corrupt"):
+            out.append(_wal_guarantee(sut, inv))
         elif kind == "misdirect":
             if inv == DETECT and cksum:
                 out.append(Guarantee(inv, False, _CKSUM_MIS, DOC_CKSUM))
@@ -116,13 +159,16 @@ def fault_guarantees(sut: Sut, kind: str) -> tuple[Guarantee, ...]:
     return tuple(out)
 
 
-def promised_under(sut: Sut, kinds: tuple[str, ...]) -> tuple[tuple[str, ...], tuple[str, ...]]:
-    """Under every state fault of ``kinds`` at once: (the SUT's database
-    promises it no longer makes, the promises the faults add)."""
+def promised_under(
+    sut: Sut, kinds: tuple[str, ...], aim: str = "db"
+) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """Under every state fault of ``kinds`` at once, misdirect and corrupt
+    aimed at ``aim``: (the SUT's database promises it no longer makes, the
+    promises the faults add)."""
     waived: set[str] = set()
     added: set[str] = set()
     for kind in kinds:
-        for g in fault_guarantees(sut, kind):
+        for g in fault_guarantees(sut, kind, aim):
             if g.invariant == DETECT:
                 if g.promised:
                     added.add(DETECT)
@@ -136,7 +182,7 @@ def promised_under(sut: Sut, kinds: tuple[str, ...]) -> tuple[tuple[str, ...], t
     )
 
 
-def fault_weaknesses(sut: Sut, kind: str) -> tuple[str, ...]:
+def fault_weaknesses(sut: Sut, kind: str, aim: str = "db") -> tuple[str, ...]:
     """What a sweep with the state fault ``kind`` must keep finding on
     ``sut`` (one of them failing), for the SQLite grammar's and DHL's SUTs
     (measured on MULTI on ext4 and DHL_INSERT raw, prefix states; counts of
@@ -153,10 +199,17 @@ def fault_weaknesses(sut: Sut, kind: str) -> tuple[str, ...]:
     * ``corrupt``: flipped bits returned as data (CORRUPT-DETECT) by plain
       SQLite and DHL — sqlite-delete-extra 80/231, dhl-cc-raw 19/63,
       dhl-tc-raw 25/63; plain WAL 2/110, reported; never by the checksum
-      VFS (there CORRUPT-DETECT is promised)."""
+      VFS (there CORRUPT-DETECT is promised);
+    * either aimed at the WAL (``aim`` "wal"): acknowledged transactions
+      dropped with the damaged frame (DB-DURABLE) where one is promised —
+      sqlite-wal-full, MULTI: corrupt 41/110 prefix, 447/1,040 reorder;
+      misdirect 89/110, 884/1,040."""
     config = sut.config
     if sut.engine != "dhl" and config is None:
         return ()
+    if aim == "wal" and kind in ("misdirect", "corrupt"):
+        wal = config is not None and config.journal == "wal"
+        return ("DB-DURABLE",) if wal and "DB-DURABLE" in sut.promises else ()
     if kind == "lost-flush":
         return ("DB-DURABLE",) if "DB-DURABLE" in sut.promises else ()
     every_commit = config is None or config.journal != "wal"  # writes the database per commit

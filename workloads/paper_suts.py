@@ -167,7 +167,8 @@ def xlog_suts() -> list[Sut]:
             description=(
                 f"xLog: one checksummed record per transaction in {XLOG_NVRAM_BYTES} bytes "
                 "of emulated NVRAM (acknowledged there), written back to SQLite (WAL, "
-                "FULL) when full, replayed on open"
+                "FULL) when full, replayed on open (record format, write-back and replay: "
+                "crashlab's own design; the source is the talk's slides)"
             ),
             # the engine always runs WAL+FULL: said so that --stats reports it
             runner_options=(

@@ -23,6 +23,7 @@ selective journaling, DASH) in workloads/paper_suts.py.
 
 from __future__ import annotations
 
+import dataclasses
 from functools import cache
 
 from harness.errors import CrashlabError
@@ -137,6 +138,23 @@ WALDIO_ALIASES: dict[str, tuple[str, str]] = {
     ),
 }
 
+# WALDIO §5.1's hazard: the pre-allocated blocks left as fallocate() returns
+# them (unwritten extents), not zero-filled; the frames' direct writes then
+# convert the extents, metadata the paper says a crash can lose.  Promised
+# what WALDIO promises: whether this kernel keeps it is what its cells show
+# (docs/papers.md, "WALDIO §5.1").
+WALDIO_NOFILL = (
+    "waldio-nofill",
+    "WALDIO without the zero-fill of §5.1: the WAL's pre-allocated blocks left "
+    "unwritten (fallocate only), converted by the frames' direct writes",
+)
+
+
+def _waldio_nofill() -> Sut:
+    base = _alias(WALDIO_NOFILL[0], WALDIO, WALDIO_NOFILL[1])
+    return dataclasses.replace(base, runner_options=(*base.runner_options, ("--waldio-fill", "0")))
+
+
 # --- OFF_OPT (DHL thesis §IV; workloads/README.md, "OFF_OPT and DASH") ---------
 # OFF_OPT: journal OFF whose commit writes only the pages it changed.  Stock
 # journal OFF rewrites page 1 only to bump the file change counter, once per
@@ -161,6 +179,7 @@ _ALL: tuple[Sut, ...] = (
     *(_alias(name, *alias) for name, alias in SQLITE_ALIASES.items()),
     *dhl_suts(),
     *(_alias(name, *alias) for name, alias in WALDIO_ALIASES.items()),
+    _waldio_nofill(),
     *maw_suts(),
     _alias(*OFF_OPT),
     *dash_suts(),

@@ -13,6 +13,7 @@ MODULES: list[str] = [
     "dhl",
     "suts",
     "walopt",
+    "walatomic",
     "shadow",
     "xlog",
     "selective",

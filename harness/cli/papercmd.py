@@ -8,6 +8,8 @@ from pathlib import Path
 
 import click
 
+from harness.paper import QUICK_REPEATS, REPEATS
+
 
 @click.command("paper")
 @click.option(
@@ -37,7 +39,7 @@ import click
     "--repeats",
     type=click.IntRange(min=1),
     default=None,
-    help="throughput repeats (default 3; --quick 2)",
+    help=f"throughput repeats (default {REPEATS}; --quick {QUICK_REPEATS})",
 )
 def paper(out: Path, quick: bool, systems: str | None, device: str, repeats: int | None) -> None:
     """Measure every paper system on this machine and write the page."""

@@ -5,3 +5,7 @@ in one run (``build.py`` measures through ``volume.py`` and
 
 The package imports harness/report/, never the reverse: where a sweep's
 report finds the page is the report's (harness/report/load.py, ``page_in``)."""
+
+# throughput repeats per point (``--repeats``): a full run, and ``--quick``
+REPEATS = 5
+QUICK_REPEATS = 2

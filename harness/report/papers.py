@@ -146,3 +146,26 @@ THESIS_FIG8: tuple[ThesisVolume, ...] = (
 def thesis_fig8(system: str) -> ThesisVolume | None:
     """What the thesis's text says of ``system``'s Fig. 8 bar, if anything."""
     return next((t for t in THESIS_FIG8 if t.system == system), None)
+
+
+# WALDIO (ATC'15) Table 2: operations per second on the paper's phone (1,000
+# of each, one per transaction), the rows crashlab runs: its WAL modes and
+# WALDIO with Full Sync and no group sync (crashlab's WALDIO syncs every
+# commit and groups one transaction); LS-MVBT, persistent direct I/O,
+# Normal Sync and Group Sync are not built here.
+WALDIO_TABLE2: dict[str, tuple[int, int, int]] = {  # system key -> (insert, update, delete)
+    "DELETE": (98, 97, 96),
+    "TRUNCATE": (99, 98, 97),
+    "PERSIST": (213, 212, 203),
+    "WAL": (587, 556, 596),
+    "WALDIO": (1219, 1254, 1197),  # WALDIO-FS + NoGS
+}
+WALDIO_TABLE2_NOT_BUILT = (
+    "LS-MVBT (not built, as MVBT), WALDIO-PD (persistent direct I/O: a device "
+    "without a volatile cache), WALDIO-NS (synchronous=NORMAL) and every "
+    "Group Sync row (the multi-transaction group commit is not emulated)"
+)
+# xLog's talk slides, Conclusion
+XLOG_SPEEDUP = 77  # "xLog logs up to 77x times faster than the traditional logging scheme"
+XLOG_WA = (122.0, 1.6)  # "reduces the write amplification from 122x to 1.6x"
+XLOG_RECORD_BYTES = 104  # the slides' benchmark: "4 byte key, 100 byte value"

@@ -70,7 +70,12 @@ SYSTEMS: tuple[System, ...] = (
     System("WALDIO", "waldio", (WALDIO,), "WAL written with direct I/O into a pre-allocated log"),
     System("DASH", "dash", (DHL,), "two database files swapped per transaction"),
     System("SELECTIVE", "selective", (SELECTIVE,), "selective journaling"),
-    System("XLOG", "xlog", (XLOG,), "xLog"),
+    System(
+        "XLOG",
+        "xlog",
+        (XLOG,),
+        "xLog: the slides' design; record format, write-back and replay are crashlab's own",
+    ),
     System("MAW", "maw", (MAW,), "multi-block atomic write, SQLite on F2FS"),
     System(
         "MVBT",

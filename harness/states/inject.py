@@ -17,7 +17,9 @@ README.md, State faults, says what they model).
   ones before them: a recently committed page is the one whose loss
   matters); it lands on another block the run writes to the database file.
   The result is part of the state's ID, so a faulted state is looked up by
-  its ID alone, without the seed or the map.
+  its ID alone, without the seed or the map.  With ``file=wal`` the same
+  holds of the database's write-ahead log in place of the database file
+  (its map: ``harness/filetrace.py``, :func:`fault_targets`).
 """
 
 from __future__ import annotations
@@ -65,12 +67,23 @@ class StateFaults:
                     f"two {f.kind} faults ({found[f.kind]}, {f}): give one of each kind"
                 )
             found[f.kind] = f
+        aims = {f.aim for f in found.values() if f.kind in ("misdirect", "corrupt")}
+        if len(aims) > 1:
+            raise CrashlabError(
+                f"{found['misdirect']} and {found['corrupt']} aim at different files: "
+                "give them one file="
+            )
         return cls(found.get("lost-flush"), found.get("misdirect"), found.get("corrupt"))
 
     @property
     def targeted(self) -> bool:
         """Whether a fault needs a target picked per state."""
         return self.misdirect is not None or self.corrupt is not None
+
+    @property
+    def aim(self) -> str:
+        """The file the targeted faults aim at ("db" or "wal")."""
+        return next((f.aim for f in (self.misdirect, self.corrupt) if f is not None), "db")
 
     def __bool__(self) -> bool:
         return any((self.lost_flush, self.misdirect, self.corrupt))

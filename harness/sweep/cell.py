@@ -23,6 +23,7 @@ from harness.check.usercheck import UserChecker
 from harness.faults import DEVICE, STATE, Fault, by_stage, unique_faults
 from harness.fs import get_fs
 from harness.states import Options
+from harness.states.inject import StateFaults
 from harness.states.strategies import TEARING
 from harness.sweep.expectations import Expectation
 from workloads.fault_guarantees import promised_under
@@ -179,7 +180,8 @@ class Cell:
         kinds = tuple(f.kind for f in self.state_faults)
         if not kinds:
             return promised
-        waived, added = promised_under(get_sut(self.sut), kinds)
+        aim = StateFaults.of(self.state_faults).aim
+        waived, added = promised_under(get_sut(self.sut), kinds, aim)
         own = set(engine_of(get_sut(self.sut)).own_invariants) - set(FAULT_KEPT)
         fs_ok = "lost-flush" not in kinds and get_fs(self.fs).block_mapped
         return (

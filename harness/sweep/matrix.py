@@ -141,11 +141,22 @@ FAULT_SUTS = (
 STATE_FAULTS = tuple(kind for kind, (where, *_) in KINDS.items() if where == STATE)
 
 
+# the faults aimed at SQLite's WAL (file=wal), on the WAL SUT: its frames'
+# salts and checksums must keep a damaged transaction out whole (the DHL
+# thesis, §3.6, doubts it)
+WAL_FAULTS = (
+    parse_fault("misdirect,file=wal"),
+    parse_fault("corrupt,file=wal"),
+)
+WAL_FAULT_SUT = "sqlite-wal-full"
+
+
 def _state_fault_cells() -> list[Cell]:
     """Each state fault on each SUT family of ``FAULT_SUTS``, prefix and
     reorder, with the weakness it must keep showing there
     (workloads/fault_guarantees.py, ``fault_weaknesses``); the promises are
-    the SUT's under the fault (Cell.expectation)."""
+    the SUT's under the fault (Cell.expectation).  Then ``WAL_FAULTS``
+    aimed at the WAL."""
     cells = []
     for fault in STATE_FAULTS:
         for name, wl in FAULT_SUTS:
@@ -160,6 +171,11 @@ def _state_fault_cells() -> list[Cell]:
                     faults=(Fault(fault),),
                 )
             )
+    for aimed in WAL_FAULTS:
+        weak = fault_weaknesses(get_sut(WAL_FAULT_SUT), aimed.kind, aimed.aim)
+        cells.append(
+            Cell(WAL_FAULT_SUT, MULTI, DEFAULT_FS, ("prefix", "reorder"), weak, faults=(aimed,))
+        )
     return cells
 
 

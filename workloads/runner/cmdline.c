@@ -39,7 +39,7 @@ static void usage_error(const char *fmt, const char *arg)
                     "[--selective N] [--dhl-mode M] [--sync fsync|fdatasync] "
                     "[--page-size N] [--marks FILE] [--latency FILE] [--stats FILE] [--from-txn K] "
                     "[--on-error stop|retry] [--crash-at MARK] [--sync-retry] "
-                    "[--batch-atomic require|noioctl]\n");
+                    "[--batch-atomic require|noioctl] [--waldio N [--waldio-fill 0|1]]\n");
     exit(2);
 }
 
@@ -85,6 +85,7 @@ static void parse_options(int argc, char **argv, args *a)
         {"cksumvfs", required_argument, 0, 'V'},
         {"batch-atomic", required_argument, 0, 'B'},
         {"waldio", required_argument, 0, 'W'},
+        {"waldio-fill", required_argument, 0, 'G'},
         {"dash", required_argument, 0, 'D'},
         {"selective", required_argument, 0, 'Z'},
         {0, 0, 0, 0},
@@ -128,6 +129,7 @@ static void parse_options(int argc, char **argv, args *a)
             a->opt.batch_atomic = optarg;
             break;
         case 'W': a->opt.waldio = int_arg("--waldio", optarg, 1, 65536); break;
+        case 'G': a->opt.waldio_fill = int_arg("--waldio-fill", optarg, 0, 1); break;
         case 'Z':
             a->opt.selective = 1;
             a->opt.selective_pages = int_arg("--selective", optarg, -1, INT32_MAX);
@@ -170,6 +172,7 @@ void parse_args(int argc, char **argv, args *a)
                         .wal_autocheckpoint = 1000,
                         .journal_size_limit = -1,
                         .wal_prealloc = 0,
+                        .waldio_fill = 1,
                         .dhl_mode = "tc",
                         .sync = "fsync",
                         .page_size = 4096,
@@ -209,6 +212,8 @@ void parse_args(int argc, char **argv, args *a)
     if (a->opt.waldio && (a->vt != &engine_sqlite || a->opt.cksumvfs || a->opt.wal_prealloc))
         usage_error("%s", "--waldio is an option of the sqlite engine, without --cksumvfs or "
                           "--wal-prealloc");
+    if (!a->opt.waldio_fill && !a->opt.waldio)
+        usage_error("%s", "--waldio-fill is an option of --waldio");
     if (a->opt.dash && a->vt != &engine_sqlite)
         usage_error("%s", "--dash is an option of the sqlite engine");
     if (a->opt.selective && (a->vt != &engine_sqlite || a->opt.cksumvfs || a->opt.waldio ||

@@ -37,6 +37,8 @@ typedef struct engine_options {
     int wal_prealloc;         /* SQLite WAL: frames of zeros written at open, 0 = none */
     int cksumvfs;             /* SQLite: 1 = page checksums through crashlab's checksum VFS */
     int waldio;               /* SQLite WAL: N > 0 = WALDIO VFS, WAL pre-allocated to N frames */
+    int waldio_fill;          /* WALDIO: 1 = zero-fill the pre-allocated blocks, 0 = leave them
+                                 unwritten (fallocate only: WALDIO §5.1's hazard) */
     const char *dhl_mode;     /* DHL: tc, cc, tc_opt, cc_opt, nolog */
     const char *sync;         /* DHL: fsync, fdatasync */
     int page_size;

@@ -244,8 +244,10 @@ static int register_vfs(const engine_options *opt, char *err, size_t errlen)
         rc = batchvfs_register(batchvfs_mode(opt->batch_atomic)); /* over the counting VFS */
     if (rc == SQLITE_OK && opt->cksumvfs)
         rc = cksumvfs_register(); /* over the counting VFS, the default now */
-    if (rc == SQLITE_OK && opt->waldio > 0)
+    if (rc == SQLITE_OK && opt->waldio > 0) {
+        waldiovfs_set_zero_fill(opt->waldio_fill);
         rc = waldiovfs_register(opt->waldio); /* likewise */
+    }
     if (rc == SQLITE_OK && opt->dash)
         rc = dashvfs_register((enum dash_order)opt->dash); /* over the counting VFS too */
     if (rc == SQLITE_OK && opt->selective)

@@ -59,6 +59,7 @@ static sqlite3_vfs g_vfs;
 ** file's (filled by waldiovfs_register). */
 static sqlite3_io_methods g_io;
 static int g_prealloc;
+static int g_zero_fill = 1; /* waldiovfs_set_zero_fill */
 static waldiovfs_stats g_stats;
 static sqlite3_syscall_ptr g_sys_open;
 static _Thread_local int t_want_direct; /* 1: O_DIRECT required, 2: wanted */
@@ -154,8 +155,11 @@ static int preallocate(wfile *w, sqlite3_int64 blocks)
     size -= size % BLK; /* a torn last block is rewritten whole */
     if (size >= want)
         return SQLITE_OK;
-    if (w->fd >= 0)
-        (void)posix_fallocate(w->fd, size, want - size); /* contiguous if it can; zeros follow */
+    /* contiguous if it can; zeros follow, unless the broken variant leaves
+    ** the blocks unwritten (they read as zeros until first written) */
+    int allocated = w->fd >= 0 && posix_fallocate(w->fd, size, want - size) == 0;
+    if (allocated && !g_zero_fill)
+        size = want;
     void *zeros;
     if (posix_memalign(&zeros, BLK, ZEROS) != 0)
         return SQLITE_NOMEM;
@@ -521,6 +525,8 @@ static int w_open(sqlite3_vfs *vfs, const char *name, sqlite3_file *f, int flags
     }
     return rc;
 }
+
+void waldiovfs_set_zero_fill(int on) { g_zero_fill = on != 0; }
 
 int waldiovfs_register(int prealloc_frames)
 {

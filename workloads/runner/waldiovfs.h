@@ -67,6 +67,13 @@
 ** Returns an SQLite result code. */
 int waldiovfs_register(int prealloc_frames);
 
+/* Whether pre-allocation writes zeros into the blocks it allocates (ON, the
+** default: no extent is left unwritten) or leaves them as fallocate()
+** returns them, unwritten (0: WALDIO §5.1's hazard, a broken variant: the
+** frames' direct writes then convert the extents, and the conversion is
+** metadata the log-commit's fdatasync must journal). */
+void waldiovfs_set_zero_fill(int on);
+
 /* What the shim did since the process started. */
 typedef struct waldiovfs_stats {
     uint64_t group_writes;   /* aligned writes of buffered blocks */

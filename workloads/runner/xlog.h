@@ -6,6 +6,9 @@
 ** in one SQLite transaction, and opening the database replays the valid
 ** records the database does not hold yet.
 **
+** The source is the paper's talk slides (idea and results only): the record
+** format, the write-back and the replay here are crashlab's own design.
+**
 ** NVRAM layout (XLOG_NVRAM_SIZE bytes, little-endian):
 **   header  at 0:  u32 magic "XLH1", u32 0, u64 base_lsn, u32 crc, u32 0
 **   records from XLOG_HDR_SIZE on, back to back:
