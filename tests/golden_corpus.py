@@ -91,12 +91,12 @@ CORPUS = (
         "waldio", "waldio", "MULTI", "ext4", ("prefix", "reorder", "torn"), why="a seed system"
     ),
     CorpusRun(
-        "sqlite-wal-normal",
-        "sqlite-wal-normal",
-        "MULTI",
+        "sqlite-delete-full",
+        "sqlite-delete-full",
+        "SINGLE",
         "ext4",
-        ("prefix", "reorder"),
-        why="known-unsafe: loses acknowledged transactions (DB-DURABLE)",
+        ("prefix",),
+        why="known-unsafe: loses the last acknowledged transaction (DB-DURABLE)",
     ),
     CorpusRun(
         "dhl-nolog-raw",

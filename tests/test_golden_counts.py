@@ -2,7 +2,7 @@
 
 The corpus (tests/data/corpus/, tests/golden_corpus.py) is seven recorded
 runs: SQLite WAL+FULL, DHL CC on ext4, WALDIO, two known-unsafe SUTs
-(SQLite WAL+NORMAL, DHL without a log), a state fault (corrupt) and a
+(SQLite DELETE+FULL, DHL without a log), a state fault (corrupt) and a
 device fault (eio on a flush).  For each, tests/data/golden/<run>.json
 holds the states every strategy enumerates and, for the strategies its cell
 checks, the states checked and every invariant's verdict counts.  These
