@@ -113,6 +113,11 @@ def test_every_default_cell_has_its_floors_and_none_is_stale() -> None:
 def test_the_command_writes_floors_and_refuses_a_bad_summary(tmp_path: Path) -> None:
     sweep, mine = tmp_path / "sweep", str(tmp_path / "m.toml")
     sweep.mkdir()
+    p = crashlab("floors", str(sweep), "--matrix", mine)
+    assert p.returncode == 2 and p.stderr == f"crashlab: error: {mine}: no such matrix file\n"
+    Path(mine).write_text('[[cell]]\nsut = "sqlite-wal-full"\nworkload = "MULTI"\n')
+    p = crashlab("floors", str(sweep), "--matrix", mine)  # no summary.json
+    assert p.returncode == 2 and "cannot read a summary" in p.stderr
     (sweep / "summary.json").write_text(json.dumps({"cells": [{"run": "runs/x"}]}))
     p = crashlab("floors", str(sweep), "--matrix", mine)
     assert p.returncode == 2

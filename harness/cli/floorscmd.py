@@ -18,6 +18,8 @@ from harness.sweep.matrixfile import MATRICES_DIR
 def matrix_file(name: str) -> Path:
     """The file of a built-in matrix that has one, or a matrix file's path."""
     if "/" in name or name.endswith(".toml"):
+        if not Path(name).is_file():
+            raise CrashlabError(f"{name}: no such matrix file")
         return Path(name)
     builtin = MATRICES_DIR / f"{name}.toml"
     if not builtin.exists():
