@@ -32,8 +32,8 @@ help:
 	@echo "make repro RUN=... STATE=...   materialise and explain one crash state"
 	@echo "make recheck SWEEP=...   re-check a sweep's recordings with this tree; exit 1 unless"
 	@echo "                         every verdict file is byte-identical (tests/tools/recheck.py)"
-	@echo "make floors SWEEP=...    write the default matrix's coverage floors from a finished"
-	@echo "                         default sweep (crashlab floors; harness/sweep/floors.py)"
+	@echo "make floors SWEEP=\"A B\"  write the default matrix's coverage floors from finished"
+	@echo "                         default sweeps (crashlab floors; harness/sweep/floors.py)"
 
 setup:
 	@harness/setup/setup.sh
@@ -103,8 +103,8 @@ recheck: build
 	$(PY) tests/tools/recheck.py "$(SWEEP)"
 
 floors: setup
-	@[ -n "$(SWEEP)" ] || { echo "usage: make floors SWEEP=results/<default sweep>" >&2; exit 2; }
-	$(CRASHLAB) floors "$(SWEEP)"
+	@[ -n "$(SWEEP)" ] || { echo 'usage: make floors SWEEP="results/<default sweep> ..."' >&2; exit 2; }
+	$(CRASHLAB) floors $(SWEEP)
 
 clean:
 	rm -rf build */build .pytest_cache .ruff_cache

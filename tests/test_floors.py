@@ -39,28 +39,30 @@ def test_a_cell_below_its_floor_breaks_with_one_sentence() -> None:
     assert evaluate(exp, VERDICTS, 100).status == HELD
 
 
-def test_floors_are_recorded_from_a_summary_with_a_margin(tmp_path: Path) -> None:
-    summary = {
-        "cells": [
-            {
-                "run": "runs/a--ext4",
-                "strategy": "prefix",
-                "states": {"checked": 110},
-                "coverage": {"fraction": 0.125},
-            },
-            {
-                "run": "runs/a--ext4",
-                "strategy": "multicrash",
-                "states": {"checked": 40},
-                "coverage": {},
-            },
-        ]
-    }
-    floors = floors_of(summary)
+def test_floors_are_the_fewest_of_several_sweeps_with_a_margin(tmp_path: Path) -> None:
+    def summary(prefix: int, fraction: float, multicrash: int) -> dict:
+        return {
+            "cells": [
+                {
+                    "run": "runs/a--ext4",
+                    "strategy": "prefix",
+                    "states": {"checked": prefix},
+                    "coverage": {"fraction": fraction},
+                },
+                {
+                    "run": "runs/a--ext4",
+                    "strategy": "multicrash",
+                    "states": {"checked": multicrash},
+                    "coverage": {},
+                },
+            ]
+        }
+
+    floors = floors_of([summary(110, 0.125, 40), summary(150, 0.25, 30)])
     assert floors == {
         "a--ext4": {
             "prefix": Floor(int(110 * MARGIN), 0.1),
-            "multicrash": Floor(int(40 * MARGIN), None),
+            "multicrash": Floor(int(30 * MARGIN), None),
         }
     }
     path = tmp_path / "m.floors.toml"
@@ -101,7 +103,7 @@ def test_a_matrix_file_takes_the_floors_beside_it(tmp_path: Path) -> None:
 
 def test_every_default_cell_has_its_floors_and_none_is_stale() -> None:
     """Regenerate after changing the default cells or their states:
-    ``make floors SWEEP=<a default sweep>`` (harness/sweep/floors.py)."""
+    ``make floors SWEEP="<default sweeps>"`` (harness/sweep/floors.py)."""
     floors = load_floors(floors_path(MATRICES_DIR / "default.toml"))
     cells = {c.name: c for c in matrix("default")}
     assert sorted(floors) == sorted(cells), "cells without floors, or floors of no cell"
@@ -128,5 +130,11 @@ def test_the_command_writes_floors_and_refuses_a_bad_summary(tmp_path: Path) -> 
     (sweep / "summary.json").write_text(json.dumps({"cells": [cell]}))
     assert crashlab("floors", str(sweep), "--matrix", mine).returncode == 0
     assert load_floors(tmp_path / "m.floors.toml") == {"x": {"prefix": Floor(8)}}
+    other = tmp_path / "other"
+    other.mkdir()
+    cell["states"] = {"checked": 5}
+    (other / "summary.json").write_text(json.dumps({"cells": [cell]}))
+    assert crashlab("floors", str(sweep), str(other), "--matrix", mine).returncode == 0
+    assert load_floors(tmp_path / "m.floors.toml") == {"x": {"prefix": Floor(4)}}
     p = crashlab("floors", str(sweep), "--matrix", "nightly")  # no matrix file: no floors
     assert p.returncode == 2 and "has no matrix file" in p.stderr

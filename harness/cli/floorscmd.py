@@ -28,7 +28,7 @@ def matrix_file(name: str) -> Path:
 
 
 @click.command("floors")
-@click.argument("sweep", type=click.Path(path_type=Path))
+@click.argument("sweeps", nargs=-1, required=True, type=click.Path(path_type=Path))
 @click.option(
     "--matrix",
     default="default",
@@ -36,13 +36,15 @@ def matrix_file(name: str) -> Path:
     metavar="NAME|FILE",
     help="the matrix the sweep ran (its floors file is written beside it)",
 )
-def floors_cmd(sweep: Path, matrix: str) -> int:
-    """Write the coverage floors of MATRIX from the finished SWEEP: per cell
-    and strategy, a share of the states it checked and the kept sets it
+def floors_cmd(sweeps: tuple[Path, ...], matrix: str) -> int:
+    """Write the coverage floors of MATRIX from finished SWEEPS of it (two
+    or more: a cell's state count varies between recordings): per cell and
+    strategy, a share of the fewest states it checked and kept sets it
     visited; a later sweep below them fails."""
     target = floors_path(matrix_file(matrix))
-    floors = floors_of(read_summary(sweep))
-    write_text_atomic(target, dump_floors(floors, f"a sweep of {matrix}"))
+    floors = floors_of([read_summary(s) for s in sweeps])
+    n = len(sweeps)
+    write_text_atomic(target, dump_floors(floors, f"{n} sweep{'s' * (n > 1)} of {matrix}"))
     click.echo(f"{target}: floors of {len(floors)} cells")
     return 0
 

@@ -11,11 +11,13 @@ counts move by a few percent).  The sweep breaks a cell that falls below
 its floor, with one sentence (harness/sweep/expectations.py), unless it
 was capped with ``--max-states``.
 
-    crashlab floors SWEEP [--matrix NAME|FILE]
-    make floors SWEEP=results/default-...
+    crashlab floors SWEEP [SWEEP...] [--matrix NAME|FILE]
+    make floors SWEEP="results/default-A results/default-B"
 
-writes the floors file of the matrix a finished sweep ran (default: the
-default matrix) from its summary.json.  Regenerate it whenever the cells or
+writes the floors file of the matrix finished sweeps ran (default: the
+default matrix) from their summary.json: the smallest figures any of them
+measured, times ``MARGIN`` (two sweeps at least: one cell's states moved by
+a third between two recordings).  Regenerate it whenever the cells or
 the enumeration change on purpose (then also tests/data/matrix_expectations.json,
 which lists every cell's floors), and say why in the commit.
 """
@@ -25,7 +27,7 @@ from __future__ import annotations
 import json
 import math
 import tomllib
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -84,14 +86,14 @@ def _floor(v: object, where: str) -> Floor:
     return Floor(states, None if kept is None else float(kept))
 
 
-def floors_of(summary: Mapping[str, Any]) -> Floors:
-    """The floors a finished sweep's summary.json sets: per cell and
-    strategy, ``MARGIN`` times its states checked and kept-set fraction
-    (rounded down)."""
-    out: Floors = {}
+def measured(summary: Mapping[str, Any]) -> dict[tuple[str, str], tuple[int, float | None]]:
+    """Per (cell, strategy) of a finished sweep's summary.json: the states it
+    checked and the fraction of kept sets it visited (None: not counted, as
+    for multicrash)."""
     cells = summary.get("cells")
     if not isinstance(cells, list):
         raise CrashlabError("summary.json: no cells")
+    out: dict[tuple[str, str], tuple[int, float | None]] = {}
     for c in cells:
         try:
             name = str(c["run"]).removeprefix("runs/")
@@ -100,10 +102,27 @@ def floors_of(summary: Mapping[str, Any]) -> Floors:
             strategy = str(c["strategy"])
         except (KeyError, TypeError, ValueError, AttributeError):
             raise CrashlabError(f"summary.json: a cell without its states: {c!r:.80}") from None
-        kept = None
-        if isinstance(fraction, int | float) and not isinstance(fraction, bool):
-            kept = math.floor(fraction * MARGIN * 10**4) / 10**4
-        out.setdefault(name, {})[strategy] = Floor(math.floor(checked * MARGIN), kept)
+        ok = isinstance(fraction, int | float) and not isinstance(fraction, bool)
+        out[name, strategy] = (checked, float(fraction) if ok else None)
+    return out
+
+
+def floors_of(summaries: Sequence[Mapping[str, Any]]) -> Floors:
+    """The floors that finished sweeps of one matrix set: per cell and
+    strategy, ``MARGIN`` times the fewest states any of them checked and
+    the smallest kept-set fraction any visited (rounded down).  Each sweep
+    records every cell afresh, and a recording's state counts vary (measured
+    between two default sweeps: -31% for one cell, -13% for another), so
+    more sweeps give floors that hold more surely."""
+    seen: dict[tuple[str, str], list[tuple[int, float | None]]] = {}
+    for summary in summaries:
+        for key, m in measured(summary).items():
+            seen.setdefault(key, []).append(m)
+    out: Floors = {}
+    for (name, strategy), ms in seen.items():
+        fractions = [f for _, f in ms if f is not None]
+        kept = math.floor(min(fractions) * MARGIN * 10**4) / 10**4 if fractions else None
+        out.setdefault(name, {})[strategy] = Floor(math.floor(min(n for n, _ in ms) * MARGIN), kept)
     return out
 
 
@@ -123,7 +142,7 @@ def dump_floors(floors: Floors, source: str) -> str:
     """The floors file's text: a header, then a table per cell."""
     lines = [
         f"# Coverage floors, written by `crashlab floors` from {source}:",
-        f"# {MARGIN} x the states each cell checked and the kept sets it visited.",
+        f"# {MARGIN} x the fewest states each cell checked and kept sets it visited.",
         "# Regenerate, do not edit (harness/sweep/floors.py says when).",
     ]
     for cell in sorted(floors):
