@@ -17,7 +17,7 @@ BUILD :=
 CTEST :=
 include $(sort $(wildcard */build.mk))
 
-.PHONY: help setup build check test ctest pytest lint sweep bench images repro report recheck clean mutants fuzz
+.PHONY: help setup build check test ctest pytest lint sweep bench images repro report recheck floors clean mutants fuzz
 
 help:
 	@echo "make sweep   set up, build, run the default crash sweep, print where the report is"
@@ -32,6 +32,8 @@ help:
 	@echo "make repro RUN=... STATE=...   materialise and explain one crash state"
 	@echo "make recheck SWEEP=...   re-check a sweep's recordings with this tree; exit 1 unless"
 	@echo "                         every verdict file is byte-identical (tests/tools/recheck.py)"
+	@echo "make floors SWEEP=\"A B\"  write the default matrix's coverage floors from finished"
+	@echo "                         default sweeps (crashlab floors; harness/sweep/floors.py)"
 
 setup:
 	@harness/setup/setup.sh
@@ -99,6 +101,10 @@ report: build
 recheck: build
 	@[ -n "$(SWEEP)" ] || { echo "usage: make recheck SWEEP=results/<sweep>" >&2; exit 2; }
 	$(PY) tests/tools/recheck.py "$(SWEEP)"
+
+floors: setup
+	@[ -n "$(SWEEP)" ] || { echo 'usage: make floors SWEEP="results/<default sweep> ..."' >&2; exit 2; }
+	$(CRASHLAB) floors $(SWEEP)
 
 clean:
 	rm -rf build */build .pytest_cache .ruff_cache

@@ -1,22 +1,32 @@
 """Mutation testing: a checker is as good as the bugs it kills.
 
 ``tests/mutants/`` keeps realistic bugs of the DHL engine and the workload
-runner as patches (``NAME.patch``, a unified diff applied with ``patch -p1``
-to a copy of the sources), and ``catalogue.toml`` says for each one what the
+runner, and of crashlab's own Python (the crash states, the checkers), as
+patches (``NAME.patch``, a unified diff applied with ``patch -p1`` to a copy
+of the sources), and ``catalogue.toml`` says for each one what the
 bug is and which cells should kill it: the smallest cells of the default
-matrix that exercise the mutated code.  ``crashlab mutants`` (``make
-mutants``) builds every mutant into ``build/mutants/<name>-<digest>/``
-(libdhl.so and crashlab-runner; cached by the digest of the patch and the
-sources), runs its cells as a sweep in a child process whose environment
-points the recorder at the mutant runner (``CRASHLAB_RUNNER``) and the
-checkers at the mutant libdhl (``DHL_LIB``: the SUT's own recovery runs
-inside the checkers), the mutant WALDIO VFS (``CRASHLAB_WALDIO_LIB``: a
-WALDIO database is recovered through it) and the mutant selective-journaling
-VFS (``CRASHLAB_SELVFS_LIB``: a hot journal is opened through it), and
-prints a kill table: which invariants failed in
-how many states.  A mutant is *killed* when a cell breaks its expectation,
+matrix that exercise the mutated code (or the tests, where no cell fits).
+``crashlab mutants`` (``make mutants``) builds every C mutant into
+``build/mutants/<name>-<digest>/`` (libdhl.so and crashlab-runner; cached by
+the digest of the patch and the sources), runs its cells as a sweep in a
+child process whose environment points the recorder at the mutant runner
+(``CRASHLAB_RUNNER``) and the checkers at the mutant libdhl (``DHL_LIB``:
+the SUT's own recovery runs inside the checkers), the mutant WALDIO VFS
+(``CRASHLAB_WALDIO_LIB``: a WALDIO database is recovered through it) and the
+mutant selective-journaling VFS (``CRASHLAB_SELVFS_LIB``: a hot journal is
+opened through it), and prints a kill table: which invariants failed in how
+many states. A mutant is *killed* when a cell breaks its expectation,
 *survives* otherwise; a survivor either carries a ``harmless`` reason in the
 catalogue or fails the command (exit 1).
+
+A *Python mutant* (a patch of ``.py`` files only: ``harness/states``,
+``checkers``...) is not built: the Python packages and tests are copied
+into a temporary folder (``PY_SOURCES``; the C build outputs and the base
+images are linked, not copied), the patch is applied there, and its tests
+or cells run with that copy first on ``PYTHONPATH`` and as the working
+directory.  The working tree is never patched.  A weakened enumerator or
+judge passes every sweep (fewer states, fewer failures); the golden counts
+of the corpus (tests/test_golden_counts.py) are what kill those.
 
 What this does not check: that the judges (the checkers' own reading of the
 images) are independent of libdhl.  A mutant of the read rule also changes
@@ -37,7 +47,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from harness.env import DHL_LIB, RUNNER, SELVFS_LIB, WALDIO_LIB
+from harness.env import DHL_LIB, RUNNER, SELVFS_LIB, WALDIO_LIB, temporary_folder
 from harness.errors import CrashlabError
 from harness.faults import parse_faults
 from harness.rundir import SweepDir
@@ -65,6 +75,10 @@ TARGETS = (
     "workloads/build/libcrashlab-waldiovfs.so",  # the VFS the checkers recover WALDIO with
     "workloads/build/libcrashlab-selvfs.so",
 )  # and open a selective SUT's database with
+# What a Python mutant's copy holds: the packages and the tests (their C
+# build outputs and the base images are linked from this tree: LINKED)
+PY_SOURCES = ("harness", "checkers", "workloads", "dhl", "tests", "pyproject.toml")
+LINKED = ("harness/build", "checkers/build", "workloads/build", "dhl/build", "images")
 
 
 @dataclass(frozen=True)
@@ -78,6 +92,26 @@ class Mutant:
     @property
     def patch(self) -> Path:
         return MUTANTS_DIR / f"{self.name}.patch"
+
+    @property
+    def python(self) -> bool:
+        """A Python mutant: its patch changes ``.py`` files only."""
+        return is_python_patch(self.patch)
+
+
+def patched_files(patch: Path) -> list[str]:
+    """The files a unified diff (``patch -p1``) changes."""
+    return [
+        line[4:].split("\t")[0].removeprefix("b/")
+        for line in patch.read_text().splitlines()
+        if line.startswith("+++ ")
+    ]
+
+
+def is_python_patch(patch: Path) -> bool:
+    """Whether ``patch`` changes Python files only (and some)."""
+    files = patched_files(patch)
+    return bool(files) and all(f.endswith(".py") for f in files)
 
 
 @dataclass
@@ -146,6 +180,47 @@ def copy_sources(dst: Path) -> None:
             shutil.copy2(src, to)
 
 
+def copy_python(dst: Path) -> None:
+    """Copy the Python packages and tests (``PY_SOURCES``) into ``dst``,
+    without build outputs or caches, and link their build outputs and the
+    base images (``LINKED``) from this tree."""
+    skip = shutil.ignore_patterns("build", "__pycache__", "*.pyc")
+    for rel in PY_SOURCES:
+        src, to = ROOT / rel, dst / rel
+        if src.is_dir():
+            shutil.copytree(src, to, ignore=skip)
+        else:
+            shutil.copy2(src, to)
+    for rel in LINKED:
+        if (ROOT / rel).exists():
+            (dst / rel).symlink_to(ROOT / rel)
+
+
+def copy_for(patch: Path, dst: Path) -> None:
+    """Copy what ``patch`` applies to into ``dst``: the Python sources for a
+    Python patch, the C sources otherwise."""
+    if is_python_patch(patch):
+        copy_python(dst)
+    else:
+        copy_sources(dst)
+
+
+def apply(m: Mutant, folder: Path) -> None:
+    """Apply ``m``'s patch in ``folder`` (a copy); CrashlabError if it does
+    not apply."""
+    p = subprocess.run(
+        ["patch", "-p1", "--forward", "--batch", "-i", str(m.patch)],
+        cwd=folder,
+        capture_output=True,
+        text=True,
+    )
+    if p.returncode != 0:
+        raise CrashlabError(
+            f"mutant {m.name}: {m.patch.name} does not apply: "
+            f"{(p.stdout + p.stderr).strip().splitlines()[-1]}"
+        )
+
+
 def build(m: Mutant) -> Path:
     """Build ``m`` (or reuse its cached build); return its folder, which
     holds ``TARGETS``: libdhl.so, the runner, its xLog recovery, the WALDIO and
@@ -156,17 +231,7 @@ def build(m: Mutant) -> Path:
     tmp = d.with_name(d.name + ".partial")
     shutil.rmtree(tmp, ignore_errors=True)
     copy_sources(tmp)
-    p = subprocess.run(
-        ["patch", "-p1", "--forward", "--batch", "-i", str(m.patch)],
-        cwd=tmp,
-        capture_output=True,
-        text=True,
-    )
-    if p.returncode != 0:
-        raise CrashlabError(
-            f"mutant {m.name}: {m.patch.name} does not apply: "
-            f"{(p.stdout + p.stderr).strip().splitlines()[-1]}"
-        )
+    apply(m, tmp)
     mk = subprocess.run(["make", "-s", *TARGETS], cwd=tmp, capture_output=True, text=True)
     if mk.returncode != 0:
         raise CrashlabError(f"mutant {m.name} does not build: {mk.stderr.strip().splitlines()[-1]}")
@@ -198,8 +263,17 @@ def _judge(m: Mutant, summary: dict[str, Any]) -> Outcome:
 
 
 def run_mutant(m: Mutant, out: Path, jobs: int) -> Outcome:
-    """Build ``m`` and sweep its cells in a child process (a fresh libdhl
-    is loaded only by a fresh process); judge the sweep's summary."""
+    """Build ``m`` (a C mutant) or copy and patch the Python sources (a
+    Python mutant), then run its tests or sweep its cells in a child process
+    (a fresh libdhl, or the patched modules, load only in a fresh process)."""
+    if m.python:
+        with temporary_folder(f"crashlab-mutant-{m.name}-") as copy:
+            try:
+                copy_python(copy)
+                apply(m, copy)
+            except CrashlabError as e:
+                return Outcome(m, "error", detail=str(e))
+            return _run(m, {**os.environ, "PYTHONPATH": str(copy)}, copy, out, jobs)
     try:
         d = build(m)
     except CrashlabError as e:
@@ -211,15 +285,20 @@ def run_mutant(m: Mutant, out: Path, jobs: int) -> Outcome:
         WALDIO_LIB: str(d / TARGETS[3]),
         SELVFS_LIB: str(d / TARGETS[4]),
     }
+    return _run(m, env, ROOT, out, jobs)
+
+
+def _run(m: Mutant, env: dict[str, str], cwd: Path, out: Path, jobs: int) -> Outcome:
+    """Run ``m``'s tests, or sweep its cells, in ``cwd`` with ``env``."""
     if m.tests:
-        return _run_tests(m, env)
+        return _run_tests(m, env, cwd)
     folder = out / m.name
     p = subprocess.run(
         [sys.executable, "-m", "harness.mutants", m.name, str(folder), str(jobs)],
         env=env,
         capture_output=True,
         text=True,
-        cwd=ROOT,
+        cwd=cwd,
     )
     summary = SweepDir(folder).summary
     if p.returncode not in (0, 1) or not summary.exists():
@@ -228,23 +307,27 @@ def run_mutant(m: Mutant, out: Path, jobs: int) -> Outcome:
     return _judge(m, json.loads(summary.read_text()))
 
 
-def _run_tests(m: Mutant, env: dict[str, str]) -> Outcome:
-    """Killed when one of the mutant's tests fails with its libdhl and runner."""
+def _run_tests(m: Mutant, env: dict[str, str], cwd: Path) -> Outcome:
+    """Killed when one of the mutant's tests fails (pytest stops at the
+    first); the killer is that test, the detail its message."""
     p = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *m.tests],
-        env=env,
+        [sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", *m.tests],
+        env={**env, "COLUMNS": "400"},  # the short summary's messages, not cut at 80
         capture_output=True,
         text=True,
-        cwd=ROOT,
+        cwd=cwd,
     )
     if p.returncode == 1:
         failed = [
-            line.split(" ", 1)[1].split(" - ")[0]
+            line.split(" ", 1)[1].split(" - ", 1)
             for line in p.stdout.splitlines()
             if line.startswith("FAILED ")
         ]
         return Outcome(
-            m, "killed", {f"test {t.split('::')[-1]}": 1 for t in failed}, detail="; ".join(failed)
+            m,
+            "killed",
+            {f"test {f[0].split('::')[-1]}": 1 for f in failed},
+            detail="; ".join(f[-1] for f in failed),
         )
     if p.returncode == 0:
         return _judge(m, {"cells": []})

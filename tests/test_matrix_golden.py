@@ -9,7 +9,8 @@ order (the order is written into result.json), equal to
 tests/data/matrix_expectations.json.
 
 That file was written on main before the move.  A change meant to change
-what a cell expects regenerates it and shows the difference in review:
+what a cell expects (its floors too: harness/sweep/floors.py) regenerates
+it and shows the difference in review:
 
     .venv/bin/python tests/test_matrix_golden.py > tests/data/matrix_expectations.json
 
@@ -21,6 +22,7 @@ SUT promises or lacks is asked of the SUT.
 from __future__ import annotations
 
 import ast
+import dataclasses
 import json
 import sys
 from pathlib import Path
@@ -30,6 +32,7 @@ sys.path.insert(0, str(ROOT))
 
 from harness.errors import CrashlabError  # noqa: E402
 from harness.mutants import catalogue  # noqa: E402
+from harness.sweep.floors import SUFFIX as FLOORS  # noqa: E402
 from harness.sweep.matrix import MATRICES, matrix  # noqa: E402
 from harness.sweep.matrixfile import MATRICES_DIR, load_matrix  # noqa: E402
 from workloads.suts import SUTS, get_sut  # noqa: E402
@@ -42,7 +45,7 @@ def sources() -> dict[str, list]:
     examples' and the mutants' cells."""
     out: dict[str, list] = {name: matrix(name) for name in MATRICES}
     for path in sorted(MATRICES_DIR.glob("*.toml")):
-        if path.stem not in MATRICES:
+        if path.stem not in MATRICES and not path.name.endswith(FLOORS):
             out[f"matrices/{path.name}"] = load_matrix(path)
     for path in sorted((ROOT / "workloads" / "examples").glob("*/crashlab.toml")):
         out[f"examples/{path.parent.name}"] = load_matrix(path)
@@ -52,7 +55,8 @@ def sources() -> dict[str, list]:
 
 def expectations() -> dict[str, list[dict]]:
     """Per source, per cell (in order): its name and, per strategy, the
-    guaranteed and the must-violate-any invariants."""
+    guaranteed and the must-violate-any invariants, and its coverage floor
+    where it has one."""
     out = {}
     for name, cells in sources().items():
         rows = []
@@ -64,6 +68,8 @@ def expectations() -> dict[str, list[dict]]:
                     "guaranteed": list(e.guaranteed),
                     "must_violate_any": list(e.must_violate_any),
                 }
+                if e.floor is not None:  # harness/sweep/floors.py
+                    per[strategy]["floor"] = dataclasses.asdict(e.floor)
             rows.append({"cell": cell.name, "expect": per})
         out[name] = rows
     return out

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.mutants import MUTANTS_DIR, catalogue, copy_sources
+from harness.mutants import MUTANTS_DIR, catalogue, copy_for, is_python_patch, patched_files
 from harness.sweep.matrix import matrix
 
 
@@ -24,7 +24,7 @@ def test_every_patch_has_an_entry_and_every_entry_a_patch() -> None:
 
 @pytest.mark.parametrize("name", sorted(p.stem for p in MUTANTS_DIR.glob("*.patch")))
 def test_patch_applies_to_todays_sources(name: str, tmp_path: Path) -> None:
-    copy_sources(tmp_path)
+    copy_for(MUTANTS_DIR / f"{name}.patch", tmp_path)
     p = subprocess.run(
         [
             "patch",
@@ -50,3 +50,18 @@ def test_mutant_cells_are_default_cells() -> None:
             key = (c.sut, c.workload, c.fs, c.faults)
             assert key in default, f"{m.name}: {key} is not a default cell"
             assert set(c.strategies) <= default[key], f"{m.name}: {c.strategies}"
+
+
+def test_a_python_mutant_is_told_by_its_files(tmp_path: Path) -> None:
+    """A patch of .py files only is a Python mutant (patched in a copy of the
+    Python sources, not built); one that touches C is built."""
+    py = MUTANTS_DIR / "judge-durable-forgets-last-ack.patch"
+    assert patched_files(py) == ["checkers/content.py"]
+    assert is_python_patch(py)
+    assert not is_python_patch(MUTANTS_DIR / "dhl-sync-noop.patch")
+    mixed = tmp_path / "mixed.patch"
+    mixed.write_text(py.read_text() + "--- a/dhl/src/x.c\n+++ b/dhl/src/x.c\n")
+    assert not is_python_patch(mixed)
+    python = {m.name for m in catalogue() if m.python}
+    assert python >= {"enum-reorder-drop-one-short", "judge-durable-forgets-last-ack"}
+    assert all(m.tests or m.cells for m in catalogue() if m.python)

@@ -48,6 +48,7 @@ def _register() -> None:
     from harness.cli import (
         benchcmd,
         checkcmd,
+        floorscmd,
         logcmd,
         mutantscmd,
         papercmd,
@@ -69,6 +70,7 @@ def _register() -> None:
         papercmd,
         benchcmd,
         mutantscmd,
+        floorscmd,
     ):
         for command in module.COMMANDS:
             cli.add_command(command)

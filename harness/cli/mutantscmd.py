@@ -11,6 +11,7 @@ from pathlib import Path
 
 import click
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from harness.atomic import write_json_atomic
@@ -70,11 +71,13 @@ def mutants_cmd(only: tuple[str, ...], out: Path | None, jobs: int) -> int:
             table.add_column(col, overflow="fold")
         for o in outcomes:
             killers = ", ".join(f"{k} {n}" for k, n in sorted(o.killers.items())) or o.detail or "—"
+            if o.killers and o.detail and o.mutant.tests:  # what the killing test said
+                killers += f": {o.detail[:300]}"
             table.add_row(
-                o.mutant.name,
+                escape(o.mutant.name),
                 f"[{STYLE[o.status]}]{o.status}[/]",
-                killers,
-                "; ".join(_row(o)["ran"]),  # type: ignore[arg-type]  # _row's dict is untyped
+                escape(killers),  # test IDs hold brackets
+                escape("; ".join(_row(o)["ran"])),  # type: ignore[arg-type]  # _row's dict is untyped
             )
         Console(width=160).print(table)
         write_json_atomic(out / "mutants.json", {"mutants": [_row(o) for o in outcomes]})

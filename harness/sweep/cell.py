@@ -25,7 +25,7 @@ from harness.fs import get_fs
 from harness.states import Options
 from harness.states.inject import StateFaults
 from harness.states.strategies import TEARING
-from harness.sweep.expectations import Expectation
+from harness.sweep.expectations import Expectation, Floor
 from workloads.fault_guarantees import promised_under
 from workloads.suts import get_sut
 
@@ -78,6 +78,9 @@ class Cell:
     # enumeration options of this cell's states ((name, value) pairs of
     # harness.states.Options; a matrix file's `states` table), over the sweep's
     states: tuple[tuple[str, object], ...] = field(default=())
+    # coverage floors by strategy (harness/sweep/floors.py: from the matrix
+    # file's floors file): the fewest states it may check, and kept sets
+    floors: tuple[tuple[str, Floor], ...] = field(default=())
 
     def __post_init__(self) -> None:
         # each fault once: names, meta.json and reports agree
@@ -129,7 +132,9 @@ class Cell:
                     ("FS-RECOVER",) if fs.has_files and strategy not in TEARING else ()
                 ) + mine
             return Expectation(
-                tuple(i for i in promised if i not in self.waived), self.must_violate_any
+                tuple(i for i in promised if i not in self.waived),
+                self.must_violate_any,
+                dict(self.floors).get(strategy),
             )
         sut = get_sut(self.sut)
         promised = (*sut.promises, *mine)
@@ -164,7 +169,9 @@ class Cell:
             promised = ("FS-RECOVER", *promised)
         promised = self._under_state_faults(promised)
         return Expectation(
-            tuple(i for i in promised if i not in self.waived), self.must_violate_any
+            tuple(i for i in promised if i not in self.waived),
+            self.must_violate_any,
+            dict(self.floors).get(strategy),
         )
 
     def _under_state_faults(self, promised: tuple[str, ...]) -> tuple[str, ...]:

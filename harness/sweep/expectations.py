@@ -11,6 +11,10 @@ Each matrix cell (SUT × workload × fs × strategy) carries:
 * ``must_violate_any``: for a known-unsafe SUT, IDs of which at least one
   must fail somewhere in the cell; a clean cell breaks the expectation (an
   unsafe SUT unexpectedly clean: the sweep lost its power to find bugs).
+* ``floor`` (optional, harness/sweep/floors.py): the fewest states the cell
+  may check and the smallest fraction of its kept sets it may visit.  A
+  change that checks fewer states finds fewer violations and breaks nothing
+  else; below its floor the cell breaks, with one sentence saying so.
 
 Everything else may fail without breaking anything (it is still reported).
 """
@@ -31,9 +35,35 @@ REPORTED_MAX = 200  # characters of a user checker's explanation in a broken pro
 
 
 @dataclass(frozen=True)
+class Floor:
+    """A cell's coverage floor under one strategy (harness/sweep/floors.py)."""
+
+    states: int  # states checked, at least
+    kept_fraction: float | None = None  # kept sets visited / possible, at least
+
+
+@dataclass(frozen=True)
 class Expectation:
     guaranteed: tuple[str, ...]
     must_violate_any: tuple[str, ...] = ()
+    floor: Floor | None = None
+
+
+def below_floor(floor: Floor, checked: int, kept_fraction: float | None) -> list[str]:
+    """One sentence per way the coverage falls below ``floor``."""
+    out = []
+    if checked < floor.states:
+        out.append(f"coverage: {checked} states checked, below the floor of {floor.states}")
+    if (
+        floor.kept_fraction is not None
+        and kept_fraction is not None
+        and kept_fraction < floor.kept_fraction
+    ):
+        out.append(
+            f"coverage: {100 * kept_fraction:.3g}% of the kept sets visited, below the floor "
+            f"of {100 * floor.kept_fraction:.3g}%"
+        )
+    return out
 
 
 @dataclass
@@ -55,13 +85,15 @@ def evaluate(
     skips: Mapping[str, Mapping[str, int]] | None = None,
     errors: Mapping[str, Mapping[str, int]] | None = None,
     first: Mapping[str, tuple[str, str]] | None = None,
+    kept_fraction: float | None = None,
 ) -> ExpectationResult:
     """``verdicts[ID]`` = ``{"pass": n, "fail": n, "skip": n, "error": n}``
     over the cell's states (and run-level records); ``skips[ID]`` and
     ``errors[ID]`` = reason -> count; ``first[ID]`` = (state, explanation)
     of its first failure.  A checker error is no verdict on the SUT but
     leaves the promise unchecked in those states: the cell is not held, and
-    says so apart from a broken promise."""
+    says so apart from a broken promise.  ``kept_fraction``: the check's
+    coverage of kept sets, held to ``exp.floor`` with ``checked``."""
 
     def count(inv: str, status: str) -> int:
         return verdicts.get(inv, {}).get(status, 0)
@@ -86,6 +118,8 @@ def evaluate(
             f"expected a violation of {' or '.join(exp.must_violate_any)} in {checked} states, "
             "found none"
         )
+    if exp.floor is not None:
+        broken += below_floor(exp.floor, checked, kept_fraction)
     unverified = []
     for inv in exp.guaranteed:
         if count(inv, "pass") + count(inv, "fail") == 0 and not count(inv, "error"):
@@ -137,6 +171,7 @@ def evaluate_result(exp: Expectation, result: CheckResult) -> ExpectationResult:
         result.get("skips"),
         result.get("errors"),
         first,
+        result.get("coverage", {}).get("fraction"),
     )
 
 

@@ -32,6 +32,10 @@ matrix is such a file, ``harness/sweep/matrices/default.toml``).
                                       # max_exhaustive, max_drop, sample, seed, tear_unit,
                                       # torn_pattern, max_tears, max_subset_blocks
 
+A floors file beside the matrix file (``NAME.floors.toml``, written by
+``crashlab floors SWEEP``: harness/sweep/floors.py) gives its
+cells coverage floors: the fewest states each may check per strategy.
+
 ``{here}`` in a command is the folder of the file and ``{python}`` the
 Python crashlab runs on (both shell-quoted); a checker named by
 ``checker`` is called after its SUT (``USER:counter``).
@@ -65,6 +69,7 @@ from harness.states import STRATEGIES, Options
 from harness.states.inject import StateFaults
 from harness.sweep.builtin_workloads import BUILTIN_WORKLOADS
 from harness.sweep.cell import Cell, UserSut
+from harness.sweep.floors import floors_path, load_floors
 from workloads.run import check_sut_fs
 from workloads.spec import parse_spec
 from workloads.suts import SUTS, get_sut
@@ -147,7 +152,13 @@ def load_matrix(path: Path) -> list[Cell]:
     dup = next((n for n in names if names.count(n) > 1), None)
     if dup:
         raise CrashlabError(f"{path}: two cells run in the same folder {dup!r}")
-    return cells
+    floors = load_floors(floors_path(path))
+    return [
+        dataclasses.replace(c, floors=tuple(sorted(floors[c.name].items())))
+        if c.name in floors
+        else c
+        for c in cells
+    ]
 
 
 def _table(data: dict[str, Any], key: str, path: Path) -> dict[str, Any]:

@@ -354,7 +354,10 @@ def _sweep_into(
         for strategy in cell.strategies:
             t1 = time.monotonic()
             result, check_dir, reused = _check_strategy(run, cell, strategy, opts, resume, watch)
-            exp = evaluate_result(cell.expectation(strategy), result)
+            expect = cell.expectation(strategy)
+            if opts.max_states is not None:  # capped on purpose: no floor applies
+                expect = dataclasses.replace(expect, floor=None)
+            exp = evaluate_result(expect, result)
             if watch is not None:
                 watch.checked(label(cell, strategy), result, exp.status)
             results.append(exp)
