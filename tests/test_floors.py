@@ -11,7 +11,9 @@ from pathlib import Path
 import pytest
 from support import crashlab
 
+from harness.check.multicrash import Composite
 from harness.errors import CrashlabError
+from harness.states import Options
 from harness.sweep.expectations import BROKEN, HELD, Expectation, Floor, evaluate
 from harness.sweep.floors import (
     MARGIN,
@@ -22,6 +24,7 @@ from harness.sweep.floors import (
 )
 from harness.sweep.matrix import matrix
 from harness.sweep.matrixfile import MATRICES_DIR, load_matrix
+from harness.sweep.sweep import SweepOptions, floors_apply
 
 VERDICTS = {"DB-ATOMIC": {"pass": 100, "fail": 0}}
 
@@ -138,3 +141,16 @@ def test_the_command_writes_floors_and_refuses_a_bad_summary(tmp_path: Path) -> 
     assert load_floors(tmp_path / "m.floors.toml") == {"x": {"prefix": Floor(4)}}
     p = crashlab("floors", str(sweep), "--matrix", "nightly")  # no matrix file: no floors
     assert p.returncode == 2 and "has no matrix file" in p.stderr
+
+
+def test_floors_hold_only_a_sweep_with_the_default_enumeration() -> None:
+    # the floors were measured by a default sweep: a narrowed one is not held to them
+    assert floors_apply(SweepOptions(jobs=2, backend="fuse", composite=Composite(backend="fuse")))
+    for narrowed in (
+        SweepOptions(max_states=10),
+        SweepOptions(composite=Composite(max_first=1)),
+        SweepOptions(composite=Composite(depth=3)),
+        SweepOptions(composite=Composite(then="prefix")),
+        SweepOptions(base_states=Options(max_exhaustive=4)),
+    ):
+        assert not floors_apply(narrowed), narrowed

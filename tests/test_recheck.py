@@ -46,6 +46,20 @@ def test_first_difference_names_the_line_and_where_it_differs() -> None:
     assert got == (f"line 1: -...{'x' * 50}pass{'y' * 46}... +...{'x' * 50}fail{'y' * 46}...")
 
 
+def test_a_check_json_only_newer_code_writes_is_new_not_different(tmp_path: Path) -> None:
+    old, new = tmp_path / "old", tmp_path / "new"
+    for root in (old, new):
+        (root / "runs" / "c" / "check" / "multicrash-1").mkdir(parents=True)
+        (root / "runs" / "c" / "check" / "multicrash-1" / "result.json").write_text("{}")
+    (new / "runs" / "c" / "check" / "multicrash-1" / "check.json").write_text("{}")
+    cmp = recheck.compare(old, new)
+    assert cmp.differences == [] and cmp.new == ["runs/c/check/multicrash-1/check.json"]
+    # any other file on one side only is a difference
+    (new / "runs" / "c" / "check" / "multicrash-1" / "states.jsonl").write_text("")
+    cmp = recheck.compare(old, new)
+    assert cmp.differences == [("runs/c/check/multicrash-1/states.jsonl", "only in the re-check")]
+
+
 def test_unknown_options_are_refused() -> None:
     opts = recheck.rebuild_options(
         {"strategy": "torn", "faults": ["corrupt"], "fsck": False}, jobs=1
@@ -102,7 +116,8 @@ def test_recheck_a_real_sweep(tmp_path: Path, private_tmp: Path) -> None:
     rows = {line.split()[0]: line.split()[1:] for line in lines[2:]}
     n = int(rows["states.jsonl"][0])
     assert 3 <= n <= 5 and rows["states.jsonl"] == [str(n), str(n), "0"]
-    assert rows["check.json"] == [str(n - 1), str(n - 1), "0"]  # multicrash has none
+    # multicrash's too: the crashes it continued (triage reads them)
+    assert rows["check.json"] == [str(n), str(n), "0"]
     assert rows["total"][2] == "0" and not any(x.startswith("DIFFERENT") for x in lines)
     assert _tree(sweep) == before  # not a byte, not an mtime changed
 
