@@ -185,14 +185,20 @@ def test_a_checker_that_cannot_run_stops_the_check_before_any_state(
 
 
 @pytest.mark.parametrize(
-    ("example", "command"),
+    ("example", "command", "persistent"),
     [
-        ("lmdb-bank", ("{python}", "{here}/bank.py", "--nometasync")),
-        ("atomic-update", ("sh", "{here}/update.sh", "no-dir-fsync")),
+        # the example's own check(files, state), as its crashlab.toml names it
+        ("lmdb-bank", ("{python}", "{here}/bank.py", "--nometasync"), "py:{here}/check.py:check"),
+        # its script run in-process
+        (
+            "atomic-update",
+            ("sh", "{here}/update.sh", "no-dir-fsync"),
+            "py:{tmp}/pychecks.py:example",
+        ),
     ],
 )
 def test_per_state_and_persistent_verdicts_are_identical_on_the_examples(
-    tmp: Path, tmp_path: Path, example: str, command: tuple[str, ...]
+    tmp: Path, tmp_path: Path, example: str, command: tuple[str, ...], persistent: str
 ) -> None:
     here = EXAMPLES / example
     argv = [c.format(python=sys.executable, here=here) for c in command]
@@ -200,7 +206,7 @@ def test_per_state_and_persistent_verdicts_are_identical_on_the_examples(
     check = str(here / "check.py")
     env = {**os.environ, "EXAMPLE_CHECK": check}
     verdicts = {}
-    for spec in (f"x={sys.executable} {check}", f"x=py:{tmp / 'pychecks.py'}:example"):
+    for spec in (f"x={sys.executable} {check}", "x=" + persistent.format(here=here, tmp=tmp)):
         p, recs = _check(run, tmp_path / str(len(verdicts)), "--checker", spec, env=env)
         assert p.returncode in (0, 1), p.stderr
         verdicts[spec] = [
