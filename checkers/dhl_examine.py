@@ -168,7 +168,7 @@ def examine_after(
         with data.view() as v:
             mem.load(v)
     try:
-        db = Database(recovered, "nolog" if nolog else "tc", readonly=not recover, io=mem)
+        db = Database(recovered, "auto", readonly=not recover, io=mem)
     except DhlError as e:
         return After(error=_err(e))
     with db:
@@ -216,7 +216,7 @@ def _second_recovery(
     recovered image ``mem``: which pages changed."""
     again.load_copy(mem)
     try:
-        Database(recovered.with_name(recovered.name + ".again"), "tc", io=again).close()
+        Database(recovered.with_name(recovered.name + ".again"), "auto", io=again).close()
     except DhlError as e:
         return None, _err(e)
     if not again.writes or again.same_as(mem):

@@ -79,6 +79,7 @@ def changed_bytes(old: bytes, new: bytes, s: int, pgno: int, ntrees: int) -> lis
 
 MAGIC = b"DHL format 1\0\0\0\0"
 NOLOG_FLAG = 1
+THESIS_FLAG = 2  # one commit record (FCC, size) in place, after meta slot 1
 LEAF, INTERIOR = 1, 2
 
 
@@ -113,11 +114,13 @@ def valid(tid0: int, tid1: int, fcc: int) -> int:
     return max(ok, key=lambda s: (tid0, tid1)[s]) if ok else -1
 
 
-def _fcc(image: bytes | memoryview, ps: int, ntrees: int) -> int:
+def _fcc(image: bytes | memoryview, ps: int, ntrees: int, thesis: bool = False) -> int:
     """The newest complete commit record's TID (FORMAT.md, "TIDs, INV,
     FCC" and "Recovery"): a commit record lies below the page count its
     transaction saw, and is complete when that many slot headers carry its
-    TID there.  Only the newest may be incomplete."""
+    TID there.  Only the newest may be incomplete.  ``thesis``: the one
+    in-place record (FORMAT.md, "The thesis's format") decides: as is when
+    its size is 0, else when complete, else the TID before it."""
     metas = [_meta(image, s, ntrees) for s in range(2)]
     # only pages below a page count some transaction saw can hold a commit
     # record or count for one: the pages past the larger meta page count
@@ -133,12 +136,18 @@ def _fcc(image: bytes | memoryview, ps: int, ntrees: int) -> int:
         s = valid(metas[0].tid, metas[1].tid, t)
         return metas[s].page_count if s >= 0 else 0
 
+    def count(t: int) -> int:
+        return sum(x == t for pair in heads[: min(npages, pagecount_at(t))] for x, _ in pair)
+
+    if thesis:
+        t, size = struct.unpack_from("<II", image, meta_range(1, ntrees)[1])  # after meta slot 1
+        n = count(t) if t else 0
+        return t if not size or n == size else t - 1 if n < size else 0
     cands = {
         (t, c) for p, pair in enumerate(heads) for t, c in pair if t and c and p < pagecount_at(t)
     }
     for i, (t, size) in enumerate(sorted(cands, reverse=True)[:2]):
-        count = sum(x == t for pair in heads[: min(npages, pagecount_at(t))] for x, _ in pair)
-        if count == size:
+        if count(t) == size:
             return t
         if i == 1:
             break
@@ -164,7 +173,7 @@ def _read_committed(image: bytes | memoryview) -> Reading:
         return Reading(error=f"bad header: page size {ps}, {ntrees} trees")
     nolog = bool(flags & NOLOG_FLAG)
     metas = [_meta(image, s, ntrees) for s in range(2)]
-    fcc = metas[0].tid if nolog else _fcc(image, ps, ntrees)
+    fcc = metas[0].tid if nolog else _fcc(image, ps, ntrees, bool(flags & THESIS_FLAG))
     m = 0 if nolog else valid(metas[0].tid, metas[1].tid, fcc)
     if m < 0:
         return Reading(fcc=fcc, error=f"no meta slot committed at FCC {fcc}")

@@ -25,6 +25,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from checkers.dhl_facts import NOLOG_FLAG
 from checkers.verdict import Verdict, failed, passed, skipped
 from dhl.binding import CaptureIO, Database, DhlError, IoOp, MemIO
 from harness.materialize import sparse_copy
@@ -58,11 +59,13 @@ class RecoveryState:
 
 
 def _is_nolog(image: Path) -> bool:
+    """Whether ``image`` is a NOLOG database (its header flag; False when
+    it does not open: recovery says why)."""
     try:
-        Database(image, "tc", readonly=True).close()
-    except DhlError as e:
-        return e.code == "DHL_EMODE"
-    return False
+        with Database(image, "auto", readonly=True) as db:
+            return bool(db.info().flags & NOLOG_FLAG)
+    except DhlError:
+        return False
 
 
 def capture_recovery(
@@ -76,7 +79,7 @@ def capture_recovery(
     try:
         with CaptureIO(copy, blockdev=blockdev) as io:
             try:
-                Database(copy, "tc", io=io).close()
+                Database(copy, "auto", io=io).close()
             except DhlError as e:
                 return io.ops, str(e)
             return io.ops, None
@@ -87,7 +90,7 @@ def capture_recovery(
 def outcome(path: Path) -> Outcome:
     """Open ``path`` (recovering it) and read its FCC and content digest."""
     try:
-        with Database(path, "tc") as db:
+        with Database(path, "auto") as db:
             return Outcome(db.fcc, db.digest())
     except DhlError as e:
         return Outcome(None, None, str(e))
@@ -114,7 +117,7 @@ def outcome_of(
     for i in which:
         _STATE.write(writes[i].offset, writes[i].data)
     try:
-        with Database(label, "tc", io=_STATE) as db:
+        with Database(label, "auto", io=_STATE) as db:
             return Outcome(db.fcc, db.digest())
     except DhlError as e:
         return Outcome(None, None, str(e))
@@ -230,7 +233,7 @@ def _crashsafe(
             return passed(
                 "REC-CRASHSAFE", "recovery wrote nothing: it cannot be interrupted", actual=0
             )
-        with Database(image_path, "tc", readonly=True) as db:
+        with Database(image_path, "auto", readonly=True) as db:
             ps = db.info().page_size
         data = image_path.read_bytes()
         used = len(data.rstrip(b"\0"))

@@ -457,6 +457,10 @@ static int facts_of(rc_ctx *c, const char *label, const char *label_rec, const c
     static struct vec empty;
     for (int i = 0; i < NARR; i++)
         f->arr[i] = i == L_A_CHANGED ? NULL : &empty;
+    /* the thesis's format (dhl/FORMAT.md: header flag 2, one commit record
+    ** in place) is read by the Python path only */
+    if (c->img.mem.size >= 24 && (rd32(c->img.data + 20) & F_THESIS_FLAG))
+        return RC_FALLBACK;
     int nolog;
     uint32_t newest;
     int rc = before(c, f, label, &nolog, &newest);
