@@ -10,9 +10,9 @@ commit records carry the transaction size too (dhl/FORMAT.md), and recovery
 counts in every mode but the thesis's TC, whose commit record has no size:
 there the write trace alone says whether the FCC's transaction is complete
 (CC-COUNT) and whether the newest one is (CC-ROLLBACK).  NOLOG databases
-keep one slot header, record no FCC per transaction and have no recovery: DHL-T1 and DHL-READ are judged (and
-NOLOG is expected to fail them); the recovery and counting invariants are
-skipped with that reason.
+keep one slot header, record no FCC per transaction and have no recovery:
+DHL-T1 and DHL-READ are judged (and NOLOG is expected to fail them); the
+recovery and counting invariants are skipped with that reason.
 """
 
 from __future__ import annotations
