@@ -106,8 +106,8 @@ enum dhl_mode {
     DHL_MODE_NOLOG = 4,  /* in place, one slot header, no recovery: UNSAFE lower bound */
     /* The thesis as written (DHL_FLAG_THESIS: one in-place FCC + size): */
     DHL_MODE_TC_THESIS = 5, /* TC; recovery trusts the FCC alone (no size, no count) */
-    DHL_MODE_CC_THESIS = 6, /* CC, commit record issued first; a short count restores
-                            ** FCC - 1 and its size in place (§3.4) */
+    DHL_MODE_CC_THESIS = 6, /* CC; a short count restores FCC - 1 and its size in
+                            ** place (§3.4) */
     DHL_MODE_AUTO = 7       /* open only: the mode the file was created for (tc for the
                             ** engine's logging format, tc_thesis, nolog) */
 };

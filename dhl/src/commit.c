@@ -20,10 +20,7 @@
 **
 **   TC_THESIS  data pages, sync, header page (FCC = T, size 0: recovery
 **              trusts the FCC alone), sync
-**   CC_THESIS  header page (FCC = T, size) first, then the data pages, one
-**              sync: no order is promised, and this one makes even a crash
-**              in issue order leave the commit record without some of its
-**              pages (Fig. 5(c)), so that every strategy tests the restore
+**   CC_THESIS  data pages + header page (FCC = T, size), one sync
 **
 ** An empty ordering sync (nothing written before the commit page) is
 ** skipped, so a one-page TC_OPT transaction syncs once.
@@ -203,7 +200,7 @@ int dhl__commit(dhl *db)
     x.nolog = db->hflags & DHL_FLAG_NOLOG;
     x.opt = db->mode == DHL_MODE_TC_OPT || db->mode == DHL_MODE_CC_OPT;
     x.thesis = db->hflags & DHL_FLAG_THESIS;
-    x.hdr_first = x.opt || db->mode == DHL_MODE_CC_THESIS;
+    x.hdr_first = x.opt;
     x.two_syncs =
         db->mode == DHL_MODE_TC || db->mode == DHL_MODE_TC_OPT || db->mode == DHL_MODE_TC_THESIS;
     x.write_hdr = (x.opt || x.nolog) ? mchg : true;

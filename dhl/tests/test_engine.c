@@ -327,7 +327,7 @@ static void posix_file(void)
 
 /* thesis_txn: a cc_thesis database (4 KiB pages, 2 trees) after 4
 ** one-page transactions, and the writes of a fifth that changes both trees
-** (header page first, then the two leaves) in *ops: base is the image
+** (the two leaves, then the header page) in d->ops: base is the image
 ** before it.  Returns the fifth transaction's TID. */
 static uint32_t thesis_txn(struct memdisk *base, struct memdisk *d)
 {
@@ -344,7 +344,7 @@ static uint32_t thesis_txn(struct memdisk *base, struct memdisk *d)
     struct dhl_info in;
     CHECK_RC(db, dhl_info(db, &in));
     dhl_close(db);
-    CHECK(d->nops == 4 && d->ops[0].off == 0 && d->ops[3].sync);
+    CHECK(d->nops == 4 && d->ops[2].off == 0 && d->ops[3].sync);
     return in.fcc;
 }
 
@@ -361,8 +361,8 @@ static void thesis_restore(void)
     struct memdisk base = {0}, d = {0};
     uint32_t T = thesis_txn(&base, &d), cr[3];
     struct memdisk crash = md_copy(&base);
-    md_apply(&crash, &d.ops[0]); /* the commit record */
-    md_apply(&crash, &d.ops[1]); /* one leaf of two */
+    md_apply(&crash, &d.ops[2]); /* the commit record */
+    md_apply(&crash, &d.ops[0]); /* one leaf of two */
     commit_record(&crash, cr);
     CHECK(cr[0] == 1 && cr[1] == T && cr[2] == 3);
     crash.record = true;
@@ -394,9 +394,9 @@ static void thesis_torn_header(void)
     uint32_t T = thesis_txn(&base, &d);
     for (size_t k = 0; k <= 8; k++) {
         struct memdisk crash = md_copy(&base);
+        md_apply(&crash, &d.ops[0]);
         md_apply(&crash, &d.ops[1]);
-        md_apply(&crash, &d.ops[2]);
-        memcpy(crash.data, d.ops[0].data, 512 * k);
+        memcpy(crash.data, d.ops[2].data, 512 * k);
         dhl *db = open_md(&crash, DHL_MODE_CC_THESIS, 4096, 2, 0);
         struct dhl_info in;
         CHECK_RC(db, dhl_info(db, &in));
