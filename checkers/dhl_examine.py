@@ -128,6 +128,7 @@ def examine_before(image: Path, data: MemIO | None = None) -> tuple[Before, bool
         indep_digest=digest_rows(indep.rows) if indep.rows is not None else None,
         indep_no_committed=tuple(sorted(indep.no_committed)),
         previous=previous_commit(hs, newest) if not nolog else 0,
+        above_newest=sum(t > newest for h in hs for t in h.tid) if not nolog else 0,
         t1_missing=tuple(missing),
         reached=len(reached),
         digest=digest,

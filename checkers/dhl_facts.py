@@ -37,6 +37,9 @@ class Before:
     newest_count: int = 0  # slot headers carrying that TID
     newest_pages: tuple[int, ...] = ()  # every page carrying that TID, whatever the page count
     previous: int = 0  # TID of the newest commit record below it (what a rollback returns to)
+    # slot headers with a TID above the newest commit record's: pages of a
+    # transaction whose commit record did not persist (thesis Fig. 5(b))
+    above_newest: int = 0
     # reachable pages with no committed slot header: (page, parent, tid0, tid1)
     t1_missing: tuple[tuple[int, int, int, int], ...] = ()
     reached: int = 0

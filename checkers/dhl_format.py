@@ -69,6 +69,35 @@ def footprint(page: bytes, s: int, pgno: int, ntrees: int) -> list[tuple[int, in
     return out
 
 
+def recovery_may_change(
+    page: bytes | memoryview, pgno: int, ntrees: int, fcc: int, *, thesis: bool = False
+) -> list[tuple[int, int, str]]:
+    """The byte ranges ``(start, end, what)`` that recovery at ``fcc`` may
+    rewrite on page ``pgno`` as stored (``page``): the TID and commit field
+    of each slot header above the FCC (an aborted transaction's) — the
+    thesis's "changes a single metadata" (§3.2) and the commit field that
+    carries a transaction size — and, in the thesis's format, the header
+    page's commit record, which a rollback restores in that same write.
+    Empty when the page holds no such slot header: recovery has no reason
+    to write it."""
+    out: list[tuple[int, int, str]] = []
+    for s in range(2):
+        if pgno == 0:
+            a, _ = meta_range(s, ntrees)
+            (tid,) = struct.unpack_from("<I", page, a)
+            fields = [(a, a + 4, f"meta slot {s} TID"), (a + 4, a + 8, f"meta slot {s} commit")]
+        else:
+            a = s * SLOT_SIZE
+            tid = slot(page, s).tid
+            fields = [(a, a + 4, f"slot {s} TID"), (a + 8, a + 10, f"slot {s} commit")]
+        if tid > fcc:
+            out += fields
+    if out and pgno == 0 and thesis:
+        a = meta_range(1, ntrees)[1]
+        out.append((a, a + 8, "commit record"))
+    return out
+
+
 def changed_bytes(old: bytes, new: bytes, s: int, pgno: int, ntrees: int) -> list[str]:
     """What of slot ``s``'s footprint (as ``old`` stored it) differs in
     ``new``: empty when a write left every byte of the slot in place."""

@@ -128,9 +128,26 @@ def judge_read(b: Before, oracle: Sequence[str], acked: int, begun: int) -> Verd
     )
 
 
-def judge_inv(a: After) -> Verdict:
+def judge_inv(b: Before, a: After) -> Verdict:
+    """No slot header above the FCC after recovery.  Exercised where the
+    crash left slot headers above the newest commit record — pages of a
+    transaction whose commit record did not persist, the thesis's Fig. 5(b)
+    (Fig. 5(c), a commit record short of its pages, is CC-ROLLBACK's)."""
     if not a.above_fcc:
-        return passed("DHL-INV", f"no slot header above FCC {a.fcc} after recovery")
+        if not b.above_newest:
+            return passed(
+                "DHL-INV",
+                f"not exercised: no slot header above FCC {a.fcc} after recovery, and none "
+                "above the newest commit record before it (no Fig. 5(b) state)",
+                exercised=False,
+            )
+        return passed(
+            "DHL-INV",
+            f"{b.above_newest} slot headers above the newest commit record (TID "
+            f"{b.newest}) before recovery, pages whose commit record did not persist "
+            f"(Fig. 5(b)); none above FCC {a.fcc} after it",
+            actual=b.above_newest,
+        )
     p, s, t = a.above_fcc[0]
     more = len(a.above_fcc) - 1
     return failed(
@@ -402,7 +419,7 @@ def judge(
         why = "NOLOG database: one slot header, no FCC per transaction, no recovery"
         return out + [skipped(i, why) for i in AFTER_IDS]
     return out + [
-        judge_inv(a),
+        judge_inv(b, a),
         judge_count(a, run_facts),
         judge_rollback(b, a, run_facts),
         judge_idempotent(a),
