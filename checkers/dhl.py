@@ -7,7 +7,8 @@ protocol of :mod:`checkers.engines` (``content_key``, ``examine``,
   same facts from C, for the raw tier);
 * checkers/dhl_judge.py judges them, one verdict per invariant of ``IDS``;
 * checkers/dhl_trace.py judges the run's write trace, and
-  checkers/recovery.py its recovery under a crash (REC-CRASHSAFE).
+  checkers/recovery.py its recovery under a crash (REC-CRASHSAFE) and
+  what that recovery writes (REC-MINIMAL).
 """
 
 from __future__ import annotations
@@ -19,19 +20,19 @@ from checkers.dhl_examine import content_key, examine, examine_image, native_exa
 from checkers.dhl_facts import DhlFacts, RunFacts
 from checkers.dhl_judge import IDS, judge
 from checkers.protocol import EngineChecker, KeyOfPieces
-from checkers.recovery import crashsafe_verdict
+from checkers.recovery import recovery_verdicts
 from checkers.verdict import Verdict
 
 
 class DhlRunChecks:
     """DHL's checks of a whole run: the write trace's DHL-T2, CC-NEXT and
     CC-MONO and its :class:`RunFacts` (``checkers/dhl_trace.py``), and
-    REC-CRASHSAFE (``checkers/recovery.py``)."""
+    REC-CRASHSAFE and REC-MINIMAL (``checkers/recovery.py``)."""
 
     judge_run = staticmethod(dhl_trace.judge_run)
 
-    def crashsafe(self, db: Path, work: Path, *, blockdev: bool) -> Verdict:
-        return crashsafe_verdict(db, work, blockdev=blockdev)
+    def recovery_checks(self, db: Path, work: Path, *, blockdev: bool) -> list[Verdict]:
+        return recovery_verdicts(db, work, blockdev=blockdev)
 
 
 class DhlChecker:

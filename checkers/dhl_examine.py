@@ -128,6 +128,7 @@ def examine_before(image: Path, data: MemIO | None = None) -> tuple[Before, bool
         indep_digest=digest_rows(indep.rows) if indep.rows is not None else None,
         indep_no_committed=tuple(sorted(indep.no_committed)),
         previous=previous_commit(hs, newest) if not nolog else 0,
+        above_newest=sum(t > newest for h in hs for t in h.tid) if not nolog else 0,
         t1_missing=tuple(missing),
         reached=len(reached),
         digest=digest,
@@ -168,7 +169,7 @@ def examine_after(
         with data.view() as v:
             mem.load(v)
     try:
-        db = Database(recovered, "nolog" if nolog else "tc", readonly=not recover, io=mem)
+        db = Database(recovered, "auto", readonly=not recover, io=mem)
     except DhlError as e:
         return After(error=_err(e))
     with db:
@@ -216,7 +217,7 @@ def _second_recovery(
     recovered image ``mem``: which pages changed."""
     again.load_copy(mem)
     try:
-        Database(recovered.with_name(recovered.name + ".again"), "tc", io=again).close()
+        Database(recovered.with_name(recovered.name + ".again"), "auto", io=again).close()
     except DhlError as e:
         return None, _err(e)
     if not again.writes or again.same_as(mem):

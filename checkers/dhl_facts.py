@@ -21,7 +21,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from dhl.binding import Database, DhlError, Headers, MemIO, valid_slot
+from dhl.binding import Database, Headers, MemIO, valid_slot
+
+NOLOG_FLAG = 1  # dhl.h DHL_FLAG_NOLOG: the header flag of a NOLOG database
 
 
 @dataclass(frozen=True)
@@ -35,6 +37,9 @@ class Before:
     newest_count: int = 0  # slot headers carrying that TID
     newest_pages: tuple[int, ...] = ()  # every page carrying that TID, whatever the page count
     previous: int = 0  # TID of the newest commit record below it (what a rollback returns to)
+    # slot headers with a TID above the newest commit record's: pages of a
+    # transaction whose commit record did not persist (thesis Fig. 5(b))
+    above_newest: int = 0
     # reachable pages with no committed slot header: (page, parent, tid0, tid1)
     t1_missing: tuple[tuple[int, int, int, int], ...] = ()
     reached: int = 0
@@ -103,14 +108,11 @@ class RunFacts:
 
 
 def open_image(path: Path, **kw: object) -> tuple[Database, bool]:
-    """Open a DHL image in whatever mode it was created for (the mode only
-    matters for writing transactions): ``(db, nolog)``."""
-    try:
-        return Database(path, "tc", **kw), False  # type: ignore[arg-type]  # **kw passes Database's options through
-    except DhlError as e:
-        if e.code != "DHL_EMODE":
-            raise
-    return Database(path, "nolog", **kw), True  # type: ignore[arg-type]  # **kw passes Database's options through
+    """Open a DHL image in the mode it was created for (``auto``; the mode
+    only matters for writing transactions, recovery is the format's):
+    ``(db, nolog)``."""
+    db = Database(path, "auto", **kw)  # type: ignore[arg-type]  # **kw passes Database's options through
+    return db, bool(db.info().flags & NOLOG_FLAG)
 
 
 def stored_headers(db: Database, image: MemIO) -> list[Headers]:
@@ -135,10 +137,26 @@ def pages_with(hs: Sequence[Headers], tid: int, limit: int) -> tuple[int, ...]:
     return tuple(h.pgno for h in hs if h.pgno < limit for t in h.tid if t == tid)
 
 
+def inplace(hs: Sequence[Headers]) -> tuple[int, int] | None:
+    """The one commit record ``(FCC, size)`` of a database in the thesis's
+    format (dhl/FORMAT.md, "The thesis's format"), None for the engine's."""
+    return hs[0].inplace if hs and hs[0].pgno == 0 else None
+
+
+def _count(hs: Sequence[Headers], tid: int) -> int:
+    """Slot headers carrying ``tid`` below the page count it saw."""
+    return len(pages_with(hs, tid, pagecount_at(hs, tid)))
+
+
 def newest_commit(hs: Sequence[Headers]) -> tuple[int, int, int]:
     """``(tid, size, count)`` of the newest commit record — a slot header with
     a non-zero commit field in a page below the page count its transaction
-    saw — and how many slot headers carry its TID (below that page count)."""
+    saw; the thesis's format: its one in-place record, size 0 when not
+    counted — and how many slot headers carry its TID (below that page
+    count)."""
+    one = inplace(hs)
+    if one is not None:
+        return (one[0], one[1], _count(hs, one[0])) if one[0] else (0, 0, 0)
     best = (0, 0)
     for h in hs:
         for s in range(2):
@@ -147,13 +165,17 @@ def newest_commit(hs: Sequence[Headers]) -> tuple[int, int, int]:
                 best = (t, c)
     if not best[0]:
         return 0, 0, 0
-    return best[0], best[1], len(pages_with(hs, best[0], pagecount_at(hs, best[0])))
+    return best[0], best[1], _count(hs, best[0])
 
 
 def previous_commit(hs: Sequence[Headers], below: int) -> int:
     """The TID of the newest commit record older than ``below`` (0: none).
     TIDs need not be consecutive: after a rollback the next transaction
-    takes a TID above the rolled-back one."""
+    takes a TID above the rolled-back one.  In the thesis's format they
+    are (the next TID is FCC + 1), and the one in-place record that a
+    rollback restores is ``below - 1``'s."""
+    if inplace(hs) is not None:
+        return max(0, below - 1)
     return max(
         (
             h.tid[s]
@@ -167,7 +189,14 @@ def previous_commit(hs: Sequence[Headers], below: int) -> int:
 
 def committed_fcc(hs: Sequence[Headers]) -> int:
     """The FCC recovery would choose from these stored headers: the newest
-    commit record whose count of slot headers is complete (0: none)."""
+    commit record whose count of slot headers is complete (0: none); in the
+    thesis's format its one record when complete or not counted, else the
+    TID before it (a short count rolls back by one)."""
+    one = inplace(hs)
+    if one is not None:
+        fcc, size = one
+        count = _count(hs, fcc) if fcc else 0
+        return fcc if not size or count == size else fcc - 1 if count < size else 0
     cands = sorted(
         {
             (h.tid[s], h.commit[s])
@@ -178,6 +207,6 @@ def committed_fcc(hs: Sequence[Headers]) -> int:
         reverse=True,
     )
     for tid, size in cands:
-        if len(pages_with(hs, tid, pagecount_at(hs, tid))) == size:
+        if _count(hs, tid) == size:
             return tid
     return 0

@@ -69,6 +69,35 @@ def footprint(page: bytes, s: int, pgno: int, ntrees: int) -> list[tuple[int, in
     return out
 
 
+def recovery_may_change(
+    page: bytes | memoryview, pgno: int, ntrees: int, fcc: int, *, thesis: bool = False
+) -> list[tuple[int, int, str]]:
+    """The byte ranges ``(start, end, what)`` that recovery at ``fcc`` may
+    rewrite on page ``pgno`` as stored (``page``): the TID and commit field
+    of each slot header above the FCC (an aborted transaction's) — the
+    thesis's "changes a single metadata" (§3.2) and the commit field that
+    carries a transaction size — and, in the thesis's format, the header
+    page's commit record, which a rollback restores in that same write.
+    Empty when the page holds no such slot header: recovery has no reason
+    to write it."""
+    out: list[tuple[int, int, str]] = []
+    for s in range(2):
+        if pgno == 0:
+            a, _ = meta_range(s, ntrees)
+            (tid,) = struct.unpack_from("<I", page, a)
+            fields = [(a, a + 4, f"meta slot {s} TID"), (a + 4, a + 8, f"meta slot {s} commit")]
+        else:
+            a = s * SLOT_SIZE
+            tid = slot(page, s).tid
+            fields = [(a, a + 4, f"slot {s} TID"), (a + 8, a + 10, f"slot {s} commit")]
+        if tid > fcc:
+            out += fields
+    if out and pgno == 0 and thesis:
+        a = meta_range(1, ntrees)[1]
+        out.append((a, a + 8, "commit record"))
+    return out
+
+
 def changed_bytes(old: bytes, new: bytes, s: int, pgno: int, ntrees: int) -> list[str]:
     """What of slot ``s``'s footprint (as ``old`` stored it) differs in
     ``new``: empty when a write left every byte of the slot in place."""
@@ -79,6 +108,7 @@ def changed_bytes(old: bytes, new: bytes, s: int, pgno: int, ntrees: int) -> lis
 
 MAGIC = b"DHL format 1\0\0\0\0"
 NOLOG_FLAG = 1
+THESIS_FLAG = 2  # one commit record (FCC, size) in place, after meta slot 1
 LEAF, INTERIOR = 1, 2
 
 
@@ -113,11 +143,13 @@ def valid(tid0: int, tid1: int, fcc: int) -> int:
     return max(ok, key=lambda s: (tid0, tid1)[s]) if ok else -1
 
 
-def _fcc(image: bytes | memoryview, ps: int, ntrees: int) -> int:
+def _fcc(image: bytes | memoryview, ps: int, ntrees: int, thesis: bool = False) -> int:
     """The newest complete commit record's TID (FORMAT.md, "TIDs, INV,
     FCC" and "Recovery"): a commit record lies below the page count its
     transaction saw, and is complete when that many slot headers carry its
-    TID there.  Only the newest may be incomplete."""
+    TID there.  Only the newest may be incomplete.  ``thesis``: the one
+    in-place record (FORMAT.md, "The thesis's format") decides: as is when
+    its size is 0, else when complete, else the TID before it."""
     metas = [_meta(image, s, ntrees) for s in range(2)]
     # only pages below a page count some transaction saw can hold a commit
     # record or count for one: the pages past the larger meta page count
@@ -133,12 +165,18 @@ def _fcc(image: bytes | memoryview, ps: int, ntrees: int) -> int:
         s = valid(metas[0].tid, metas[1].tid, t)
         return metas[s].page_count if s >= 0 else 0
 
+    def count(t: int) -> int:
+        return sum(x == t for pair in heads[: min(npages, pagecount_at(t))] for x, _ in pair)
+
+    if thesis:
+        t, size = struct.unpack_from("<II", image, meta_range(1, ntrees)[1])  # after meta slot 1
+        n = count(t) if t else 0
+        return t if not size or n == size else t - 1 if n < size else 0
     cands = {
         (t, c) for p, pair in enumerate(heads) for t, c in pair if t and c and p < pagecount_at(t)
     }
     for i, (t, size) in enumerate(sorted(cands, reverse=True)[:2]):
-        count = sum(x == t for pair in heads[: min(npages, pagecount_at(t))] for x, _ in pair)
-        if count == size:
+        if count(t) == size:
             return t
         if i == 1:
             break
@@ -164,7 +202,7 @@ def _read_committed(image: bytes | memoryview) -> Reading:
         return Reading(error=f"bad header: page size {ps}, {ntrees} trees")
     nolog = bool(flags & NOLOG_FLAG)
     metas = [_meta(image, s, ntrees) for s in range(2)]
-    fcc = metas[0].tid if nolog else _fcc(image, ps, ntrees)
+    fcc = metas[0].tid if nolog else _fcc(image, ps, ntrees, bool(flags & THESIS_FLAG))
     m = 0 if nolog else valid(metas[0].tid, metas[1].tid, fcc)
     if m < 0:
         return Reading(fcc=fcc, error=f"no meta slot committed at FCC {fcc}")

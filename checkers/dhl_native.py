@@ -120,7 +120,7 @@ def _load() -> C.CDLL:
     return _lib
 
 
-NSCALAR, NSTR, NARR = 12, 10, 8  # the layout of rawcheck.c's emit()
+NSCALAR, NSTR, NARR = 13, 10, 8  # the layout of rawcheck.c's emit()
 _SCALARS = struct.Struct(f"<{NSCALAR}I")
 
 
@@ -161,6 +161,7 @@ def parse_facts(blob: bytes) -> DhlFacts:
         newest_count=sc[3],
         newest_pages=arrs[0],  # type: ignore[arg-type]  # ctypes/native-blob values are untyped
         previous=sc[4],
+        above_newest=sc[12],
         t1_missing=_groups(arrs[1], 4),  # type: ignore[arg-type]  # ctypes/native-blob values are untyped
         reached=sc[5],
         digest=strs[1],

@@ -87,6 +87,7 @@ ENGINES: dict[str, Engine] = {
                 "CC-MONO",
                 "REC-IDEMPOTENT",
                 "REC-CRASHSAFE",
+                "REC-MINIMAL",
             ),
             shell=("dhl", "dump"),
         ),

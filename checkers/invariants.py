@@ -68,7 +68,9 @@ INVARIANTS: dict[str, Invariant] = {
         Invariant(
             "CC-ROLLBACK",
             "counting-commit",
-            "a short count makes recovery roll back to FCC-1 and invalidate FCC's headers",
+            "recovery rolls back the newest transaction exactly when it is incomplete (by the "
+            "write trace, else by its count): FCC becomes the previous commit record's TID, "
+            "whose size matches its count, and no header of the rolled-back TID remains",
         ),
         Invariant(
             "CC-NEXT",
@@ -81,6 +83,12 @@ INVARIANTS: dict[str, Invariant] = {
             "committed FCC never decreases across acknowledged transactions",
         ),
         Invariant("REC-IDEMPOTENT", "recovery", "recovering a recovered image changes nothing"),
+        Invariant(
+            "REC-MINIMAL",
+            "recovery",
+            "recovery writes only pages holding an aborted transaction's slot header and "
+            "changes there only those headers' TID and commit fields",
+        ),
         Invariant(
             "REC-CRASHSAFE",
             "recovery",

@@ -89,11 +89,12 @@ class RunChecks(Protocol[R_co]):
         the per-state judge (None: none)."""
         ...
 
-    def crashsafe(self, db: Path, work: Path, *, blockdev: bool) -> Verdict:
-        """REC-CRASHSAFE of the recovered database file ``db``: the engine's
-        recovery crashed at many points and recovered again (``work``: a
-        scratch folder); ``actual`` of a pass is the number of recovery
-        crash states (0: recovery wrote nothing)."""
+    def recovery_checks(self, db: Path, work: Path, *, blockdev: bool) -> list[Verdict]:
+        """The checks of the engine's own recovery of the database file
+        ``db``, REC-CRASHSAFE first: the recovery crashed at many points and
+        recovered again (``work``: a scratch folder; ``actual`` of a pass is
+        the number of recovery crash states, 0: recovery wrote nothing),
+        then what its writes may change (REC-MINIMAL)."""
         ...
 
 

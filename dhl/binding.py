@@ -25,6 +25,7 @@ from dhl.library import (
     MODES,
     OPEN_CREATE,
     OPEN_FDATASYNC,
+    OPEN_MODES,
     OPEN_NORECOVER,
     OPEN_READONLY,
     OPEN_TRUNCATE,
@@ -46,6 +47,7 @@ __all__ = [
     "MAX_TREES",
     "MODES",
     "OPEN_CREATE",
+    "OPEN_MODES",
     "OPEN_FDATASYNC",
     "OPEN_NORECOVER",
     "OPEN_READONLY",
@@ -123,8 +125,8 @@ class Database:
         cache_pages: int = 0,
         io: CaptureIO | MemIO | None = None,
     ) -> None:
-        if mode not in MODES:
-            raise ValueError(f"unknown DHL mode {mode!r} (one of {', '.join(MODES)})")
+        if mode not in OPEN_MODES:
+            raise ValueError(f"unknown DHL mode {mode!r} (one of {', '.join(OPEN_MODES)})")
         L = lib()
         flags = (
             (OPEN_CREATE if create else 0)
@@ -135,7 +137,7 @@ class Database:
         )
         o = _Options(
             page_size,
-            MODES[mode],
+            OPEN_MODES[mode],
             ntrees,
             flags,
             cache_pages,

@@ -15,25 +15,18 @@ import sys
 
 import click
 
-from dhl.binding import MODES, Database, DhlError
+from dhl.binding import OPEN_MODES, Database, DhlError
 
 _mode = click.option(
     "--mode",
-    type=click.Choice(sorted(MODES)),
+    type=click.Choice(sorted(OPEN_MODES)),
     default=None,
-    help="commit mode to open with (default: tc, or nolog for NOLOG files)",
+    help="commit mode to open with (default: auto, the mode the file was created for)",
 )
 
 
 def _open(path: str, mode: str | None, **kw: object) -> Database:
-    if mode is None:
-        try:
-            return Database(path, "tc", **kw)  # type: ignore[arg-type]  # **kw passes Database's options through
-        except DhlError as e:
-            if e.code != "DHL_EMODE":
-                raise
-            mode = "nolog"
-    return Database(path, mode, **kw)  # type: ignore[arg-type]  # **kw passes Database's options through
+    return Database(path, mode or "auto", **kw)  # type: ignore[arg-type]  # **kw passes Database's options through
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})

@@ -20,12 +20,16 @@ def valid_slot(tid0: int, tid1: int, fcc: int) -> int:
 class Headers:
     """Both slot headers of one stored page image, decoded by
     ``dhl_image_headers``: TIDs, commit fields, and ``aux`` (record count of
-    a data page slot; page count of a header meta slot)."""
+    a data page slot; page count of a header meta slot).  ``inplace``: the
+    header page of a database in the thesis's format (``dhl_image_commit``)
+    carries its one commit record, ``(FCC, size)`` (size 0: not counted);
+    None for every other page and format."""
 
     pgno: int
     tid: tuple[int, int]
     commit: tuple[int, int]
     aux: tuple[int, int]
+    inplace: tuple[int, int] | None = None
 
 
 def image_headers(
@@ -56,16 +60,27 @@ def _decode_headers(
         # are tested one by one
         n = -(-len(bytes(out)[: 24 * n].rstrip(b"\0")) // 24)
     v = out[: 6 * n]
+    inplace = _inplace(data, page_size) if first_pgno == 0 and n else None
     return [
         Headers(
             first_pgno + i,
             (v[6 * i], v[6 * i + 1]),
             (v[6 * i + 2], v[6 * i + 3]),
             (v[6 * i + 4], v[6 * i + 5]),
+            inplace if first_pgno + i == 0 else None,
         )
         for i in range(n)
         if not nonzero or any(v[6 * i : 6 * i + 6])
     ]
+
+
+def _inplace(data: bytes | C.Array[C.c_char] | None, page_size: int) -> tuple[int, int] | None:
+    """The thesis's in-place commit record of the header page at the start
+    of ``data`` (None: not that format, or unreadable)."""
+    out = (C.c_uint32 * 3)()
+    if data is None or lib().dhl_image_commit(data, page_size, out) or not out[0]:
+        return None
+    return out[1], out[2]
 
 
 def file_headers(

@@ -14,7 +14,10 @@ from pathlib import Path
 
 MAX_TREES = 32
 TID_INV = 0
-MODES = {"tc": 0, "cc": 1, "tc_opt": 2, "cc_opt": 3, "nolog": 4}
+# the commit modes (dhl.h enum dhl_mode); OPEN_MODES adds "auto", which
+# opens a database in the mode it was created for (DHL_MODE_AUTO)
+MODES = {"tc": 0, "cc": 1, "tc_opt": 2, "cc_opt": 3, "nolog": 4, "tc_thesis": 5, "cc_thesis": 6}
+OPEN_MODES = {**MODES, "auto": 7}
 OPEN_CREATE, OPEN_TRUNCATE, OPEN_READONLY, OPEN_NORECOVER, OPEN_FDATASYNC = 1, 2, 4, 8, 16
 ERRORS = [
     "DHL_OK",
@@ -199,6 +202,7 @@ def lib() -> C.CDLL:
         "dhl_read_page": (C.c_int, [P, u32, C.c_char_p]),
         "dhl_valid_slot": (C.c_int, [u32, u32, u32]),
         "dhl_image_headers": (C.c_int, [C.c_char_p, u32, u32, u32, u32, C.POINTER(u32)]),
+        "dhl_image_commit": (C.c_int, [C.c_char_p, sz, C.POINTER(u32)]),
         "dhl_reachable": (
             C.c_int,
             [P, C.POINTER(u32), C.POINTER(u32), C.POINTER(C.c_int32), u32, C.POINTER(u32)],

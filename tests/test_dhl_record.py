@@ -33,11 +33,10 @@ WORKLOADS = [
     "update:txns=10,ops=3,tables=3,order=rand,warmup=40,seed=2",
     "delete:txns=10,ops=3,tables=3,order=rand,warmup=40,seed=3",
 ]
-MODE = {"tc": "tc", "cc": "cc", "tc-opt": "tc_opt", "cc-opt": "cc_opt", "nolog": "nolog"}
 
 
 def dhl_mode(sut: str) -> str:
-    return MODE[sut.removeprefix("dhl-").removesuffix("-raw")]
+    return SUTS[sut].mode
 
 
 def _ours(parent: Path) -> list[str]:

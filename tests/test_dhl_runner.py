@@ -24,7 +24,15 @@ from workloads.suts import SUTS, get_sut
 
 ROOT = Path(__file__).resolve().parent.parent
 DHL_SUTS = sorted(n for n, s in SUTS.items() if s.engine == "dhl")
-MODE = {"tc": "tc", "cc": "cc", "tc-opt": "tc_opt", "cc-opt": "cc_opt", "nolog": "nolog"}
+MODE = {
+    "tc": "tc",
+    "cc": "cc",
+    "tc-opt": "tc_opt",
+    "cc-opt": "cc_opt",
+    "nolog": "nolog",
+    "tc-thesis": "tc_thesis",
+    "cc-thesis": "cc_thesis",
+}
 # 128-byte values, 3 ops on 3 trees per transaction, enough warm-up rows that
 # each tree has several leaves: transactions touch >= 3 pages and split them.
 WORKLOADS = [
@@ -219,7 +227,7 @@ def test_bad_input_exits_nonzero_with_one_line(shm):
         (
             [*base, "--db", db, "--dhl-mode", "fast"],
             1,
-            "bad DHL mode fast (choose from tc, cc, tc_opt, cc_opt, nolog)",
+            "bad DHL mode fast (choose from tc, cc, tc_opt, cc_opt, nolog, tc_thesis, cc_thesis)",
         ),
         (
             [*base, "--db", db, "--sync", "sometimes"],

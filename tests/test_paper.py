@@ -233,21 +233,27 @@ def test_claims_are_checked_against_the_best_runs() -> None:
     def pt(m: float) -> dict:
         return {"best": m, "median": m, "min": m, "max": m}
 
+    # the thesis's DHL_TC/DHL_CC embed their commit record (§IV): ours are
+    # DHL_TC_OPT/DHL_CC_OPT; DHL_TC/DHL_CC here (header page) are not in
+    # the thesis's figure, and their points must not count
     fig10 = {
-        "systems": ["WAL", "DHL_CC", "DHL_TC", "WAL_OPT", "DASH"],
+        "systems": ["WAL", "DHL_CC", "DHL_TC", "DHL_CC_OPT", "DHL_TC_OPT", "WAL_OPT", "DASH"],
         "kinds": {
             "insert": {
                 "1": {
                     "WAL": pt(1),
-                    "DHL_CC": pt(1.5),
-                    "DHL_TC": pt(1.2),
+                    "DHL_CC_OPT": pt(1.5),
+                    "DHL_TC_OPT": pt(1.2),
+                    "DHL_TC": pt(0.5),
                     "WAL_OPT": pt(1.8),
                     "DASH": pt(0.5),
                 },
                 "2": {
                     "WAL": pt(1),
-                    "DHL_CC": pt(1.3),
-                    "DHL_TC": pt(0.9),
+                    "DHL_CC_OPT": pt(1.3),
+                    "DHL_TC_OPT": pt(0.9),
+                    "DHL_CC": pt(2.0),
+                    "DHL_TC": pt(0.5),
                     "WAL_OPT": pt(1.1),
                     "DASH": pt(0.6),
                 },
@@ -255,10 +261,15 @@ def test_claims_are_checked_against_the_best_runs() -> None:
         },
     }
     claims = {c["claim"].split()[0]: c["here"] for c in _claims(fig10)}
-    # DASH below WAL is allowed by the claim; DHL_TC at 2 ops is not
-    assert claims["other"] == "not everywhere: 1 of 6 points below WAL: DHL_TC insert ops=2 (0.90)"
+    # DASH below WAL is allowed by the claim; DHL_TC_OPT at 2 ops is not
+    assert (
+        claims["other"] == "not everywhere: 1 of 6 points below WAL: DHL_TC_OPT insert ops=2 (0.90)"
+    )
     assert claims["WAL_OPT"] == "up to 1.80x (insert, ops=1, best runs)"
-    assert claims["when"] == "DHL_CC/DHL_TC = 1.44 (insert, ops=2, best runs)"
+    assert claims["when"] == (
+        "DHL_CC_OPT/DHL_TC_OPT = 1.44 (insert, ops=2, best runs; the thesis's DHL_CC "
+        "and DHL_TC embed their commit record)"
+    )
 
 
 def test_table2_and_xlog_figures_are_ratios_of_one_run() -> None:

@@ -1,5 +1,7 @@
 """The DHL SUTs (engine "dhl", workloads/runner/engine_dhl.c): ``dhl-tc``,
-``dhl-cc``, ``dhl-tc-opt``, ``dhl-cc-opt`` and the unsafe ``dhl-nolog``, each
+``dhl-cc``, ``dhl-tc-opt``, ``dhl-cc-opt``, the thesis's own ``dhl-tc-thesis``
+and ``dhl-cc-thesis`` (one commit record in place; TC recovered by the FCC
+alone, CC restored by recovery) and the unsafe ``dhl-nolog``, each
 on the database file in the recorded file system, and a ``…-raw`` twin
 (``raw=True``) that runs on the recorded block device itself with no file
 system (``crashlab record --fs raw``; the fast tier of the sweep).  Their
@@ -24,6 +26,20 @@ _DHL_CC = (
     "and the transaction size) are written with one fsync and no ordering; recovery "
     "counts the slot headers with TID = FCC and 'will rollback to the previous "
     "consistent state' when the count is short"
+)
+_DHL_TC_THESIS = (
+    "DHL traditional commit as the thesis writes it (§3.2-3.3, Fig. 4): one FCC in "
+    "the header page, overwritten in place after the fsync that orders the dirty "
+    "pages before it; recovery trusts that FCC alone (no transaction size, no "
+    "count): 'a commit mark must be written after all other dirty pages in the "
+    "transaction are flushed' (dhl-tc counts as well: a strengthening)"
+)
+_DHL_CC_THESIS = (
+    "DHL counting commit as the thesis writes it (§3.4, Fig. 5): one FCC and "
+    "transaction size in the header page, overwritten in place, one fsync; on a "
+    "short count recovery 'restore[s] the database header page by decreasing the "
+    "FCC by one and restoring the transaction size' (dhl-cc keeps the previous "
+    "commit record in a second meta slot instead)"
 )
 _DHL_OPT = (
     "; metadata embedding (thesis §IV, after Kim et al.): FCC and the transaction "
@@ -101,10 +117,10 @@ def _dhl(
         guarantees=tuple(guarantees),
         error_guarantees=_dhl_errors(guarantees),
         raw=raw,
-        commit_after_sync=mode in ("tc", "tc_opt"),
+        commit_after_sync=mode in ("tc", "tc_opt", "tc_thesis"),
         mode=mode,
         recovery=mode != "nolog",
-        torn_safe=mode in ("tc", "nolog"),
+        torn_safe=mode in ("tc", "nolog", "tc_thesis"),
         in_place=mode == "nolog",
         weaknesses=_DHL_NOLOG_SHOWS if mode == "nolog" else (),
     )
@@ -126,6 +142,18 @@ def dhl_suts() -> list[Sut]:
             "cc_opt",
             "DHL, counting commit with metadata embedding",
             _DHL_CC + _DHL_OPT,
+        ),
+        (
+            "dhl-tc-thesis",
+            "tc_thesis",
+            "DHL, the thesis's traditional commit (recovery by the FCC alone)",
+            _DHL_TC_THESIS,
+        ),
+        (
+            "dhl-cc-thesis",
+            "cc_thesis",
+            "DHL, the thesis's counting commit (one FCC and size, restored in place)",
+            _DHL_CC_THESIS,
         ),
     ]
     out = []

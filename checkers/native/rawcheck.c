@@ -105,6 +105,15 @@ static uint32_t count_with(const struct heads *hs, uint32_t tid, uint64_t limit)
     return n;
 }
 
+/* count_above: slot headers with a TID above tid, on every page. */
+static uint32_t count_above(const struct heads *hs, uint32_t tid)
+{
+    uint32_t n = 0;
+    for (uint32_t p = 0; p < hs->npages; p++)
+        n += (hs->h[6 * p] > tid) + (hs->h[6 * p + 1] > tid);
+    return n;
+}
+
 /* newest_commit: (tid, size, count) of the newest commit record. */
 static void newest_commit(const struct heads *hs, uint32_t *tid, uint32_t *size, uint32_t *count)
 {
@@ -154,6 +163,7 @@ enum {
     A_ENGINE_FCC,
     A_ROLLED_BACK,
     F_NOLOG_DB,
+    B_ABOVE_NEWEST,
     NSCALAR
 };
 enum {
@@ -326,6 +336,7 @@ static int before(rc_ctx *c, struct facts *f, const char *label, int *nolog, uin
     if (nw)
         pages_with(&hs, nw, im->mem.size, &c->newest_pages);
     f->sc[B_PREVIOUS] = *nolog ? 0 : previous_commit(&hs, nw);
+    f->sc[B_ABOVE_NEWEST] = *nolog ? 0 : count_above(&hs, nw);
     f->sc[B_REACHED] = n;
     c->e.close(db);
     *newest = nw;
@@ -457,6 +468,10 @@ static int facts_of(rc_ctx *c, const char *label, const char *label_rec, const c
     static struct vec empty;
     for (int i = 0; i < NARR; i++)
         f->arr[i] = i == L_A_CHANGED ? NULL : &empty;
+    /* the thesis's format (dhl/FORMAT.md: header flag 2, one commit record
+    ** in place) is read by the Python path only */
+    if (c->img.mem.size >= 24 && (rd32(c->img.data + 20) & F_THESIS_FLAG))
+        return RC_FALLBACK;
     int nolog;
     uint32_t newest;
     int rc = before(c, f, label, &nolog, &newest);

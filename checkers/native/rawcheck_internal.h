@@ -13,12 +13,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define NONE       0xFFFFFFFFu /* an absent string or list in the facts */
-#define MODE_TC    0
-#define MODE_NOLOG 4
-#define O_READONLY 4u
-#define E_MODE     12 /* the engine's "NOLOG file opened in a logging mode" */
-#define ERRLEN     4096
+#define NONE          0xFFFFFFFFu /* an absent string or list in the facts */
+#define MODE_TC       0
+#define MODE_NOLOG    4
+#define O_READONLY    4u
+#define E_MODE        12 /* the engine's "NOLOG file opened in a logging mode" */
+#define F_THESIS_FLAG 2u /* header flag of the thesis's format: the Python path reads it */
+#define ERRLEN        4096
 
 /* --- growable buffers ------------------------------------------------------- */
 

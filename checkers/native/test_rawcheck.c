@@ -29,9 +29,11 @@ static int failures;
         }                                                                                          \
     } while (0)
 
-/* The serialised facts (rawcheck.c emit(): 12 scalars, 10 strings, 8 lists). */
+/* The serialised facts (rawcheck.c emit(): NSC scalars, 10 strings, 8 lists). */
+#define NSC          13
+#define SC_ABOVE_NEW 12 /* B_ABOVE_NEWEST: slot headers above the newest commit record */
 struct parsed {
-    uint32_t sc[12];
+    uint32_t sc[NSC];
     char str[10][256];
     int has[10];
     uint32_t nlist[8]; /* 0xFFFFFFFF: none */
@@ -47,7 +49,7 @@ static int parse(const uint8_t *b, size_t n, struct parsed *p)
 {
     size_t at = 0;
     memset(p, 0, sizeof *p);
-    for (int i = 0; i < 12; i++, at += 4)
+    for (int i = 0; i < NSC; i++, at += 4)
         p->sc[i] = u32(b + at);
     for (int i = 0; i < 10; i++) {
         uint32_t k = u32(b + at);
@@ -291,6 +293,8 @@ int main(void)
     CHECK(!strcmp(p.str[6], "ok") && !strcmp(p.str[7], hex), "intact: integrity %s", p.str[6]);
     CHECK(p.nlist[1] == 0 && p.nlist[2] == 0, "intact: pages without a committed slot");
     CHECK(p.nlist[7] == 0, "intact: a second recovery changed %u pages", p.nlist[7]);
+    CHECK(p.sc[SC_ABOVE_NEW] == 0, "intact: %u headers above the newest commit record",
+          p.sc[SC_ABOVE_NEW]);
     uint32_t dfcc, nc;
     char dhex[33], err[128];
     CHECK(rc_decode(c, img, SIZE, &dfcc, dhex, err, sizeof err, &nc) == RC_OK && dfcc == fcc &&
@@ -305,6 +309,14 @@ int main(void)
     out = examine(c, img, &off, &n, older, 1, &len, &rc);
     CHECK(rc == RC_OK && parse(out, len, &p) == 0, "torn: rc %d", rc);
     CHECK(p.sc[9] < fcc, "torn: recovered FCC %u, not below %u", p.sc[9], fcc);
+    /* its pages on disk, its commit record not: the thesis's Fig. 5(b) */
+    CHECK(p.sc[SC_ABOVE_NEW] > 0, "torn: no header above the newest commit record");
+
+    /* the thesis's format (header flag 2): the Python path's business */
+    memcpy(bad, img, SIZE);
+    bad[20] |= 2;
+    out = examine(c, bad, NULL, NULL, NULL, 0, &len, &rc);
+    CHECK(rc == RC_FALLBACK, "thesis's format: rc %d", rc);
 
     /* an overlay past the device: the Python path's business */
     off = SIZE - 512;

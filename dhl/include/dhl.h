@@ -42,6 +42,7 @@ extern "C" {
 #define DHL_HDR_VERSION   28 /* u32: DHL_FORMAT_VERSION */
 #define DHL_HDR_META0     32 /* first meta slot */
 #define DHL_FLAG_NOLOG    1u /* created in NOLOG mode: single-slot, unsafe */
+#define DHL_FLAG_THESIS   2u /* created in a thesis mode: one commit record, in place */
 
 /* A meta slot of the header page (two of them, at DHL_HDR_META0 and right
 ** after the first): the versioned database-wide state. */
@@ -51,6 +52,12 @@ extern "C" {
 #define DHL_META_FREELIST     12 /* u32 first free page (always 0: pages are never freed) */
 #define DHL_META_ROOTS        16 /* u32 root page per tree, 0 = empty tree */
 #define DHL_META_SIZE(ntrees) (16u + 4u * (uint32_t)(ntrees))
+/* DHL_FLAG_THESIS databases: the one commit record of the thesis (§3.4),
+** right after meta slot 1 and overwritten in place by every transaction:
+** u32 FCC, then u32 transaction size (0: not counted, the thesis's TC).
+** The meta slots' commit fields are 0 there.  Always within the first
+** 512 bytes (at most byte 328), so one sector holds it whole. */
+#define DHL_HDR_COMMIT(ntrees) (DHL_HDR_META0 + 2u * DHL_META_SIZE(ntrees))
 
 /* Data page: two fixed slot headers, then the interleaved offset arrays,
 ** then free space, then records growing down from the end of the page. */
@@ -96,7 +103,13 @@ enum dhl_mode {
     DHL_MODE_CC = 1,     /* dirty pages + header page (FCC, txn size), one sync */
     DHL_MODE_TC_OPT = 2, /* TC with FCC embedded in the last dirty data page */
     DHL_MODE_CC_OPT = 3, /* CC with FCC + txn size embedded in the last dirty data page */
-    DHL_MODE_NOLOG = 4   /* in place, one slot header, no recovery: UNSAFE lower bound */
+    DHL_MODE_NOLOG = 4,  /* in place, one slot header, no recovery: UNSAFE lower bound */
+    /* The thesis as written (DHL_FLAG_THESIS: one in-place FCC + size): */
+    DHL_MODE_TC_THESIS = 5, /* TC; recovery trusts the FCC alone (no size, no count) */
+    DHL_MODE_CC_THESIS = 6, /* CC; a short count restores FCC - 1 and its size in
+                            ** place (§3.4) */
+    DHL_MODE_AUTO = 7       /* open only: the mode the file was created for (tc for the
+                            ** engine's logging format, tc_thesis, nolog) */
 };
 
 /* Open flags. */
@@ -170,7 +183,8 @@ int dhl_close(dhl *db);
 const char *dhl_errmsg(const dhl *db);
 /* dhl_errstr: the name of an error code ("DHL_ECORRUPT"...). */
 const char *dhl_errstr(int rc);
-/* dhl_mode_name / dhl_mode_parse: "tc","cc","tc_opt","cc_opt","nolog". */
+/* dhl_mode_name / dhl_mode_parse: "tc","cc","tc_opt","cc_opt","nolog",
+** "tc_thesis","cc_thesis","auto". */
 const char *dhl_mode_name(enum dhl_mode m);
 int dhl_mode_parse(const char *name, enum dhl_mode *m);
 
@@ -263,6 +277,14 @@ int dhl_reachable(dhl *db, uint32_t *pages, uint32_t *parents, int32_t *slots, u
 ** with it.  DHL_OK, or DHL_EINVAL for a bad page size or tree count. */
 int dhl_image_headers(const void *buf, uint32_t ps, uint32_t first_pgno, uint32_t npages,
                       uint32_t ntrees, uint32_t *out);
+
+/* dhl_image_commit: the thesis's in-place commit record of a stored header
+** page (its first n bytes in hdr): out[0] = 1 if the page is a
+** DHL_FLAG_THESIS database's (else 0, and out[1..2] = 0), out[1] = its FCC,
+** out[2] = its transaction size (0: not counted).  No handle: checkers
+** decode header pages taken from a write log with it.  DHL_OK, or
+** DHL_EINVAL when n is too short or the tree count is bad. */
+int dhl_image_commit(const void *hdr, size_t n, uint32_t out[3]);
 
 /* An in-memory store for dhl_mem_io: data[0..size) is the database image,
 ** writes may grow it up to cap bytes.  The caller owns data (and keeps it

@@ -357,3 +357,21 @@ int dhl_image_headers(const void *buf, uint32_t ps, uint32_t first_pgno, uint32_
     }
     return DHL_OK;
 }
+
+/* dhl_image_commit: see dhl.h. */
+int dhl_image_commit(const void *hdr, size_t n, uint32_t out[3])
+{
+    const uint8_t *b = hdr;
+    out[0] = out[1] = out[2] = 0;
+    if (n < DHL_HDR_META0)
+        return DHL_EINVAL;
+    uint32_t nt = get32(b + DHL_HDR_NTREES);
+    if (nt < 1 || nt > DHL_MAX_TREES || n < DHL_HDR_COMMIT(nt) + 8)
+        return DHL_EINVAL;
+    if (!(get32(b + DHL_HDR_FLAGS) & DHL_FLAG_THESIS))
+        return DHL_OK;
+    out[0] = 1;
+    out[1] = get32(b + DHL_HDR_COMMIT(nt));
+    out[2] = get32(b + DHL_HDR_COMMIT(nt) + 4);
+    return DHL_OK;
+}

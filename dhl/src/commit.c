@@ -14,6 +14,14 @@
 **   NOLOG   pages rewritten in place through slot 0, then the header page
 **           if it changed, one sync (unsafe)
 **
+** The thesis as written (DHL_FLAG_THESIS databases): the header page
+** carries one commit record, FCC = T and the size, overwritten in place
+** (the meta slots keep their commit field 0):
+**
+**   TC_THESIS  data pages, sync, header page (FCC = T, size 0: recovery
+**              trusts the FCC alone), sync
+**   CC_THESIS  data pages + header page (FCC = T, size), one sync
+**
 ** An empty ordering sync (nothing written before the commit page) is
 ** skipped, so a one-page TC_OPT transaction syncs once.
 */
@@ -25,6 +33,8 @@ struct txn {
     uint32_t nd;      /* dirty pages */
     uint32_t nslots;  /* slot headers carrying T: the transaction size */
     bool nolog, opt;  /* the NOLOG format; an _OPT mode */
+    bool thesis;      /* the thesis's format: one commit record in place */
+    bool hdr_first;   /* the header page is issued before the data pages */
     bool two_syncs;   /* TC, TC_OPT: a sync orders the commit record last */
     bool write_hdr;   /* the header page is written */
     struct page **dp; /* the dirty pages, by page number */
@@ -93,8 +103,10 @@ static int build_images(dhl *db, struct txn *x)
     if (!rc && x->write_hdr) {
         memcpy(hdr, db->hdr, db->ps);
         x->m.tid = x->T;
-        x->m.commit = (!x->opt && !x->nolog) ? nslots : 0;
+        x->m.commit = (!x->opt && !x->nolog && !x->thesis) ? nslots : 0;
         dhl__meta_encode(db, hdr, x->hw, &x->m);
+        if (x->thesis)
+            dhl__commit_encode(db, hdr, x->T, db->mode == DHL_MODE_CC_THESIS ? nslots : 0);
     }
     return rc;
 }
@@ -106,10 +118,10 @@ static int write_txn(dhl *db, const struct txn *x)
     struct page *const *dp = x->dp, *cp = x->cp;
     uint8_t *const *img = x->img;
     uint32_t nd = x->nd;
-    bool opt = x->opt, two_syncs = x->two_syncs, write_hdr = x->write_hdr;
+    bool two_syncs = x->two_syncs, write_hdr = x->write_hdr, hdr_first = x->hdr_first;
     int rc = DHL_OK;
     uint32_t before = 0;
-    if (write_hdr && opt) {
+    if (write_hdr && hdr_first) {
         rc = dhl__write(db, 0, x->hdr);
         before++;
     }
@@ -124,7 +136,7 @@ static int write_txn(dhl *db, const struct txn *x)
         for (uint32_t i = 0; i < nd; i++)
             if (dp[i] == cp)
                 rc = dhl__write(db, cp->pgno, img[i]);
-    if (!rc && write_hdr && !opt)
+    if (!rc && write_hdr && !hdr_first)
         rc = dhl__write(db, 0, x->hdr);
     if (!rc)
         rc = dhl__sync(db);
@@ -187,7 +199,10 @@ int dhl__commit(dhl *db)
     }
     x.nolog = db->hflags & DHL_FLAG_NOLOG;
     x.opt = db->mode == DHL_MODE_TC_OPT || db->mode == DHL_MODE_CC_OPT;
-    x.two_syncs = db->mode == DHL_MODE_TC || db->mode == DHL_MODE_TC_OPT;
+    x.thesis = db->hflags & DHL_FLAG_THESIS;
+    x.hdr_first = x.opt;
+    x.two_syncs =
+        db->mode == DHL_MODE_TC || db->mode == DHL_MODE_TC_OPT || db->mode == DHL_MODE_TC_THESIS;
     x.write_hdr = (x.opt || x.nolog) ? mchg : true;
     x.nslots = x.nd + (x.write_hdr ? 1 : 0);
     if (x.nslots > DHL_MAX_TXN_PAGES) {

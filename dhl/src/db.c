@@ -4,13 +4,15 @@
 */
 #include "internal.h"
 
-static const char *const mode_names[] = {"tc", "cc", "tc_opt", "cc_opt", "nolog"};
+static const char *const mode_names[] = {"tc",    "cc",        "tc_opt",    "cc_opt",
+                                         "nolog", "tc_thesis", "cc_thesis", "auto"};
+#define NMODES ((int)(sizeof mode_names / sizeof mode_names[0]))
 
-const char *dhl_mode_name(enum dhl_mode m) { return (unsigned)m < 5 ? mode_names[m] : "?"; }
+const char *dhl_mode_name(enum dhl_mode m) { return (int)m < NMODES ? mode_names[m] : "?"; }
 
 int dhl_mode_parse(const char *name, enum dhl_mode *m)
 {
-    for (int i = 0; i < 5; i++)
+    for (int i = 0; i < NMODES; i++)
         if (strcmp(name, mode_names[i]) == 0) {
             *m = (enum dhl_mode)i;
             return DHL_OK;
@@ -41,6 +43,20 @@ size_t dhl_abi_size(int which)
 static bool pow2_ok(uint32_t ps)
 {
     return ps >= DHL_MIN_PAGE_SIZE && ps <= DHL_MAX_PAGE_SIZE && !(ps & (ps - 1));
+}
+
+/* mode_flags: the header flags of a database created in mode m: the
+** format family, which every mode that opens it must share. */
+static uint32_t mode_flags(enum dhl_mode m)
+{
+    if (m == DHL_MODE_NOLOG)
+        return DHL_FLAG_NOLOG;
+    return (m == DHL_MODE_TC_THESIS || m == DHL_MODE_CC_THESIS) ? DHL_FLAG_THESIS : 0;
+}
+
+static const char *family_name(uint32_t hflags)
+{
+    return (hflags & DHL_FLAG_NOLOG) ? "NOLOG" : (hflags & DHL_FLAG_THESIS) ? "thesis" : "logging";
 }
 
 /* wipe: zero every page after the header page that is not zero already.
@@ -76,7 +92,9 @@ static int format(dhl *db, const struct dhl_options *o)
     if (db->ntrees > DHL_MAX_TREES)
         return dhl__err(db, DHL_EINVAL, "%u trees requested, at most %d", db->ntrees,
                         DHL_MAX_TREES);
-    db->hflags = o->mode == DHL_MODE_NOLOG ? DHL_FLAG_NOLOG : 0;
+    if (o->mode == DHL_MODE_AUTO)
+        return dhl__err(db, DHL_EINVAL, "mode auto opens a database; it cannot create one");
+    db->hflags = mode_flags(o->mode);
     if (!(db->hdr = calloc(1, db->ps)))
         return dhl__err(db, DHL_ENOMEM, "out of memory");
     memcpy(db->hdr + DHL_HDR_MAGIC, DHL_MAGIC, DHL_MAGIC_LEN);
@@ -84,8 +102,12 @@ static int format(dhl *db, const struct dhl_options *o)
     put32(db->hdr + DHL_HDR_FLAGS, db->hflags);
     put32(db->hdr + DHL_HDR_NTREES, db->ntrees);
     put32(db->hdr + DHL_HDR_VERSION, DHL_FORMAT_VERSION);
-    struct meta m = {.tid = 1, .commit = 1, .page_count = 1};
+    bool thesis = db->hflags & DHL_FLAG_THESIS;
+    uint32_t size = (!thesis || o->mode == DHL_MODE_CC_THESIS) ? 1 : 0;
+    struct meta m = {.tid = 1, .commit = thesis ? 0 : 1, .page_count = 1};
     dhl__meta_encode(db, db->hdr, 0, &m);
+    if (thesis)
+        dhl__commit_encode(db, db->hdr, 1, size);
     int rc = wipe(db);
     if (!rc)
         rc = dhl__write(db, 0, db->hdr);
@@ -98,10 +120,10 @@ static int format(dhl *db, const struct dhl_options *o)
     db->valid_meta = 0;
     db->fcc = 1;
     db->next_tid = 2;
-    db->txn_size = 1;
+    db->txn_size = size;
     db->committed = db->work = m;
     db->rec.fcc = 1;
-    db->rec.txn_size = 1;
+    db->rec.txn_size = size;
     return DHL_OK;
 }
 
@@ -126,7 +148,8 @@ static int validate(dhl *db, const struct dhl_options *o, uint64_t bytes)
         return dhl__err(db, DHL_EPAGESIZE, "%s has page size %u, not the %u asked for", db->path,
                         db->ps, o->page_size);
     db->hflags = get32(first + DHL_HDR_FLAGS);
-    if (db->hflags & ~DHL_FLAG_NOLOG)
+    if ((db->hflags & ~(DHL_FLAG_NOLOG | DHL_FLAG_THESIS)) ||
+        db->hflags == (DHL_FLAG_NOLOG | DHL_FLAG_THESIS))
         return dhl__err(db, DHL_ECORRUPT, "%s: unknown header flags 0x%x", db->path, db->hflags);
     db->ntrees = get32(first + DHL_HDR_NTREES);
     if (db->ntrees < 1 || db->ntrees > DHL_MAX_TREES)
@@ -138,10 +161,13 @@ static int validate(dhl *db, const struct dhl_options *o, uint64_t bytes)
     if (bytes < db->ps)
         return dhl__err(db, DHL_ETRUNC, "%s is truncated: %llu bytes, less than one %u-byte page",
                         db->path, (unsigned long long)bytes, db->ps);
-    bool nolog = db->hflags & DHL_FLAG_NOLOG;
-    if (nolog != (o->mode == DHL_MODE_NOLOG))
-        return dhl__err(db, DHL_EMODE, "%s was created %s NOLOG; cannot open it in mode %s",
-                        db->path, nolog ? "in" : "without", dhl_mode_name(o->mode));
+    if (o->mode == DHL_MODE_AUTO)
+        db->mode = (db->hflags & DHL_FLAG_NOLOG)    ? DHL_MODE_NOLOG
+                   : (db->hflags & DHL_FLAG_THESIS) ? DHL_MODE_TC_THESIS
+                                                    : DHL_MODE_TC;
+    if (mode_flags(db->mode) != db->hflags)
+        return dhl__err(db, DHL_EMODE, "%s was created in a %s mode; cannot open it in mode %s",
+                        db->path, family_name(db->hflags), dhl_mode_name(o->mode));
     if (!(db->hdr = malloc(db->ps)))
         return dhl__err(db, DHL_ENOMEM, "out of memory");
     return DHL_OK;
@@ -162,7 +188,7 @@ static int open_inner(const char *path, const struct dhl_options *opts, dhl **ou
     db->path = strdup(path ? path : "(io)");
     if (!db->path)
         return dhl__err(db, DHL_ENOMEM, "out of memory");
-    if ((unsigned)o.mode > DHL_MODE_NOLOG)
+    if ((unsigned)o.mode > DHL_MODE_AUTO)
         return dhl__err(db, DHL_EINVAL, "unknown mode %d", (int)o.mode);
     db->mode = o.mode;
     db->oflags = o.flags;

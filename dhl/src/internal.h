@@ -112,6 +112,7 @@ uint64_t dhl__file_pages(dhl *db);
 /* page.c */
 void dhl__meta_decode(const dhl *db, const uint8_t *hdr, int s, struct meta *m);
 void dhl__meta_encode(const dhl *db, uint8_t *hdr, int s, const struct meta *m);
+void dhl__commit_encode(const dhl *db, uint8_t *hdr, uint32_t fcc, uint32_t size);
 int dhl__slot_tid(const uint8_t *img, int s);
 int dhl__page_cslot(const dhl *db, const uint8_t *img);
 int dhl__parse(dhl *db, struct page *pg);

@@ -48,6 +48,14 @@ void dhl__meta_encode(const dhl *db, uint8_t *hdr, int s, const struct meta *m)
         put32(p + DHL_META_ROOTS + 4 * t, m->roots[t]);
 }
 
+/* dhl__commit_encode: the thesis's in-place commit record (FCC, size) into
+** header image hdr (DHL_FLAG_THESIS databases only). */
+void dhl__commit_encode(const dhl *db, uint8_t *hdr, uint32_t fcc, uint32_t size)
+{
+    put32(hdr + DHL_HDR_COMMIT(db->ntrees), fcc);
+    put32(hdr + DHL_HDR_COMMIT(db->ntrees) + 4, size);
+}
+
 int dhl__slot_tid(const uint8_t *img, int s)
 {
     return (int)get32(img + s * DHL_SLOT_SIZE + DHL_SLOT_TID);

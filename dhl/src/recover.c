@@ -22,7 +22,20 @@
 ** counted toward it and make a partial transaction look complete.  Two
 ** rules close that: recovery invalidates every header above the FCC on the
 ** whole store, and the next transaction's TID is above every TID recovery
-** saw (next_tid), so a TID is never used twice on a store.
+** saw (next_tid), so a TID is never used twice on a store (the thesis's
+** format below excepted).
+**
+** The thesis's format (DHL_FLAG_THESIS, thesis_fcc) keeps one commit
+** record, FCC and size, in the header page, overwritten in place.  Size 0
+** (TC_THESIS) is trusted as is: the FCC alone decides (§3.2-3.3, relying
+** on the sync before the commit record).  Otherwise the slot headers with
+** TID == FCC are counted; a short count rolls back (§3.4): FCC - 1 (the
+** thesis's TIDs are consecutive: the next TID is FCC + 1) with the count
+** of its own slot headers as size is written back into the commit record,
+** in the same page write as the invalidation of the header page's meta
+** slot above it — restored at once, so a crash in the middle of recovery
+** leaves either the old record (still short: rolled back again) or the
+** restored one (complete).
 */
 #include "internal.h"
 
@@ -129,23 +142,46 @@ static void find_commits(const dhl *db, struct slots *sl)
     sl->nc = nc;
 }
 
+/* count_tid: the slot headers carrying tid in the pages below the page
+** count transaction tid saw (header meta slots included). */
+static uint32_t count_tid(const dhl *db, const struct slots *sl, uint32_t tid)
+{
+    uint32_t pc = pagecount_at(db->mslot, tid), cnt = 0;
+    for (uint32_t p = 0; p < pc && p < sl->np; p++)
+        cnt += (sl->tid[2 * p] == tid) + (sl->tid[2 * p + 1] == tid);
+    return cnt;
+}
+
+/* set_fcc: FCC = fcc with transaction size size; the next TID is one
+** above every TID found (the thesis's format: FCC + 1). */
+static void set_fcc(dhl *db, const struct slots *sl, uint32_t fcc, uint32_t size)
+{
+    db->fcc = fcc;
+    db->txn_size = size;
+    db->rec.fcc = fcc;
+    db->rec.txn_size = size;
+    for (uint32_t i = 0; i < 2 * sl->np; i++)
+        if (sl->tid[i] > db->rec.max_tid)
+            db->rec.max_tid = sl->tid[i];
+    uint32_t above = db->rec.max_tid > fcc ? db->rec.max_tid : fcc;
+    db->next_tid = ((db->hflags & DHL_FLAG_THESIS) ? fcc : above) + 1;
+    db->rec.next_tid = db->next_tid;
+}
+
 /* choose_fcc: the FCC is the newest commit record whose transaction is
 ** complete, of the newest two (only the newest may be partial); set fcc,
 ** txn_size, next_tid and the report in db->rec, or DHL_ECORRUPT/ETRUNC. */
 static int choose_fcc(dhl *db, const struct slots *sl, uint32_t maxpc, uint64_t fpages)
 {
-    const uint32_t *tid = sl->tid;
     const struct cand *cd = sl->cd;
-    uint32_t np = sl->np, nc = sl->nc;
+    uint32_t nc = sl->nc;
     int chosen = -1;
     for (uint32_t i = 0; i < nc && i < 2; i++) {
         if (i + 1 < nc && cd[i + 1].tid == cd[i].tid)
             return dhl__err(db, DHL_ECORRUPT,
                             "two commit records for transaction %u (pages %u and %u)", cd[i].tid,
                             cd[i].pgno, cd[i + 1].pgno);
-        uint32_t pc = pagecount_at(db->mslot, cd[i].tid), cnt = 0;
-        for (uint32_t p = 0; p < pc && p < np; p++)
-            cnt += (tid[2 * p] == cd[i].tid) + (tid[2 * p + 1] == cd[i].tid);
+        uint32_t cnt = count_tid(db, sl, cd[i].tid);
         if (i == 0) {
             db->rec.max_commit_tid = cd[0].tid;
             db->rec.max_commit_size = cd[0].size;
@@ -168,15 +204,37 @@ static int choose_fcc(dhl *db, const struct slots *sl, uint32_t maxpc, uint64_t 
                         "incomplete",
                         cd[0].tid, nc > 1 ? cd[1].tid : 0);
     }
-    db->fcc = cd[chosen].tid;
-    db->txn_size = cd[chosen].size;
-    db->rec.fcc = db->fcc;
-    db->rec.txn_size = db->txn_size;
-    for (uint32_t i = 0; i < 2 * np; i++)
-        if (tid[i] > db->rec.max_tid)
-            db->rec.max_tid = tid[i];
-    db->next_tid = (db->rec.max_tid > db->fcc ? db->rec.max_tid : db->fcc) + 1;
-    db->rec.next_tid = db->next_tid;
+    set_fcc(db, sl, cd[chosen].tid, cd[chosen].size);
+    return DHL_OK;
+}
+
+/* thesis_fcc: the thesis's rule for its one in-place commit record (see
+** the top of this file); *restore: it is rolled back and must be written
+** back.  DHL_ECORRUPT when it cannot be. */
+static int thesis_fcc(dhl *db, const struct slots *sl, bool *restore)
+{
+    uint32_t f = get32(db->hdr + DHL_HDR_COMMIT(db->ntrees));
+    uint32_t size = get32(db->hdr + DHL_HDR_COMMIT(db->ntrees) + 4);
+    *restore = false;
+    if (f == DHL_TID_INV)
+        return dhl__err(db, DHL_ECORRUPT, "no commit record found: no committed state");
+    uint32_t cnt = count_tid(db, sl, f);
+    db->rec.max_commit_tid = f;
+    db->rec.max_commit_size = size;
+    db->rec.max_commit_count = cnt;
+    if (size != 0 && cnt > size)
+        return dhl__err(db, DHL_ECORRUPT,
+                        "transaction %u: %u slot headers carry its TID, more than its size %u", f,
+                        cnt, size);
+    if (size != 0 && cnt < size) {
+        if (f == 1)
+            return dhl__err(db, DHL_ECORRUPT, "the creation (transaction 1) is incomplete");
+        f--;
+        size = count_tid(db, sl, f);
+        db->rec.rolled_back = 1;
+        *restore = true;
+    }
+    set_fcc(db, sl, f, size);
     return DHL_OK;
 }
 
@@ -200,6 +258,8 @@ static int repair_page(dhl *db, uint32_t p, const uint32_t *tid, uint8_t *buf)
             put16(buf + s * DHL_SLOT_SIZE + DHL_SLOT_COMMIT, 0);
         }
     }
+    if (p == 0 && (db->hflags & DHL_FLAG_THESIS)) /* the restore, if any: the same write */
+        dhl__commit_encode(db, buf, db->fcc, db->txn_size);
     if ((rc = dhl__write(db, p, buf)))
         return rc;
     db->ctr.recovered_pages++;
@@ -212,14 +272,15 @@ static int repair_page(dhl *db, uint32_t p, const uint32_t *tid, uint8_t *buf)
 }
 
 /* invalidate: count the slot headers above the FCC in db->rec and, if
-** write, repair every page holding one, then sync. */
-static int invalidate(dhl *db, const struct slots *sl, bool write)
+** write, repair every page holding one (and the header page if restore),
+** then sync. */
+static int invalidate(dhl *db, const struct slots *sl, bool write, bool restore)
 {
     const uint32_t *tid = sl->tid;
     uint32_t bad_pages = 0;
     int rc;
     for (uint32_t p = 0; p < sl->np; p++) {
-        bool bad = false;
+        bool bad = p == 0 && restore;
         for (int s = 0; s < 2; s++)
             if (tid[2 * p + s] != DHL_TID_INV && tid[2 * p + s] > db->fcc) {
                 db->rec.invalid_headers++;
@@ -247,13 +308,17 @@ static int recover_logged(dhl *db, bool write, uint64_t fpages)
     if (rc)
         return rc;
     db->rec.scanned_pages = sl.np;
-    if (!(rc = read_slots(db, &sl))) {
+    bool restore = false;
+    if ((rc = read_slots(db, &sl))) {
+    } else if (db->hflags & DHL_FLAG_THESIS) {
+        rc = thesis_fcc(db, &sl, &restore);
+    } else {
         find_commits(db, &sl);
         rc = choose_fcc(db, &sl, maxpc, fpages);
     }
     /* Invalidate every slot header above the FCC. */
     if (!rc)
-        rc = invalidate(db, &sl, write);
+        rc = invalidate(db, &sl, write, restore);
     if (!rc) {
         db->valid_meta = dhl_valid_slot(db->mslot[0].tid, db->mslot[1].tid, db->fcc);
         if (db->valid_meta < 0)

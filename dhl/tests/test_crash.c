@@ -6,8 +6,9 @@
 ** recovery must give exactly the last acknowledged state or the in-flight
 ** one, and pass the structure check.  Recovery itself is then crashed at
 ** every subset of its own writes and must reach the same state, and a
-** second recovery must change nothing (idempotent).  TC, CC, TC_OPT and
-** CC_OPT must pass; NOLOG must fail somewhere (the test expects it to).
+** second recovery must change nothing (idempotent).  TC, CC, TC_OPT,
+** CC_OPT and the thesis's TC and CC (one commit record in place, restored
+** by recovery) must pass; NOLOG must fail somewhere (the test expects it to).
 */
 #include "memio.h"
 
@@ -207,9 +208,10 @@ static struct verdict crash_all(enum dhl_mode mode, int ntx)
 int main(void)
 {
     int ntx = quick() ? 12 : 40;
-    const enum dhl_mode modes[] = {DHL_MODE_TC, DHL_MODE_CC, DHL_MODE_TC_OPT, DHL_MODE_CC_OPT,
-                                   DHL_MODE_NOLOG};
-    for (int i = 0; i < 5; i++) {
+    const enum dhl_mode modes[] = {DHL_MODE_TC,       DHL_MODE_CC,    DHL_MODE_TC_OPT,
+                                   DHL_MODE_CC_OPT,   DHL_MODE_NOLOG, DHL_MODE_TC_THESIS,
+                                   DHL_MODE_CC_THESIS};
+    for (int i = 0; i < (int)(sizeof modes / sizeof modes[0]); i++) {
         long states = 0, bad = 0, rec = 0;
         for (int seed = 1; seed <= 3; seed++) {
             rnd_state = 0x9E3779B97F4A7C15ull * (uint64_t)(seed + 17 * i);

@@ -9,8 +9,10 @@
 #include <fcntl.h>
 #include <unistd.h>
 
-static const enum dhl_mode MODES[] = {DHL_MODE_TC, DHL_MODE_CC, DHL_MODE_TC_OPT, DHL_MODE_CC_OPT,
-                                      DHL_MODE_NOLOG};
+static const enum dhl_mode MODES[] = {DHL_MODE_TC,       DHL_MODE_CC,    DHL_MODE_TC_OPT,
+                                      DHL_MODE_CC_OPT,   DHL_MODE_NOLOG, DHL_MODE_TC_THESIS,
+                                      DHL_MODE_CC_THESIS};
+#define NMODES ((int)(sizeof MODES / sizeof MODES[0]))
 
 static dhl *open_md(struct memdisk *d, enum dhl_mode mode, uint32_t ps, uint32_t ntrees,
                     uint32_t flags)
@@ -146,8 +148,8 @@ static void one_insert(enum dhl_mode mode, uint64_t *syncs, uint64_t *pages)
 static void io_facts(void)
 {
     uint64_t s, p;
-    const uint64_t want_s[] = {2, 1, 1, 1, 1}, want_p[] = {2, 2, 1, 1, 1};
-    for (int i = 0; i < 5; i++) {
+    const uint64_t want_s[] = {2, 1, 1, 1, 1, 2, 1}, want_p[] = {2, 2, 1, 1, 1, 2, 2};
+    for (int i = 0; i < NMODES; i++) {
         one_insert(MODES[i], &s, &p);
         printf("  one-record insert, %-6s: %llu syncs, %llu pages written\n",
                dhl_mode_name(MODES[i]), (unsigned long long)s, (unsigned long long)p);
@@ -323,11 +325,96 @@ static void posix_file(void)
     unlink(path);
 }
 
+/* thesis_txn: a cc_thesis database (4 KiB pages, 2 trees) after 4
+** one-page transactions, and the writes of a fifth that changes both trees
+** (the two leaves, then the header page) in d->ops: base is the image
+** before it.  Returns the fifth transaction's TID. */
+static uint32_t thesis_txn(struct memdisk *base, struct memdisk *d)
+{
+    dhl *db = open_md(d, DHL_MODE_CC_THESIS, 4096, 2, DHL_OPEN_CREATE);
+    uint8_t v[100] = {3};
+    for (int k = 0; k < 4; k++)
+        CHECK_RC(db, dhl_insert(db, (uint32_t)k % 2, k, v, sizeof v));
+    *base = md_copy(d);
+    d->record = true;
+    CHECK_RC(db, dhl_begin(db));
+    CHECK_RC(db, dhl_insert(db, 0, 10, v, sizeof v));
+    CHECK_RC(db, dhl_insert(db, 1, 10, v, sizeof v));
+    CHECK_RC(db, dhl_commit(db));
+    struct dhl_info in;
+    CHECK_RC(db, dhl_info(db, &in));
+    dhl_close(db);
+    CHECK(d->nops == 4 && d->ops[2].off == 0 && d->ops[3].sync);
+    return in.fcc;
+}
+
+static void commit_record(const struct memdisk *d, uint32_t out[3])
+{
+    CHECK(dhl_image_commit(d->data, d->size, out) == DHL_OK);
+}
+
+/* thesis_restore: the commit record persisted, one of its two pages not
+** (Fig. 5(c)): recovery restores FCC - 1 and that transaction's size in
+** place, in the header page write that invalidates the meta slot of T. */
+static void thesis_restore(void)
+{
+    struct memdisk base = {0}, d = {0};
+    uint32_t T = thesis_txn(&base, &d), cr[3];
+    struct memdisk crash = md_copy(&base);
+    md_apply(&crash, &d.ops[2]); /* the commit record */
+    md_apply(&crash, &d.ops[0]); /* one leaf of two */
+    commit_record(&crash, cr);
+    CHECK(cr[0] == 1 && cr[1] == T && cr[2] == 3);
+    crash.record = true;
+    dhl *db = open_md(&crash, DHL_MODE_CC_THESIS, 4096, 2, 0);
+    struct dhl_recovery r;
+    dhl_recovery_info(db, &r);
+    dhl_close(db);
+    commit_record(&crash, cr);
+    printf("  restore: FCC %u size 3 with 2 slot headers -> FCC %u size %u\n", T, cr[1], cr[2]);
+    /* T-1 wrote one leaf and the header page; T's headers are gone */
+    CHECK(r.rolled_back && r.fcc == T - 1 && cr[1] == T - 1 && cr[2] == 2);
+    CHECK(crash.nops == 3 && crash.ops[0].off == 0 && crash.ops[2].sync);
+    /* the file's own mode, and no other family */
+    expect_open(&crash, DHL_MODE_AUTO, 0, DHL_OK);
+    expect_open(&crash, DHL_MODE_CC, 0, DHL_EMODE);
+    expect_open(&base, DHL_MODE_TC, 0, DHL_EMODE);
+    md_free(&crash);
+    md_free(&base);
+    md_free(&d);
+}
+
+/* thesis_torn_header: the header page's write torn at every sector: the
+** commit record lies in sector 0 with the meta slot it commits, so a torn
+** write keeps or loses both (with the leaves on disk: T or T-1, each
+** complete). */
+static void thesis_torn_header(void)
+{
+    struct memdisk base = {0}, d = {0};
+    uint32_t T = thesis_txn(&base, &d);
+    for (size_t k = 0; k <= 8; k++) {
+        struct memdisk crash = md_copy(&base);
+        md_apply(&crash, &d.ops[0]);
+        md_apply(&crash, &d.ops[1]);
+        memcpy(crash.data, d.ops[2].data, 512 * k);
+        dhl *db = open_md(&crash, DHL_MODE_CC_THESIS, 4096, 2, 0);
+        struct dhl_info in;
+        CHECK_RC(db, dhl_info(db, &in));
+        CHECK_RC(db, dhl_check(db));
+        CHECK(in.fcc == (k ? T : T - 1));
+        dhl_close(db);
+        md_free(&crash);
+    }
+    printf("  header page torn after 0..8 sectors: FCC %u (0 sectors) or %u, complete\n", T - 1, T);
+    md_free(&base);
+    md_free(&d);
+}
+
 int main(void)
 {
     int ntx = quick() ? 120 : 600;
     const uint32_t sizes[] = {512, 4096};
-    for (int i = 0; i < 5; i++)
+    for (int i = 0; i < NMODES; i++)
         for (int s = 0; s < 2; s++) {
             random_ops(MODES[i], sizes[s], ntx);
             printf("random ops vs model: %s, %u-byte pages, %d txns: ok\n", dhl_mode_name(MODES[i]),
@@ -340,6 +427,9 @@ int main(void)
     printf("bad input:\n");
     bad_input();
     posix_file();
+    printf("the thesis's CC (one commit record in place):\n");
+    thesis_restore();
+    thesis_torn_header();
     printf("test_engine: ok\n");
     return 0;
 }

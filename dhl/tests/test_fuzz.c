@@ -50,16 +50,19 @@ static void build(struct memdisk *d, enum dhl_mode mode, uint32_t ps)
     dhl_close(db);
 }
 
+static const enum dhl_mode modes[] = {DHL_MODE_CC, DHL_MODE_TC_OPT, DHL_MODE_NOLOG,
+                                      DHL_MODE_CC_THESIS};
+#define NGOOD ((int)(sizeof modes / sizeof modes[0]))
+
 int main(void)
 {
     double budget = quick() ? 2.0 : 3.0, t0 = now();
     long runs = 0, ok = 0, codes[16] = {0};
-    const enum dhl_mode modes[] = {DHL_MODE_CC, DHL_MODE_TC_OPT, DHL_MODE_NOLOG};
-    struct memdisk good[3] = {{0}};
-    for (int i = 0; i < 3; i++)
+    struct memdisk good[NGOOD] = {{0}};
+    for (int i = 0; i < NGOOD; i++)
         build(&good[i], modes[i], i == 0 ? 512 : 1024);
     while (now() - t0 < budget) {
-        int which = (int)rnd_below(3);
+        int which = (int)rnd_below(NGOOD);
         uint32_t ps = which == 0 ? 512 : 1024;
         struct memdisk d = md_copy(&good[which]);
         size_t pages = d.size / ps;
@@ -124,7 +127,7 @@ int main(void)
         if (codes[i])
             printf(" %s=%ld", dhl_errstr(i), codes[i]);
     printf("\n");
-    for (int i = 0; i < 3; i++)
+    for (int i = 0; i < NGOOD; i++)
         md_free(&good[i]);
     CHECK(runs > 100);
     printf("test_fuzz: ok\n");

@@ -48,7 +48,12 @@ class Options:
 
 # The systems of the thesis's Fig. 10 other than WAL and DASH (MVBT_OPT is
 # not built): "other logging methods except DASH consistently outperform WAL".
-FIG10_OTHERS = ("OFF_OPT", "DHL_CC", "DHL_TC", "WAL_OPT")
+# The thesis's DHL_TC and DHL_CC embed their commit record in the last
+# modified data page ("As we implement DHL in SQLite, we make use of
+# metadata embedding", §IV): ours with embedding are DHL_TC_OPT and
+# DHL_CC_OPT, so those stand for them in the figure's claims.
+THESIS_DHL = {"DHL_TC": "DHL_TC_OPT", "DHL_CC": "DHL_CC_OPT"}
+FIG10_OTHERS = ("OFF_OPT", THESIS_DHL["DHL_CC"], THESIS_DHL["DHL_TC"], "WAL_OPT")
 
 GUEST_THROUGHPUT = (
     "not measured: {fs} runs only in a qemu guest here (TCG emulation), "
@@ -251,14 +256,16 @@ def _claims(fig10: dict[str, Any]) -> list[dict[str, str]]:
                     "here": f"up to {best[0]:.2f}x ({best[1]}, ops={best[2]}, best runs)",
                 }
             )
-    if {"DHL_CC", "DHL_TC"} <= set(fig10["systems"]) and "2" in kinds.get("insert", {}):
-        cc, tc = ratio("insert", "2", "DHL_CC"), ratio("insert", "2", "DHL_TC")
+    cc_key, tc_key = THESIS_DHL["DHL_CC"], THESIS_DHL["DHL_TC"]
+    if {cc_key, tc_key} <= set(fig10["systems"]) and "2" in kinds.get("insert", {}):
+        cc, tc = ratio("insert", "2", cc_key), ratio("insert", "2", tc_key)
         if cc and tc:
             out.append(
                 {
                     "claim": "when each transaction inserts two data items, the throughput "
                     "of DHL_CC is up to 33% higher than that of DHL_TC",
-                    "here": f"DHL_CC/DHL_TC = {cc / tc:.2f} (insert, ops=2, best runs)",
+                    "here": f"{cc_key}/{tc_key} = {cc / tc:.2f} (insert, ops=2, best runs; "
+                    "the thesis's DHL_CC and DHL_TC embed their commit record)",
                 }
             )
     return out

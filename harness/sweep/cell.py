@@ -164,7 +164,7 @@ class Cell:
                 # 102 states on btrfs, none whose recovery writes anything —
                 # a copy-on-write fsync never leaves their transaction partly
                 # on disk — so recovery cannot be crashed there
-                promised = tuple(i for i in promised if i != "REC-CRASHSAFE")
+                promised = tuple(i for i in promised if i not in ("REC-CRASHSAFE", "REC-MINIMAL"))
         if fs.has_files and strategy not in TEARING:
             promised = ("FS-RECOVER", *promised)
         promised = self._under_state_faults(promised)

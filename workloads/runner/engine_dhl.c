@@ -113,7 +113,9 @@ static int check_options(const engine_options *opt, enum dhl_mode *mode, int *da
                          size_t errlen)
 {
     if (dhl_mode_parse(opt->dhl_mode, mode) != DHL_OK) {
-        snprintf(err, errlen, "bad DHL mode %s (choose from tc, cc, tc_opt, cc_opt, nolog)",
+        snprintf(err, errlen,
+                 "bad DHL mode %s (choose from tc, cc, tc_opt, cc_opt, nolog, "
+                 "tc_thesis, cc_thesis)",
                  opt->dhl_mode);
         return -1;
     }
