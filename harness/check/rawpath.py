@@ -6,8 +6,8 @@ checker (DHL: ``checkers/dhl_native.py``) its facts come in one C call
 the reference (CRASHLAB_RECOVERY=reference; CRASHLAB_RECOVERY=python keeps
 the in-memory path without the native one); verdicts are byte-identical
 (tests/test_raw_fast.py).  A state either path does not take — a kept one
-(``crashlab repro``), one with a misdirect or corrupt fault — takes the
-file path."""
+(``crashlab repro``), one with a misdirect or corrupt fault, one of the
+creation window — takes the file path."""
 
 from __future__ import annotations
 
@@ -42,8 +42,15 @@ class MemoryPath:
         self.files.close()
 
     def takes(self, state: State) -> bool:
-        """Whether ``state`` is checked in memory (else by files)."""
-        return self.files.keep is None and state.key.misdirect is None and state.key.corrupt is None
+        """Whether ``state`` is checked in memory (else by files: a kept one,
+        a faulted one, and one of the creation window, whose database may
+        be blank: ``FilePath.check``)."""
+        return (
+            self.files.keep is None
+            and state.key.misdirect is None
+            and state.key.corrupt is None
+            and not self.ctx.creating(state)
+        )
 
     def check(self, state: State) -> list[Verdict]:
         if not self.takes(state):
