@@ -63,12 +63,16 @@ def blank(db: Path) -> bool:
         st = os.lstat(db)
     except FileNotFoundError:
         return True
-    if not stat.S_ISREG(st.st_mode):
-        return False
-    with open(db, "rb") as f:
-        while chunk := f.read(1 << 20):
+    return stat.S_ISREG(st.st_mode) and zeros_only(db, st.st_size)
+
+
+def zeros_only(path: Path, size: int) -> bool:
+    """Whether the first ``size`` bytes of the file ``path`` are all zero."""
+    with open(path, "rb") as f:
+        while size > 0 and (chunk := f.read(min(size, 1 << 20))):
             if chunk.count(0) != len(chunk):
                 return False
+            size -= len(chunk)
     return True
 
 
