@@ -98,6 +98,8 @@ class Options:
         in their canonical spellings."""
         d = {f.name: getattr(self, f.name) for f in fields(self)}
         d["faults"] = fault_specs(self.faults)
+        if self.budget is None:  # the per-epoch rule: as written before the budget
+            del d["budget"]
         return d
 
     def record(self) -> dict[str, object]:
@@ -107,8 +109,6 @@ class Options:
         d = self.to_json()
         if not self.faults:
             del d["faults"]
-        if self.budget is None:  # a check of the per-epoch rule keeps its tag and result
-            del d["budget"]
         return d
 
     def validate(self) -> None:
