@@ -20,6 +20,10 @@ from checkers.verdict import Verdict, failed, passed, skipped
 # acknowledged work (e.g. WAL with synchronous=NORMAL) can lose the set-up
 # itself: that is a durability loss, not an atomicity one.
 BEFORE_SETUP = "0" * 32
+# The ``acked`` of a crash before the set-up was acknowledged (the creation
+# window, before the ``setup-done`` mark): the empty database (-1) and the
+# set-up's state (0) are both legal then.
+NOTHING_ACKED = -1
 
 
 def matching_indices(digest: str, oracle: Sequence[str]) -> list[int]:

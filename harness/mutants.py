@@ -53,6 +53,7 @@ from harness.faults import parse_faults
 from harness.rundir import SweepDir
 from harness.sweep.builtin_workloads import BUILTIN_WORKLOADS
 from harness.sweep.cell import Cell
+from harness.sweep.matrix import matrix
 from workloads.suts import get_sut
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -130,13 +131,24 @@ def _workload(text: str) -> str:
 
 
 def _cell(d: dict[str, Any]) -> Cell:
+    """A catalogue cell, with the enumeration options (``states``: a
+    budget) of the default matrix's cell it names, so that it checks the
+    states the default sweep checks."""
+    sut, workload, fs = d["sut"], _workload(d["workload"]), d.get("fs", "ext4")
+    faults = parse_faults(d.get("faults", ()))
+    same = (
+        c
+        for c in matrix("default")
+        if (c.sut, c.workload, c.fs, c.faults) == (sut, workload, fs, faults)
+    )
     return Cell(
-        d["sut"],
-        _workload(d["workload"]),
-        d.get("fs", "ext4"),
+        sut,
+        workload,
+        fs,
         tuple(d.get("strategies", ("prefix", "reorder"))),
-        get_sut(d["sut"]).weaknesses,
-        faults=parse_faults(d.get("faults", ())),
+        get_sut(sut).weaknesses,
+        faults=faults,
+        states=next((c.states for c in same), ()),
     )
 
 

@@ -7,12 +7,16 @@
   nothing is left mounted or in the working folder;
 * a changed verdict, also one of a continuation's check (so the tool
   checks continuations afresh, not resumed), is a difference naming the
-  file and line, exit 1; a moved sweep is refused in one line, exit 2.
+  file and line, exit 1; a moved sweep is refused in one line, exit 2;
+* a sweep of the old window (from setup-done, no budget) is re-checked
+  with it, identical, and the creation window's states this code judges
+  are reported apart.
 """
 
 from __future__ import annotations
 
 import importlib.util
+import json
 import shutil
 import subprocess
 import sys
@@ -22,6 +26,7 @@ import pytest
 
 from harness.errors import CrashlabError
 from harness.faults import Fault
+from harness.states import Options
 from harness.sweep.matrix import SINGLE, Cell
 from harness.sweep.sweep import SweepOptions, run_sweep
 
@@ -152,3 +157,28 @@ def test_recheck_a_real_sweep(tmp_path: Path, private_tmp: Path) -> None:
     assert p.returncode == 2 and p.stdout == ""
     assert p.stderr.startswith("recheck: error: ") and "moved since it was checked" in p.stderr
     assert len(p.stderr.splitlines()) == 1
+
+
+@pytest.mark.needs_fuse
+@pytest.mark.skipif(
+    shutil.which("unshare") is None, reason="needs unshare (a private mount namespace)"
+)
+def test_recheck_a_sweep_of_the_old_window(tmp_path: Path, private_tmp: Path) -> None:
+    # what a sweep wrote before the creation window was judged and before
+    # the budget: window_start setup-done, no budget in its options
+    sweep = tmp_path / "sweep"
+    cell = Cell("sqlite-wal-full", SINGLE, "ext4", ("prefix",))
+    old = Options(window_start="setup-done", budget=None)
+    run_sweep("one", [cell], sweep, SweepOptions(backend="fuse", jobs=2, base_states=old))
+    (folder,) = (sweep / "runs" / cell.name / "check").iterdir()
+    options = json.loads((folder / "check.json").read_text())["options"]
+    assert options["window_start"] == "setup-done" and "budget" not in options
+    p = _run_tool(sweep)
+    assert p.returncode == 0, p.stdout + p.stderr
+    lines = p.stdout.splitlines()
+    assert not any(x.startswith("DIFFERENT") for x in lines)  # the states both judge
+    # the creation window's states, judged by this code only: apart
+    at = lines.index(next(x for x in lines if x.startswith("creation window")))
+    n = int(lines[at].rsplit(": ", 1)[1].split()[0])
+    assert n > 0 and lines[at + 1].strip().startswith(f"runs/{cell.name}/check/{folder.name}:")
+    assert "none failing" in lines[at + 1]

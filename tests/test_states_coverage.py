@@ -33,7 +33,7 @@ def _epochs(log: Path) -> list:
 
 def _enumerate(log: Path, **opts) -> tuple[list, Enumeration]:
     with LogReader(log) as r:
-        e = Enumeration(r, Options(dedup=False, **opts))
+        e = Enumeration(r, Options(**({"dedup": False, "budget": None} | opts)))
         return [(s.key, s.id) for s in e], e
 
 

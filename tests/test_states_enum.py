@@ -26,7 +26,7 @@ SIZES = [0, 1, 3, 5, 10, 11, 14]  # the last epoch stays open
 
 def ids(log: Path, **opts) -> list[str]:
     with LogReader(log) as r:
-        return [s.id for s in Enumeration(r, Options(dedup=False, **opts))]
+        return [s.id for s in Enumeration(r, Options(**({"dedup": False, "budget": None} | opts)))]
 
 
 def drop_k(n: int, k: int) -> int:
@@ -95,7 +95,7 @@ def test_deterministic_across_processes_and_hash_seeds(epochs_log):
         "from harness.logformat import LogReader\n"
         "from harness.states import Enumeration, Options\n"
         "with LogReader(sys.argv[1]) as r:\n"
-        "    en = Enumeration(r, Options(strategy='reorder', sample=20, seed=3))\n"
+        "    en = Enumeration(r, Options(strategy='reorder', sample=20, seed=3, budget=None))\n"
         "    print(json.dumps([s.id for s in en] + [en.stats.folded]))\n"
     )
     outs = []
@@ -137,7 +137,9 @@ def test_flush_with_data_starts_the_new_epoch(tmp_path):
         e0, e1 = list(iter_epochs(r))
         assert (e0.end, e1.start) == (1, 1)
         assert [e.index for e in e1.writes] == [1, 2] and e1.fua_mask == 1
-        states = {s.id: s for s in Enumeration(r, Options(strategy="reorder", dedup=False))}
+        states = {
+            s.id: s for s in Enumeration(r, Options(strategy="reorder", dedup=False, budget=None))
+        }
     # e1.k1 would drop the completed FUA write 0 while keeping write 1.
     assert sorted(states) == ["e0.p0", "e0.p1", "e1.p0", "e1.p1", "e1.p2"]
     p0 = states["e1.p0"].cut  # the flush done, its FUA data not yet
@@ -285,7 +287,7 @@ def test_window_marks_named_without_their_payload(tmp_path):
 
 def test_window_is_a_filter_on_cuts(epochs_log):
     with LogReader(epochs_log) as r:
-        full = list(Enumeration(r, Options(strategy="reorder", dedup=False)))
+        full = list(Enumeration(r, Options(strategy="reorder", dedup=False, budget=None)))
         a = next(e.index for e in r.entries() if e.label == "txn-begin:3")
         b = next(e.index for e in r.entries() if e.label == "txn-ack:5")
         win = Enumeration(
@@ -408,7 +410,7 @@ def kept_masks(log: Path, **opts) -> list[set[int]]:
     with LogReader(log) as r:
         n = sum(1 for _ in iter_epochs(r))
         out: list[set[int]] = [set() for _ in range(n)]
-        for s in Enumeration(r, Options(dedup=False, **opts)):
+        for s in Enumeration(r, Options(**({"dedup": False, "budget": None} | opts))):
             assert s.key.kept not in out[s.epoch.index]
             out[s.epoch.index].add(s.key.kept)
     return out
@@ -427,6 +429,10 @@ def test_brute_force_counts(tmp_path, program):
     assert kept_masks(log, strategy="reorder", max_exhaustive=24) == [
         set(valid_subsets(f)) for f in model
     ]
+    # the budget's exhaustive enumeration builds only valid sets: the same ones
+    assert kept_masks(log, strategy="reorder", budget=10**6) == [
+        set(valid_subsets(f)) for f in model
+    ]
     k = 1
     bounded = kept_masks(log, strategy="reorder", max_exhaustive=2, max_drop=k)
     for fuas, got in zip(model, bounded, strict=True):
@@ -440,7 +446,7 @@ def test_brute_force_counts(tmp_path, program):
         assert got == want
     with LogReader(log) as r:
         entries = [e for e in r.entries() if e.is_write]
-        torn = list(Enumeration(r, Options(strategy="torn", dedup=False)))
+        torn = list(Enumeration(r, Options(strategy="torn", dedup=False, budget=None)))
     units = sum(e.nr_sectors - 1 for e in entries)
     assert len(torn) == sum(len(f) + 1 for f in model) + units
     flushes = sum(1 for op in program if op[0] in ("f", "fd"))

@@ -39,6 +39,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO
 
+from checkers.content import NOTHING_ACKED
 from checkers.invariants import invariant
 from checkers.protocol import RunFacts
 from checkers.verdict import VerdictJson
@@ -316,7 +317,8 @@ def _check_states(
     result = summarise(run, states_path, opts)
     result["states"]["generated"] = stats.generated
     result["states"]["folded"] = stats.folded
-    result["coverage"] = coverage.summary(stats.coverage)
+    planned = opts.states.budget if enum.quotas is not None else None
+    result["coverage"] = coverage.summary(stats.coverage, planned)
     stopped()
     write_json_atomic(out / RESULT_NAME, result)
     result["timing"] = {"seconds": round(time.monotonic() - t0, 3), "resumed_from": done}
@@ -423,7 +425,7 @@ def summarise(
     meta = run.meta()
     counts: dict[str, dict[str, int]] = {}
     violations: list[Violation] = []
-    checked = 0
+    checked = creation = 0
     crashsafe = {"states": 0, "recovery_states": 0}
     skips: dict[str, dict[str, int]] = {}
     errors: dict[str, dict[str, int]] = {}
@@ -435,6 +437,7 @@ def summarise(
             for line in f:
                 rec = json.loads(line)
                 checked += path == states_path
+                creation += path == states_path and rec.get("acked") == NOTHING_ACKED
                 if "REC-CRASHSAFE" in rec["v"] and rec["id"].rsplit("/", 1)[-1] != CRASHSAFE_ID:
                     crashsafe["states"] += 1
                     crashsafe["recovery_states"] += rec.get("recovery_states", 0)
@@ -460,7 +463,8 @@ def summarise(
         "options": opts.states.record() | opts.extra_options(),
         # the state faults injected on top of every state (their IDs show each one)
         **({"faults": fault_specs(opts.states.faults)} if opts.states.faults else {}),
-        "states": {"checked": checked},
+        # creation: of the states checked, those before the setup-done mark
+        "states": {"checked": checked, **({"creation": creation} if creation else {})},
         "verdicts": {k: counts[k] for k in sorted(counts)},
         "violations": violations,
         "skips": {inv: skips[inv] for inv in sorted(skips)},  # invariant -> reason -> states

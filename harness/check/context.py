@@ -14,10 +14,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
+from checkers.content import NOTHING_ACKED
 from checkers.engines import engine_of
 from checkers.protocol import AnyEngineChecker, RunFacts
-from checkers.verdict import Verdict
+from checkers.verdict import Verdict, passed
 from harness.check.records import StateRecord
+from harness.check.window import SETUP_MARK, setup_entry
 from harness.faults import Fault
 from harness.fs import FileSystem, get_fs
 from harness.fs.raw import DEVICE_NAME
@@ -68,6 +70,9 @@ class CheckContext:
     # A continuation (multicrash) starts from a crash state whose
     # acknowledged and recovered transactions hold for its whole log.
     floor: tuple[int, int]
+    # the log entry of the run's setup-done mark (None: none): the states
+    # whose crash lies before it are the creation window (:meth:`creating`)
+    setup_at: int | None = None
     sut: Sut | None = None
     engine: AnyEngineChecker | None = None  # None: no built-in SUT, the user's checkers only
     oracle: Oracle | None = None
@@ -75,11 +80,31 @@ class CheckContext:
     # judge (None: none; harness/check/runlevel.py)
     run_facts: RunFacts | None = None
 
+    def creating(self, state: State) -> bool:
+        """Whether ``state``'s crash lies before the run's ``setup-done``
+        mark wherever it lies in its cut: the database (or a user's first
+        file) was being created, nothing was acknowledged, so an absent or
+        empty database is a legal outcome there."""
+        return self.setup_at is not None and state.cut.hi <= self.setup_at
+
     def marks(self, state: State) -> tuple[int, int]:
         """(acknowledged, begun) at the state's crash: its cut's, raised to
-        the floor a continuation inherits from its first crash."""
+        the floor a continuation inherits from its first crash; in the
+        creation window ``(NOTHING_ACKED, 0)``: the set-up may or may not
+        show."""
+        if self.creating(state):
+            return NOTHING_ACKED, 0
         acked = max(state.cut.acked, self.floor[0])
         return acked, max(state.cut.begun, self.floor[1], acked)
+
+    def unborn(self) -> list[Verdict]:
+        """The engine's verdicts on a blank database (absent, or never
+        written) in the creation window: every one passes, not exercised —
+        nothing was acknowledged, so nothing can be lost, and there is no
+        database to be corrupt."""
+        assert self.engine is not None
+        why = f"before {SETUP_MARK}: the database does not exist yet (nothing acknowledged)"
+        return [passed(i, why, exercised=False) for i in self.engine.IDS]
 
     def judge(self, facts: object, marks: tuple[int, int]) -> list[Verdict]:
         """The engine's verdicts of ``facts`` (its examination's) at ``marks``."""
@@ -110,6 +135,7 @@ def context_of(run: RunDir, workdir: Path, run_facts: RunFacts | None) -> CheckC
         db_name=meta.db or DEVICE_NAME,
         nvram=nvram_region(meta.extra),
         floor=(cont.acked, cont.recovered_txn) if cont is not None else (0, 0),
+        setup_at=setup_entry(run) if cont is None else None,  # a continuation's DB exists
         sut=sut,
         engine=engine,
         oracle=oracle,

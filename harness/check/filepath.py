@@ -13,6 +13,7 @@ import bisect
 import hashlib
 import os
 import shutil
+import stat
 from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -51,6 +52,28 @@ def fs_verdict(rec: FsRecovery) -> Verdict | None:
     if rec.ok:
         return failed("FS-RECOVER", f"needed fsck repairs beyond journal replay: {rec.detail}")
     return failed("FS-RECOVER", rec.detail or "file-system recovery failed")
+
+
+def blank(db: Path) -> bool:
+    """Whether the database file ``db`` is absent or holds only zero bytes
+    (never written: a file created but empty, a raw device not yet
+    formatted).  A link or anything but a regular file is not blank: the
+    engine refuses it."""
+    try:
+        st = os.lstat(db)
+    except FileNotFoundError:
+        return True
+    return stat.S_ISREG(st.st_mode) and zeros_only(db, st.st_size)
+
+
+def zeros_only(path: Path, size: int) -> bool:
+    """Whether the first ``size`` bytes of the file ``path`` are all zero."""
+    with open(path, "rb") as f:
+        while size > 0 and (chunk := f.read(min(size, 1 << 20))):
+            if chunk.count(0) != len(chunk):
+                return False
+            size -= len(chunk)
+    return True
 
 
 def run_folder(run: RunDir) -> str:
@@ -180,7 +203,9 @@ class FilePath:
     def check(self, state: State) -> list[Verdict]:
         """Every verdict for ``state``, FS-RECOVER first."""
         ctx = self.ctx
-        rec, pre = self._recover_files(state, facts_only=True)
+        creating = ctx.creating(state)
+        # the creation window asks whether the database is blank: its files are wanted
+        rec, pre = self._recover_files(state, facts_only=not creating)
         files = ctx.workdir / "files"
         victim = state.victim(ctx.image.reader)
         fsv = fs_verdict(rec)
@@ -189,7 +214,10 @@ class FilePath:
             return verdicts + self._skipped_all(state, victim)
         marks = ctx.marks(state)
         if ctx.engine is not None:
-            judged = ctx.judge(self._facts(files, pre), marks)
+            if creating and blank(files / ctx.db_name):
+                judged = ctx.unborn()
+            else:
+                judged = ctx.judge(self._facts(files, pre), marks)
             verdicts += judged
             if self.judge_errors:
                 assert self.marks is not None
@@ -218,7 +246,8 @@ class FilePath:
             state.id,
             state.cut.lo,
             state.cut.hi,
-            *marks,
+            max(marks[0], 0),  # the contract's "nothing acknowledged" is 0
+            marks[1],
             self.marks.log,
             user.meta_json,
             image=None if image is None else str(image),

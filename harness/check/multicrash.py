@@ -58,7 +58,7 @@ from checkers.agree import judge_agree
 from checkers.verdict import Verdict
 from harness.atomic import write_text_atomic
 from harness.check.records import CheckResult, CompositeResult, Continuation, verdict_record
-from harness.check.window import default_window
+from harness.check.window import workload_window
 from harness.check.worker import StateChecker
 from harness.errors import CrashlabError
 from harness.images import file_digest, file_sha256
@@ -142,7 +142,7 @@ def first_crashes(
     run: RunDir, comp: Composite, work: Path
 ) -> tuple[list[FirstCrash], dict[str, int]]:
     """The first-crash states to continue, and counts of how they were chosen."""
-    opts = default_window(run, Options(strategy=comp.first))
+    opts = workload_window(run, Options(strategy=comp.first))
     keep = work / "keep"
     checker = StateChecker(run, work / "check", fsck=False)
     candidates: list[FirstCrash] = []

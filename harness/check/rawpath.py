@@ -6,8 +6,8 @@ checker (DHL: ``checkers/dhl_native.py``) its facts come in one C call
 the reference (CRASHLAB_RECOVERY=reference; CRASHLAB_RECOVERY=python keeps
 the in-memory path without the native one); verdicts are byte-identical
 (tests/test_raw_fast.py).  A state either path does not take — a kept one
-(``crashlab repro``), one with a misdirect or corrupt fault — takes the
-file path."""
+(``crashlab repro``), one with a misdirect or corrupt fault, one of the
+creation window whose device is blank — takes the file path."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from json.encoder import encode_basestring_ascii
 from checkers.protocol import ImageExaminer, NativeExaminer
 from checkers.verdict import Verdict
 from harness.check.context import CheckContext
-from harness.check.filepath import CACHE_SIZE, FilePath
+from harness.check.filepath import CACHE_SIZE, FilePath, zeros_only
 from harness.check.records import StateRecord, cut_at_id, dump_line, state_record, verdict_record
 from harness.logformat import Entry, LogReader
 from harness.materialize.durable import Loadable
@@ -37,13 +37,33 @@ class MemoryPath:
     ) -> None:
         self.ctx, self.files, self.examine_image = ctx, files, examine_image
         self.db_label = ctx.workdir / "files" / ctx.db_name  # what the file path would examine
+        self._durable_blank: tuple[int, bool] | None = None  # (durable position, blank)
 
     def close(self) -> None:
         self.files.close()
 
     def takes(self, state: State) -> bool:
-        """Whether ``state`` is checked in memory (else by files)."""
-        return self.files.keep is None and state.key.misdirect is None and state.key.corrupt is None
+        """Whether ``state`` is checked in memory (else by files: a kept one,
+        a faulted one, and one of the creation window whose device is
+        blank, which ``FilePath.check`` judges so)."""
+        return (
+            self.files.keep is None
+            and state.key.misdirect is None
+            and state.key.corrupt is None
+            and not (self.ctx.creating(state) and self._blank(state))
+        )
+
+    def _blank(self, state: State) -> bool:
+        """Whether ``state``'s device holds only zero bytes: its durable
+        image (looked at once per durable position) and its overlay."""
+        image = self.ctx.image
+        image.advance(state.durable_upto)
+        at = state.durable_upto
+        if self._durable_blank is None or self._durable_blank[0] != at:
+            self._durable_blank = (at, zeros_only(image.path, image.data_end))
+        return self._durable_blank[1] and all(
+            data.count(0) == len(data) for _, data in state.extents(image.reader)
+        )
 
     def check(self, state: State) -> list[Verdict]:
         if not self.takes(state):

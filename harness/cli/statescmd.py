@@ -7,6 +7,7 @@ command spells them the same way.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Callable
 from pathlib import Path
@@ -14,6 +15,7 @@ from typing import Any
 
 import click
 
+from harness.check.window import budget_for
 from harness.cli.params import COUNT, FAULTS, NONNEG, SEED, all_faults
 from harness.env import temporary_folder
 from harness.filetrace import fault_targets
@@ -21,9 +23,34 @@ from harness.logformat import LogReader
 from harness.rundir import RunDir
 from harness.states import STRATEGIES, TORN_PATTERNS, Enumeration, Options, State, state_from_id
 from harness.states.model import LOG_ORDERS
+from harness.states.strategies import AUTO_BUDGET
 from harness.validate import resolve_log
 
 _D = Options()
+
+
+class _Budget(click.ParamType):
+    """``auto`` (AUTO_BUDGET), ``off`` (None: the per-epoch rule) or N >= 1."""
+
+    name = "auto|off|N"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:  # noqa: ANN401
+        if value is None or isinstance(value, int):
+            return value
+        if value == "auto":
+            return AUTO_BUDGET
+        if value == "off":
+            return None
+        try:
+            n = int(value)
+        except ValueError:
+            n = 0
+        if n < 1:
+            self.fail(f"{value!r}: auto, off or a number of states >= 1", param, ctx)
+        return n
+
+
+BUDGET = _Budget()
 
 
 # long: one click option per field of Options, in one list (their one spelling)
@@ -59,6 +86,16 @@ def state_options(
             type=COUNT,
             default=None,
             help="reorder, larger epochs: this many seeded random subsets instead",
+        ),
+        click.option(
+            "--budget",
+            type=BUDGET,
+            default="auto",
+            show_default=True,
+            help="reorder, torn, torn-reorder: every kept set of the window when they "
+            "number at most N states, else a seeded stratified sample of N; auto: "
+            "the run's tier's (100 s at its declared rate: raw 1,000,000, a file "
+            "system 50,000); off: by epoch (--max-exhaustive, --max-drop, --sample)",
         ),
         click.option("--seed", type=SEED, default=_D.seed, show_default=True),
         click.option(
@@ -128,6 +165,7 @@ def options_from(kw: dict[str, Any]) -> Options:
         max_exhaustive=kw.pop("max_exhaustive"),
         max_drop=kw.pop("max_drop"),
         sample=kw.pop("sample"),
+        budget=kw.pop("budget"),
         seed=kw.pop("seed"),
         tear_unit=kw.pop("tear_unit"),
         torn_pattern=kw.pop("torn_pattern"),
@@ -174,6 +212,8 @@ def states_cmd(
     opts = options_from(kw)
     spans = None
     log = resolve_log(target)  # a run is validated first
+    if Path(target).is_dir() and opts.budget == AUTO_BUDGET:  # a run: its tier's budget
+        opts = dataclasses.replace(opts, budget=budget_for(RunDir(Path(target)).meta().fs))
     if Path(target).is_dir() and show_id is None:  # a run: faults aim as its check aims them
         with temporary_folder("crashlab-states-") as work:
             spans = fault_targets(RunDir(Path(target)), opts.faults, work)

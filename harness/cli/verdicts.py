@@ -65,13 +65,20 @@ def _verdict_table(title: str, rows: list[dict[str, Any]]) -> Table:
             r["workload"] or "-",
             r["fs"],
             " + ".join([r["strategy"], *r.get("faults", [])]),
-            str(r["states"]["checked"]),
+            _states(r["states"]),
             str(r["states"].get("folded", 0)),
             describe(r["coverage"]) if r.get("coverage") else "-",
             ", ".join(fails) or "none",
             status,
         )
     return t
+
+
+def _states(states: dict[str, int]) -> str:
+    """The states column: those checked, and of them those of the creation
+    window (before setup-done) when there are any."""
+    creation = states.get("creation")
+    return f"{states['checked']}" + (f" ({creation} creation)" if creation else "")
 
 
 def print_groups(rows: list[dict[str, Any]], where: str = "") -> None:

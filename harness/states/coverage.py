@@ -56,11 +56,15 @@ def _exact(x: int) -> int | None:
     return x if x < 1 << 53 else None
 
 
-def summary(epochs: list[EpochCoverage]) -> dict[str, Any]:
-    """The coverage record of result.json: totals and every epoch."""
+def summary(epochs: list[EpochCoverage], budget: int | None = None) -> dict[str, Any]:
+    """The coverage record of result.json: totals and every epoch; with
+    the ``budget`` a check planned its kept sets by, that too and whether
+    it sampled (it did not when it checked every kept set)."""
     checked = sum(e.kept_checked for e in epochs)
     possible = sum(e.kept_possible for e in epochs)
+    planned = {} if budget is None else {"budget": budget, "sampled": checked < possible}
     return {
+        **planned,
         "kept_sets_checked": checked,
         "kept_sets_possible": _exact(possible),
         "kept_sets_possible_log2": _log2(possible),
@@ -81,13 +85,17 @@ def summary(epochs: list[EpochCoverage]) -> dict[str, Any]:
 
 
 def describe(cov: dict[str, Any]) -> str:
-    """One line for a table: ``1168/1168`` or ``151/2^16.0 (0.23%)``."""
+    """One line for a table: ``exhaustive (1168)``, ``151/2^16.0 (0.23%)``
+    (a strategy that visits some kept sets by its nature, or the per-epoch
+    rule), ``sampled 5000 of 2^20.0 (0.48%)`` (beyond the budget)."""
     checked = cov["kept_sets_checked"]
     possible = cov["kept_sets_possible"]
+    if cov["fraction"] >= 1:
+        return f"exhaustive ({checked})"
     if possible is not None and possible < 10**6:
         text = f"{checked}/{possible}"
     else:
         text = f"{checked}/2^{cov['kept_sets_possible_log2']}"
-    if cov["fraction"] < 1:
-        text += f" ({100 * cov['fraction']:.3g}%)"
-    return text
+    if cov.get("sampled"):
+        text = "sampled " + text.replace("/", " of ", 1)
+    return text + f" ({100 * cov['fraction']:.3g}%)"

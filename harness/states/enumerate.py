@@ -33,7 +33,7 @@ from harness.states.epochs import Epoch, iter_epochs, merge_epochs
 from harness.states.inject import Spans, StateFaults, Targets, lost_flush_states
 from harness.states.model import State
 from harness.states.stateid import StateKey
-from harness.states.strategies import Options, epoch_states
+from harness.states.strategies import BUDGETED, DEFAULT_BUDGET, Options, epoch_states
 
 
 @dataclass(slots=True)
@@ -87,6 +87,23 @@ def _find(
     return named[0][0]
 
 
+def plan_quotas(spaces: list[tuple[int, int, int]], budget: int) -> dict[int, int]:
+    """Each epoch's quota of non-prefix kept sets under ``budget`` (states
+    in all): ``spaces`` holds (epoch, prefixes, other valid kept sets) per
+    epoch of the window.  The prefixes are always in; when every other set
+    fits in what is left, every epoch gets all of its own (exhaustive);
+    else what is left is shared out, smallest epochs first, each taking
+    all of its own or an equal share of the rest (a sample)."""
+    left = max(budget - sum(p for _, p, _ in spaces), 0)
+    quotas: dict[int, int] = {}
+    todo = sorted(spaces, key=lambda s: (s[2], s[0]))
+    for i, (epoch, _, other) in enumerate(todo):
+        share = left // (len(todo) - i)
+        quotas[epoch] = min(other, share)
+        left -= quotas[epoch]
+    return quotas
+
+
 class Enumeration:
     """The crash states of one log under ``opts``, deterministic and
     streaming.  Iterate it for the states, or :meth:`epochs` for
@@ -113,26 +130,58 @@ class Enumeration:
         self._folder = Folder(reader) if self.opts.dedup else None
         self.faults = StateFaults.of(self.opts.faults)
         self._targets = Targets(self.faults, targets) if self.faults.targeted else None
+        self.quotas = self._plan()
+
+    def _plan(self) -> dict[int, int] | None:
+        """Each walked epoch's quota of the budget (None: no budget, or a
+        strategy it does not plan), from a first walk of the log."""
+        opts = self.opts
+        if opts.budget is None or opts.strategy not in BUDGETED:
+            return None
+        a, _ = self._window
+        spaces = [
+            (e.index, e.nr_writes + 1, possible_kept_sets(e) - (e.nr_writes + 1))
+            for e, _ in self._walk()
+            if e is not None and (a is None or e.end > a)
+        ]
+        return plan_quotas(spaces, opts.budget or DEFAULT_BUDGET)
+
+    @property
+    def sampled(self) -> bool:
+        """Whether the budget left some epoch's kept sets to a sample."""
+        return self.quotas is not None and any(
+            c.kept_checked < c.kept_possible for c in self.stats.coverage
+        )
 
     def epochs(self) -> Iterator[tuple[Epoch, Iterator[State]]]:
         """Every epoch of the log up to the window's end, with the
         iterator of its states (empty for epochs outside the window); with
         a lost flush, the merged epochs instead."""
+        for epoch, seen in self._walk():
+            self.stats.epochs += 1
+            if self._targets is not None:
+                self._targets.see(seen)
+            if epoch is not None:
+                yield epoch, self._states(epoch)
+
+    def _walk(self) -> Iterator[tuple[Epoch | None, Epoch]]:
+        """The epochs walked up to the window's end: (the epoch whose states
+        are enumerated or None, the epoch the fault targets see) — each
+        epoch itself; with a lost flush, the merged epochs, and the others
+        with no states."""
         if self.faults.lost_flush is not None:
             yield from self._merged_epochs()
             return
-        a, b = self._window
+        _, b = self._window
         for epoch in iter_epochs(self.reader, self.opts.log_order):
             if b is not None and epoch.start > b:
                 return
-            self.stats.epochs += 1
-            if self._targets is not None:
-                self._targets.see(epoch)
-            yield epoch, self._states(epoch)
+            yield epoch, epoch
 
-    def _merged_epochs(self) -> Iterator[tuple[Epoch, Iterator[State]]]:
+    def _merged_epochs(self) -> Iterator[tuple[Epoch | None, Epoch]]:
         """For each FLUSH of the window (after the start mark, at or before
-        the end mark), or only the Nth, the two epochs around it merged."""
+        the end mark), or only the Nth, the two epochs around it merged
+        (walked with its states); every other epoch is walked without."""
         assert self.faults.lost_flush is not None
         nth = self.faults.lost_flush.get("nth")
         a, b = self._window
@@ -141,7 +190,6 @@ class Enumeration:
         for epoch in iter_epochs(self.reader, self.opts.log_order):
             if b is not None and epoch.start > b:
                 return
-            self.stats.epochs += 1
             flush = epoch.flush
             if (
                 prev is not None
@@ -152,13 +200,10 @@ class Enumeration:
                 count += 1
                 if nth is None or count == nth:
                     merged = merge_epochs([prev, epoch])
-                    if self._targets is not None:
-                        self._targets.see(merged)
-                    yield merged, self._states(merged)
+                    yield merged, merged
                     prev = epoch
                     continue
-            if self._targets is not None:
-                self._targets.see(epoch)
+            yield None, epoch
             prev = epoch
 
     def _states(self, epoch: Epoch) -> Iterator[State]:
@@ -168,7 +213,8 @@ class Enumeration:
         opts = self.opts
         stats = self.stats
         folder = self._folder
-        pairs = epoch_states(epoch, opts)
+        quota = self.quotas.get(epoch.index, 0) if self.quotas is not None else None
+        pairs = epoch_states(epoch, opts, quota)
         if epoch.lost_flushes:
             pairs = lost_flush_states(epoch, pairs)
             # a merged epoch shares its writes with its neighbours, not its

@@ -43,18 +43,22 @@ from __future__ import annotations
 import random
 from collections.abc import Iterator
 from dataclasses import dataclass, fields
-from itertools import combinations
+from itertools import combinations, islice
 
 from harness.errors import CrashlabError
 from harness.faults import Fault, fault_specs
 from harness.logformat import Entry
+from harness.states.coverage import possible_kept_sets
 from harness.states.epochs import Epoch
 from harness.states.inject import StateFaults
-from harness.states.model import LOG_ORDERS, lost_fua
+from harness.states.model import DM_LOG_WRITES, LOG_ORDERS, lost_fua
 from harness.states.stateid import UNIT, is_prefix_mask, run_mask
 
 STRATEGIES = ("prefix", "reorder", "torn", "torn-reorder", "persistence-points")
 TEARING = ("torn", "torn-reorder")  # the strategies whose states tear writes
+BUDGETED = ("reorder", "torn", "torn-reorder")  # the strategies a budget plans
+AUTO_BUDGET = 0  # Options.budget: the run's tier's (harness.check.window.budget_for)
+DEFAULT_BUDGET = 10**6  # states: an AUTO_BUDGET not resolved for a tier (a log alone)
 TORN_PATTERNS = ("prefix", "ends", "subset")
 
 Torn = tuple[tuple[int, int], ...]
@@ -69,6 +73,13 @@ class Options:
     max_drop: int = 2  # reorder, larger epochs: subsets dropping at most this many writes
     sample: int | None = None  # reorder, larger epochs: a budget of M seeded subsets instead
     seed: int = 0
+    # reorder, torn, torn-reorder: the kept sets of the whole window chosen
+    # by its size (enumerate.py, plan_quotas): every valid kept set of every
+    # epoch when they number at most this many, else a stratified seeded
+    # sample of this many; AUTO_BUDGET: the run's tier's (harness/check/
+    # window.py), or DEFAULT_BUDGET for a log alone; None: the per-epoch
+    # rule above (max_exhaustive, max_drop, sample), as before the budget
+    budget: int | None = 0
     tear_unit: int = 512  # torn: bytes that persist all or nothing (power of two >= 512)
     torn_pattern: str = "prefix"
     max_tears: int = 32  # torn prefix/ends: split points per write at most
@@ -87,6 +98,8 @@ class Options:
         in their canonical spellings."""
         d = {f.name: getattr(self, f.name) for f in fields(self)}
         d["faults"] = fault_specs(self.faults)
+        if self.budget is None:  # the per-epoch rule: as written before the budget
+            del d["budget"]
         return d
 
     def record(self) -> dict[str, object]:
@@ -125,6 +138,8 @@ class Options:
             )
         if self.sample is not None and self.sample < 1:
             raise CrashlabError(f"sample must be >= 1, not {self.sample}")
+        if self.budget is not None and self.budget < 0:
+            raise CrashlabError(f"budget must be >= 1 (0: auto), not {self.budget}")
         StateFaults.of(self.faults)
 
 
@@ -150,8 +165,20 @@ def persistence_point_states(epoch: Epoch) -> Iterator[tuple[int, Torn]]:
         yield 0, ()
 
 
-def reorder_states(epoch: Epoch, opts: Options) -> Iterator[tuple[int, Torn]]:
+def reorder_states(
+    epoch: Epoch, opts: Options, quota: int | None = None
+) -> Iterator[tuple[int, Torn]]:
+    """The prefixes, then other kept sets: with a ``quota`` (the budget's
+    share of this epoch, :func:`harness.states.enumerate.plan_quotas`) every
+    valid one when they number at most ``quota``, else ``quota`` of them
+    sampled; without one, by the per-epoch rule."""
     yield from prefix_states(epoch)
+    if quota is not None:
+        if quota >= possible_kept_sets(epoch) - (epoch.nr_writes + 1):
+            yield from _every_kept_set(epoch)
+        elif quota > 0:
+            yield from _sampled(epoch, quota, f"{opts.seed}:{epoch.index}")
+        return
     n = epoch.nr_writes
     full = epoch.full_mask
     if n > opts.max_exhaustive and opts.sample is not None:
@@ -165,6 +192,38 @@ def reorder_states(epoch: Epoch, opts: Options) -> Iterator[tuple[int, Torn]]:
                 kept ^= 1 << w
             if not is_prefix_mask(kept) and _fua_ok(epoch, kept):
                 yield kept, ()
+
+
+def _every_kept_set(epoch: Epoch) -> Iterator[tuple[int, Torn]]:
+    """Every valid kept set that is not a prefix, in the per-epoch rule's
+    order (by number of dropped writes, each in ``combinations`` order), the
+    invalid ones never built: dropping a FUA write forces dropping what
+    must then be lost with it (every later write in completion order,
+    every later FUA write in dm-log-writes order), so the work is in
+    proportion to the valid sets, not to 2^n."""
+    n, fua, full = epoch.nr_writes, epoch.fua_mask, epoch.full_mask
+    later = fua if epoch.log_order == DM_LOG_WRITES else full
+    forced = [later & ~((2 << w) - 1) if fua >> w & 1 else 0 for w in range(n)]
+    for d in range(1, n + 1):
+        for dropped in _drops(n, d, 0, 0, forced):
+            kept = full & ~dropped
+            if not is_prefix_mask(kept):
+                yield kept, ()
+
+
+def _drops(n: int, d: int, start: int, must: int, forced: list[int]) -> Iterator[int]:
+    """Bitmasks of ``d`` dropped writes from ``start`` on, in combinations
+    order, containing every write of ``must`` at or after ``start``; a
+    write in ``forced[w]`` must be dropped when w is."""
+    if d == 0:
+        if not must >> start:
+            yield 0
+        return
+    for w in range(start, n - d + 1):
+        for rest in _drops(n, d - 1, w + 1, must | forced[w], forced):
+            yield rest | 1 << w
+        if must >> w & 1:
+            return  # w must be dropped: no combination skips it
 
 
 def _sampled(epoch: Epoch, m: int, seed: str) -> Iterator[tuple[int, Torn]]:
@@ -246,7 +305,12 @@ def tear_patterns(blocks: list[int], opts: Options) -> Iterator[int]:
             yield full & ~((blocks[j] & -blocks[j]) - 1)  # blocks [j, B)
 
 
-def torn_states(epoch: Epoch, opts: Options) -> Iterator[tuple[int, Torn]]:
+def torn_states(
+    epoch: Epoch, opts: Options, quota: int | None = None
+) -> Iterator[tuple[int, Torn]]:
+    """Each prefix and the next write torn on it; with a ``quota``, then the
+    other kept sets :func:`reorder_states` gives (so that a torn check
+    covers the reorderings too where the budget allows)."""
     n = epoch.nr_writes
     for m in range(n + 1):
         kept = (1 << m) - 1
@@ -255,11 +319,15 @@ def torn_states(epoch: Epoch, opts: Options) -> Iterator[tuple[int, Torn]]:
             blocks = tear_blocks(epoch.writes[m], epoch.sectorsize, opts.tear_unit)
             for units in tear_patterns(blocks, opts):
                 yield kept, ((m, units),)
+    if quota is not None:
+        yield from islice(reorder_states(epoch, opts, quota), n + 1, None)
 
 
-def torn_reorder_states(epoch: Epoch, opts: Options) -> Iterator[tuple[int, Torn]]:
+def torn_reorder_states(
+    epoch: Epoch, opts: Options, quota: int | None = None
+) -> Iterator[tuple[int, Torn]]:
     full = epoch.full_mask
-    for kept, _ in reorder_states(epoch, opts):
+    for kept, _ in reorder_states(epoch, opts, quota):
         yield kept, ()
         if kept == full:
             continue
@@ -278,14 +346,18 @@ def torn_reorder_states(epoch: Epoch, opts: Options) -> Iterator[tuple[int, Torn
                 break
 
 
-def epoch_states(epoch: Epoch, opts: Options) -> Iterator[tuple[int, Torn]]:
-    """The strategy's (kept, torn) pairs for one epoch."""
+def epoch_states(
+    epoch: Epoch, opts: Options, quota: int | None = None
+) -> Iterator[tuple[int, Torn]]:
+    """The strategy's (kept, torn) pairs for one epoch; ``quota``: its
+    share of the budget (:data:`BUDGETED` strategies; None: the per-epoch
+    rule)."""
     if opts.strategy == "prefix":
         return prefix_states(epoch)
     if opts.strategy == "persistence-points":
         return persistence_point_states(epoch)
     if opts.strategy == "reorder":
-        return reorder_states(epoch, opts)
+        return reorder_states(epoch, opts, quota)
     if opts.strategy == "torn-reorder":
-        return torn_reorder_states(epoch, opts)
-    return torn_states(epoch, opts)
+        return torn_reorder_states(epoch, opts, quota)
+    return torn_states(epoch, opts, quota)

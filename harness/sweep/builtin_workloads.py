@@ -22,10 +22,18 @@ DHL_DELETE = "delete:txns=10,ops=6,tables=3,size=400,order=rand,warmup=30,seed=1
 # Enough 2 KB rows to fill the 96 KiB an enospc fault leaves (harness/faults.py):
 # SQLite DELETE+EXTRA stops at about transaction 32, WAL earlier.
 FILL = "insert:txns=60,size=2000,seed=1"
+# Shapes the seed systems' mechanisms depend on (harness/sweep/matrices/
+# default.toml says which cell runs which): single-operation transactions
+# (SINGLE above: one row, one leaf page), and BIG: transactions of 40 rows
+# of 3,000 bytes, one leaf page each, so a transaction is ~42 pages and
+# ~120 KB of operations — past WALDIO's one aligned write (31 blocks: the
+# unix VFS writes below 128 KiB per call, workloads/runner/waldiovfs.c).
+BIG = "insert:txns=3,ops=40,size=3000,tables=1,seed=1"
 # the names a matrix file may use for them
 BUILTIN_WORKLOADS = {
     "MULTI": MULTI,
     "SINGLE": SINGLE,
+    "BIG": BIG,
     "UPDATE": UPDATE,
     "DELETE": DELETE,
     "DHL_INSERT": DHL_INSERT,

@@ -30,7 +30,8 @@ matrix is such a file, ``harness/sweep/matrices/default.toml``).
     blktrace = true                   # qemu: blktrace the device too (report: I/O timeline)
     states = { sample = 16 }          # enumeration options (`crashlab states --help`):
                                       # max_exhaustive, max_drop, sample, seed, tear_unit,
-                                      # torn_pattern, max_tears, max_subset_blocks
+                                      # torn_pattern, max_tears, max_subset_blocks,
+                                      # budget (states; 0: the run's tier's)
 
 A floors file beside the matrix file (``NAME.floors.toml``, written by
 ``crashlab floors SWEEP``: harness/sweep/floors.py) gives its
@@ -107,6 +108,7 @@ STATE_KEYS = {
     "torn_pattern": str,
     "max_tears": int,
     "max_subset_blocks": int,
+    "budget": int,  # states (0: the tier's); reorder, torn, torn-reorder
 }
 MATRICES_DIR = Path(__file__).resolve().parent / "matrices"
 MATRIX_LIMIT = 1 << 20  # bytes: a matrix file is a page or two of TOML

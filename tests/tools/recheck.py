@@ -31,6 +31,16 @@ are removed first, so they are checked afresh.  The first crashes are
 chosen again by the code under test: a different choice records a new
 continuation (in the overlay) and shows as a difference.
 
+A sweep checked before the creation window was judged (its folders'
+``window_start`` is ``setup-done``, then every check's default) is
+re-checked with that window, so the states both judge are compared as
+always; the states before the mark that this code judges and the sweep
+did not are then checked apart (each such folder's window up to
+``setup-done``, in WORK) and reported under the table, with their
+failures: new states, not differences (they do not change the exit code).
+A check folder written before the budget (no ``budget`` in its options)
+is re-checked by the per-epoch rule it used.
+
 Not compared: the sweep's summary.json, violations.jsonl, junit.xml and
 report (made from the result.json files by the sweep), timing.json.
 """
@@ -53,6 +63,7 @@ import harness
 from harness.check.check import CheckOptions, check_run
 from harness.check.multicrash import Composite
 from harness.check.usercheck import parse_checker
+from harness.check.window import SETUP_MARK
 from harness.env import temporary_folder
 from harness.errors import CrashlabError
 from harness.faults import parse_faults
@@ -142,14 +153,12 @@ def rebuild_options(options: dict[str, Any], jobs: int) -> CheckOptions:
         dataclasses.replace(parse_checker(c["spec"], c["timeout"]), recover=c["recover"])
         for c in options.get("checkers") or ()
     )
+    state_kw = {
+        k: parse_faults(v) if k == "faults" else v for k, v in options.items() if k in states
+    }
+    state_kw.setdefault("budget", None)  # written before the budget: the per-epoch rule
     return CheckOptions(
-        states=Options(
-            **{
-                k: parse_faults(v) if k == "faults" else v
-                for k, v in options.items()
-                if k in states
-            }
-        ),
+        states=Options(**state_kw),
         jobs=jobs,
         composite=Composite(**comp) if comp else None,
         checkers=checkers,
@@ -293,6 +302,63 @@ def recheck(sweep: Path, folders: list[Folder], jobs: int) -> list[tuple[str, st
     return errors
 
 
+@dataclass
+class Creation:
+    """The creation window of a check folder whose sweep did not judge it
+    (its window started at setup-done, the old default): the states this
+    code judges there that the sweep's check did not, and their failures."""
+
+    rel: str
+    states: int = 0
+    fails: dict[str, int] = field(default_factory=dict)
+
+
+def _ids(path: Path) -> set[str]:
+    with open(path) as f:
+        return {json.loads(line)["id"] for line in f}
+
+
+def creation_windows(sweep: Path, folders: list[Folder], work: Path, jobs: int) -> list[Creation]:
+    """For each log-strategy folder whose window started at ``setup-done``
+    (what every check did before the creation window was judged), check
+    the window up to that mark with this code, into ``work``, and keep
+    the states the folder does not hold: judged now, not then.  A run
+    without the mark has nothing to add."""
+    out = []
+    for f in folders:
+        if f.options.get("window_start") != SETUP_MARK or "composite" in f.options:
+            continue
+        opts = rebuild_options(f.options, jobs)
+        opts.states = dataclasses.replace(opts.states, window_start=None, window_end=SETUP_MARK)
+        folder = work / "creation" / f.rel
+        try:
+            check_run(RunDir(Path(f.run)), opts, folder)
+        except CrashlabError as e:
+            print(f"recheck: {f.rel}: creation window not checked: {e}", file=sys.stderr)
+            continue
+        old = _ids(sweep / f.rel / "states.jsonl")
+        c = Creation(str(f.rel))
+        with open(folder / "states.jsonl") as lines:
+            for line in lines:
+                rec = json.loads(line)
+                if rec["id"] in old:
+                    continue
+                c.states += 1
+                for v in rec.get("fail", []):
+                    c.fails[v["invariant"]] = c.fails.get(v["invariant"], 0) + 1
+        out.append(c)
+    return out
+
+
+def creation_table(found: list[Creation]) -> str:
+    """One line per folder: the creation-window states judged only now."""
+    lines = [f"creation window, judged by this code only: {sum(c.states for c in found)} states"]
+    for c in found:
+        fails = ", ".join(f"{k} {n}" for k, n in sorted(c.fails.items())) or "none failing"
+        lines.append(f"  {c.rel}: {c.states} states, {fails}")
+    return "\n".join(lines)
+
+
 def inside(sweep: Path, work: Path, jobs: int) -> int:
     """The namespace's part: re-check, compare, print; the exit code."""
     t0 = time.monotonic()
@@ -302,11 +368,14 @@ def inside(sweep: Path, work: Path, jobs: int) -> int:
     errors = recheck(sweep, folders, jobs)
     seconds = time.monotonic() - t0
     cmp = compare(work / "orig", sweep)
+    found = creation_windows(sweep, folders, work, jobs)
     print(
         f"recheck: code {_tree()}\nrecheck: sweep {sweep}: {runs} runs, {len(folders)} check "
         f"folders re-checked in {seconds:.0f} s"
     )
     print(table(cmp))
+    if found:
+        print(creation_table(found))
     for rel, e in errors:
         print(f"NOT RE-CHECKED {rel}: {e}")
     return 1 if cmp.differences or errors else 0
