@@ -263,6 +263,39 @@ static void check_scribble(struct rc_engine e, const uint8_t *img, const char *h
     rc_free(s);
 }
 
+/* Images the native path leaves to the Python one (RC_FALLBACK), and one
+** that is no database at all (an open error, no decode). */
+static void check_not_ours(rc_ctx *c, const uint8_t *img)
+{
+    static uint8_t bad[SIZE];
+    size_t len;
+    int rc;
+    struct parsed p;
+    uint64_t off, n;
+    uint32_t dfcc, nc;
+    char dhex[33], err[128];
+    /* the thesis's format (header flag 2): the Python path's business */
+    memcpy(bad, img, SIZE);
+    bad[20] |= 2;
+    const uint8_t *out = examine(c, bad, NULL, NULL, NULL, 0, &len, &rc);
+    CHECK(rc == RC_FALLBACK, "thesis's format: rc %d", rc);
+
+    /* an overlay past the device: the Python path's business */
+    off = SIZE - 512;
+    n = 1024;
+    static uint8_t junk[1024];
+    out = examine(c, img, &off, &n, junk, 1, &len, &rc);
+    CHECK(rc == RC_FALLBACK, "past the end: rc %d", rc);
+
+    /* not a database at all */
+    memset(bad, 0, SIZE);
+    out = examine(c, bad, NULL, NULL, NULL, 0, &len, &rc);
+    CHECK(rc == RC_OK && parse(out, len, &p) == 0 && p.has[0] && !p.has[4], "zeroed: rc %d", rc);
+    CHECK(rc_decode(c, bad, SIZE, &dfcc, dhex, err, sizeof err, &nc) == RC_OK && !dhex[0] &&
+              !strcmp(err, "no DHL header (bad magic)"),
+          "zeroed: decode error %s", err);
+}
+
 int main(void)
 {
     for (int i = 0; i < 7; i++)
@@ -271,7 +304,7 @@ int main(void)
     struct rc_engine e = engine();
     rc_ctx *c = rc_new(&e);
     CHECK(c != NULL, "rc_new");
-    static uint8_t img[SIZE], bad[SIZE];
+    static uint8_t img[SIZE];
     make_db(img, 6);
     char hex[33];
     uint32_t fcc;
@@ -312,26 +345,7 @@ int main(void)
     /* its pages on disk, its commit record not: the thesis's Fig. 5(b) */
     CHECK(p.sc[SC_ABOVE_NEW] > 0, "torn: no header above the newest commit record");
 
-    /* the thesis's format (header flag 2): the Python path's business */
-    memcpy(bad, img, SIZE);
-    bad[20] |= 2;
-    out = examine(c, bad, NULL, NULL, NULL, 0, &len, &rc);
-    CHECK(rc == RC_FALLBACK, "thesis's format: rc %d", rc);
-
-    /* an overlay past the device: the Python path's business */
-    off = SIZE - 512;
-    n = 1024;
-    static uint8_t junk[1024];
-    out = examine(c, img, &off, &n, junk, 1, &len, &rc);
-    CHECK(rc == RC_FALLBACK, "past the end: rc %d", rc);
-
-    /* not a database at all */
-    memset(bad, 0, SIZE);
-    out = examine(c, bad, NULL, NULL, NULL, 0, &len, &rc);
-    CHECK(rc == RC_OK && parse(out, len, &p) == 0 && p.has[0] && !p.has[4], "zeroed: rc %d", rc);
-    CHECK(rc_decode(c, bad, SIZE, &dfcc, dhex, err, sizeof err, &nc) == RC_OK && !dhex[0] &&
-              !strcmp(err, "no DHL header (bad magic)"),
-          "zeroed: decode error %s", err);
+    check_not_ours(c, img);
 
     check_random_damage(c, img);
 
