@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from checkers.invariants import FS_LEVEL
 from checkers.verdict import Verdict, failed, passed, skipped
 from workloads.jlang.oracle import (
     Entry,
@@ -39,7 +40,6 @@ from workloads.jlang.oracle import (
     links_allowed,
     xattrs_allowed,
 )
-from workloads.jlang.rules import FS_INVARIANTS
 
 MAX_ENTRIES = 10_000
 MAX_FILE = 4 << 20
@@ -184,7 +184,7 @@ def judge_tree(tree: TreeFacts, oracle: JlangOracle, acked: int, begun: int) -> 
     """One verdict per FS-* invariant (FsChecker.IDS)."""
     reqs = oracle.required(acked, begun)
     out = []
-    for inv in FS_INVARIANTS:
+    for inv in FS_LEVEL:
         mine = [r for r in reqs if r.fact.invariant == inv]
         if tree.error:
             out.append(failed(inv, tree.error) if mine else skipped(inv, tree.error))
@@ -219,7 +219,7 @@ class FsChecker:
     """The engine checker of ``jlang`` (checkers/protocol.py): ``db`` is
     the recovered workload folder."""
 
-    IDS = FS_INVARIANTS
+    IDS = FS_LEVEL
     content_key_of = None
     examine_image = None
     run_checks = None
