@@ -20,9 +20,9 @@ paper's description of ACE's bounds, not from ACE's code:
 * **persistence**: ``fsync`` of a file or folder in the *range* of the
   files used (each used file, its sibling and its parent, as ACE's seq-1
   and seq-2 do), or ``sync``; then ``checkpoint 1``;
-* **dependencies**, as ACE inserts them: the folders on a path are made
-  first, a file an op needs is created (and written, when the op needs
-  bytes: 32 KiB), a link's or rename's target is free, an attribute exists
+* **dependencies**, as ACE inserts them: the folders on the op's paths
+  are made first, a file an op needs is created (and written, when the op
+  needs bytes — an overwrite, a fallocate, an mmap write: 32 KiB), a link's or rename's target is free, an attribute exists
   before it is removed, a name to fsync exists (made right before the
   fsync), and every descriptor is closed at the end.
 
@@ -168,10 +168,11 @@ def _range(b: Builder, path: str, kind: str) -> tuple[int, int]:
 
 
 def _rename(b: Builder, old: str, new: str) -> None:
-    """A closed ``old`` renamed to ``new`` (whose folder exists)."""
+    """A closed ``old`` renamed to ``new`` (the folders of both first)."""
+    b.folder(_parent(old))
+    b.folder(_parent(new))
     b.opened(old)
     b.closed(old)
-    b.folder(_parent(new))
     b.emit("rename", old, new)
     for path in [p for p in b.exists if p == old or p.startswith(old + "/")]:
         b.exists[new + path[len(old) :]] = b.exists.pop(path)
@@ -191,8 +192,8 @@ def _core(b: Builder, op: str, args: tuple[str, ...]) -> list[str]:  # long: one
         b.folder(first)
     elif op in ("write", "dwrite", "mmapwrite", "falloc"):
         kind = args[-1]
-        if kind != "append":
-            b.with_bytes(first)
+        if kind != "append" or op in ("falloc", "mmapwrite"):
+            b.with_bytes(first)  # ACE gives a file bytes before these
         b.opened(first)
         off, length = _range(b, first, kind)
         if op == "falloc":
@@ -204,6 +205,7 @@ def _core(b: Builder, op: str, args: tuple[str, ...]) -> list[str]:  # long: one
         if grows:
             b.size[first] = max(b.size.get(first, 0), off + length)
     elif op == "link":
+        b.folder(_parent(args[1]))  # ACE: the folders of both names first
         b.opened(first)
         b.free(args[1])
         b.emit("link", first, args[1])
