@@ -198,3 +198,44 @@ def test_seq1_bounds_and_count() -> None:
     assert parse_jlang_spec("jlang:seq1/1").program == suite[0]
     with pytest.raises(CrashlabError, match="1..348"):
         parse_jlang_spec("jlang:seq1/349")
+
+
+def test_an_ace_file_is_a_seq1_workload() -> None:
+    # ACE's j-lang100, closes aside, is one of crashlab's own seq-1 workloads
+    def body(text: str) -> list[str]:
+        return [line for line in text.splitlines() if not line.startswith("close")]
+
+    ours = {tuple(body(canonical(p))) for p in seq1()}
+    assert tuple(body(canonical(parse(ACE_FILE)))) in ours
+
+
+def test_the_matrices_run_seq1() -> None:
+    from harness.sweep.matrix import matrix
+
+    nightly = [c for c in matrix("nightly") if c.sut.startswith("fs-")]
+    assert {(c.sut, c.fs) for c in nightly} == {
+        ("fs-ext4", "ext4"),
+        ("fs-xfs", "xfs"),
+        ("fs-btrfs", "btrfs"),
+    }
+    assert len(nightly) == 3 * len(seq1()) and all(
+        c.strategies == ("prefix", "reorder") for c in nightly
+    )
+    qemu = [c for c in matrix("qemu") if c.sut == "fs-f2fs"]
+    assert len(qemu) == len(seq1()) and {c.backend for c in qemu} == {"qemu"}
+    default = [c for c in matrix("default") if c.sut.startswith("fs-")]
+    assert 1 <= len(default) <= 6 and {c.fs for c in default} == {"ext4"}
+
+
+def test_a_jlang_workload_runs_only_on_a_file_system_sut(tmp_path: Path) -> None:
+    from workloads.run import workload_command
+
+    with pytest.raises(CrashlabError, match="file-system SUT"):
+        workload_command("sqlite-wal-full", "jlang:seq1/1", tmp_path)
+    with pytest.raises(CrashlabError, match="file-system SUT"):
+        workload_command("fs-ext4", "insert:txns=2", tmp_path)
+    with pytest.raises(CrashlabError, match="runs only on xfs"):
+        workload_command("fs-xfs", "jlang:seq1/1", tmp_path, "ext4")
+    cmd, meta, _ = workload_command("fs-ext4", "jlang:seq1/2", tmp_path, "ext4")
+    assert cmd[-4:] == ["--program", str(tmp_path / "workload.jlang"), "--root", "jlang"]
+    assert parse_canonical(meta["jlang"]) == seq1()[1] and meta["db"] == "jlang"

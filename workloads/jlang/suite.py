@@ -22,9 +22,10 @@ paper's description of ACE's bounds, not from ACE's code:
   and seq-2 do), or ``sync``; then ``checkpoint 1``;
 * **dependencies**, as ACE inserts them: the folders on the op's paths
   are made first, a file an op needs is created (and written, when the op
-  needs bytes — an overwrite, a fallocate, an mmap write: 32 KiB), a link's or rename's target is free, an attribute exists
-  before it is removed, a name to fsync exists (made right before the
-  fsync), and every descriptor is closed at the end.
+  needs bytes — an overwrite, a fallocate, an mmap write: 32 KiB), a
+  link's target is free, an attribute exists before it is removed, a name
+  to fsync exists (made right before the fsync), and every descriptor is
+  closed at the end.
 
 Each workload is checked by the model (workloads/jlang/model.py) as it is
 made: one that cannot run is a bug here, not a workload.  The order is
