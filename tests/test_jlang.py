@@ -239,3 +239,44 @@ def test_a_jlang_workload_runs_only_on_a_file_system_sut(tmp_path: Path) -> None
     cmd, meta, _ = workload_command("fs-ext4", "jlang:seq1/2", tmp_path, "ext4")
     assert cmd[-4:] == ["--program", str(tmp_path / "workload.jlang"), "--root", "jlang"]
     assert parse_canonical(meta["jlang"]) == seq1()[1] and meta["db"] == "jlang"
+
+
+def _model_tree(
+    program_index: int,
+) -> dict[str, tuple[str, str, bytes, tuple[tuple[str, bytes], ...]]]:
+    snap = execute(seq1()[program_index]).snapshots[-1]
+    return {
+        path: (snap.kinds[i], snap.targets.get(i, ""), snap.data.get(i, b""), snap.xattrs[i])
+        for path, i in snap.paths.items()
+    }
+
+
+def test_the_runner_does_what_the_model_says(tmp_path: Path) -> None:
+    """Every seq-1 workload run by crashlab-jlang in a plain folder leaves
+    the model's final tree (kinds, link targets, bytes, attributes, hard
+    links) and writes the marks the oracle reads."""
+    import subprocess
+
+    from workloads.run import runner_path
+
+    runner = runner_path(name="crashlab-jlang")
+    for n, program in enumerate(seq1()):
+        here = tmp_path / str(n)
+        here.mkdir()
+        (tmp_path / "p").write_text(canonical(program))
+        marks = tmp_path / f"marks{n}"
+        subprocess.run(
+            [runner, "--program", tmp_path / "p", "--root", "jlang", "--marks", marks],
+            cwd=here,
+            check=True,
+        )
+        tree = read_tree(here / "jlang")
+        got = {
+            p: (node.kind, node.target, node.data or b"", node.xattrs)
+            for p, node in tree.nodes.items()
+        }
+        assert got == _model_tree(n), canonical(program)
+        assert tree.links_kept and tree.xattrs_kept  # the control, on a real file system
+        labels = marks.read_text().split()
+        assert labels[:2] == ["setup-done", "txn-begin:1"] and labels[-1] == "workload-end"
+        assert labels[2].startswith("txn-ack:1;op=")
