@@ -66,6 +66,12 @@ def _xlog() -> AnyEngineChecker:
     return cast(AnyEngineChecker, CHECKER)
 
 
+def _jlang() -> AnyEngineChecker:
+    from checkers.fssemantics import CHECKER
+
+    return cast(AnyEngineChecker, CHECKER)
+
+
 ENGINES: dict[str, Engine] = {
     e.name: e
     for e in (
@@ -94,6 +100,9 @@ ENGINES: dict[str, Engine] = {
         # xLog: SQLite behind an emulated NVRAM; its recovery (the NVRAM's
         # replay) runs before SQLite's checks (checkers/xlog.py)
         Engine("xlog", _xlog, shell=("sqlite3",), sidecar_files=True),
+        # a j-lang workload (workloads/jlang/): the "database" is its folder,
+        # judged against the FS-* rules of the file system it ran on
+        Engine("jlang", _jlang, shell=("ls", "-laR")),
     )
 }
 

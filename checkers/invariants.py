@@ -116,6 +116,36 @@ INVARIANTS: dict[str, Invariant] = {
             "error-handling",
             "after an I/O error, every later acknowledged transaction survives",
         ),
+        # What a j-lang workload's persistence points made durable
+        # (checkers/fssemantics.py; the rules per file system:
+        # workloads/jlang/rules.py)
+        Invariant(
+            "FS-FSYNC-DATA",
+            "durability",
+            "a file's bytes and size after its fsync/fdatasync (O_SYNC write, msync) returned",
+        ),
+        Invariant(
+            "FS-FSYNC-NAME",
+            "durability",
+            "a file or folder fsynced keeps its names and the folders on their way",
+        ),
+        Invariant(
+            "FS-DIR-ENTRIES",
+            "durability",
+            "a folder's entries (created, removed, renamed) after its fsync returned",
+        ),
+        Invariant("FS-SYNC", "durability", "every entry and file's bytes after sync() returned"),
+        Invariant(
+            "FS-LINK",
+            "durability",
+            "a durable file's link count, and its durable hard links name one inode",
+        ),
+        Invariant("FS-XATTR", "durability", "a durable file's extended attributes"),
+        Invariant(
+            "FS-REPLACE",
+            "durability",
+            "a file renamed over another, the rename durable, has its bytes (ext4 auto_da_alloc)",
+        ),
         Invariant(
             "CORRUPT-DETECT",
             "corruption",
@@ -136,6 +166,17 @@ TRACE_LEVEL = ("DHL-T2", "CC-NEXT", "CC-MONO")
 # judged on the first crashes that multicrash and recovery-crash continue:
 # the SUT's own restart against the checkers' recovery (checkers/agree.py)
 RESTART_LEVEL = ("REC-AGREE",)
+# judged on j-lang runs (checkers/fssemantics.py; workloads/jlang/rules.py
+# has the same IDs, in this order)
+FS_LEVEL = (
+    "FS-FSYNC-DATA",
+    "FS-FSYNC-NAME",
+    "FS-DIR-ENTRIES",
+    "FS-SYNC",
+    "FS-LINK",
+    "FS-XATTR",
+    "FS-REPLACE",
+)
 # judged on runs recorded with device faults (checkers/ioerror.py)
 ERROR_LEVEL = ("ERR-NOACK", "ERR-ATOMIC", "ERR-DURABLE")
 

@@ -47,7 +47,7 @@ def test_invariant_ids_are_the_checkers():
     assert set(DB_INVARIANTS) <= set(DB_LEVEL)
 
 
-@pytest.mark.parametrize("name", sorted(SUTS))
+@pytest.mark.parametrize("name", sorted(n for n, s in SUTS.items() if s.engine != "jlang"))
 def test_every_invariant_has_a_cited_expectation(name):
     sut = SUTS[name]
     assert tuple(g.invariant for g in sut.guarantees) == DB_INVARIANTS

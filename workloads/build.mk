@@ -163,3 +163,11 @@ workloads-ctest-maw: $(WL_BUILD)/test_batchvfs
 	$(WL_BUILD)/test_batchvfs
 
 CTEST += workloads-ctest-maw
+
+# crashlab-jlang: a j-lang program (workloads/jlang/) run in the recorded
+# file system with crashlab's marks (workloads/runner/jlang.c).
+$(WL_BUILD)/crashlab-jlang: $(WL_DIR)/runner/jlang.c $(WL_DIR)/runner/marks.c $(WL_DIR)/runner/marks.h $(WL_DIR)/build.mk
+	@mkdir -p $(WL_BUILD)
+	$(CC) $(CFLAGS_COMMON) -o $@ $(WL_DIR)/runner/jlang.c $(WL_DIR)/runner/marks.c
+
+BUILD += $(WL_BUILD)/crashlab-jlang

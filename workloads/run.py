@@ -32,6 +32,9 @@ from harness.record.backend import DEV_ENV
 from harness.record.recorder import RecordRequest, record
 from harness.rundir import RunDir, RunMeta
 from workloads.generate import write_opstream
+from workloads.jlang.lang import parse_canonical
+from workloads.jlang.oracle import JlangOracle
+from workloads.jlang.spec import DB_FOLDER, JlangSpec, is_jlang, parse_jlang_spec
 from workloads.oracle import Oracle
 from workloads.spec import WorkloadSpec, parse_spec
 from workloads.suts import SUTS, Sut, get_sut
@@ -92,7 +95,7 @@ def workload_meta(sut: Sut, spec: WorkloadSpec) -> dict[str, Any]:
     return {"sut": sut.name, "workload": str(spec), "seed": spec.seed, "db": DB_NAME}
 
 
-def spec_from_meta(meta: RunMeta) -> tuple[Sut, WorkloadSpec]:
+def spec_from_meta(meta: RunMeta) -> tuple[Sut, WorkloadSpec | JlangSpec]:
     """The SUT and spec a run was recorded with; CrashlabError unless
     meta.json holds a workload run's keys (``db`` too) and, for a run that
     finished without faults, its marks acknowledge exactly the workload's
@@ -100,7 +103,8 @@ def spec_from_meta(meta: RunMeta) -> tuple[Sut, WorkloadSpec]:
     the checkers stand on them."""
     if meta.sut is None or meta.workload is None or meta.db is None:
         raise CrashlabError("meta.json names no SUT/workload/db: not a workload run")
-    sut, spec = get_sut(meta.sut), parse_spec(meta.workload)
+    sut = get_sut(meta.sut)
+    spec = _jlang_from_meta(meta, sut) if sut.engine == "jlang" else parse_spec(meta.workload)
     if meta.exit_status == 0 and not meta.faults:
         acked = sorted({t[1] for t in map(txn_mark, meta.marks) if t and t[0] == "ack"})
         first = meta.continues_at or 1
@@ -113,12 +117,39 @@ def spec_from_meta(meta: RunMeta) -> tuple[Sut, WorkloadSpec]:
     return sut, spec
 
 
-def oracle_from_meta(meta: RunMeta) -> Oracle:
+def _jlang_from_meta(meta: RunMeta, sut: Sut) -> JlangSpec:
+    """A j-lang run's spec, its program the canonical text meta.json keeps
+    (hostile: parsed strictly); its spec must name a j-lang workload."""
+    text = meta.extra.get("jlang")
+    if not isinstance(text, str) or not is_jlang(str(meta.workload)):
+        raise CrashlabError(f"meta.json: SUT {sut.name} needs a j-lang workload and its program")
+    return JlangSpec(str(meta.workload), parse_canonical(text))
+
+
+def oracle_from_meta(meta: RunMeta) -> Oracle | JlangOracle:
     """The oracle of a recorded workload run, from its meta.json alone (made
     once per workload in a process, and inherited by the check's forked
     workers: an Oracle is not changed after it is made)."""
-    spec_from_meta(meta)  # its errors, every time
+    sut, spec = spec_from_meta(meta)  # its errors, every time
+    if isinstance(spec, JlangSpec):
+        return _jlang_oracle(spec.source, sut.needs_fs)
     return _oracle(str(meta.workload))
+
+
+def db_oracle_from_meta(meta: RunMeta) -> Oracle:
+    """:func:`oracle_from_meta` of a database workload (what continuing a
+    run after a crash needs); a j-lang run has none."""
+    oracle = oracle_from_meta(meta)
+    if not isinstance(oracle, Oracle):
+        raise CrashlabError(
+            "multicrash and recovery-crash continue database workloads, not j-lang ones"
+        )
+    return oracle
+
+
+@functools.lru_cache(maxsize=8)
+def _jlang_oracle(source: str, fs: str) -> JlangOracle:
+    return JlangOracle(parse_canonical(source), fs)
 
 
 @functools.lru_cache(maxsize=8)
@@ -148,6 +179,18 @@ def check_sut_fs(sut: Sut, fs: str) -> None:
         )
 
 
+def check_workload(sut: Sut, spec_text: str) -> JlangSpec | WorkloadSpec:
+    """The workload ``spec_text`` names, if ``sut`` can run it: a j-lang
+    workload runs on a file-system SUT (fs-*) and only there."""
+    if (sut.engine == "jlang") != is_jlang(spec_text):
+        jlang_suts = ", ".join(n for n, s in SUTS.items() if s.engine == "jlang")
+        raise CrashlabError(
+            f"SUT {sut.name} and workload {spec_text!r}: a j-lang workload runs on a "
+            f"file-system SUT ({jlang_suts}) and only there"
+        )
+    return parse_jlang_spec(spec_text) if is_jlang(spec_text) else parse_spec(spec_text)
+
+
 def workload_command(
     sut_name: str,
     spec_text: str,
@@ -165,9 +208,13 @@ def workload_command(
     (:func:`check_sut_fs`).  ``from_txn`` continues the workload at that
     transaction on the database already there (after a crash: the runner's
     --from-txn)."""
-    sut, spec = get_sut(sut_name), parse_spec(spec_text)
+    sut = get_sut(sut_name)
     if fs is not None:
         check_sut_fs(sut, fs)
+    check_workload(sut, spec_text)
+    if is_jlang(spec_text):
+        return _jlang_command(sut, parse_jlang_spec(spec_text), workdir, from_txn)
+    spec = parse_spec(spec_text)
     ops = write_opstream(spec, workdir / "workload.ops")
     stats = workdir / "runner-stats.json"
     if sut.raw:
@@ -179,6 +226,22 @@ def workload_command(
         cmd += ["--from-txn", str(from_txn)]
         meta["continues_at"] = from_txn
     return cmd, meta, stats
+
+
+def _jlang_command(
+    sut: Sut, spec: JlangSpec, workdir: Path, from_txn: int | None
+) -> tuple[list[str], dict[str, Any], Path]:
+    """:func:`workload_command` of a j-lang workload: the canonical program
+    written into ``workdir``, run by crashlab-jlang in the folder
+    ``DB_FOLDER``; meta.json keeps the program (the oracle's source)."""
+    if from_txn is not None:
+        raise CrashlabError("a j-lang workload does not continue after a crash (multicrash)")
+    program = workdir / "workload.jlang"
+    program.write_text(spec.source)
+    cmd = [str(runner_path(name=sut.runner)), "--program", str(program), "--root", DB_FOLDER]
+    meta = {"sut": sut.name, "workload": str(spec), "seed": 0, "db": DB_FOLDER}
+    meta["jlang"] = spec.source
+    return cmd, meta, workdir / "no-stats.json"
 
 
 def record_workload(

@@ -29,6 +29,7 @@ from functools import cache
 from harness.errors import CrashlabError
 from workloads.dhl_suts import dhl_suts
 from workloads.guarantee import DB_INVARIANTS, Guarantee
+from workloads.jlang.suts import fs_suts
 from workloads.paper_suts import (
     MAW_RUNNER,
     XLOG_NVRAM_BYTES,
@@ -185,6 +186,7 @@ _ALL: tuple[Sut, ...] = (
     *dash_suts(),
     *xlog_suts(),
     *selective_suts(),
+    *fs_suts(),
 )
 
 # The named SUTs (the SQLite aliases and every DHL SUT); any SQLite grammar

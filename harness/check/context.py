@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
+from typing import Protocol, cast
 
 from checkers.content import NOTHING_ACKED
 from checkers.engines import engine_of
@@ -28,6 +28,7 @@ from harness.materialize import DurableImage
 from harness.materialize.nvram import nvram_region
 from harness.rundir import RunDir, RunMeta
 from harness.states import State
+from workloads.jlang.oracle import JlangOracle
 from workloads.oracle import Oracle
 from workloads.run import oracle_from_meta, spec_from_meta
 from workloads.suts import Sut
@@ -75,7 +76,7 @@ class CheckContext:
     setup_at: int | None = None
     sut: Sut | None = None
     engine: AnyEngineChecker | None = None  # None: no built-in SUT, the user's checkers only
-    oracle: Oracle | None = None
+    oracle: Oracle | JlangOracle | None = None  # the engine's (a j-lang run's: FS-*)
     # what the run-level stage learnt from the whole log, for the engine's
     # judge (None: none; harness/check/runlevel.py)
     run_facts: RunFacts | None = None
@@ -109,7 +110,10 @@ class CheckContext:
     def judge(self, facts: object, marks: tuple[int, int]) -> list[Verdict]:
         """The engine's verdicts of ``facts`` (its examination's) at ``marks``."""
         assert self.engine is not None and self.oracle is not None
-        return list(self.engine.judge(facts, self.oracle, *marks, run_facts=self.run_facts))
+        # each engine judges by its own oracle: oracle_from_meta made the one
+        # its runs need (a j-lang run's engine takes a JlangOracle)
+        oracle = cast(Oracle, self.oracle)
+        return list(self.engine.judge(facts, oracle, *marks, run_facts=self.run_facts))
 
 
 def context_of(run: RunDir, workdir: Path, run_facts: RunFacts | None) -> CheckContext:

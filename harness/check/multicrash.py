@@ -66,7 +66,7 @@ from harness.logformat import LogReader
 from harness.materialize import sparse_copy
 from harness.rundir import IDENTITY_NAME, RUN_NAME, STATES_NAME, RunDir
 from harness.states import Enumeration, Options
-from workloads.run import oracle_from_meta, record_workload, spec_from_meta
+from workloads.run import db_oracle_from_meta, record_workload, spec_from_meta
 
 COMPOSITE = ("multicrash", "recovery-crash")
 RECOVERY_PART = "recovery"  # marks a recovery-crash continuation in a composed ID
@@ -243,7 +243,7 @@ def restart_verdicts(run: RunDir, state_id: str) -> list[Verdict]:
     out: list[Verdict] = []
     folders = [run.path / kind / state_id for kind in COMPOSITE]
     metas = [RunDir(f).meta() for f in folders if (f / "meta.json").exists()]
-    oracle = oracle_from_meta(run.meta()).digests if metas else []
+    oracle = db_oracle_from_meta(run.meta()).digests if metas else []
     for meta in metas:
         if meta.continues is None:  # not a continuation's folder
             continue
@@ -275,7 +275,7 @@ def check_composite(
     continuation also gives its first crash a REC-AGREE verdict in
     ``out/run.jsonl`` (:func:`agree_record`)."""
     chosen, counts = first_crashes(run, comp, work / "first")
-    oracle = oracle_from_meta(run.meta()).digests if chosen else []
+    oracle = db_oracle_from_meta(run.meta()).digests if chosen else []
     lines: dict[str, list[str]] = {STATES_NAME: [], RUN_NAME: []}
     continuations: list[Continuation] = []
     continued: list[str] = []

@@ -15,8 +15,7 @@ from harness.record.backends import CHOICES, select_backend
 from harness.record.command import resolve_command
 from harness.record.recorder import RecordRequest, record
 from harness.sysops import FS_PROGRAMS, RECORD_PROGRAMS, require_programs
-from workloads.run import check_sut_fs, record_workload
-from workloads.spec import parse_spec
+from workloads.run import check_sut_fs, check_workload, record_workload
 from workloads.suts import get_sut
 
 
@@ -99,7 +98,7 @@ def record_cmd(
         if command or not sut or not workload:
             raise CrashlabError("give --sut and --workload together, and no COMMAND with them")
         check_sut_fs(get_sut(sut), fs)  # bad input fails before any setup
-        parse_spec(workload)
+        check_workload(get_sut(sut), workload)
     chosen, choice = select_backend(backend, fs)
     if chosen.name in RECORD_PROGRAMS:
         require_programs((*RECORD_PROGRAMS[chosen.name], *FS_PROGRAMS.get(fs, ())), "record")

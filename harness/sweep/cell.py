@@ -202,6 +202,12 @@ class Cell:
 
 
 def _slug(text: str) -> str:
-    """A SUT, workload or fault name as part of a folder name (no ':', ',',
+    """A SUT, workload or fault name as part of a folder name (no ':', '/', ',',
     '=' or '+')."""
-    return text.replace(":", "-").replace(",", "-").replace("=", "").replace("+", "-")
+    return (
+        text.replace(":", "-")
+        .replace("/", "-")
+        .replace(",", "-")
+        .replace("=", "")
+        .replace("+", "-")
+    )

@@ -111,6 +111,8 @@ def _nightly() -> list[Cell]:
     for name, sut in SUTS.items():
         if sut.needs_fs and get_fs(sut.needs_fs).guest_only:
             continue  # recorded only in a guest: its cells are in the qemu matrix
+        if sut.engine == "jlang":
+            continue  # the file systems under j-lang suites: seq1_cells
         fs = NO_FS if sut.raw else DEFAULT_FS
         for wl in NIGHTLY_WORKLOADS[sut.engine]:
             if sut.torn_safe:
@@ -125,7 +127,37 @@ def _nightly() -> list[Cell]:
                 cells.append(Cell(name, MULTI, other, ("prefix",)))  # reported, not required
             else:
                 cells.append(_cell(name, MULTI, ("prefix",), other))
-    return cells + _grid_cells() + _option_cells() + _device_fault_cells() + _state_fault_cells()
+    return (
+        cells
+        + _grid_cells()
+        + _option_cells()
+        + _device_fault_cells()
+        + _state_fault_cells()
+        + seq1_cells()
+    )
+
+
+# The file systems CrashMonkey's seq-1 runs on here (F2FS, guest-only, is in
+# the qemu matrix: seq1_cells("f2fs")).
+SEQ1_FS = ("ext4", "xfs", "btrfs")
+
+
+def seq1_cells(*fss: str, backend: str | None = None) -> list[Cell]:
+    """Every workload of crashlab's seq-1 suite (workloads/jlang/suite.py)
+    on each file system's SUT (``fs-FS``), prefix and reorder, held to its
+    FS-* rules but for a known deviation of that file system on that
+    workload, which it must keep showing (workloads/jlang/suts.py,
+    ``deviation``); ``backend``: the cells'."""
+    from workloads.jlang.suite import seq1
+    from workloads.jlang.suts import deviation
+
+    cells = []
+    for fs in fss or SEQ1_FS:
+        for i in range(1, len(seq1()) + 1):
+            wl = f"jlang:seq1/{i}"
+            dev = deviation(fs, wl)
+            cells.append(Cell(f"fs-{fs}", wl, fs, ("prefix", "reorder"), dev, dev, backend=backend))
+    return cells
 
 
 # A SQLite SUT that promises everything, rollback journal and WAL, each plain
@@ -252,8 +284,9 @@ def _sqlite_grid() -> list[Cell]:
 
 
 def _qemu() -> list[Cell]:
-    """The qemu matrix: a matrix file (harness/sweep/matrices/qemu.toml)."""
-    return load_matrix(MATRICES_DIR / "qemu.toml")
+    """The qemu matrix: a matrix file (harness/sweep/matrices/qemu.toml),
+    and the seq-1 suite on F2FS, which only a guest records."""
+    return load_matrix(MATRICES_DIR / "qemu.toml") + seq1_cells("f2fs", backend="qemu")
 
 
 def _large() -> list[Cell]:

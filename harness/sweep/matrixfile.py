@@ -71,8 +71,7 @@ from harness.states.inject import StateFaults
 from harness.sweep.builtin_workloads import BUILTIN_WORKLOADS
 from harness.sweep.cell import Cell, UserSut
 from harness.sweep.floors import floors_path, load_floors
-from workloads.run import check_sut_fs
-from workloads.spec import parse_spec
+from workloads.run import check_sut_fs, check_workload
 from workloads.suts import SUTS, get_sut
 
 SUT_KEYS = {
@@ -283,8 +282,8 @@ def _check_builtin(sut: str, workload: str, fs: str, where: str) -> None:
     """A built-in SUT's workload spec parses and its device kind fits ``fs``
     (what recording would find out later, mid-sweep)."""
     try:
-        parse_spec(workload)
         check_sut_fs(get_sut(sut), fs)
+        check_workload(get_sut(sut), workload)
     except CrashlabError as e:
         raise CrashlabError(f"{where}: {e}") from None
 

@@ -1,0 +1,1 @@
+"""j-lang workloads: the language, its model and oracle, the ACE-style suites."""
