@@ -12,7 +12,7 @@ import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
-from harness.check.check import default_window
+from harness.check.window import default_window, workload_window
 from harness.check.worker import StateChecker
 from harness.fs.ext4 import inproc
 from harness.fs.ext4.debugfs import DebugfsSession
@@ -55,15 +55,17 @@ def tree(d: Path) -> dict[str, tuple[object, ...]]:
     return out
 
 
-def state_images(run: RunDir, strategy: str, limit: int, work: Path) -> Iterator[tuple[str, Path]]:
+def state_images(
+    run: RunDir, strategy: str, limit: int, work: Path, workload: bool = False
+) -> Iterator[tuple[str, Path]]:
     """(state id, its crash image: valid until the next) of the first
-    ``limit`` states."""
+    ``limit`` states (``workload``: of those after the database was
+    created, :func:`workload_window`)."""
+    window = workload_window if workload else default_window
     sc = StateChecker(run, work, fast=False)
     try:
         with LogReader(run.log) as r:
-            for n, state in enumerate(
-                Enumeration(r, default_window(run, Options(strategy=strategy)))
-            ):
+            for n, state in enumerate(Enumeration(r, window(run, Options(strategy=strategy)))):
                 if n >= limit:
                     break
                 sc.image.advance(state.durable_upto)

@@ -190,9 +190,10 @@ def test_three_paths_give_identical_verdicts(
 
 @pytest.fixture(scope="module")
 def needs_replay(runs: dict[str, RunDir], tmp_path_factory: pytest.TempPathFactory) -> bytes:
-    """A crash image whose journal holds committed transactions."""
+    """A crash image whose journal holds committed transactions (among the
+    workload's states: the creation window's first ones have none yet)."""
     work = tmp_path_factory.mktemp("replay")
-    for _, path in state_images(runs["sqlite-wal-full"], "reorder", 40, work / "w"):
+    for _, path in state_images(runs["sqlite-wal-full"], "reorder", 40, work / "w", workload=True):
         image = path.read_bytes()
         if struct.unpack_from("<I", image, 1024 + 0x60)[0] & 4 and len(_log_blocks(image)[2]) >= 2:
             return image

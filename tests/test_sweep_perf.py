@@ -256,8 +256,9 @@ def test_fast_path_is_taken(
     the fast way (sqlite-off's crash images often need e2fsck's replay
     first on the debugfs path: stale bitmap checksums), full copies are
     rare, and e2fsck results are reused; by default in process, the debugfs
-    session not even started."""
-    from harness.check.check import default_window
+    session not even started.  The workload's states (after ``setup-done``):
+    the creation window's first ones have no database to take facts of."""
+    from harness.check.window import workload_window
     from harness.check.worker import StateChecker
 
     monkeypatch.setenv("CRASHLAB_RECOVERY", mode)
@@ -266,7 +267,7 @@ def test_fast_path_is_taken(
     try:
         assert sc.files.fast is not None
         with LogReader(run.log) as r:
-            states = Enumeration(r, default_window(run, Options(strategy="reorder")))
+            states = Enumeration(r, workload_window(run, Options(strategy="reorder")))
             n = 0
             for state in states:
                 sc.check(state)

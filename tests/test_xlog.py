@@ -30,8 +30,9 @@ import pytest
 from support import Recordings, build, resummarize
 
 from checkers import xlog as xlog_checker
-from harness.check.check import CheckOptions, check_run, default_window, options_for
+from harness.check.check import CheckOptions, check_run, options_for
 from harness.check.multicrash import Composite
+from harness.check.window import workload_window
 from harness.check.worker import StateChecker
 from harness.errors import CrashlabError
 from harness.fs import get_fs
@@ -123,7 +124,9 @@ def test_nvram_is_fua_writes_after_the_disk(runs: dict[str, RunDir], tmp_path: P
 
 @pytest.mark.needs_fuse
 def test_checker_opens_as_the_sut_does(runs: dict[str, RunDir], tmp_path: Path) -> None:
-    """For crash states spread over the run, the database the checker judges
+    """For crash states spread over the run after the database was created
+    (in the creation window the checker finds none, where the SUT would
+    create an empty one), the database the checker judges
     (crashlab-xlog-recover) equals the one the SUT itself leaves when it is
     restarted on the same files: the runner, engine xlog, NVRAM from
     CRASHLAB_NVRAM, with no transaction left to run (--from-txn past the
@@ -136,7 +139,7 @@ def test_checker_opens_as_the_sut_does(runs: dict[str, RunDir], tmp_path: Path) 
     compared = replayed = 0
     try:
         with LogReader(run.log) as r:
-            states = list(Enumeration(r, default_window(run, Options(strategy="prefix"))))
+            states = list(Enumeration(r, workload_window(run, Options(strategy="prefix"))))
             for state in states[::4]:
                 keep = tmp_path / "keep"
                 shutil.rmtree(keep, ignore_errors=True)
