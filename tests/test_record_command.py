@@ -19,14 +19,14 @@ from harness.record.command import python_in_guest, resolve_command
 
 def test_program_and_script_resolved_other_arguments_noted(tmp_path: Path) -> None:
     (tmp_path / "w.sh").write_text("true\n")
-    (tmp_path / "tools").mkdir()
-    (tmp_path / "tools" / "w").write_text("true\n")
+    (tmp_path / "bin").mkdir()
+    (tmp_path / "bin" / "w").write_text("true\n")
     (tmp_path / "data.txt").write_text("")
     got, notes = resolve_command(["sh", "w.sh", "data.txt", "out.db", "-x"], tmp_path)
     assert got == ["sh", str(tmp_path / "w.sh"), "data.txt", "out.db", "-x"]
     assert len(notes) == 1 and "'data.txt' is relative" in notes[0]
     assert str(tmp_path / "data.txt") in notes[0]
-    assert resolve_command(["tools/w", "a"], tmp_path)[0] == [str(tmp_path / "tools" / "w"), "a"]
+    assert resolve_command(["bin/w", "a"], tmp_path)[0] == [str(tmp_path / "bin" / "w"), "a"]
     assert resolve_command(["./w.sh"], tmp_path)[0] == [str(tmp_path / "w.sh")]
     # a program found on PATH, an option, a script not here, an absolute path: as given
     for cmd in (["w.sh"], ["python3", "-c", "x"], ["sh", "nowhere.sh"], ["/bin/true"]):

@@ -19,7 +19,11 @@ CHROMIUM = shutil.which("chromium-headless-shell") or shutil.which("chromium")
 
 # a known-unsafe cell (sqlite-off: DB-ATOMIC fails) with a checker of the
 # user's that fails in every state: two distinct violations, and a broken
-# expectation (the user's checker is promised), so junit.xml has a failure
+# expectation (the user's checker is promised), so junit.xml has a failure.
+# A third, DB-OPEN, may come from the creation window: with no journal a
+# crash while the database is created can leave it malformed, or not,
+# depending on which of its pages write-back had sent (not promised, so
+# neither required nor ruled out here)
 MATRIX = """
 [[cell]]
 sut = "sqlite-off"
@@ -27,6 +31,7 @@ workload = "MULTI"
 strategies = ["prefix"]
 checkers = { never = "false" }
 """
+MAYBE = {"DB-OPEN"}  # the creation window's, see above
 
 
 @pytest.fixture(scope="module")
@@ -49,13 +54,18 @@ def test_summary_and_violations_carry_the_groups(swept: tuple[Path, str]) -> Non
     out, _ = swept
     cell = _cell(out)
     groups = {g["id"]: g for g in cell["groups"]}
-    assert sorted(g["invariant"] for g in groups.values()) == ["DB-ATOMIC", "USER:never"]
+    invariants = sorted(g["invariant"] for g in groups.values())
+    assert [i for i in invariants if i not in MAYBE] == ["DB-ATOMIC", "USER:never"]
+    assert len(set(invariants)) == len(invariants)  # one group per invariant here
     for g in groups.values():
         # a user checker's group reruns it (issue 26)
         flags = " --checker never=false" if g["invariant"] == "USER:never" else ""
         assert g["repro"] == f"crashlab repro {cell['run']} {g['minimal']}{flags}"
         assert 1 <= g["minimised"] <= g["count"] <= cell["verdicts"][g["invariant"]]["fail"]
-        assert g["writes"] and {w["status"] for w in g["writes"]} <= {
+        # USER:never fails from the creation window's first state on: e0.p0,
+        # the image before the run's first write, has no write to show
+        assert g["writes"] or (g["invariant"], g["minimal"]) == ("USER:never", "e0.p0")
+        assert {w["status"] for w in g["writes"]} <= {
             "persisted",
             "lost",
             "torn",
@@ -82,7 +92,7 @@ def test_junit_and_the_table_name_the_groups(swept: tuple[Path, str]) -> None:
         assert f"minimal state {g['minimal']}" in failure.text and g["repro"] in failure.text
         assert f"group {g['id']} {g['invariant']}: {g['count']} states" in stdout
         assert g["repro"] in stdout
-    assert "2 distinct violations" in stdout, stdout
+    assert f"{len(groups)} distinct violations" in stdout, stdout
 
 
 @pytest.mark.needs_fuse
@@ -182,7 +192,9 @@ def test_report_shows_each_group_with_its_witness(swept: tuple[Path, str], tmp_p
 def test_check_prints_the_groups(swept: tuple[Path, str], tmp_path: Path) -> None:
     out, _ = swept
     run = next((out / "runs").iterdir())
-    p = crashlab("check", str(run), "--out", str(tmp_path / "c"), "--jobs", "2")
+    # after setup-done only: DB-ATOMIC, not the creation window's DB-OPEN
+    after_setup = ("--window-start", "setup-done")
+    p = crashlab("check", str(run), "--out", str(tmp_path / "c"), "--jobs", "2", *after_setup)
     assert p.returncode == 0, p.stderr  # sqlite-off must violate DB-ATOMIC: it does
     assert "1 distinct violation" in p.stdout and "  group " in p.stdout, p.stdout
     assert f"repro: crashlab repro {run} " in p.stdout

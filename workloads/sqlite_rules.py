@@ -370,7 +370,10 @@ WEAKNESSES: tuple[Weakness, ...] = (
         "disk), and NORMAL or EXTRA what FULL writes: the same database syncs, so the same "
         "partial transactions (sqlite-grid, MULTI, ext4: DB-ATOMIC in 20 of 65 prefix and "
         "120 of 295 reorder states each); OFF_OPT (locking=exclusive) likewise "
-        "(docs/findings.md, OFF_OPT and DASH)",
+        "(docs/findings.md, OFF_OPT and DASH). With no journal a crash while the database "
+        "is created can also leave it malformed (sqlite-off, MULTI, ext4, prefix: DB-OPEN "
+        "in 6 of 19 creation-window states); which of the new file's pages write-back had "
+        "sent is timing, so that is reported, not what the sweep relies on",
     ),
     Weakness(
         ("DB-DURABLE",),
