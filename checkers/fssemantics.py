@@ -14,7 +14,7 @@ Link counts, inode identity (FS-LINK) and extended attributes (FS-XATTR)
 are only as good as the extraction of the recovered file system (a hard
 link extracted as a copy has a link count of 1).  The runner leaves a
 control beside the workload folder, synced before ``setup-done``
-(workloads/jlang/runner.c, PROBE_*): a file with a second hard link and an
+(workloads/runner/jlang.c, PROBE_*): a file with a second hard link and an
 extended attribute.  Where the recovered tree shows the two names as two
 inodes, or the attribute gone, FS-LINK or FS-XATTR is skipped saying so,
 never failed.

@@ -146,8 +146,9 @@ def test_the_default_matrix_is_a_file_of_that_format() -> None:
     cells = matrix("default")
     # 36 cells (77 strategies), + the thesis's DHL on the paper's workload
     # (3 cells, 7), + the shape cells dash x BIG, selective x SINGLE and
-    # dhl-tc-thesis-raw x SINGLE (3 cells, 4)
-    assert len(cells) == 42 and sum(len(c.strategies) for c in cells) == 88
+    # dhl-tc-thesis-raw x SINGLE (3 cells, 4), + five seq-1 j-lang workloads
+    # on ext4 (5 cells, 10)
+    assert len(cells) == 47 and sum(len(c.strategies) for c in cells) == 98
     assert matrix(str(ROOT / "harness" / "sweep" / "matrices" / "default.toml")) == cells
 
 

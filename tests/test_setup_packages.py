@@ -36,7 +36,10 @@ LIST = ROOT / "harness" / "setup" / "apt-packages.txt"
 SYSTEM_DIRS = ("/usr/", "/bin/", "/sbin/", "/lib/", "/lib64/", "/etc/")
 PY_DIRS = ("harness", "workloads", "checkers", "dhl")
 # First words of list literals that name no program: SUT and mode names.
-NOT_PROGRAMS = {"tc"}  # DHL's traditional-commit mode, not iproute2's tc
+# words that start a list or tuple but run nothing: DHL's traditional-commit
+# mode (not iproute2's tc); a j-lang op and a model entry's kind
+# (workloads/jlang/: `write`, `file`), not util-linux's write or file(1)
+NOT_PROGRAMS = {"tc", "write", "file"}
 SCRIPTS = ("images/build-image.sh", "harness/fuse/ctest.sh", "harness/setup/setup.sh")
 
 # slow: it rebuilds the whole C tree under -H/--trace (minutes), so not in

@@ -2,7 +2,7 @@
 what values each may have (:class:`JlangOracle`).
 
 A crash state is judged against (acked K, begun B) from its marks
-(workloads/jlang/runner: ``txn-ack:K`` after checkpoint K, ``txn-begin:K``
+(workloads/runner/jlang.c: ``txn-ack:K`` after checkpoint K, ``txn-begin:K``
 before the first op after checkpoint K-1).  Every fact (model.py) made by
 an op before checkpoint K is required, on the file system's rules
 (rules.py).  Ops after the fact may have reached the disk too, so a fact
