@@ -65,5 +65,5 @@ def test_a_python_mutant_is_told_by_its_files(tmp_path: Path) -> None:
     mixed.write_text(py.read_text() + "--- a/dhl/src/x.c\n+++ b/dhl/src/x.c\n")
     assert not is_python_patch(mixed)
     python = {m.name for m in catalogue() if m.python}
-    assert python >= {"enum-reorder-drop-one-short", "judge-durable-forgets-last-ack"}
+    assert python >= {"enum-reorder-drops-half-at-most", "judge-durable-forgets-last-ack"}
     assert all(m.tests or m.cells for m in catalogue() if m.python)
