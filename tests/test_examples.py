@@ -144,7 +144,7 @@ def test_the_large_matrix_samples_large_epochs() -> None:
 
 def test_the_default_matrix_is_a_file_of_that_format() -> None:
     cells = matrix("default")
-    assert len(cells) == 32 and sum(len(c.strategies) for c in cells) == 69
+    assert len(cells) == 37 and sum(len(c.strategies) for c in cells) == 79
     assert matrix(str(ROOT / "harness" / "sweep" / "matrices" / "default.toml")) == cells
 
 
