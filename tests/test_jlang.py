@@ -280,3 +280,16 @@ def test_the_runner_does_what_the_model_says(tmp_path: Path) -> None:
         labels = marks.read_text().split()
         assert labels[:2] == ["setup-done", "txn-begin:1"] and labels[-1] == "workload-end"
         assert labels[2].startswith("txn-ack:1;op=")
+
+
+def test_a_hostile_stored_program_is_one_line() -> None:
+    from harness.rundir import RunMeta
+    from workloads.run import oracle_from_meta
+
+    meta = RunMeta(
+        sut="fs-ext4", workload="jlang:seq1/1", db="jlang", extra={"jlang": "setup\nrm -rf /\n"}
+    )
+    with pytest.raises(CrashlabError, match="meta.json: its j-lang program: .*unknown op 'rm'"):
+        oracle_from_meta(meta)
+    with pytest.raises(CrashlabError, match="needs a j-lang workload and its program"):
+        oracle_from_meta(RunMeta(sut="fs-ext4", workload="jlang:seq1/1", db="jlang"))

@@ -123,7 +123,10 @@ def _jlang_from_meta(meta: RunMeta, sut: Sut) -> JlangSpec:
     text = meta.extra.get("jlang")
     if not isinstance(text, str) or not is_jlang(str(meta.workload)):
         raise CrashlabError(f"meta.json: SUT {sut.name} needs a j-lang workload and its program")
-    return JlangSpec(str(meta.workload), parse_canonical(text))
+    try:
+        return JlangSpec(str(meta.workload), parse_canonical(text))
+    except CrashlabError as e:
+        raise CrashlabError(f"meta.json: its j-lang program: {e}") from None
 
 
 def oracle_from_meta(meta: RunMeta) -> Oracle | JlangOracle:

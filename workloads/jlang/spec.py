@@ -15,6 +15,7 @@ from pathlib import Path
 
 from harness.errors import CrashlabError
 from workloads.jlang.lang import MAX_TEXT, Program, canonical, parse
+from workloads.jlang.suite import suite_program
 
 PREFIX = "jlang:"
 DB_FOLDER = "jlang"  # the program's root folder, at the file system's root
@@ -44,8 +45,6 @@ def is_jlang(text: str) -> bool:
 
 def parse_jlang_spec(text: str) -> JlangSpec:
     """The spec's program; CrashlabError says what is wrong."""
-    from workloads.jlang.suite import suite_program
-
     body = text[len(PREFIX) :]
     if body.startswith("file="):
         path = Path(body[len("file=") :])
