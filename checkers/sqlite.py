@@ -86,6 +86,10 @@ def examine(db: Path, *, blockdev: bool = False, vfs: str = "") -> DbFacts:
         digest = sqlite_digest(db, vfs)
     except (sqlite3.Error, CrashlabError) as e:
         return DbFacts(exists=True, open_error=f"{type(e).__name__}: {e}")
+    except UnicodeDecodeError as e:
+        # SQLite's error message names a corrupted schema entry whose bytes
+        # are not UTF-8: Python cannot even make the sqlite3 exception
+        return DbFacts(exists=True, open_error=f"malformed database (a name is not UTF-8: {e})")
     return DbFacts(exists=True, integrity=integrity, digest=digest)
 
 

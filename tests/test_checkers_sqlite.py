@@ -179,3 +179,22 @@ def test_fs_recover_without_fsck_still_replays(tmp_path: Path, fsck: bool) -> No
     rec = recover_ext4(img, tmp_path / "out", check=fsck)
     assert rec.ok and rec.steps[0].startswith("e2fsck -E journal_only")
     assert any("-fn" in s for s in rec.steps) == fsck
+
+
+def test_a_schema_name_that_is_not_utf8_fails_the_open(tmp_path: Path) -> None:
+    # found by a corrupt-fault check in CI: SQLite's "malformed database
+    # schema (NAME)" carried the corrupted name, and Python could not decode
+    # the message, so the sqlite3 exception became a UnicodeDecodeError
+    db = tmp_path / "u.db"
+    con = sqlite3.connect(db)
+    con.execute("create table tqqqq(a)")
+    con.execute("insert into tqqqq values (1)")
+    con.commit()
+    con.close()
+    raw = bytearray(db.read_bytes())
+    for at in (raw.find(b"tqqqq"), raw.find(b"CREATE TABLE tqqqq") + 13):
+        raw[at + 1 : at + 3] = b"\xc5\x28"
+    db.write_bytes(bytes(raw))
+    facts = examine(db)
+    assert facts.exists and facts.open_error is not None
+    assert facts.open_error.startswith("malformed database (a name is not UTF-8")
