@@ -154,7 +154,7 @@ def test_the_log_stays_mapped_but_not_resident(
     from harness.check.check import _chunks
 
     run = recorded("dhl-cc-raw", LONG_UPDATES, "raw")
-    opts = default_window(run, Options(strategy="reorder"))
+    opts = default_window(run, Options(strategy="prefix"))
 
     def lines(sc: StateChecker) -> tuple[bytes, int]:
         out, peak = [], 0
