@@ -7,6 +7,8 @@ survives unexplained or cannot be built or swept, 2 for usage errors."""
 from __future__ import annotations
 
 import datetime
+import os
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import click
@@ -17,7 +19,7 @@ from rich.table import Table
 from harness.atomic import write_json_atomic
 from harness.cli.params import JOBS
 from harness.errors import CrashlabError
-from harness.mutants import Outcome, catalogue, run_mutant
+from harness.mutants import Mutant, Outcome, catalogue, run_mutant
 from harness.outlock import locked_output
 
 RESULTS_DIR = Path(__file__).resolve().parents[2] / "results"
@@ -46,7 +48,14 @@ def _row(o: Outcome) -> dict[str, object]:
     help="folder for the mutants' sweeps (default results/mutants-<UTC time>)",
 )
 @click.option("--jobs", "-j", type=JOBS, default=0, help="check workers (0: every core)")
-def mutants_cmd(only: tuple[str, ...], out: Path | None, jobs: int) -> int:
+@click.option(
+    "--parallel",
+    "-p",
+    type=JOBS,
+    default=0,
+    help="mutants run at once (0: one per core)",
+)
+def mutants_cmd(only: tuple[str, ...], out: Path | None, jobs: int, parallel: int) -> int:
     """Run every mutant's cells and print which invariants killed it."""
     mutants = catalogue()
     unknown = set(only) - {m.name for m in mutants}
@@ -62,10 +71,20 @@ def mutants_cmd(only: tuple[str, ...], out: Path | None, jobs: int) -> int:
         out = RESULTS_DIR / f"mutants-{stamp}"
     with locked_output(out):  # one writer (harness/outlock.py)
         err = Console(stderr=True)
-        outcomes = []
-        for m in mutants:
+
+        def one(m: Mutant) -> Outcome:
             err.log(f"mutant {m.name}")
-            outcomes.append(run_mutant(m, out, jobs))
+            return run_mutant(m, out, jobs)
+
+        # Each mutant's build, sweep or tests run in child processes with
+        # their own folders, so threads only wait: a recording leaves a core
+        # mostly idle, and two mutants at once fill it.
+        # On Ctrl-C the mutants not yet started are dropped, not run.
+        pool = ThreadPoolExecutor(parallel or os.cpu_count() or 1)
+        try:
+            outcomes = list(pool.map(one, mutants))  # in catalogue order
+        finally:
+            pool.shutdown(cancel_futures=True)
         table = Table(title="crashlab mutants")
         for col in ("mutant", "status", "killed by (failing states)", "cells run"):
             table.add_column(col, overflow="fold")
