@@ -102,7 +102,7 @@ def content_problem(req: Required, data: bytes) -> str | None:
     """Why recovered bytes ``data`` of the fact's file are none the window
     allows, or None."""
     versions = [d for d in (data_of(s, req.fact.path) for s in req.window) if d is not None]
-    if not versions:
+    if not versions or any(_unpromised_bytes_of(d, data) for d in _replacements(req)):
         return None
     span = req.fact.span
     if span is None:
@@ -121,6 +121,31 @@ def content_problem(req: Required, data: bytes) -> str | None:
             continue
         return f"bytes {i * BLOCK}..{(i + 1) * BLOCK - 1} as in no version it had"
     return None
+
+
+def _replacements(req: Required) -> list[bytes]:
+    """The bytes of each other file that took the fact's name in the window
+    (renamed over it): the fact was about the file its op saw, not these."""
+    first = req.window[0].paths.get(req.fact.path)
+    out = []
+    for s in req.window:
+        ino = s.paths.get(req.fact.path)
+        if ino is not None and ino != first and s.data.get(ino) is not None:
+            out.append(s.data[ino])
+    return out
+
+
+def _unpromised_bytes_of(version: bytes, data: bytes) -> bool:
+    """Whether ``data`` may be what a crash leaves of ``version``, a file no
+    fact of this one promised: short of it (even empty: delayed allocation),
+    each block as written or zeros (an unwritten extent)."""
+    if len(data) > len(version):
+        return False
+    for i in range(-(-len(data) // BLOCK)):
+        got = data[i * BLOCK : (i + 1) * BLOCK]
+        if got != version[i * BLOCK : i * BLOCK + len(got)] and any(got):
+            return False
+    return True
 
 
 def links_allowed(req: Required, seen: tuple[str, ...]) -> set[tuple[int, frozenset[str]]]:
