@@ -125,27 +125,24 @@ def fresh_machine_closure() -> set[str]:
     return depends_closure([*listed_packages(), *base], pkgs)
 
 
+def _candidates(f: Path) -> list[str]:
+    """The spellings dpkg may know ``f`` by (/usr-merge: /lib/x or /usr/lib/x)."""
+    names = {str(f), str(f.resolve())}
+    return sorted(names | {c[4:] if c.startswith("/usr/") else "/usr" + c for c in names})
+
+
 def owners(files: Iterable[Path]) -> dict[Path, str | None]:
-    """The package owning each system file (None: owned by none)."""
-    result: dict[Path, str | None] = {}
-    for f in sorted(set(files)):
-        real = f.resolve()
-        candidates = {str(f), str(real)}
-        for c in list(candidates):  # /usr-merge: dpkg may know /lib/x or /usr/lib/x
-            if c.startswith("/usr/"):
-                candidates.add(c[4:])
-            else:
-                candidates.add("/usr" + c)
-        out = subprocess.run(
-            ["dpkg-query", "-S", *sorted(candidates)], capture_output=True, text=True
-        ).stdout
-        found = [
-            line.split(":")[0].split(",")[0].strip()
-            for line in out.splitlines()
-            if not line.startswith("diversion")
-        ]
-        result[f] = found[0] if found else None
-    return result
+    """The package owning each system file (None: owned by none), asked of
+    dpkg in one call (one call per file took a quarter of a minute)."""
+    spelled = {f: _candidates(f) for f in set(files)}
+    every = sorted({c for cands in spelled.values() for c in cands})
+    out = subprocess.run(["dpkg-query", "-S", *every], capture_output=True, text=True).stdout
+    owner: dict[str, str] = {}
+    for line in out.splitlines():
+        if not line.startswith("diversion") and ": " in line:
+            pkgs, path = line.split(": ", 1)
+            owner.setdefault(path.strip(), pkgs.split(":")[0].split(",")[0].strip())
+    return {f: next((owner[c] for c in cands if c in owner), None) for f, cands in spelled.items()}
 
 
 # --- the project side: what the build opens, what the code runs ----------
@@ -170,33 +167,52 @@ def build_commands() -> list[list[str]]:
     return cmds
 
 
+def _traced_files(cmd: list[str]) -> set[Path]:
+    """Run ``cmd`` (a compiler command with ``-H`` and/or ``-Wl,--trace``)
+    and return the files it reports opening."""
+    p = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
+    assert p.returncode == 0, f"{' '.join(cmd)}: {p.stderr[-2000:]}"
+    opened: set[Path] = set()
+    for line in (p.stdout + p.stderr).splitlines():
+        m = (
+            re.match(r"^\.+ (/\S+)$", line)
+            or re.match(r"^(/\S+)$", line.strip())
+            or re.match(r"^-l\S+ \((/\S+)\)$", line.strip())
+        )
+        if m:
+            opened.add(Path(m.group(1)))
+        elif line.strip().startswith("/") and "(" in line:  # archive(member)
+            opened.add(Path(line.strip().split("(")[0]))
+    return opened
+
+
+def _preprocess_commands(cmd: list[str], out: Path) -> list[list[str]]:
+    """One ``-E -H`` command per C source of ``cmd``, with its flags (the
+    ``-O`` level and ``-D``s decide which headers a source includes)."""
+    flags = [w for w in cmd[1:] if w.startswith("-") and not w.startswith(("-l", "-Wl,"))]
+    flags = [w for w in flags if w not in ("-o", "-c", "-shared")]
+    return [[cmd[0], *flags, "-E", "-H", "-o", str(out), w] for w in cmd if w.endswith(".c")]
+
+
 def files_the_build_opens(tmp: Path) -> set[Path]:
-    """Run every compile and link command again into ``tmp`` with ``-H``
-    (headers) and ``-Wl,--trace`` (every file the linker opens); a compile
-    (``-c``) only preprocessed (``-E``): it opens the same headers, and
-    SQLite's amalgamation, compiled with and without sanitizers, made this
-    test take minutes."""
+    """Every file the build's compile and link commands open: each C source
+    preprocessed (``-E -H``) once per distinct flag set (headers), and each
+    link command run again into ``tmp`` with ``-Wl,--trace`` (every file
+    the linker opens). The link runs at ``-O0 -g0``: the optimisation level
+    changes no file the linker opens (its headers are traced under the real
+    flags above), and compiling SQLite and the sanitizer builds at ``-O2``
+    made this test take minutes."""
+    preprocess: set[tuple[str, ...]] = set()
     opened: set[Path] = set()
     for i, cmd in enumerate(build_commands()):
-        cmd = list(cmd)
-        o = cmd.index("-o")
-        cmd[o + 1] = str(tmp / f"out{i}")
-        linking = "-c" not in cmd
-        if not linking:
-            cmd[cmd.index("-c")] = "-E"
-        extra = ["-H"] + (["-Wl,--trace"] if linking else [])
-        p = subprocess.run([*cmd, *extra], cwd=ROOT, capture_output=True, text=True)
-        assert p.returncode == 0, f"{' '.join(cmd)}: {p.stderr[-2000:]}"
-        for line in (p.stdout + p.stderr).splitlines():
-            m = (
-                re.match(r"^\.+ (/\S+)$", line)
-                or re.match(r"^(/\S+)$", line.strip())
-                or re.match(r"^-l\S+ \((/\S+)\)$", line.strip())
-            )
-            if m:
-                opened.add(Path(m.group(1)))
-            elif line.strip().startswith("/") and "(" in line:  # archive(member)
-                opened.add(Path(line.strip().split("(")[0]))
+        preprocess |= {tuple(c) for c in _preprocess_commands(cmd, tmp / "pre.i")}
+        if "-c" in cmd:
+            continue
+        link = [("-O0" if w.startswith("-O") else "-g0" if w == "-g" else w) for w in cmd]
+        link[link.index("-o") + 1] = str(tmp / f"out{i}")
+        opened |= _traced_files([*link, "-Wl,--trace"])
+    for pre in sorted(preprocess):
+        opened |= _traced_files(list(pre))
     return opened
 
 

@@ -18,25 +18,26 @@ from harness.sweep.matrix import shard, unshard
 
 # three cells (2 + 1 per shard), violations in two strategies of one cell
 # (with its own enumeration options), and a cell whose expectation breaks (a
-# safe SUT required to violate)
+# safe SUT required to violate); small workloads: what is tested is the
+# sharding and merging, not the size of the runs
 MATRIX = """
 [[cell]]
 sut = "dhl-nolog-raw"
-workload = "MULTI"
+workload = "insert:txns=4,ops=2,tables=2,warmup=20,seed=1"
 fs = "raw"
 strategies = ["prefix", "reorder"]
 states = { max_exhaustive = 3, sample = 4 }
 
 [[cell]]
 sut = "dhl-tc-raw"
-workload = "DHL_INSERT"
+workload = "insert:txns=4,ops=3,tables=2,size=400,warmup=10,seed=1"
 fs = "raw"
 strategies = ["prefix"]
 must_violate_any = ["DB-ATOMIC"]
 
 [[cell]]
 sut = "sqlite-off"
-workload = "MULTI"
+workload = "MULTI"  # its weakness needs more transactions
 strategies = ["prefix"]
 """
 
