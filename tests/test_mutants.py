@@ -67,3 +67,23 @@ def test_a_python_mutant_is_told_by_its_files(tmp_path: Path) -> None:
     python = {m.name for m in catalogue() if m.python}
     assert python >= {"enum-reorder-drops-half-at-most", "judge-durable-forgets-last-ack"}
     assert all(m.tests or m.cells for m in catalogue() if m.python)
+
+
+def test_a_mutant_killed_by_another_invariant_than_its_catalogues_survives() -> None:
+    """``killed_by``: killed only by invariants the catalogue does not name,
+    the mutant survives (its cell no longer reaches the bug as chosen)."""
+    from harness.mutants import Mutant, _judge
+
+    def cell(fails: dict[str, int]) -> dict[str, object]:
+        verdicts = {inv: {"fail": n} for inv, n in fails.items()}
+        broken = [f"{inv} failed" for inv in fails]
+        exp = {"ok": not fails, "guaranteed": ["DB-OPEN", "DB-DURABLE"], "broken": broken}
+        return {"sut": "xlog", "strategy": "torn", "expectation": exp, "verdicts": verdicts}
+
+    m = Mutant("m", "a bug", (), killed_by=("DB-OPEN",))
+    assert _judge(m, {"cells": [cell({"DB-OPEN": 3})]}).status == "killed"
+    wrong = _judge(m, {"cells": [cell({"DB-DURABLE": 5})]})
+    assert wrong.status == "survived" and "not by DB-OPEN" in wrong.detail
+    assert _judge(m, {"cells": [cell({})]}).status == "survived"
+    named = {m.name: m.killed_by for m in catalogue()}
+    assert named["xlog-scan-skips-crc"] == ("DB-OPEN", "DB-ATOMIC")

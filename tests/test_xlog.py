@@ -39,7 +39,6 @@ from harness.fs import get_fs
 from harness.logformat import LogReader
 from harness.materialize import replay
 from harness.materialize.nvram import NVRAM_SUFFIX, nvram_region, read_nvram, strip_nvram_fua
-from harness.mutants import catalogue, run_mutant
 from harness.record import recorder
 from harness.rundir import RunDir
 from harness.states import Enumeration, Options, state_from_id
@@ -266,26 +265,3 @@ def test_backends_without_nvram_refuse(tmp_path: Path, monkeypatch: pytest.Monke
                 recorder.RecordRequest(["true"], tmp_path / name, nvram=XLOG_NVRAM_BYTES)
             )
         assert not (tmp_path / name).exists()
-
-
-@pytest.mark.needs_fuse
-@pytest.mark.parametrize("name", ["xlog-ack-before-nvram", "xlog-writeback-not-durable"])
-def test_mutants_are_killed(name: str, tmp_path: Path) -> None:
-    """Each xLog mutant (tests/mutants/) is killed by DB-DURABLE on its
-    catalogue cell, as `crashlab mutants --only NAME` runs it."""
-    mutant = next(m for m in catalogue() if m.name == name)
-    outcome = run_mutant(mutant, tmp_path, 2)
-    assert outcome.status == "killed", outcome.detail
-    assert outcome.killers.get("DB-DURABLE", 0) > 0, outcome.killers
-
-
-@pytest.mark.needs_fuse
-def test_scan_without_crc_is_killed_by_torn(tmp_path: Path) -> None:
-    """A scan that skips the record's CRC survives prefix and reorder (an
-    NVRAM write there is whole or absent) and is killed only by a torn
-    record write, whose first sector carries a valid magic, length and lsn."""
-    mutant = next(m for m in catalogue() if m.name == "xlog-scan-skips-crc")
-    assert [c.strategies for c in mutant.cells] == [("torn",)]
-    outcome = run_mutant(mutant, tmp_path, 1)
-    assert outcome.status == "killed", outcome.detail
-    assert outcome.killers.get("DB-OPEN", 0) + outcome.killers.get("DB-ATOMIC", 0) > 0
