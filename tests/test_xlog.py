@@ -12,9 +12,10 @@ include it, and the checkers replay it exactly as the SUT's open does.
   and crashes during the NVRAM's replay (recovery-crash) hold every promise;
 * the same recording with the NVRAM's FUA flag stripped (a volatile NVRAM)
   loses acknowledged transactions;
-* the two mutants of tests/mutants/ (ack before the NVRAM, write-back not
-  durable) are killed;
 * a backend without an NVRAM refuses the SUT in one line.
+xLog's mutants (tests/mutants/: ack before the NVRAM, write-back not durable,
+a scan without the CRC) are killed by `make mutants`, each by the invariant
+its catalogue entry names (`killed_by`).
 """
 
 from __future__ import annotations
