@@ -153,9 +153,11 @@ def test_a_py_checkers_timeout_is_enforced(run: Path, tmp: Path, tmp_path: Path)
     token = f"t{uuid.uuid4().hex}"
     (tmp_path / f"{token}.py").write_text(PY_CHECKERS)
     spec = f"slow=py:{tmp_path / token}.py:slow"
-    p, recs = _check(run, tmp_path / "out", "--checker", spec, "--checker-timeout", "1")
+    # 8 states: four kills and restarts (each waits out the 1 s timeout)
+    args = ("--checker", spec, "--checker-timeout", "1", "--max-states", "8")
+    p, recs = _check(run, tmp_path / "out", *args)
     status = [r["v"]["USER:slow"] for r in recs]
-    assert p.returncode == 1 and len(recs) > 5
+    assert p.returncode == 1 and len(recs) == 8
     # the 2nd call of each process hangs; it is killed and started again
     assert status == (["pass", "error"] * len(status))[: len(status)], status
     assert "gave no reply within 1 s" in recs[1]["error"]["USER:slow"]

@@ -28,6 +28,13 @@ from harness.sweep.matrix import DHL_INSERT, MULTI
 pytestmark = pytest.mark.needs_fuse
 CASES = [("dhl-cc-raw", "reorder"), ("dhl-cc-raw", "torn"), ("dhl-nolog-raw", "torn")]
 LONG_UPDATES = "update:txns=100,ops=6,tables=3,size=400,order=rand,warmup=30,seed=1"
+# a stratified sample of every epoch's kept sets (the auto budget walks
+# about 10,000 states a case): ~300-800 states, each compared in full
+BUDGET = 300
+
+
+def _options(strategy: str) -> Options:
+    return Options(strategy=strategy, budget=BUDGET)
 
 
 @pytest.fixture(scope="module")
@@ -47,7 +54,7 @@ def test_the_fast_raw_path_gives_the_file_paths_verdicts(
     checker = StateChecker(run, tmp_path / "w")
     assert isinstance(checker.path, NativePath)  # the default: native facts
     checker.close()
-    opts = CheckOptions(states=Options(strategy=strategy), jobs=2)
+    opts = CheckOptions(states=_options(strategy), jobs=2)
     fast = check_run(run, opts, tmp_path / "fast")
     with recovery_path("python"):
         assert type(StateChecker(run, tmp_path / "w1").path) is MemoryPath
@@ -73,7 +80,7 @@ def test_the_native_facts_are_the_python_checkers(
     native, label = sc.path.native, sc.path.db_label
     compared, differ, fallbacks = 0, [], []
     with LogReader(run.log) as reader:
-        for state in Enumeration(reader, default_window(run, Options(strategy=strategy))):
+        for state in Enumeration(reader, default_window(run, _options(strategy))):
             sc.image.advance(state.durable_upto)
             writes = list(state.extents(sc.image.reader))
             blob = native.examine(sc.image.size, sc.image.data_end, writes, label)
@@ -108,7 +115,7 @@ def test_one_call_per_chunk_gives_each_states_own_facts(
     log = run.log.read_bytes()
     compared = 0
     with LogReader(run.log) as reader:
-        states = Enumeration(reader, default_window(run, Options(strategy=strategy)))
+        states = Enumeration(reader, default_window(run, _options(strategy)))
         for chunk in _chunks(iter(states), 0, None):
             sc.image.advance(chunk[0].durable_upto)
             spans, extents = [], []

@@ -40,9 +40,18 @@ def runs(recorded: Recordings, tmp_path_factory: pytest.TempPathFactory) -> dict
     return out | {"dhl-cc-raw": recorded.copy(root / "dhl-cc-raw", "dhl-cc-raw", DHL_WL, "raw")}
 
 
+_CHECKED: dict[Path, dict] = {}  # type: ignore[type-arg]  # result.json as untyped JSON
+
+
 def check(run: RunDir, *args: str, strategy: str = "prefix") -> dict:  # type: ignore[type-arg]  # result.json as untyped JSON
+    """``crashlab check`` of ``run`` into RUN/check/<strategy>-<args>; its
+    result.json, read back (not checked again) when a test of this process
+    has made that very check (the runs are the module's copies)."""
     out = run.path / "check" / f"{strategy}-{'-'.join(args).replace('/', '_')}"
-    # --force: two tests check the same run with the same faults into one folder
+    if out in _CHECKED:
+        return _CHECKED[out]
+    # --force: a second check into one folder stays legal (the cache above
+    # makes it rare)
     p = crashlab(
         "check",
         str(run.path),
@@ -57,7 +66,8 @@ def check(run: RunDir, *args: str, strategy: str = "prefix") -> dict:  # type: i
         *args,
     )
     assert p.returncode in (0, 1), p.stderr
-    return json.loads((out / "result.json").read_text())
+    _CHECKED[out] = json.loads((out / "result.json").read_text())
+    return _CHECKED[out]
 
 
 def fails(result: dict, inv: str) -> int:  # type: ignore[type-arg]  # result.json as untyped JSON
@@ -170,7 +180,10 @@ def test_a_fault_aimed_at_the_wal_loses_durability_never_atomicity(runs, kind: s
     more than twice the states the same fault aimed at the database file
     costs: there only the checkpoints' writes can be hit) and none is kept
     in part (the cell's promises hold)."""
-    res = check(runs[WAL], "--fault", f"{kind},file=wal", strategy="reorder")
+    # a budget's sample of the reorder states (~230 of ~1,300; file=wal
+    # corrupt: 76 DB-DURABLE failures there, aimed at the database 0)
+    budget = ("--budget", "300")
+    res = check(runs[WAL], "--fault", f"{kind},file=wal", *budget, strategy="reorder")
     assert fails(res, "DB-DURABLE") > 0
     assert fails(res, "DB-ATOMIC") == fails(res, "DB-INTEGRITY") == 0
     cell = Cell(
@@ -179,7 +192,7 @@ def test_a_fault_aimed_at_the_wal_loses_durability_never_atomicity(runs, kind: s
     assert evaluate(
         cell.expectation("reorder"), res["verdicts"], res["states"]["checked"], res.get("skips")
     ).ok
-    on_db = check(runs[WAL], "--fault", kind, strategy="reorder")
+    on_db = check(runs[WAL], "--fault", kind, *budget, strategy="reorder")
     assert fails(res, "DB-DURABLE") > 2 * fails(on_db, "DB-DURABLE")
 
 
