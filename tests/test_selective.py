@@ -190,17 +190,6 @@ def test_only_on_ext4(tmp_path: Path) -> None:
     assert {c.fs for c in cells} == {"ext4"}
 
 
-def test_hot_journal_mutant_is_killed_by_its_recorded_cell() -> None:
-    """The checkers open a selective database through the mutant's own VFS
-    (CRASHLAB_SELVFS_LIB, as `crashlab mutants` sets it), so a mutant of the
-    VFS's open is judged on what the SUT's next open would do: the
-    hot-journal mutant is killed by the default matrix's large-transaction
-    cell (through the built VFS it survived that cell: 695 states, none)."""
-    p = crashlab("mutants", "--only", "selvfs-hot-journal-in-memory")
-    assert p.returncode == 0, p.stdout + p.stderr
-    assert "killed" in p.stdout and "DB-OPEN" in p.stdout, p.stdout
-
-
 def test_checkers_load_the_library_the_environment_names(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
