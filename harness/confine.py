@@ -10,9 +10,11 @@ forever; a device or ``/proc`` file has no end).
 
 from __future__ import annotations
 
+import json
 import os
 import stat
 from pathlib import Path, PurePosixPath
+from typing import Any
 
 from harness.errors import CrashlabError
 
@@ -66,6 +68,24 @@ def read_regular(path: Path, limit: int, what: str = "") -> bytes:
         return b"".join(chunks)
     finally:
         os.close(fd)
+
+
+def read_json(path: Path, limit: int, what: str = "") -> Any:  # noqa: ANN401
+    """The parsed JSON of the regular file ``path`` (hostile: at most
+    ``limit`` bytes, see :func:`read_regular`); CrashlabError in one line
+    when it is not JSON, FileNotFoundError when it is missing."""
+    try:
+        return json.loads(read_regular(path, limit, what))
+    except (ValueError, RecursionError) as e:  # UnicodeDecodeError is a ValueError
+        raise CrashlabError(f"{what or path}: corrupt JSON ({str(e)[:80]})") from None
+
+
+def read_json_object(path: Path, limit: int, what: str = "") -> dict[str, Any]:
+    """:func:`read_json` of a file that must hold a JSON object."""
+    doc = read_json(path, limit, what)
+    if not isinstance(doc, dict):
+        raise CrashlabError(f"{what or path}: not a JSON object")
+    return doc
 
 
 def open_regular(path: Path | str, what: str = "") -> int:

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from harness.confine import open_regular, read_regular
+from harness.confine import open_regular, read_json
 from harness.errors import CrashlabError
 from harness.rundir import RunDir, RunMeta, SweepDir, check_cell, check_group_ref
 
@@ -67,10 +67,7 @@ class Sweep:
 
 def _read_json(path: Path) -> Any:  # noqa: ANN401
     """The parsed regular file ``path``; CrashlabError when it is not JSON."""
-    try:
-        return json.loads(read_regular(path, JSON_LIMIT, str(path)))
-    except (ValueError, RecursionError) as e:  # UnicodeDecodeError is a ValueError
-        raise CrashlabError(f"{path}: corrupt JSON ({e})") from None
+    return read_json(path, JSON_LIMIT, str(path))
 
 
 def _optional_json(path: Path) -> Any:  # noqa: ANN401

@@ -31,7 +31,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from harness.confine import read_regular
+from harness.confine import read_json_object, read_regular
 from harness.errors import CrashlabError
 from harness.rundir import SweepDir
 from harness.sweep.expectations import Floor
@@ -130,12 +130,9 @@ def read_summary(sweep: Path) -> dict[str, Any]:
     """A finished sweep's summary.json (hostile: CrashlabError, one line)."""
     path = SweepDir(sweep).summary
     try:
-        summary = json.loads(read_regular(path, SUMMARY_LIMIT, str(path)))
-    except (OSError, ValueError) as e:
+        return read_json_object(path, SUMMARY_LIMIT, str(path))
+    except OSError as e:
         raise CrashlabError(f"{path}: cannot read a summary: {e}") from None
-    if not isinstance(summary, dict):
-        raise CrashlabError(f"{path}: not a summary")
-    return summary
 
 
 def dump_floors(floors: Floors, source: str) -> str:

@@ -11,14 +11,13 @@ torn or unwritten, by role.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from harness.atomic import write_json_atomic
 from harness.check.usercheck import PyChecker, UserChecker, repro_flags
-from harness.confine import read_regular
+from harness.confine import read_json
 from harness.errors import CrashlabError
 from harness.rundir import check_group, check_group_ref
 from harness.triage.groups import Group, triage
@@ -114,10 +113,7 @@ def load_triaged(
     if not path.is_file():
         return None
     where = str(path)
-    try:
-        doc = json.loads(read_regular(path, TRIAGED_LIMIT, where))
-    except (ValueError, RecursionError) as e:
-        raise CrashlabError(f"{where}: corrupt JSON ({str(e)[:80]})") from None
+    doc = read_json(path, TRIAGED_LIMIT, where)
     if not isinstance(doc, dict) or not isinstance(doc.get("groups"), list):
         raise CrashlabError(f"{where}: not a sweep's triage record")
     if doc.get("options") != _options(per_invariant, checkers):

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.check.multicrash import COMPOSITE, CONTINUED_KEY
-from harness.confine import confined, open_regular, read_regular
+from harness.confine import confined, open_regular, read_json_object, read_regular
 from harness.errors import CrashlabError
 from harness.rundir import (
     CHECK_DIR,
@@ -96,35 +96,24 @@ def _run_of(folder: Path) -> RunDir:
     if folder.parent.name != CHECK_DIR or not (run / META_NAME).exists():
         where = str(folder / RESULT_NAME)
         try:
-            named = _json(folder / RESULT_NAME, where, RESULT_LIMIT).get("run")
+            named = read_json_object(folder / RESULT_NAME, RESULT_LIMIT, where).get("run")
         except FileNotFoundError:
             named = None
         if not isinstance(named, str) or not (Path(named) / META_NAME).is_file():
             raise CrashlabError(f"{folder}: names no run (not in RUN/{CHECK_DIR}/, no result.json)")
         run = Path(named)
-    ident = _json(folder / IDENTITY_NAME, str(folder / IDENTITY_NAME))
+    ident = read_json_object(folder / IDENTITY_NAME, CHECK_JSON_LIMIT, str(folder / IDENTITY_NAME))
     digest = hashlib.sha256(read_regular(run / META_NAME, META_LIMIT)).hexdigest()
     if ident.get("recording") != digest:
         raise CrashlabError(f"{folder}: a check of another recording than {run}")
     return RunDir(run)
 
 
-def _json(path: Path, where: str, limit: int = CHECK_JSON_LIMIT) -> dict[str, Any]:
-    """A JSON object file of at most ``limit`` bytes."""
-    try:
-        doc = json.loads(read_regular(path, limit, where))
-    except (ValueError, RecursionError) as e:
-        raise CrashlabError(f"{where}: corrupt JSON ({str(e)[:80]})") from None
-    if not isinstance(doc, dict):
-        raise CrashlabError(f"{where}: not a JSON object")
-    return doc
-
-
 def read_check(run: RunDir, folder: Path) -> CheckDir:
     """The check in ``folder``: its check.json's window and fsck option,
     its states.jsonl's failing states."""
     where = str(folder / IDENTITY_NAME)
-    doc = _json(folder / IDENTITY_NAME, where)
+    doc = read_json_object(folder / IDENTITY_NAME, CHECK_JSON_LIMIT, where)
     opts = doc.get("options")
     if not isinstance(opts, dict):
         raise CrashlabError(f"{where}: no options object")
