@@ -74,10 +74,10 @@ class Trace:
     @property
     def regions(self) -> dict[str, float]:
         """KB per region, largest first."""
-        c: Counter[str] = Counter()
+        kb: dict[str, float] = {}
         for w in self.writes:
-            c[w.region] += w.kb
-        return dict(c.most_common())
+            kb[w.region] = kb.get(w.region, 0.0) + w.kb
+        return dict(sorted(kb.items(), key=lambda r: -r[1]))
 
     @property
     def jumps(self) -> int:
