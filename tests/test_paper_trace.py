@@ -37,3 +37,25 @@ def test_dhl_cc_trace_writes_no_log_file(recorded: Recordings, tmp_path: Path) -
     assert set(regions) <= {"crashlab.db", "ext4 journal", "ext4 metadata"}, regions
     before = [w for w in t.writes if w.region == "crashlab.db" and w.n <= t.commit]
     assert len(before) >= trace.TXNS, t.writes
+
+
+def test_trace_figures_and_chart(tmp_path: Path) -> None:
+    """The table's figures from the writes, and the chart drawn with a
+    traced system, with a system that has only its reason, and with none."""
+    from harness.paper import render
+
+    w = trace.Write
+    writes = [
+        w(1, 100, 8, "a.db"),
+        w(2, 102, 4, "a.db"),
+        w(4, 500, 4, "jbd2"),
+        w(6, 103, 4, "a.db"),
+    ]
+    t = trace.Trace("ext4", 2, 5, [3], writes)
+    assert (t.kb, t.kb_after_commit) == (20, 4)
+    assert t.regions == {"a.db": 16, "jbd2": 4}
+    assert t.jumps == 2  # 102 follows 100+8 KB; 500 and 103 do not follow
+    for rows in ([{"key": "A", "trace": t.as_json()}, {"key": "B", "trace": None}], []):
+        out = tmp_path / f"fig9-{len(rows)}.png"
+        render.fig9({"fig9": {"systems": rows}}, out)
+        assert out.read_bytes().startswith(b"\x89PNG")

@@ -149,14 +149,7 @@ def _fig9(opts: Options, work: Path, progress: Callable[[str], None]) -> dict[st
         if res.measured:
             progress(f"trace: {key} ({res.sut_name}, {res.fs})")
             try:
-                t = trace.measure(res, work)
-                row["trace"] = {
-                    **asdict(t),
-                    "kb": t.kb,
-                    "kb_after_commit": t.kb_after_commit,
-                    "jumps": t.jumps,
-                    "regions": t.regions,
-                }
+                row["trace"] = trace.measure(res, work).as_json()
             except (CrashlabError, RuntimeError, OSError) as e:
                 row["why"] = f"recording failed: {str(e).splitlines()[0][:300]}"
         rows.append(row)

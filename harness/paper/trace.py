@@ -14,8 +14,9 @@ from __future__ import annotations
 
 import shutil
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any
 
 from harness.logformat import Entry, LogReader
 from harness.paper.volume import VALUE_BYTES, attribution, labels, txn_window
@@ -84,6 +85,16 @@ class Trace:
         """Writes that do not start where the previous write ended."""
         ends = [w.block + max(1, round(w.kb / 4)) for w in self.writes]
         return sum(w.block != end for w, end in zip(self.writes[1:], ends, strict=False))
+
+    def as_json(self) -> dict[str, Any]:
+        """paper.json's form: the fields and the table's figures."""
+        return {
+            **asdict(self),
+            "kb": self.kb,
+            "kb_after_commit": self.kb_after_commit,
+            "jumps": self.jumps,
+            "regions": self.regions,
+        }
 
 
 def measure(res: Resolved, work: Path) -> Trace:
