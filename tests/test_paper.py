@@ -50,7 +50,16 @@ def test_quick_run_writes_every_file(quick_page: Path) -> None:
         assert rows["OFF_OPT"]["volume_why"].startswith("SUT 'off-opt' not registered")
     assert paper["fig10"]["kinds"]["insert"]["1"]["WAL"]["best"] == 1.0
     assert paper["fig10"]["kinds"]["update"]["2"]["DHL_CC"]["min"] > 0
-    for name in ("paper.md", "paper.html", "plots/fig10.png", "plots/fig8.png", "plots/syncs.png"):
+    fig9 = {r["key"]: r for r in paper["fig9"]["systems"]}
+    assert list(fig9) == ["WAL", "MVBT", "DHL_CC", "OFF_OPT"]  # the thesis's panels, selected
+    assert fig9["WAL"]["trace"]["regions"]["crashlab.db-wal"] > 0
+    assert fig9["WAL"]["trace"]["txns"] == 10
+    assert "not built" in fig9["MVBT"]["why"] and fig9["MVBT"]["trace"] is None
+    for name in (
+        "paper.md",
+        "paper.html",
+        *(f"plots/{n}.png" for n in ("fig10", "fig8", "syncs", "fig9")),
+    ):
         assert (quick_page / name).stat().st_size > 0, name
     # no temporary file left by an atomic write (the output lock stays: harness/outlock.py)
     assert [p.name for p in quick_page.rglob(".*.*")] == [LOCK_NAME]

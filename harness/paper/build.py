@@ -4,7 +4,8 @@ this machine in one run and assemble paper.json (rendered by render.py).
 Measured per system: a recording of one-insert transactions (volume.py:
 Fig. 8's split, syncs per transaction, the tables' data/journal split) and,
 for systems that run on the host, unrecorded throughput normalised to WAL
-(throughput.py: Fig. 10).  A system that cannot be measured keeps its row
+(throughput.py: Fig. 10); for the thesis's Fig. 9 systems, a recording of
+ten two-insert transactions (trace.py).  A system that cannot be measured keeps its row
 with the reason, computed (systems.resolve, or the error its measurement
 raised).
 """
@@ -16,11 +17,12 @@ import sqlite3
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 from harness.env import temporary_folder
 from harness.errors import CrashlabError
-from harness.paper import QUICK_REPEATS, REPEATS, compare, others, throughput, volume
+from harness.paper import QUICK_REPEATS, REPEATS, compare, others, throughput, trace, volume
 from harness.report import papers
 from harness.report.systems import BASELINE, BY_KEY, Resolved, System, resolve
 
@@ -91,6 +93,7 @@ def build(opts: Options, progress: Callable[[str], None] = lambda _: None) -> di
                 rows[key]["volume_why"] = ""
             except (CrashlabError, RuntimeError, OSError) as e:
                 rows[key]["volume_why"] = f"recording failed: {str(e).splitlines()[0][:300]}"
+        fig9 = _fig9(opts, work, progress)
     fig10, tp_failed = _throughput(resolved, opts, progress)
     for key, row in rows.items():
         res = resolved[key]
@@ -125,6 +128,7 @@ def build(opts: Options, progress: Callable[[str], None] = lambda _: None) -> di
         "baseline": BASELINE,
         "systems": list(rows.values()),
         "fig10": fig10,
+        "fig9": fig9,
         "tables": tables,
         "setting_note": compare.SETTING_NOTE,
         "claims": _claims(fig10),
@@ -133,6 +137,23 @@ def build(opts: Options, progress: Callable[[str], None] = lambda _: None) -> di
         "elsewhere": [{"claim": c, "where": w} for c, w in others.ELSEWHERE],
         "not_reproduced": [{"figure": f, "why": w} for f, w in others.NOT_REPRODUCED],
     }
+
+
+def _fig9(opts: Options, work: Path, progress: Callable[[str], None]) -> dict[str, Any]:
+    """The thesis's Fig. 9 for its systems that are selected: a trace, or
+    why there is none."""
+    rows = []
+    for key in (k for k in trace.SYSTEMS if k in opts.systems):
+        res = resolve(BY_KEY[key])
+        row: dict[str, Any] = {"key": key, "why": res.why, "trace": None}
+        if res.measured:
+            progress(f"trace: {key} ({res.sut_name}, {res.fs})")
+            try:
+                row["trace"] = trace.measure(res, work).as_json()
+            except (CrashlabError, RuntimeError, OSError) as e:
+                row["why"] = f"recording failed: {str(e).splitlines()[0][:300]}"
+        rows.append(row)
+    return {"txns": trace.TXNS, "ops": trace.OPS, "spec": trace.spec(), "systems": rows}
 
 
 NVRAM_NOTE = (

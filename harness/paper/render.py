@@ -1,6 +1,7 @@
 """Write a paper folder from paper.json's content: ``paper.json``,
 ``plots/fig10.png`` (throughput normalised to WAL), ``plots/fig8.png`` (KB
 per insert by region), ``plots/syncs.png`` (syncs per transaction),
+``plots/fig9.png`` (the block trace of ten two-insert transactions),
 ``paper.md`` and ``paper.html`` (one self-contained page: inline CSS, the
 charts as data: URIs).  Every file is written atomically."""
 
@@ -26,7 +27,13 @@ from harness.paper.volume import CATEGORIES  # noqa: E402
 TEMPLATES = Path(__file__).resolve().parent / "templates"
 CAT_COLOURS = ["#4c72b0", "#dd8452", "#c44e52", "#8172b3", "#bbbbbb"]
 JSON, MD, HTML = "paper.json", "paper.md", "paper.html"
-PLOTS = {"fig10": "plots/fig10.png", "fig8": "plots/fig8.png", "syncs": "plots/syncs.png"}
+PLOTS = {
+    "fig10": "plots/fig10.png",
+    "fig8": "plots/fig8.png",
+    "syncs": "plots/syncs.png",
+    "fig9": "plots/fig9.png",
+}
+REGION_COLOURS = ["#4c72b0", "#dd8452", "#55a868", "#c44e52", "#8172b3", "#937860", "#da8bc3"]
 
 
 @dataclass(frozen=True)
@@ -128,6 +135,60 @@ def syncs(paper: dict[str, Any], path: Path) -> None:
     _save(fig, path)
 
 
+def fig9(paper: dict[str, Any], path: Path) -> None:
+    """One panel per traced system: each write at (log entry number, first
+    block), coloured by region, labelled with its KB; the last commit a
+    vertical line, the flushes ticks on the x-axis."""
+    rows = [r for r in paper["fig9"]["systems"] if r["trace"]]
+    cols = 2
+    n = max(len(rows), 1)
+    fig, axes = plt.subplots(
+        (n + cols - 1) // cols, cols, figsize=(11, 3.0 * ((n + 1) // cols)), squeeze=False
+    )
+    for ax in axes.flat[len(rows) :]:
+        ax.axis("off")
+    names = sorted({n for r in rows for n in r["trace"]["regions"]})
+    colours = {n: REGION_COLOURS[i % len(REGION_COLOURS)] for i, n in enumerate(names)}
+    for ax, row in zip(axes.flat, rows, strict=False):
+        _trace_panel(ax, row["key"], row["trace"], colours)
+    if not rows:
+        axes[0][0].text(0.5, 0.5, "no system traced", ha="center")
+    fig.tight_layout()
+    _save(fig, path)
+
+
+def _trace_panel(ax: Any, key: str, t: dict[str, Any], colours: dict[str, str]) -> None:
+    """One system's Fig. 9 panel; ``colours``: one per region, the same in
+    every panel."""
+    for region in t["regions"]:
+        ws = [w for w in t["writes"] if w["region"] == region]
+        ax.scatter(
+            [w["n"] for w in ws], [w["block"] for w in ws], s=8, color=colours[region], label=region
+        )
+        for w in ws:
+            ax.annotate(
+                f"{w['kb']:g}",
+                (w["n"], w["block"]),
+                fontsize=5,
+                xytext=(0, -7),
+                textcoords="offset points",
+                ha="center",
+            )
+    ax.axvline(t["commit"], color="#444444", linewidth=0.8, linestyle="--")
+    ax.plot(
+        t["flushes"],
+        [0] * len(t["flushes"]),
+        "|",
+        color="#999999",
+        transform=ax.get_xaxis_transform(),
+    )
+    ax.set_title(f"{key}: {t['kb']:g} KB, {len(t['writes'])} writes", fontsize=9)
+    ax.set_xlabel("log entry (order, not time)", fontsize=7)
+    ax.set_ylabel("file-system block", fontsize=7)
+    ax.tick_params(labelsize=6)
+    ax.legend(fontsize=5, loc="best")
+
+
 def _environment(*, html: bool = True) -> jinja2.Environment:
     """HTML escapes every value (SUT errors are data, never markup);
     Markdown does not."""
@@ -178,6 +239,7 @@ def write(paper: dict[str, Any], out: Path) -> Written:
     fig10(paper, out / PLOTS["fig10"])
     fig8(paper, out / PLOTS["fig8"])
     syncs(paper, out / PLOTS["syncs"])
+    fig9(paper, out / PLOTS["fig9"])
     write_text_atomic(out / MD, render_md(paper))
     write_text_atomic(out / HTML, render_html(paper, out))
     return Written(out / JSON, out / MD, out / HTML, tuple(out / p for p in PLOTS.values()))

@@ -110,7 +110,7 @@ def measure(res: Resolved, txns: int, work: Path) -> Volume:
         shutil.rmtree(work / "views", ignore_errors=True)
 
 
-def _window(entries: list[Entry]) -> tuple[int, int, int, int]:
+def txn_window(entries: list[Entry]) -> tuple[int, int, int, int]:
     """(first, last, last transaction's begin, acknowledged transactions):
     entry indices of ``txn-begin:1`` and the last ``txn-ack:``."""
     first = last = begin_last = -1
@@ -135,7 +135,7 @@ def analyse(run: RunDir, work: Path) -> Volume:
     meta = run.meta()
     with LogReader(run.log, salvage=True) as reader:
         entries = list(reader.entries())
-        first, last, begin_last, acks = _window(entries)
+        first, last, begin_last, acks = txn_window(entries)
         window = [e for e in entries[first : last + 1] if not e.is_mark]
         runner = (meta.runner or {}).get("workload") if isinstance(meta.runner, dict) else None
         syncs = runner["fsyncs"] / acks if runner and acks else None
@@ -162,23 +162,8 @@ def analyse(run: RunDir, work: Path) -> Volume:
                     "only), the total is every byte written"
                 ],
             )
-        layout = read_layout(base)
-        positions = sorted(
-            {e.index + 1 for e in entries[begin_last : last + 1] if e.is_flush}
-            | {last + 1, len(entries)}
-        )
-        work.mkdir(parents=True, exist_ok=True)
-        views, databases = _views(base, run.log, positions, work)
-        earlier = [e.index + 1 for e in window if e.is_flush and e.index < begin_last]
-        cats, files, commits = _classify(
-            reader,
-            window,
-            layout,
-            views,
-            {meta.db or "", *databases},
-            _LaterViews(base, run.log, earlier, work / "earlier"),
-            nvram_region(meta.extra),
-        )
+        att = attribution(run, entries, first, begin_last, last, work)
+        cats, files, commits = _classify(reader, window, att)
     per = {c: cats.get(c, 0) / 1024 / acks for c in CATEGORIES}
     return Volume(
         acks,
@@ -259,19 +244,82 @@ class _LaterViews:
         return found
 
 
+@dataclass
+class Attribution:
+    """What names the owner of a run's blocks (see the module comment)."""
+
+    layout: Layout
+    views: list[tuple[str, Path]]
+    db_names: set[str]
+    earlier: _LaterViews
+    nvram: tuple[int, int] | None  # (offset, bytes) of a SUT's NVRAM past the disk
+
+
+def attribution(
+    run: RunDir, entries: list[Entry], first: int, begin_last: int, last: int, work: Path
+) -> Attribution:
+    """The views of an ext4 run whose transactions begin at entry ``first``
+    and the last of them at ``begin_last``, acknowledged at entry ``last``
+    (made under ``work``, which the caller deletes)."""
+    meta = run.meta()
+    assert meta.image is not None
+    base = Path(meta.image.path)
+    positions = sorted(
+        {e.index + 1 for e in entries[begin_last : last + 1] if e.is_flush}
+        | {last + 1, len(entries)}
+    )
+    work.mkdir(parents=True, exist_ok=True)
+    views, databases = _views(base, run.log, positions, work)
+    earlier = [e.index + 1 for e in entries[first:begin_last] if e.is_flush]
+    return Attribution(
+        read_layout(base),
+        views,
+        {meta.db or "", *databases},
+        _LaterViews(base, run.log, earlier, work / "earlier"),
+        nvram_region(meta.extra),
+    )
+
+
+def labels(att: Attribution, blocks: set[int]) -> dict[int, tuple[str, str]]:
+    """(category, file name or "") of each file-system block: the file
+    name for a block of a regular file or of the NVRAM, else ""."""
+    layout = att.layout
+    nv_lo, nv_hi = (att.nvram[0], att.nvram[0] + att.nvram[1]) if att.nvram else (-1, -1)
+    bs = layout.block_size
+    unknown = {
+        b
+        for b in blocks
+        if not nv_lo <= b * bs < nv_hi
+        and layout.journal_block(b) is None
+        and layout.static(b) is None
+        and layout.itable_inodes(b) is None
+    }
+    owners = attribute(att.views, sorted(unknown))
+    owners.update(att.earlier.attribute(sorted(unknown - set(owners))))
+    out: dict[int, tuple[str, str]] = {}
+    for b in blocks:
+        if nv_lo <= b * bs < nv_hi:
+            out[b] = ("log file", NVRAM)
+        elif layout.journal_block(b) is not None:
+            out[b] = ("ext4 journal", "")
+        elif layout.static(b) is not None or layout.itable_inodes(b) is not None:
+            out[b] = ("ext4 metadata", "")
+        elif (o := owners.get(b)) is None:
+            out[b] = ("other", "")
+        elif o.kind != "regular" or o.lblk is None:
+            out[b] = ("ext4 metadata", "")
+        else:
+            name = (o.path or f"<{o.inode}>").rsplit("/", 1)[-1]
+            out[b] = ("database file" if name in att.db_names else "log file", name)
+    return out
+
+
 def _classify(
-    reader: LogReader,
-    window: list[Entry],
-    layout: Layout,
-    views: list[tuple[str, Path]],
-    db_names: set[str],
-    earlier: _LaterViews,
-    nvram: tuple[int, int] | None = None,
+    reader: LogReader, window: list[Entry], att: Attribution
 ) -> tuple[Counter[str], Counter[str], int]:
     """Bytes per category and per file name, and jbd2 commit blocks, of the
-    writes in ``window``.  ``nvram``: (offset, bytes) of a SUT's emulated
-    NVRAM past the disk (its log: counted as the log file ``NVRAM``)."""
-    nv_lo, nv_hi = (nvram[0], nvram[0] + nvram[1]) if nvram else (-1, -1)
+    writes in ``window``."""
+    layout = att.layout
     bs, ss = layout.block_size, reader.sectorsize
     pieces: list[tuple[int, int]] = []  # (fs block, bytes of it written)
     commits = 0
@@ -286,32 +334,12 @@ def _classify(
             if data and lo == b * bs and hi - lo == bs and layout.journal_block(b) is not None:
                 h = jbd2.header(data[lo - start : hi - start])
                 commits += h is not None and h.blocktype == jbd2.COMMIT
-    unknown = {
-        b
-        for b, _ in pieces
-        if not nv_lo <= b * bs < nv_hi
-        and layout.journal_block(b) is None
-        and layout.static(b) is None
-        and layout.itable_inodes(b) is None
-    }
-    owners = attribute(views, sorted(unknown))
-    owners.update(earlier.attribute(sorted(unknown - set(owners))))
+    named = labels(att, {b for b, _ in pieces})
     cats: Counter[str] = Counter()
     files: Counter[str] = Counter()
     for b, n in pieces:
-        if nv_lo <= b * bs < nv_hi:
-            files[NVRAM] += n
-            cats["log file"] += n
-        elif layout.journal_block(b) is not None:
-            cats["ext4 journal"] += n
-        elif layout.static(b) is not None or layout.itable_inodes(b) is not None:
-            cats["ext4 metadata"] += n
-        elif (o := owners.get(b)) is None:
-            cats["other"] += n
-        elif o.kind != "regular" or o.lblk is None:
-            cats["ext4 metadata"] += n
-        else:
-            name = (o.path or f"<{o.inode}>").rsplit("/", 1)[-1]
+        cat, name = named[b]
+        cats[cat] += n
+        if name:
             files[name] += n
-            cats["database file" if name in db_names else "log file"] += n
     return cats, files, commits
