@@ -177,3 +177,26 @@ class Recordings:
     def many(self, workloads: dict[str, str], fs: str = "ext4") -> dict[str, RunDir]:
         """``{sut: shared recording}`` for ``{sut: workload}`` on ``fs``."""
         return {sut: self(sut, wl, fs) for sut, wl in workloads.items()}
+
+
+# A j-lang program for FS-REPLACE (ext4's auto_da_alloc): a new file, never
+# fsynced, renamed over a durable one; the root's fsync ({fsync}: "fsync ."
+# or "none") makes the rename durable, and auto_da_alloc is documented to
+# force the new file's blocks out with it (this kernel does not always:
+# docs/findings.md, "ext4's replace by rename").
+JLANG_REPLACE = """# run
+open foo O_RDWR|O_CREAT 0777
+write foo 0 4096
+fsync foo
+close foo
+sync
+checkpoint 1
+open bar O_RDWR|O_CREAT 0777
+write bar 0 9000
+close bar
+rename bar foo
+opendir . 0777
+{fsync}
+checkpoint 2
+close .
+"""

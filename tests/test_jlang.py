@@ -8,6 +8,7 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+from support import JLANG_REPLACE as REPLACE
 
 from checkers.fssemantics import Node, TreeFacts, judge_tree, read_tree
 from checkers.invariants import FS_LEVEL
@@ -165,30 +166,12 @@ def test_content_is_judged_per_block_within_the_window() -> None:
     assert {v.invariant: v.status for v in links}["FS-LINK"] == "skip"
 
 
-# a durable file, then a new one (never fsynced) renamed over it, the root fsynced
-REPLACE = """# run
-open foo O_RDWR|O_CREAT 0777
-write foo 0 4096
-fsync foo
-close foo
-checkpoint 1
-open bar O_RDWR|O_CREAT 0777
-write bar 0 9000
-close bar
-rename bar foo
-opendir . 0777
-fsync .
-checkpoint 2
-close .
-"""
-
-
 def test_a_file_renamed_over_an_fsynced_one_is_judged_by_its_own_promises() -> None:
     """With the rename in flight (acked 1), the name may hold the newcomer as
     a crash leaves an unsynced file (zeros: unwritten extents; short), not
     the fsynced file's promise; after the root's fsync (acked 2) ext4's
     FS-REPLACE promises the newcomer's bytes, so zeros fail it there."""
-    prog = parse(REPLACE)
+    prog = parse(REPLACE.format(fsync="fsync ."))
     run = execute(prog)
     last = run.snapshots[-1]
     new = last.data[last.paths["foo"]]

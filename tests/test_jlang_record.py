@@ -12,6 +12,7 @@ import json
 from pathlib import Path
 
 import pytest
+from support import JLANG_REPLACE as REPLACE
 
 from harness.check.check import CheckOptions, check_run, options_for
 from harness.rundir import RunDir
@@ -62,27 +63,6 @@ def test_without_the_directory_fsync_it_fails(tmp_path: Path, private_tmp: Path)
     meta["jlang"] = canonical(parse(BODY.format(fsync="fsync A")))  # what it claims it ran
     run.meta_path.write_text(json.dumps(meta))
     assert "fail" in _statuses(run, tmp_path / "check")["FS-DIR-ENTRIES"]
-
-
-# FS-REPLACE (ext4's auto_da_alloc): a new file written without an fsync and
-# renamed over a durable one; the root's fsync makes the rename durable, and
-# auto_da_alloc forces the new file's delayed blocks out with it.
-REPLACE = """# run
-open foo O_RDWR|O_CREAT 0777
-write foo 0 4096
-fsync foo
-close foo
-sync
-checkpoint 1
-open bar O_RDWR|O_CREAT 0777
-write bar 0 9000
-close bar
-rename bar foo
-opendir . 0777
-{fsync}
-checkpoint 2
-close .
-"""
 
 
 def _record_replace(tmp: Path, name: str, root_fsync: bool) -> RunDir:
