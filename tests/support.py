@@ -179,6 +179,22 @@ class Recordings:
         return {sut: self(sut, wl, fs) for sut, wl in workloads.items()}
 
 
+# A j-lang program with one answer known both ways: a file created in
+# folder A, then A fsynced ({fsync}: "fsync A") or not ("none").
+JLANG_DIR_FSYNC = """# run
+mkdir A 0777
+sync
+checkpoint 1
+open Afoo O_RDWR|O_CREAT 0777
+write Afoo 0 5000
+close Afoo
+opendir A 0777
+{fsync}
+checkpoint 2
+close A
+"""
+
+
 # A j-lang program for FS-REPLACE (ext4's auto_da_alloc): a new file, never
 # fsynced, renamed over a durable one; the root's fsync ({fsync}: "fsync ."
 # or "none") makes the rename durable, and auto_da_alloc is documented to

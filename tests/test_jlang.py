@@ -8,6 +8,7 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+from support import JLANG_DIR_FSYNC
 from support import JLANG_REPLACE as REPLACE
 
 from checkers.fssemantics import Node, TreeFacts, judge_tree, read_tree
@@ -53,19 +54,7 @@ close Afoo
 """
 
 # the answer known both ways: a file created in A, A fsynced (or not)
-DIR_FSYNC = """# run
-mkdir A 0777
-sync
-checkpoint 1
-open Afoo O_RDWR|O_CREAT 0777
-write Afoo 0 5000
-close Afoo
-opendir A 0777
-fsync A
-checkpoint 2
-close A
-"""
-
+DIR_FSYNC = JLANG_DIR_FSYNC.format(fsync="fsync A")
 
 def test_ace_file_parses_to_canonical_form_and_back() -> None:
     program = parse(ACE_FILE)

@@ -12,7 +12,7 @@ import json
 from pathlib import Path
 
 import pytest
-from support import JLANG_REPLACE as REPLACE
+from support import JLANG_DIR_FSYNC, JLANG_REPLACE
 
 from harness.check.check import CheckOptions, check_run, options_for
 from harness.rundir import RunDir
@@ -21,24 +21,19 @@ from workloads.run import record_workload
 
 pytestmark = pytest.mark.needs_fuse
 
-BODY = """# run
-mkdir A 0777
-sync
-checkpoint 1
-open Afoo O_RDWR|O_CREAT 0777
-write Afoo 0 5000
-close Afoo
-opendir A 0777
-{fsync}
-checkpoint 2
-close A
-"""
-
 
 def _record(tmp: Path, name: str, dir_fsync: bool) -> RunDir:
     src = tmp / f"{name}.jlang"
-    src.write_text(BODY.format(fsync="fsync A" if dir_fsync else "none"))
+    src.write_text(JLANG_DIR_FSYNC.format(fsync="fsync A" if dir_fsync else "none"))
     return record_workload("fs-ext4", f"jlang:file={src}", tmp / name, fs="ext4", backend="fuse")
+
+
+def _claim(run: RunDir, program: str) -> None:
+    """Make the recording claim it ran ``program``: the oracle of another
+    program judges it (a runner that dropped an op would leave this)."""
+    meta = json.loads(run.meta_path.read_text())
+    meta["jlang"] = canonical(parse(program))
+    run.meta_path.write_text(json.dumps(meta))
 
 
 def _statuses(run: RunDir, out_dir: Path) -> dict[str, set[str]]:
@@ -59,15 +54,13 @@ def test_with_the_directory_fsync_it_holds(tmp_path: Path, private_tmp: Path) ->
 
 def test_without_the_directory_fsync_it_fails(tmp_path: Path, private_tmp: Path) -> None:
     run = _record(tmp_path, "without", False)
-    meta = json.loads(run.meta_path.read_text())
-    meta["jlang"] = canonical(parse(BODY.format(fsync="fsync A")))  # what it claims it ran
-    run.meta_path.write_text(json.dumps(meta))
+    _claim(run, JLANG_DIR_FSYNC.format(fsync="fsync A"))
     assert "fail" in _statuses(run, tmp_path / "check")["FS-DIR-ENTRIES"]
 
 
 def _record_replace(tmp: Path, name: str, root_fsync: bool) -> RunDir:
     src = tmp / f"{name}.jlang"
-    src.write_text(REPLACE.format(fsync="fsync ." if root_fsync else "none"))
+    src.write_text(JLANG_REPLACE.format(fsync="fsync ." if root_fsync else "none"))
     return record_workload("fs-ext4", f"jlang:file={src}", tmp / name, fs="ext4", backend="fuse")
 
 
@@ -92,7 +85,5 @@ def test_a_replace_without_the_fsync_fails_fs_replace(tmp_path: Path, private_tm
     """The rename not made durable, judged by the oracle of the program with
     the fsync: the old 4096 bytes come back under the name, FS-REPLACE fails."""
     run = _record_replace(tmp_path, "without", False)
-    meta = json.loads(run.meta_path.read_text())
-    meta["jlang"] = canonical(parse(REPLACE.format(fsync="fsync .")))
-    run.meta_path.write_text(json.dumps(meta))
+    _claim(run, JLANG_REPLACE.format(fsync="fsync ."))
     assert "fail" in _statuses(run, tmp_path / "check")["FS-REPLACE"]
