@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from workloads.jlang.rules import FS_INVARIANTS
+
 
 @dataclass(frozen=True)
 class Invariant:
@@ -166,17 +168,9 @@ TRACE_LEVEL = ("DHL-T2", "CC-NEXT", "CC-MONO")
 # judged on the first crashes that multicrash and recovery-crash continue:
 # the SUT's own restart against the checkers' recovery (checkers/agree.py)
 RESTART_LEVEL = ("REC-AGREE",)
-# judged on j-lang runs (checkers/fssemantics.py; workloads/jlang/rules.py
-# has the same IDs, in this order)
-FS_LEVEL = (
-    "FS-FSYNC-DATA",
-    "FS-FSYNC-NAME",
-    "FS-DIR-ENTRIES",
-    "FS-SYNC",
-    "FS-LINK",
-    "FS-XATTR",
-    "FS-REPLACE",
-)
+# judged on j-lang runs (checkers/fssemantics.py), in the order of the
+# file-system rules that promise them
+FS_LEVEL = FS_INVARIANTS
 # judged on runs recorded with device faults (checkers/ioerror.py)
 ERROR_LEVEL = ("ERR-NOACK", "ERR-ATOMIC", "ERR-DURABLE")
 

@@ -130,8 +130,8 @@ RULES: tuple[Rule, ...] = (
     ),
 )
 
-# every FS-* invariant (checkers/invariants.py FS_LEVEL, in its order: a
-# test holds the two together)
+# every FS-* invariant, in report order (checkers/invariants.py's FS_LEVEL;
+# each described in its INVARIANTS)
 FS_INVARIANTS: tuple[str, ...] = (
     "FS-FSYNC-DATA",
     "FS-FSYNC-NAME",
